@@ -1,0 +1,42 @@
+# Task Lab — thin targets; each calls one Python entry point.
+# Run `make help` for the lessons.
+
+PYTHON ?= python3
+VPY := .venv/bin/python
+VENV_READY := .venv/.installed
+
+.DEFAULT_GOAL := help
+.PHONY: help venv check test doctor watch clean list
+
+help:
+	@$(PYTHON) -m checks help
+
+$(VENV_READY): requirements.txt requirements-dev.txt
+	@$(PYTHON) -m shared.bootstrap
+
+venv: $(VENV_READY)
+
+lesson-%: $(VENV_READY)
+	@$(VPY) -m checks lesson $*
+
+diff-%:
+	@$(PYTHON) -m checks diff $*
+
+list:
+	@$(PYTHON) -m checks list
+
+# make check [LESSON=NN] [LAB=DIR] [REPORT=FILE.json] [JUNIT=FILE.xml]
+check: $(VENV_READY)
+	@$(VPY) -m checks run $(or $(LESSON),all) $(if $(LAB),--lab "$(LAB)") $(if $(REPORT),--report "$(REPORT)") $(if $(JUNIT),--junit "$(JUNIT)")
+
+watch: $(VENV_READY)
+	@$(VPY) -m checks watch $(or $(LESSON),$(error set LESSON=NN)) $(if $(LAB),--lab "$(LAB)")
+
+doctor:
+	@if [ -x $(VPY) ]; then $(VPY) -m checks doctor; else $(PYTHON) -m checks doctor; fi
+
+test: $(VENV_READY)
+	@$(VPY) -m pytest
+
+clean:
+	@$(PYTHON) -m checks clean

@@ -1,0 +1,358 @@
+"""Command line of the checker runner.  Exit codes: 0 all passed, 1 a check failed, 2 usage/environment."""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import os
+import sys
+import time
+from pathlib import Path
+
+from checks import progress, report
+from checks.runner import ERROR, FAIL, NOT_PASSED, PASS, SKIPPED, TIMEOUT, LessonResult, run_lesson
+from checks.workdir import LAB_DIR, UsageError, lesson_files, materialise, reference_files
+from shared import manifest
+from shared.i18n import pick, t
+
+MARKS = {PASS: "✓", FAIL: "✗", ERROR: "!", TIMEOUT: "⏱", SKIPPED: "–"}
+LABELS = {PASS: "", FAIL: "", ERROR: " ERROR", TIMEOUT: " TIMEOUT", SKIPPED: " SKIP"}
+
+
+def _load() -> dict:
+    try:
+        return manifest.load()
+    except manifest.ManifestError as exc:
+        raise UsageError(t(f"清单有误：{exc}", f"malformed manifest: {exc}")) from None
+
+
+def _select(data: dict, ids: list[str], allow_planned: bool) -> list[dict]:
+    lessons = data["lessons"]
+    if ids == ["all"]:
+        return lessons
+    chosen = []
+    for raw in ids:
+        lesson_id = raw.zfill(2) if raw.isdigit() else raw
+        lesson = manifest.lesson(lesson_id, data)
+        if lesson is None:
+            known = ", ".join(l["id"] for l in lessons)
+            raise UsageError(t(f"没有第 {raw} 课（可选：{known}，或 all）", f"no lesson {raw!r} (choose from {known}, or all)"))
+        if lesson["status"] != "ready" and not allow_planned:
+            raise UsageError(t(f"第 {lesson_id} 课还在计划中，尚未建成", f"lesson {lesson_id} is planned, not built yet"))
+        chosen.append(lesson)
+    return chosen
+
+
+def _lab_path(raw: str | None) -> Path | None:
+    if raw is None:
+        return None
+    path = Path(raw).expanduser().resolve()
+    if not path.is_dir():
+        raise UsageError(t(f"--lab {raw}：文件夹不存在", f"--lab {raw}: no such folder"))
+    return path
+
+
+def _planned_result(lesson: dict) -> LessonResult:
+    from checks.runner import CheckResult
+    checks = [CheckResult(lesson=lesson["id"], id=c["id"], kind=c.get("kind", "core"), text=c["text"],
+                          hint=c["hint"], points=c["points"], status=SKIPPED,
+                          message=t("本课尚未建成（planned）", "lesson not built yet (planned)")) for c in lesson["checks"]]
+    return LessonResult(lesson, "planned", checks, 0.0)
+
+
+def _ensure_services(lesson: dict) -> None:
+    if lesson.get("services"):
+        try:
+            from shared import labctl  # the service layer arrives with lesson 08
+        except ImportError:
+            raise UsageError(t("本课需要 Redis/MySQL，但服务层尚未提供", "this lesson needs Redis/MySQL, but the service layer is missing")) from None
+        labctl.ensure(lesson["services"])
+
+
+def run_many(lessons: list[dict], data: dict, lab: Path | None, scope: str, show=None) -> list[LessonResult]:
+    """Run each lesson (planned ones are reported as such); `scope` names the work/log subfolder."""
+    results = []
+    for lesson in lessons:
+        if lesson["status"] != "ready":
+            result = _planned_result(lesson)
+        else:
+            workdir = LAB_DIR / "work" / scope / lesson["id"]
+            log_dir = LAB_DIR / "logs" / scope / lesson["id"]
+            materialise(data["lessons"], lesson, workdir, lab)
+            _ensure_services(lesson)
+            result = run_lesson(lesson, workdir, log_dir, source=str(lab) if lab else "reference")
+        results.append(result)
+        if show:
+            show(result)
+    return results
+
+
+def print_lesson(result: LessonResult, evidence: bool = False, first_failure_only: bool = False) -> None:
+    lesson = result.lesson
+    print(f"\n{t('第', 'Lesson ')}{lesson['id']}{t(' 课', '')} — {pick(lesson['title'])}")
+    if result.source == "planned":
+        print("  " + t("（计划中，尚未建成：不计为通过）", "(planned, not built yet: not counted as passed)"))
+        return
+    shown_failure = False
+    for c in result.checks:
+        print(f"  {MARKS[c.status]} {c.id:<6} {pick(c.text)}  ({c.seconds:.2f}s){LABELS[c.status]}")
+        if c.status in NOT_PASSED and not (first_failure_only and shown_failure):
+            shown_failure = True
+            if c.message:
+                print(f"      {t('原因', 'why')}: {c.message}")
+            for line in [n for n in c.notes if n != c.message][-10:]:
+                print(f"      | {line}")
+            print(f"      {t('提示', 'hint')}: {pick(c.hint)}")
+        elif c.status == SKIPPED and c.message:
+            print(f"      {c.message}")
+        elif evidence and c.status == PASS:
+            for line in c.notes[-6:]:
+                print(f"      · {line}")
+    failed = [c for c in result.checks if c.status in NOT_PASSED]
+    passed = sum(c.status == PASS for c in result.checks)
+    summary = t(f"  {passed}/{len(result.checks)} 项通过，用时 {result.seconds:.1f}s",
+                f"  {passed}/{len(result.checks)} passed in {result.seconds:.1f}s")
+    print(summary)
+    if failed and result.logs:
+        existing = [str(p.relative_to(LAB_DIR.parent)) if p.is_relative_to(LAB_DIR.parent) else str(p)
+                    for p in result.logs if p.exists()]
+        if existing:
+            print("  " + t("完整日志：", "full logs: ") + ", ".join(existing))
+
+
+def _write_reports(args, results, source, error=None) -> None:
+    if getattr(args, "report", None):
+        report.write_json(Path(args.report), results, source, error)
+    if getattr(args, "junit", None):
+        report.write_junit(Path(args.junit), results, source, error)
+
+
+def _exit_code(results: list[LessonResult]) -> int:
+    return 1 if any(r.status == FAIL for r in results) else 0
+
+
+def cmd_list(args) -> int:
+    data = _load()
+    done = progress.load()
+    print(t("编号  状态     检查  上次结果         标题", "id  status   checks last result     title"))
+    for lesson in data["lessons"]:
+        last = done.get(lesson["id"])
+        last_text = f"{last['status']} {last['passed']}/{last['total']}" if last else "—"
+        print(f"{lesson['id']}  {lesson['status']:<8} {len(lesson['checks']):>4}   {last_text:<15}  {pick(lesson['title'])}")
+    return 0
+
+
+def cmd_run(args, evidence: bool = False) -> int:
+    data = _load()
+    lessons = _select(data, args.lessons, allow_planned=args.lessons == ["all"])
+    lab = _lab_path(args.lab)
+    scope = "lab" if lab else "reference"
+    if lab:
+        print(t(f"检查你的文件夹：{lab}（只读取，不修改）", f"checking your folder: {lab} (read only, never changed)"))
+    results = run_many(lessons, data, lab, scope, show=lambda r: print_lesson(r, evidence=evidence))
+    progress.record([r for r in results if r.source != "planned"])
+    _write_reports(args, results, str(lab) if lab else "reference")
+    total = sum(len(r.checks) for r in results)
+    passed = sum(c.status == PASS for r in results for c in r.checks)
+    print("\n" + t(f"合计：{passed}/{total} 项通过", f"total: {passed}/{total} checks passed"))
+    return _exit_code(results)
+
+
+def cmd_lesson(args) -> int:
+    args.lessons, args.lab = [args.lesson], None
+    code = cmd_run(args, evidence=True)
+    lesson_id = args.lesson.zfill(2)
+    print(t(f"\n参考文件在 .lab/work/reference/{lesson_id}/。检查自己的文件夹：make check LESSON={lesson_id} LAB=~/tasks_lab",
+            f"\nThe reference files are in .lab/work/reference/{lesson_id}/. Check your own folder: make check LESSON={lesson_id} LAB=~/tasks_lab"))
+    return code
+
+
+def _student_name(path: Path) -> str:
+    return path.parent.name if path.name == "tasks_lab" else path.name
+
+
+def cmd_grade(args) -> int:
+    data = _load()
+    lessons = _select(data, args.lessons, allow_planned=args.lessons == ["all"])
+    out = Path(args.out)
+    rows, worst = [], 0
+    for raw in args.lab:
+        try:
+            lab = _lab_path(raw)
+        except UsageError as exc:  # one missing folder must not stop the class: record it as an error
+            name = _student_name(Path(raw))
+            report.write_json(out / f"{name}.json", [], raw, str(exc))
+            rows.append((name, 0, sum(c["points"] for l in lessons for c in l["checks"]), "error"))
+            worst = max(worst, 1)
+            continue
+        name = _student_name(lab)
+        results = run_many(lessons, data, lab, f"grade/{name}")
+        report.write_json(out / f"{name}.json", results, str(lab))
+        report.write_junit(out / f"{name}.xml", results, str(lab))
+        score = sum(c.score for r in results for c in r.checks)
+        max_score = sum(c.points for r in results for c in r.checks)
+        rows.append((name, score, max_score, report.overall(results)))
+        worst = max(worst, _exit_code(results))
+    print(t("学生                 得分      状态", "student              score     status"))
+    for name, score, max_score, status in rows:
+        print(f"{name:<20} {score:>3}/{max_score:<5} {status}")
+    print(t(f"报告写在 {out}/", f"reports written to {out}/"))
+    return worst
+
+
+def cmd_diff(args) -> int:
+    data = _load()
+    [lesson] = _select(data, [args.lesson], allow_planned=True)
+    before = reference_files(data["lessons"], f"{int(lesson['id']) - 1:02d}") if lesson["id"] != "01" else {}
+    changed = False
+    for rel, path in lesson_files(lesson).items():
+        new = path.read_text(encoding="utf-8", errors="replace").splitlines(keepends=True)
+        old_path = before.get(rel)
+        old = old_path.read_text(encoding="utf-8", errors="replace").splitlines(keepends=True) if old_path else []
+        lines = list(difflib.unified_diff(old, new, f"a/{rel}" if old_path else "/dev/null", f"b/{rel}"))
+        if lines:
+            changed = True
+            sys.stdout.writelines(line if line.endswith("\n") else line + "\n" for line in lines)
+    if not changed:
+        print(t(f"第 {lesson['id']} 课没有文件改动", f"lesson {lesson['id']} changes no files"))
+    return 0
+
+
+def folder_signature(folder: Path) -> tuple:
+    """What changes when a learner saves a file: names, sizes and mtimes (polling works on WSL2 and network drives)."""
+    entries = []
+    for root, dirs, files in os.walk(folder):
+        dirs[:] = [d for d in dirs if d not in {".venv", "venv", "__pycache__", ".git", ".lab", ".pytest_cache"}]
+        for name in files:
+            path = Path(root, name)
+            try:
+                stat = path.stat()
+            except FileNotFoundError:
+                continue
+            entries.append((str(path.relative_to(folder)), stat.st_size, stat.st_mtime_ns))
+    return tuple(sorted(entries))
+
+
+def cmd_watch(args) -> int:
+    data = _load()
+    [lesson] = _select(data, [args.lesson], allow_planned=False)
+    lab = _lab_path(args.lab)
+    folder = lab or (manifest.KIT_ROOT / lesson["folder"])
+    seen, runs = None, 0
+    try:
+        while args.max_runs is None or runs < args.max_runs:
+            current = folder_signature(folder)
+            if current != seen:
+                seen = current
+                runs += 1
+                if sys.stdout.isatty():
+                    print("\033[2J\033[H", end="")
+                [result] = run_many([lesson], data, lab, "watch")
+                print_lesson(result, first_failure_only=True)
+                print("\n" + t(f"正在监视 {folder}（Ctrl-C 退出）", f"watching {folder} (Ctrl-C to stop)"), flush=True)
+            time.sleep(args.interval)
+    except KeyboardInterrupt:
+        print("\n" + t("已停止监视", "stopped watching"))
+    return 0
+
+
+def cmd_help(args) -> int:
+    data = _load()
+    print(t("Task Lab 常用命令：", "Task Lab commands:"))
+    rows = [
+        ("make lesson-NN", t("运行第 NN 课的参考文件与全部检查（首次会创建 .venv）", "run lesson NN's reference files and checks (creates .venv on first use)")),
+        ("make check LESSON=NN LAB=DIR", t("检查你自己的文件夹", "check your own folder")),
+        ("make watch LESSON=NN LAB=DIR", t("保存文件时自动重新检查", "re-check whenever you save")),
+        ("make diff-NN", t("查看第 NN 课相对上一课的改动", "what lesson NN changes")),
+        ("make doctor", t("检查本机环境", "check this machine")),
+        ("make test", t("运行套件自身的全部测试", "run the kit's own test suite")),
+        ("make clean", t("删除 .lab/ 工作目录", "remove the .lab/ work folders")),
+    ]
+    for cmd, text in rows:
+        print(f"  {cmd:<30} {text}")
+    print("\n" + t("课程：", "Lessons:"))
+    for lesson in data["lessons"]:
+        state = "" if lesson["status"] == "ready" else t("（计划中）", " (planned)")
+        print(f"  make lesson-{lesson['id']}   {pick(lesson['title'])}{state}")
+    return 0
+
+
+def lesson_table(data: dict) -> str:
+    """The README's lesson table, generated from tasks.json (tests keep the README in step)."""
+    lines = ["| # | Lesson | 课程 | Checks | Status |", "|---|---|---|---|---|"]
+    for lesson in data["lessons"]:
+        lines.append(f"| {lesson['id']} | [{lesson['title']['en']}]({lesson['folder']}/) | {lesson['title']['zh']} "
+                     f"| {len(lesson['checks'])} | {lesson['status']} |")
+    return "\n".join(lines)
+
+
+def cmd_table(args) -> int:
+    print(lesson_table(_load()))
+    return 0
+
+
+def cmd_clean(args) -> int:
+    import shutil
+    if LAB_DIR.exists():
+        shutil.rmtree(LAB_DIR)
+    print(t("已删除 .lab/", "removed .lab/"))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m checks", description="Task Lab checker runner")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("list", help="lessons, status, number of checks, last result")
+
+    def reports(p):
+        p.add_argument("--report", metavar="FILE.json", help="write a results.json-style report")
+        p.add_argument("--junit", metavar="FILE.xml", help="write JUnit XML")
+
+    run = sub.add_parser("run", help="run the checks of lessons (or all)")
+    run.add_argument("lessons", nargs="+", metavar="NN")
+    run.add_argument("--lab", metavar="DIR", help="check this learner folder instead of the reference")
+    reports(run)
+
+    lesson = sub.add_parser("lesson", help="run one lesson's reference files and checks, showing the evidence")
+    lesson.add_argument("lesson", metavar="NN")
+    reports(lesson)
+
+    grade = sub.add_parser("grade", help="grade several learner folders; one report per folder")
+    grade.add_argument("--lab", nargs="+", required=True, metavar="DIR")
+    grade.add_argument("--lessons", nargs="+", default=["all"], metavar="NN")
+    grade.add_argument("--out", default="grades", metavar="DIR")
+
+    sub.add_parser("doctor", help="check Python, venv, packages, WSL, servers, ports, disk")
+    diff = sub.add_parser("diff", help="what lesson NN changes relative to the folder after NN-1")
+    diff.add_argument("lesson", metavar="NN")
+    watch = sub.add_parser("watch", help="re-run a lesson's checks whenever a file changes")
+    watch.add_argument("lesson", metavar="NN")
+    watch.add_argument("--lab", metavar="DIR")
+    watch.add_argument("--interval", type=float, default=1.0, help=argparse.SUPPRESS)
+    watch.add_argument("--max-runs", type=int, default=None, help=argparse.SUPPRESS)
+    sub.add_parser("help", help="the make targets and lessons (make help)")
+    sub.add_parser("table", help="the README lesson table, from tasks.json")
+    sub.add_parser("clean", help="remove the .lab/ work folders, logs and progress")
+    return parser
+
+
+COMMANDS = {"list": cmd_list, "run": cmd_run, "lesson": cmd_lesson, "grade": cmd_grade, "diff": cmd_diff,
+            "watch": cmd_watch, "help": cmd_help, "table": cmd_table,
+            "clean": cmd_clean}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse already printed the usage
+        return 2 if exc.code else 0
+    try:
+        if args.command == "doctor":
+            from checks import doctor
+            return doctor.run()
+        return COMMANDS[args.command](args)
+    except UsageError as exc:
+        print(t("错误：", "error: ") + str(exc), file=sys.stderr)
+        _write_reports(args, [], getattr(args, "lab", None) or "reference", str(exc))
+        return 2

@@ -1,0 +1,142 @@
+"""`python -m checks doctor`: is this machine ready for the kit?  Each problem comes with its fix."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+from importlib import metadata
+
+from shared.i18n import t
+from shared.manifest import KIT_ROOT
+
+OK, WARN, BAD = "ok", "warn", "bad"
+SERVICE_PORTS = {"redis": 6384, "mysql": 3307}
+
+
+def _pins() -> dict[str, str]:
+    pins = {}
+    for line in (KIT_ROOT / "requirements.txt").read_text().splitlines() + \
+            (KIT_ROOT / "requirements-dev.txt").read_text().splitlines():
+        match = re.match(r"^([A-Za-z0-9_.-]+)(?:\[[^\]]*\])?==([^\s;#]+)", line.strip())
+        if match:
+            pins[match.group(1)] = match.group(2)
+    return pins
+
+
+def check_python():
+    version = ".".join(map(str, sys.version_info[:3]))
+    if sys.version_info >= (3, 11):
+        return OK, f"Python {version}", None
+    return BAD, f"Python {version} < 3.11", t("安装 Python 3.11+ 后运行：make lesson-01",
+                                                "install Python 3.11+, then run: make lesson-01")
+
+
+def check_venv():
+    venv = KIT_ROOT / ".venv"
+    if not (venv / "bin" / "python").exists():
+        return BAD, t("没有 .venv", "no .venv yet"), "make venv"
+    if os.path.realpath(sys.prefix) != os.path.realpath(venv):
+        return WARN, t("当前解释器不是 .venv 的", "not running from .venv"), ".venv/bin/python -m checks doctor"
+    return OK, ".venv", None
+
+
+def check_packages():
+    wrong = []
+    for name, pinned in _pins().items():
+        try:
+            have = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            have = None
+        if have != pinned:
+            wrong.append(f"{name} {have or t('未安装', 'missing')} (≠ {pinned})")
+    if wrong:
+        return BAD, "; ".join(wrong), "make venv"
+    return OK, t(f"{len(_pins())} 个固定版本的包都已安装", f"all {len(_pins())} pinned packages installed"), None
+
+
+def check_wsl():
+    try:
+        with open("/proc/version", encoding="utf-8") as f:
+            is_wsl = "microsoft" in f.read().lower()
+    except OSError:
+        is_wsl = False
+    if not is_wsl:
+        return OK, t("不是 WSL", "not WSL"), None
+    if re.match(r"^/mnt/[a-z]/", str(KIT_ROOT)):
+        return WARN, t(f"套件位于 Windows 盘 {KIT_ROOT}：文件监视和进程都会很慢",
+                       f"the kit lives on a Windows drive ({KIT_ROOT}): slow file watching and processes"), \
+            t("在 Linux 文件系统里重新克隆：cd ~ && git clone <kit-url>", "clone it again inside Linux: cd ~ && git clone <kit-url>")
+    return OK, t("WSL，套件在 Linux 文件系统中", "WSL, kit on the Linux file system"), None
+
+
+def check_servers():
+    docker = shutil.which("docker")
+    if docker:
+        try:
+            if subprocess.run([docker, "info"], capture_output=True, timeout=5).returncode == 0:
+                return OK, t("Docker 引擎可用", "Docker engine available"), None
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+    search = os.environ.get("PATH", "") + os.pathsep + "/usr/sbin:/usr/local/sbin"
+    redis = shutil.which("redis-server", path=search)
+    mysql = shutil.which("mariadbd", path=search) or shutil.which("mysqld", path=search)
+    if redis and mysql:
+        return OK, t("本机 redis-server 与 MariaDB/MySQL 可用", "native redis-server and MariaDB/MySQL found"), None
+    missing = [name for name, found in (("redis-server", redis), ("mariadb-server", mysql)) if not found]
+    return WARN, t(f"第 08–16 课需要：缺少 {', '.join(missing)}，也没有 Docker 引擎",
+                   f"lessons 08–16 need: {', '.join(missing)} missing and no Docker engine"), \
+        f"sudo apt-get install -y {' '.join(missing)}"
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+            return True
+        except OSError:
+            return False
+
+
+def _ours(name: str) -> bool:
+    pid_file = KIT_ROOT / ".lab" / "services" / f"{name}.pid"
+    try:
+        os.kill(int(pid_file.read_text().strip()), 0)
+        return True
+    except (OSError, ValueError):
+        return False
+
+
+def check_ports():
+    taken = [f"{port} ({name})" for name, port in SERVICE_PORTS.items() if not _port_free(port) and not _ours(name)]
+    if taken:
+        return BAD, t(f"端口被其他程序占用：{', '.join(taken)}", f"ports held by another program: {', '.join(taken)}"), \
+            t("找出占用者：ss -ltnp | grep -E ':(6384|3307) '，停止它后再试", "find the holder: ss -ltnp | grep -E ':(6384|3307) ', stop it, retry")
+    return OK, t("端口 6384/3307 空闲或属于本套件", "ports 6384/3307 free or ours"), None
+
+
+def check_disk():
+    free_gib = shutil.disk_usage(KIT_ROOT).free / 2**30
+    if free_gib < 1:
+        return BAD, t(f"可用磁盘只有 {free_gib:.1f} GiB", f"only {free_gib:.1f} GiB disk free"), \
+            t("清理空间后再试：make clean", "free some space, e.g.: make clean")
+    return OK, t(f"可用磁盘 {free_gib:.0f} GiB", f"{free_gib:.0f} GiB disk free"), None
+
+
+CHECKS = [check_python, check_venv, check_packages, check_wsl, check_servers, check_ports, check_disk]
+
+
+def run() -> int:
+    worst = OK
+    for check in CHECKS:
+        level, what, fix = check()
+        mark = {OK: "✓", WARN: "!", BAD: "✗"}[level]
+        print(f"{mark} {what}")
+        if fix:
+            print(f"    → {fix}")
+        if level == BAD or (level == WARN and worst == OK):
+            worst = level if worst != BAD else BAD
+    return 2 if worst == BAD else 0

@@ -1,0 +1,87 @@
+"""Reports: a results.json in the spirit of Exercism's test-runner interface, and JUnit XML."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from datetime import datetime, timezone
+from pathlib import Path
+
+from checks.runner import ERROR, FAIL, PASS, SKIPPED, TIMEOUT, LessonResult
+from shared.i18n import pick
+
+REPORT_VERSION = 1
+
+
+def overall(lessons: list[LessonResult], error: str | None = None) -> str:
+    """pass / fail, or error when the run itself could not happen (bad folder, broken kit)."""
+    if error:
+        return ERROR
+    return FAIL if any(l.status == FAIL for l in lessons) else PASS
+
+
+def to_dict(lessons: list[LessonResult], source: str, error: str | None = None) -> dict:
+    tests = []
+    for lesson in lessons:
+        for c in lesson.checks:
+            tests.append({
+                "lesson": c.lesson, "id": c.id, "name": f"{c.id} {c.text['en']}", "kind": c.kind,
+                "text": c.text, "status": c.status, "points": c.points, "score": c.score,
+                "seconds": round(c.seconds, 3), "message": c.message or None,
+                "hint": c.hint if c.status not in (PASS, SKIPPED) else None, "output": c.output or None,
+            })
+    return {
+        "version": REPORT_VERSION,
+        "kit": "task-lab",
+        "source": source,
+        "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "status": overall(lessons, error),
+        "message": error,
+        "score": sum(t["score"] for t in tests),
+        "max_score": sum(t["points"] for t in tests),
+        "lessons": [{"id": l.lesson["id"], "title": l.lesson["title"], "status": l.status,
+                     "score": sum(c.score for c in l.checks), "max_score": sum(c.points for c in l.checks),
+                     "seconds": round(l.seconds, 3)} for l in lessons],
+        "tests": tests,
+    }
+
+
+def write_json(path: Path, lessons: list[LessonResult], source: str, error: str | None = None) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(to_dict(lessons, source, error), ensure_ascii=False, indent=2) + "\n",
+                    encoding="utf-8")
+
+
+def write_junit(path: Path, lessons: list[LessonResult], source: str, error: str | None = None) -> None:
+    root = ET.Element("testsuites", name=f"task-lab {source}")
+    totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+    if error:
+        suite = ET.SubElement(root, "testsuite", name="task-lab", tests="1", failures="0", errors="1", skipped="0")
+        case = ET.SubElement(suite, "testcase", classname="task-lab", name="run")
+        ET.SubElement(case, "error", message=error)
+        totals["tests"] = totals["errors"] = 1
+    for lesson in lessons:
+        counts = {
+            "tests": len(lesson.checks),
+            "failures": sum(c.status == FAIL for c in lesson.checks),
+            "errors": sum(c.status in (ERROR, TIMEOUT) for c in lesson.checks),
+            "skipped": sum(c.status == SKIPPED for c in lesson.checks),
+        }
+        for key in totals:
+            totals[key] += counts[key]
+        suite = ET.SubElement(root, "testsuite", name=f"lesson {lesson.lesson['id']} {lesson.lesson['title']['en']}",
+                              time=f"{lesson.seconds:.3f}", **{k: str(v) for k, v in counts.items()})
+        for c in lesson.checks:
+            case = ET.SubElement(suite, "testcase", classname=f"lesson{c.lesson}", name=f"{c.id} {c.text['en']}",
+                                 time=f"{c.seconds:.3f}")
+            detail = "\n".join(filter(None, [c.output, "hint: " + pick(c.hint)]))
+            if c.status == FAIL:
+                ET.SubElement(case, "failure", message=c.message or "failed").text = detail
+            elif c.status in (ERROR, TIMEOUT):
+                ET.SubElement(case, "error", message=c.message or c.status, type=c.status).text = detail
+            elif c.status == SKIPPED:
+                ET.SubElement(case, "skipped", message=c.message or "skipped")
+    for key, value in totals.items():
+        root.set(key, str(value))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    ET.ElementTree(root).write(path, encoding="utf-8", xml_declaration=True)

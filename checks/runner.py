@@ -1,0 +1,200 @@
+"""Run a lesson's verifiers in a work dir and turn their TAP lines into one result per check."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from shared.manifest import KIT_ROOT
+from shared.proc import Process
+
+TAP_LINE = re.compile(r"^(not ok|ok)\s+\d+\s+-\s+(\d\d\.\d+)\b(.*?)(?:\s+#\s*(SKIP|TODO)\b\s*(.*))?$", re.I)
+OUTPUT_CAP = 500  # characters of output kept per check, as in Exercism's results.json
+
+PASS, FAIL, ERROR, TIMEOUT, SKIPPED = "pass", "fail", "error", "timeout", "skipped"
+NOT_PASSED = (FAIL, ERROR, TIMEOUT)
+
+
+@dataclass
+class CheckResult:
+    lesson: str
+    id: str
+    kind: str
+    text: dict
+    hint: dict
+    points: int
+    status: str = ERROR
+    seconds: float = 0.0
+    message: str = ""
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def score(self) -> int:
+        return self.points if self.status == PASS else 0
+
+    @property
+    def output(self) -> str:
+        text = "\n".join(self.notes)
+        return text if len(text) <= OUTPUT_CAP else text[: OUTPUT_CAP - 1] + "…"
+
+
+@dataclass
+class LessonResult:
+    lesson: dict
+    source: str
+    checks: list[CheckResult]
+    seconds: float
+    logs: list[Path] = field(default_factory=list)
+
+    @property
+    def status(self) -> str:
+        if any(c.status in NOT_PASSED for c in self.checks):
+            return FAIL
+        return PASS
+
+
+def parse_tap(text: str) -> dict[str, dict]:
+    """Check id -> {status, message, notes, seconds}; diagnostics (`# ...`) follow their test line."""
+    found: dict[str, dict] = {}
+    current = None
+    for raw in text.splitlines():
+        line = raw.rstrip()
+        match = TAP_LINE.match(line)
+        if match:
+            verdict, check_id, _, directive, reason = match.groups()
+            current = None
+            if check_id in found:  # a verifier that reports one id twice: keep the first verdict
+                continue
+            if verdict.lower() == "ok":
+                status = SKIPPED if (directive or "").upper() == "SKIP" else PASS
+            else:
+                status = FAIL
+            current = found[check_id] = {"status": status, "message": reason or "", "notes": [], "seconds": 0.0}
+            continue
+        if current is not None and line.startswith("#"):
+            body = line[1:].strip()
+            if body.startswith("seconds:"):
+                try:
+                    current["seconds"] = float(body.split(":", 1)[1])
+                except ValueError:
+                    pass
+            else:
+                current["notes"].append(line[2:] if line.startswith("# ") else line[1:])
+        elif line and not line.startswith("1.."):
+            current = None  # ordinary output ends a check's diagnostics
+    return found
+
+
+def verifier_env(extra: dict | None = None) -> dict:
+    env = dict(os.environ)
+    path = env.get("PYTHONPATH", "")
+    # The work dir comes first (sys.path[0] is the verifier's own folder); the kit root after it.
+    env["PYTHONPATH"] = str(KIT_ROOT) + (os.pathsep + path if path else "")
+    env["PYTHONUNBUFFERED"] = "1"
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env.update(extra or {})
+    return env
+
+
+def _run_verifier(verifier: str, workdir: Path, timeout: float, log_path: Path, env: dict) -> tuple[str, int | None]:
+    """Run one verifier; return (its output, exit code or None when it ran out of time)."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen([sys.executable, verifier], cwd=workdir, env=env, stdout=log,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        try:
+            code = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            # TERM first so the verifier stops the servers it started, then KILL its group.
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+            code = None
+    return log_path.read_text(encoding="utf-8", errors="replace"), code
+
+
+def _tail(text: str, lines: int = 15) -> list[str]:
+    return text.rstrip().splitlines()[-lines:]
+
+
+def start_processes(lesson: dict, workdir: Path, log_dir: Path, env: dict) -> list[Process]:
+    """Start the lesson's declared background processes and wait (bounded) for each to be ready."""
+    started: list[Process] = []
+    try:
+        for spec in lesson.get("processes", []):
+            argv = [sys.executable if part == "{python}" else part for part in spec["argv"]]
+            proc = Process(argv, cwd=workdir, log_path=log_dir / f"{spec['name']}.log", env=env)
+            started.append(proc)
+            ready = spec.get("ready", {})
+            proc.wait_ready(spec.get("ready_timeout", 20), port=ready.get("port"), log_contains=ready.get("log"))
+    except BaseException:
+        stop_processes(started)
+        raise
+    return started
+
+
+def stop_processes(procs: list[Process]) -> None:
+    for proc in reversed(procs):
+        proc.stop(grace=10)
+
+
+def run_lesson(lesson: dict, workdir: Path, log_dir: Path, source: str = "reference") -> LessonResult:
+    started = time.monotonic()
+    results = [CheckResult(lesson=lesson["id"], id=c["id"], kind=c.get("kind", "core"), text=c["text"],
+                           hint=c["hint"], points=c["points"]) for c in lesson["checks"]]
+    by_id = {r.id: r for r in results}
+    verifiers: dict[str, list[dict]] = {}
+    for check in lesson["checks"]:
+        verifiers.setdefault(check["verifier"], []).append(check)
+
+    env = verifier_env({"LAB_LOG_DIR": str(log_dir), "LAB_LESSON": lesson["id"]})
+    logs: list[Path] = []
+    try:
+        procs = start_processes(lesson, workdir, log_dir, env)
+    except AssertionError as exc:  # a process never became ready: every check is an error, with why
+        for result in results:
+            result.status, result.message = ERROR, f"background process not ready: {exc}"
+        return LessonResult(lesson, source, results, time.monotonic() - started, sorted(log_dir.glob("*.log")))
+    try:
+        for verifier, checks in verifiers.items():
+            log_path = log_dir / f"{Path(verifier).stem}.log"
+            logs.append(log_path)
+            if not (workdir / verifier).is_file():
+                for check in checks:
+                    by_id[check["id"]].message = f"verifier {verifier} is missing from the work dir"
+                continue
+            timeout = sum(c["timeout"] for c in checks)
+            output, code = _run_verifier(verifier, workdir, timeout, log_path, env)
+            reported = parse_tap(output)
+            for check in checks:
+                result = by_id[check["id"]]
+                seen = reported.get(check["id"])
+                if seen is None:
+                    if code is None:
+                        result.status = TIMEOUT
+                        result.message = f"{verifier} ran past its {timeout:g}s limit before reporting this check"
+                    else:
+                        result.status = ERROR
+                        result.message = f"{verifier} exited with code {code} without reporting this check"
+                    result.notes = _tail(output)
+                    continue
+                result.status, result.seconds, result.notes = seen["status"], seen["seconds"], seen["notes"]
+                result.message = seen["message"] or (seen["notes"][0] if result.status == FAIL and seen["notes"] else "")
+                if code not in (0, None) and not any(r["status"] == FAIL for r in reported.values()):
+                    # Every line said ok, yet the verifier failed: do not trust the passes.
+                    result.status = ERROR
+                    result.message = f"{verifier} exited with code {code} after reporting"
+                    result.notes = _tail(output)
+    finally:
+        stop_processes(procs)
+    logs += [log_dir / f"{p['name']}.log" for p in lesson.get("processes", [])]
+    return LessonResult(lesson, source, results, time.monotonic() - started, logs)

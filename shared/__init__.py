@@ -1,0 +1,1 @@
+"""Code the kit's tooling shares: language choice, TAP output, process control."""

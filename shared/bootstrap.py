@@ -1,0 +1,75 @@
+"""Create .venv and install the pinned packages — once, and again only when the pins change.
+
+Run by make before any target that needs the virtualenv.  Standard library only:
+it runs on the system Python, which may be older than the kit needs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+KIT_ROOT = Path(__file__).resolve().parent.parent
+VENV = KIT_ROOT / ".venv"
+STAMP = VENV / ".installed"
+REQUIREMENTS = KIT_ROOT / "requirements-dev.txt"
+
+
+def _zh() -> bool:
+    sys.path.insert(0, str(KIT_ROOT))
+    from shared.i18n import lang
+    return lang() == "zh"
+
+
+def say(zh: str, en: str) -> None:
+    print(zh if _zh() else en, flush=True)
+
+
+def pins_digest() -> str:
+    text = (KIT_ROOT / "requirements.txt").read_bytes() + REQUIREMENTS.read_bytes()
+    return hashlib.sha256(text).hexdigest()
+
+
+def find_python() -> str | None:
+    """This interpreter if it is 3.11+, else the newest python3.1x on PATH."""
+    if sys.version_info >= (3, 11):
+        return sys.executable
+    for name in ("python3.14", "python3.13", "python3.12", "python3.11"):
+        found = shutil.which(name)
+        if found:
+            return found
+    return None
+
+
+def main() -> int:
+    if STAMP.exists() and STAMP.read_text().strip() == pins_digest():
+        return 0
+    python = find_python()
+    if python is None:
+        say("需要 Python 3.11 或更高版本。Debian/Ubuntu/WSL：sudo apt-get install -y python3.11 python3.11-venv",
+            "Python 3.11 or newer is needed. Debian/Ubuntu/WSL: sudo apt-get install -y python3.11 python3.11-venv")
+        return 2
+    venv_python = VENV / "bin" / "python"
+    if not venv_python.exists():
+        say("正在创建 .venv …", "creating .venv …")
+        result = subprocess.run([python, "-m", "venv", str(VENV)])
+        if result.returncode != 0:
+            say("无法创建 .venv。Debian/Ubuntu：sudo apt-get install -y python3-venv",
+                "could not create .venv. Debian/Ubuntu: sudo apt-get install -y python3-venv")
+            return 2
+    say("正在安装固定版本的依赖（首次约 20 秒）…", "installing the pinned packages (about 20 s the first time) …")
+    result = subprocess.run([str(venv_python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+                             "-r", str(REQUIREMENTS)])
+    if result.returncode != 0:
+        say("依赖安装失败：检查网络或 PyPI 镜像后重新运行同一个 make 命令。",
+            "installing the packages failed: check the network or your PyPI mirror, then run the same make command again.")
+        return 2
+    STAMP.write_text(pins_digest() + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,97 @@
+"""Load and validate tasks.json, the single source of lessons and checks."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+KIT_ROOT = Path(__file__).resolve().parent.parent
+MANIFEST = KIT_ROOT / "tasks.json"
+
+
+class ManifestError(Exception):
+    """tasks.json is missing or malformed; the message says where."""
+
+
+def load(path: Path | None = None) -> dict:
+    path = path or MANIFEST
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ManifestError(f"{path}: not found") from None
+    except json.JSONDecodeError as exc:
+        raise ManifestError(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
+    validate(data)
+    return data
+
+
+def _need(cond: bool, where: str, what: str) -> None:
+    if not cond:
+        raise ManifestError(f"tasks.json {where}: {what}")
+
+
+def _bilingual(value, where: str) -> None:
+    _need(isinstance(value, dict) and all(isinstance(value.get(k), str) and value.get(k) for k in ("zh", "en")),
+          where, "needs non-empty 'zh' and 'en' texts")
+
+
+def validate(data: dict) -> None:
+    _need(isinstance(data, dict) and isinstance(data.get("lessons"), list), "top level", "needs a 'lessons' list")
+    seen_lessons, seen_checks = set(), set()
+    for index, lesson in enumerate(data["lessons"]):
+        where = f"lessons[{index}]"
+        _need(isinstance(lesson, dict), where, "must be an object")
+        lid = lesson.get("id")
+        _need(isinstance(lid, str) and re.fullmatch(r"\d\d", lid or ""), where, "id must be two digits like '01'")
+        _need(lid not in seen_lessons, where, f"duplicate lesson id {lid}")
+        seen_lessons.add(lid)
+        where = f"lesson {lid}"
+        for key in ("slug", "folder", "status"):
+            _need(isinstance(lesson.get(key), str) and lesson[key], where, f"missing '{key}'")
+        _need(lesson["status"] in ("ready", "planned"), where, "status must be 'ready' or 'planned'")
+        _need(lesson["folder"] == f"lessons/{lid}-{lesson['slug']}", where, "folder must be lessons/<id>-<slug>")
+        _bilingual(lesson.get("title"), where + " title")
+        _bilingual(lesson.get("group"), where + " group")
+        _need(isinstance(lesson.get("services", []), list), where, "services must be a list")
+        for proc in lesson.get("processes", []):
+            _need(isinstance(proc.get("name"), str) and isinstance(proc.get("argv"), list), where,
+                  "each process needs 'name' and 'argv'")
+        for demo in lesson.get("demo", []):
+            _need(isinstance(demo.get("argv"), list), where, "each demo needs an 'argv' list")
+        checks = lesson.get("checks")
+        _need(isinstance(checks, list) and checks, where, "needs a non-empty 'checks' list")
+        for check in checks:
+            cid = check.get("id")
+            _need(isinstance(cid, str) and re.fullmatch(rf"{lid}\.\d+", cid or ""), where,
+                  f"check id {cid!r} must look like {lid}.k")
+            _need(cid not in seen_checks, where, f"duplicate check id {cid}")
+            seen_checks.add(cid)
+            _bilingual(check.get("text"), f"check {cid} text")
+            _bilingual(check.get("hint"), f"check {cid} hint")
+            _need(isinstance(check.get("verifier"), str) and check["verifier"].endswith(".py"),
+                  f"check {cid}", "verifier must name a .py file")
+            _need(isinstance(check.get("points"), int) and check["points"] > 0, f"check {cid}", "points must be > 0")
+            _need(isinstance(check.get("timeout"), (int, float)) and check["timeout"] > 0, f"check {cid}",
+                  "timeout must be > 0 seconds")
+            _need(check.get("kind", "core") in ("core", "exercise"), f"check {cid}", "kind is 'core' or 'exercise'")
+
+
+def lessons(data: dict | None = None) -> list[dict]:
+    return (data or load())["lessons"]
+
+
+def lesson(lesson_id: str, data: dict | None = None) -> dict | None:
+    for item in lessons(data):
+        if item["id"] == lesson_id:
+            return item
+    return None
+
+
+def check_texts() -> dict[str, dict]:
+    """Map check id -> its manifest entry (used by verifiers for their TAP lines)."""
+    try:
+        data = load()
+    except ManifestError:
+        return {}
+    return {c["id"]: c for lesson_ in data["lessons"] for c in lesson_["checks"]}

@@ -1,0 +1,160 @@
+"""Start, wait for and stop real processes — by the PIDs we started, never by name.
+
+Every wait here is bounded and polls real state (a port, a log line, an HTTP
+answer); none sleeps and hopes.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+
+class WaitTimeout(AssertionError):
+    """A bounded wait ran out.  An AssertionError, so a check reports it as a failure."""
+
+
+def wait_until(predicate, timeout: float, what: str, interval: float = 0.05):
+    """Poll predicate() until it returns a truthy value; return that value."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise WaitTimeout(f"waited {timeout:g}s for {what}")
+        time.sleep(interval)
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def port_open(port: int, host: str = "127.0.0.1") -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=0.2):
+            return True
+    except OSError:
+        return False
+
+
+def run_python(args: list[str], cwd: Path | str, timeout: float, env: dict | None = None) -> subprocess.CompletedProcess:
+    """Run `python ARGS` in cwd with this interpreter; output captured as text (stderr folded in)."""
+    return subprocess.run(
+        [sys.executable, *args], cwd=cwd, env=env, timeout=timeout,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, encoding="utf-8", errors="replace",
+    )
+
+
+_live: set["Process"] = set()
+
+
+@atexit.register
+def _stop_leftovers() -> None:
+    # A verifier that fails half-way (or is TERMed by the runner) still stops what it started.
+    for proc in list(_live):
+        proc.stop(grace=3)
+
+
+class Process:
+    """A background process we own: started in its own session, output to a log file."""
+
+    def __init__(self, argv: list[str], cwd: Path | str, log_path: Path | str, env: dict | None = None):
+        self.argv = argv
+        self.log_path = Path(log_path)
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log = open(self.log_path, "ab")
+        self.popen = subprocess.Popen(
+            argv, cwd=cwd, env=env, stdout=self._log, stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL, start_new_session=True,
+        )
+        _live.add(self)
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def log_text(self) -> str:
+        try:
+            return self.log_path.read_text(encoding="utf-8", errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def log_tail(self, lines: int = 20) -> str:
+        return "\n".join(self.log_text().splitlines()[-lines:])
+
+    def wait_ready(self, timeout: float, port: int | None = None, log_contains: str | None = None) -> None:
+        """Wait until the port accepts connections and/or a log line appears; fail fast if it exits."""
+        def ready():
+            if not self.alive():
+                raise WaitTimeout(f"{self.argv[0]} exited with {self.popen.returncode} before it was ready:\n"
+                                  + self.log_tail())
+            if port is not None and not port_open(port):
+                return False
+            if log_contains is not None and log_contains not in self.log_text():
+                return False
+            return True
+        try:
+            wait_until(ready, timeout, f"{' '.join(map(str, self.argv[:4]))} to be ready")
+        except WaitTimeout as exc:
+            raise WaitTimeout(f"{exc}\n{self.log_tail()}") from None
+
+    def _signal_group(self, sig: int) -> None:
+        # The process leads its own session (start_new_session), so its group id is its pid:
+        # this reaches the children it started (e.g. uvicorn's reloader, a pool) and nothing else.
+        try:
+            os.killpg(self.popen.pid, sig)
+        except ProcessLookupError:
+            pass
+
+    def kill(self) -> None:
+        """SIGKILL: the crash case — no finally blocks, no shutdown hooks."""
+        self._signal_group(signal.SIGKILL)
+        self.popen.wait(timeout=10)
+        self._log.close()
+        _live.discard(self)
+
+    def stop(self, grace: float = 5.0) -> int:
+        """TERM, wait up to `grace` seconds, then KILL.  Returns the exit code."""
+        if self.alive():
+            self._signal_group(signal.SIGTERM)
+            try:
+                self.popen.wait(timeout=grace)
+            except subprocess.TimeoutExpired:
+                self._signal_group(signal.SIGKILL)
+                self.popen.wait(timeout=10)
+        self._log.close()
+        _live.discard(self)
+        return self.popen.returncode
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+        return False
+
+
+def start_uvicorn(app: str, cwd: Path | str, log_path: Path | str, port: int | None = None,
+                  timeout: float = 15.0) -> tuple[Process, int]:
+    """Start `python -m uvicorn APP` on a free loopback port and wait until it accepts connections."""
+    port = port or free_port()
+    proc = Process([sys.executable, "-m", "uvicorn", app, "--host", "127.0.0.1", "--port", str(port)],
+                   cwd=cwd, log_path=log_path)
+    try:
+        proc.wait_ready(timeout, port=port)
+    except BaseException:
+        proc.stop()
+        raise
+    return proc, port

@@ -1,0 +1,102 @@
+"""The one way a verifier reports: TAP lines, one per check item.
+
+    tap = Tap()
+    with tap.check("01.1"):
+        assert response.status_code == 202, t("应为 202", "expected 202")
+    with tap.check("01.5") as c:
+        if "terminal" not in body:
+            c.skip(t("未做练习", "exercise not attempted"))
+    raise SystemExit(tap.finish())
+
+Each check prints `ok N - ID text` or `not ok N - ID text`, then `# ` lines:
+the reason, then `# seconds: S`.  A failed assert is the reason; any other
+exception is reported with the last lines of its traceback.  The runner reads
+these lines; a check the verifier never printed counts as ERROR there.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import time
+import traceback
+
+from shared.i18n import pick, t
+from shared.manifest import check_texts
+
+
+class Skipped(Exception):
+    """Raised inside a check to report it as skipped (e.g. an exercise not attempted)."""
+
+
+class _Check:
+    def __init__(self, tap: "Tap", check_id: str):
+        self.tap, self.id = tap, check_id
+        self.notes: list[str] = []
+
+    def note(self, line: str) -> None:
+        """Evidence to print under the check's line, pass or fail."""
+        self.notes.append(str(line))
+
+    def skip(self, reason: str):
+        raise Skipped(reason)
+
+    def __enter__(self):
+        self.started = time.monotonic()
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        seconds = time.monotonic() - self.started
+        if exc_type is None:
+            self.tap._emit(True, self.id, None, self.notes, seconds)
+        elif exc_type is Skipped:
+            self.tap._emit(True, self.id, f"SKIP {exc}", self.notes, seconds)
+        elif exc_type is AssertionError:
+            reason = str(exc) or t("断言失败", "assertion failed")
+            self.tap._emit(False, self.id, None, [reason, *self.notes], seconds)
+        elif issubclass(exc_type, Exception):
+            lines = traceback.format_exception(exc_type, exc, tb)
+            tail = "".join(lines).rstrip().splitlines()[-6:]
+            reason = t("意外异常：", "unexpected error: ") + f"{exc_type.__name__}: {exc}"
+            self.tap._emit(False, self.id, None, [reason, *self.notes, *tail], seconds)
+        else:
+            return False  # KeyboardInterrupt/SystemExit: let them end the verifier
+        return True
+
+
+class Tap:
+    def __init__(self):
+        self.count = 0
+        self.failed = 0
+        self._texts = check_texts()
+
+    def check(self, check_id: str) -> _Check:
+        return _Check(self, check_id)
+
+    def _emit(self, ok: bool, check_id: str, directive, notes, seconds: float) -> None:
+        self.count += 1
+        self.failed += 0 if ok else 1
+        entry = self._texts.get(check_id)
+        text = pick(entry["text"]) if entry else ""
+        line = f"{'ok' if ok else 'not ok'} {self.count} - {check_id} {text}".rstrip()
+        if directive:
+            line += f" # {directive}"
+        print(line)
+        for note in notes:
+            for part in str(note).splitlines() or [""]:
+                print(f"# {part}")
+        print(f"# seconds: {seconds:.3f}", flush=True)
+
+    def finish(self) -> int:
+        print(f"1..{self.count}", flush=True)
+        return 1 if self.failed else 0
+
+
+def main_guard(run) -> None:
+    """Run a verifier's main(tap) and exit with its TAP status."""
+    # The runner stops a verifier that overruns with SIGTERM: turn it into SystemExit so
+    # `with` blocks and atexit handlers stop the servers the verifier started.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    tap = Tap()
+    run(tap)
+    sys.exit(tap.finish())

@@ -1,0 +1,43 @@
+"""Mutants: a lesson's reference files with one plausible mistake each.
+
+Each tests/mutants/lessonNN.py defines MUTANTS, a list of Mutant.  A mutant
+replaces `old` by `new` in `file` (old must occur exactly once) and names the
+check ids that must then fail — exactly those, no others.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Mutant:
+    name: str
+    file: str
+    old: str
+    new: str
+    fails: tuple[str, ...]
+    why: str = ""
+
+    @property
+    def lesson(self) -> str:
+        return self.fails[0].split(".")[0]
+
+    def apply(self, workdir: Path) -> None:
+        path = workdir / self.file
+        text = path.read_text(encoding="utf-8")
+        count = text.count(self.old)
+        assert count == 1, f"mutant {self.name}: expected the old text once in {self.file}, found {count}"
+        path.write_text(text.replace(self.old, self.new), encoding="utf-8")
+
+
+def all_mutants() -> list[Mutant]:
+    found = []
+    for info in sorted(pkgutil.iter_modules([str(Path(__file__).parent)]), key=lambda i: i.name):
+        if info.name.startswith("lesson"):
+            module = importlib.import_module(f"{__name__}.{info.name}")
+            found.extend(module.MUTANTS)
+    return found

@@ -1,0 +1,90 @@
+"""The reference lessons pass every check, through the real command line, with reports."""
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from checks.workdir import reference_files
+from shared import manifest
+from tests.mutants import all_mutants
+
+KIT = manifest.KIT_ROOT
+DATA = manifest.load()
+READY = [lesson for lesson in DATA["lessons"] if lesson["status"] == "ready"]
+
+
+def _cli(*args, cwd=KIT):
+    env = dict(os.environ, LAB_LANG="en")
+    return subprocess.run([sys.executable, "-m", "checks", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=600)
+
+
+def test_reference_lessons_pass_every_check_with_reports(tmp_path):
+    ids = [lesson["id"] for lesson in READY]
+    run = _cli("run", *ids, "--report", str(tmp_path / "r.json"), "--junit", str(tmp_path / "r.xml"))
+    assert run.returncode == 0, run.stdout + run.stderr
+    data = json.loads((tmp_path / "r.json").read_text())
+    expected = [c["id"] for lesson in READY for c in lesson["checks"]]
+    assert [t["id"] for t in data["tests"]] == expected  # one record per check item, in order
+    not_passed = [(t["id"], t["status"], t["message"]) for t in data["tests"] if t["status"] != "pass"]
+    assert not not_passed  # exercises included: the reference does them
+    assert data["status"] == "pass" and data["score"] == data["max_score"]
+    junit = ET.parse(tmp_path / "r.xml").getroot()
+    assert junit.get("tests") == str(len(expected)) and junit.get("failures") == "0" and junit.get("errors") == "0"
+
+
+def _tree_digest(folder: Path) -> str:
+    digest = hashlib.sha256()
+    for path in sorted(folder.rglob("*")):
+        stat = path.lstat()
+        digest.update(f"{path.relative_to(folder)}|{stat.st_mode}|{stat.st_mtime_ns}".encode())
+        if path.is_file():
+            digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def _lab_copy(tmp_path: Path, upto: str) -> Path:
+    lab = tmp_path / "alice" / "tasks_lab"
+    for rel, src in reference_files(DATA["lessons"], upto).items():
+        (lab / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src, lab / rel)
+    return lab
+
+
+def test_lab_folder_passes_and_is_left_byte_for_byte_unchanged(tmp_path):
+    lab = _lab_copy(tmp_path, "01")
+    before = _tree_digest(lab)
+    run = _cli("run", "01", "--lab", str(lab))
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert _tree_digest(lab) == before
+
+
+def test_lab_folder_with_one_mistake_fails_and_names_the_check(tmp_path):
+    mutant = next(m for m in all_mutants() if m.lesson == "01")
+    lab = _lab_copy(tmp_path, "01")
+    mutant.apply(lab)
+    run = _cli("run", "01", "--lab", str(lab), "--report", str(tmp_path / "r.json"))
+    assert run.returncode == 1
+    failed = [t["id"] for t in json.loads((tmp_path / "r.json").read_text())["tests"] if t["status"] != "pass"]
+    assert failed == list(mutant.fails)
+    assert mutant.fails[0] in run.stdout
+
+
+def test_grade_writes_one_report_per_learner(tmp_path):
+    good = _lab_copy(tmp_path / "a", "01")
+    missing = tmp_path / "bob" / "tasks_lab"
+    run = _cli("grade", "--lab", str(good), str(missing), "--lessons", "01", "--out", str(tmp_path / "out"))
+    assert run.returncode == 1, run.stdout + run.stderr  # one folder could not be graded
+    assert json.loads((tmp_path / "out" / "alice.json").read_text())["status"] == "pass"
+    assert json.loads((tmp_path / "out" / "bob.json").read_text())["status"] == "error"
+
+
+def test_diff_shows_what_a_lesson_adds():
+    run = _cli("diff", "03")
+    assert run.returncode == 0
+    assert "+++ b/api_background.py" in run.stdout and "--- /dev/null" in run.stdout

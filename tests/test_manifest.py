@@ -1,0 +1,45 @@
+"""tasks.json, the lesson folders, the README and make help must agree."""
+
+import subprocess
+import sys
+
+from checks import cli
+from checks.workdir import lesson_files
+from shared import manifest
+from tests.mutants import all_mutants
+
+DATA = manifest.load()
+READY = [lesson for lesson in DATA["lessons"] if lesson["status"] == "ready"]
+
+
+def test_manifest_lists_all_sixteen_lessons_in_order():
+    assert [lesson["id"] for lesson in DATA["lessons"]] == [f"{n:02d}" for n in range(1, 17)]
+
+
+def test_ready_lessons_have_guide_files_and_verifiers():
+    for lesson in READY:
+        folder = manifest.KIT_ROOT / lesson["folder"]
+        assert (folder / "README.md").is_file(), f"{lesson['id']}: no guide"
+        assert sorted(lesson["files"]) == sorted(lesson_files(lesson)), f"{lesson['id']}: files ≠ folder"
+        for check in lesson["checks"]:
+            verifier = folder / "verifiers" / check["verifier"]
+            assert verifier.is_file(), f"{check['id']}: {verifier} missing"
+            assert f'"{check["id"]}"' in verifier.read_text(), f"{check['id']}: its verifier never reports it"
+
+
+def test_every_check_of_a_ready_lesson_has_a_mutant():
+    covered = {check_id for mutant in all_mutants() for check_id in mutant.fails}
+    missing = [c["id"] for lesson in READY for c in lesson["checks"] if c["id"] not in covered]
+    assert not missing, f"checks without a mutant that fails them: {missing}"
+
+
+def test_readme_lesson_table_matches_manifest():
+    readme = (manifest.KIT_ROOT / "README.md").read_text(encoding="utf-8")
+    assert cli.lesson_table(DATA) in readme, "README's lesson table is stale: paste `python -m checks table`"
+
+
+def test_make_help_lists_every_lesson():
+    out = subprocess.run([sys.executable, "-m", "checks", "help"], cwd=manifest.KIT_ROOT, capture_output=True,
+                         text=True, check=True, env={"LAB_LANG": "en", "PATH": ""}).stdout
+    for lesson in DATA["lessons"]:
+        assert f"make lesson-{lesson['id']}" in out

@@ -1,0 +1,21 @@
+"""Every check can fail: each mutant makes exactly the checks it names fail."""
+
+import pytest
+
+from checks.runner import NOT_PASSED, run_lesson
+from checks.workdir import materialise
+from shared import manifest
+from tests.mutants import all_mutants
+
+DATA = manifest.load()
+
+
+@pytest.mark.parametrize("mutant", all_mutants(), ids=lambda m: m.name)
+def test_mutant_fails_exactly_its_checks(mutant, tmp_path):
+    lesson = manifest.lesson(mutant.lesson, DATA)
+    work = materialise(DATA["lessons"], lesson, tmp_path / "work")
+    mutant.apply(work)
+    result = run_lesson(lesson, work, tmp_path / "logs")
+    failed = sorted(c.id for c in result.checks if c.status in NOT_PASSED)
+    details = {c.id: (c.status, c.message) for c in result.checks if c.status != "pass"}
+    assert failed == sorted(mutant.fails), f"{mutant.why}\n{details}"

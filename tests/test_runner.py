@@ -1,0 +1,267 @@
+"""Unit tests of the runner itself: TAP parsing, overlay order, statuses, reports, CLI exit codes."""
+
+import json
+import os
+import textwrap
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from checks import cli, progress, report
+from checks.runner import ERROR, FAIL, PASS, SKIPPED, TIMEOUT, parse_tap, run_lesson
+from checks.workdir import materialise
+from shared import manifest
+
+
+def _check(cid, verifier="verify_fake.py", timeout=10, kind="core"):
+    return {"id": cid, "kind": kind, "text": {"zh": f"检查 {cid}", "en": f"check {cid}"}, "verifier": verifier,
+            "points": 1, "timeout": timeout, "hint": {"zh": "提示", "en": "hint"}}
+
+
+def _lesson(tmp_path, lesson_id, files, verifier_code=None, checks=None, processes=None):
+    folder = tmp_path / "kit" / f"{lesson_id}-x"
+    for rel, text in files.items():
+        (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+        (folder / rel).write_text(text)
+    if verifier_code is not None:
+        (folder / "verifiers").mkdir(parents=True, exist_ok=True)
+        (folder / "verifiers" / "verify_fake.py").write_text(textwrap.dedent(verifier_code))
+    return {"id": lesson_id, "slug": "x", "folder": str(folder), "status": "ready",
+            "title": {"zh": "课", "en": "lesson"}, "group": {"zh": "组", "en": "group"},
+            "checks": checks or [_check(f"{lesson_id}.1")], "processes": processes or []}
+
+
+# --- TAP parsing ---------------------------------------------------------------------------------
+
+def test_parse_tap_statuses_notes_and_seconds():
+    out = textwrap.dedent("""\
+        some noise
+        ok 1 - 01.1 first
+        # evidence line
+        # seconds: 0.250
+        not ok 2 - 01.2 second
+        # expected 202, got 200
+        # seconds: 0.1
+        ok 3 - 01.3 third # SKIP exercise not attempted
+        # seconds: 0.0
+        ok 4 - 01.2 reported twice
+        1..4
+        """)
+    found = parse_tap(out)
+    assert found["01.1"] == {"status": PASS, "message": "", "notes": ["evidence line"], "seconds": 0.25}
+    assert found["01.2"]["status"] == FAIL and found["01.2"]["notes"] == ["expected 202, got 200"]
+    assert found["01.3"]["status"] == SKIPPED and found["01.3"]["message"] == "exercise not attempted"
+    assert set(found) == {"01.1", "01.2", "01.3"}
+
+
+def test_parse_tap_ignores_comments_after_ordinary_output():
+    found = parse_tap("ok 1 - 02.10 ten\nprinted by a script\n# not a note of 02.10\n")
+    assert found["02.10"]["notes"] == []
+
+
+# --- overlay -------------------------------------------------------------------------------------
+
+def test_overlay_later_lesson_replaces_earlier_file_and_verifiers_are_laid_over(tmp_path):
+    one = _lesson(tmp_path, "01", {"a.py": "one", "keep.py": "kept", "README.md": "guide", "pkg/m.py": "m1"},
+                  "print('v1')")
+    two = _lesson(tmp_path, "02", {"a.py": "two", "pkg/m.py": "m2"}, "print('v2')")
+    dest = materialise([one, two], two, tmp_path / "work")
+    assert (dest / "a.py").read_text() == "two"
+    assert (dest / "keep.py").read_text() == "kept"
+    assert (dest / "pkg" / "m.py").read_text() == "m2"
+    assert (dest / "verify_fake.py").read_text() == "print('v2')"
+    assert not (dest / "README.md").exists() and not (dest / "verifiers").exists()
+    only_one = materialise([one, two], one, tmp_path / "work")  # emptied first: no leftovers of 02
+    assert (only_one / "a.py").read_text() == "one" and (only_one / "verify_fake.py").read_text() == "print('v1')"
+
+
+def test_lab_copy_skips_environments(tmp_path):
+    lab = tmp_path / "tasks_lab"
+    (lab / ".venv" / "bin").mkdir(parents=True)
+    (lab / "__pycache__").mkdir()
+    (lab / "api_states.py").write_text("learner")
+    lesson = _lesson(tmp_path, "01", {"api_states.py": "reference"}, "print()")
+    dest = materialise([lesson], lesson, tmp_path / "work", lab=lab)
+    assert (dest / "api_states.py").read_text() == "learner"
+    assert not (dest / ".venv").exists() and not (dest / "__pycache__").exists()
+
+
+# --- statuses ------------------------------------------------------------------------------------
+
+def _run(tmp_path, lesson):
+    work = materialise([lesson], lesson, tmp_path / "work")
+    return {c.id: c for c in run_lesson(lesson, work, tmp_path / "logs").checks}
+
+
+def test_crash_before_reporting_is_error_never_pass(tmp_path):
+    lesson = _lesson(tmp_path, "01", {}, "raise RuntimeError('boom')", [_check("01.1"), _check("01.2")])
+    results = _run(tmp_path, lesson)
+    assert {c.status for c in results.values()} == {ERROR}
+    assert any("boom" in n for n in results["01.1"].notes)
+
+
+def test_unreported_check_is_error(tmp_path):
+    code = """
+        from shared.tap import Tap
+        tap = Tap()
+        with tap.check("01.1"):
+            pass
+        raise SystemExit(tap.finish())
+    """
+    results = _run(tmp_path, _lesson(tmp_path, "01", {}, code, [_check("01.1"), _check("01.2")]))
+    assert results["01.1"].status == PASS and results["01.2"].status == ERROR
+
+
+def test_ok_lines_with_failing_exit_are_not_trusted(tmp_path):
+    code = """
+        from shared.tap import Tap
+        tap = Tap()
+        with tap.check("01.1"):
+            pass
+        raise SystemExit(3)
+    """
+    assert _run(tmp_path, _lesson(tmp_path, "01", {}, code))["01.1"].status == ERROR
+
+
+def test_timeout_is_timeout_and_stops_the_verifiers_servers(tmp_path):
+    code = """
+        import sys, time
+        from shared.proc import Process
+        from shared.tap import Tap, main_guard
+        def main(tap):
+            with tap.check("01.1"):
+                pass
+            child = Process([sys.executable, "-c", "import time; time.sleep(60)"], ".", "child.log")
+            open("child.pid", "w").write(str(child.pid))
+            time.sleep(60)
+        main_guard(main)
+    """
+    lesson = _lesson(tmp_path, "01", {}, code, [_check("01.1", timeout=1.5), _check("01.2", timeout=1.5)])
+    results = _run(tmp_path, lesson)
+    assert results["01.1"].status == PASS and results["01.2"].status == TIMEOUT
+    child_pid = int((tmp_path / "work" / "child.pid").read_text())
+    with pytest.raises(ProcessLookupError):
+        os.kill(child_pid, 0)
+
+
+def test_failed_assert_and_unexpected_exception_fail_with_reason(tmp_path):
+    code = """
+        from shared.tap import Tap
+        tap = Tap()
+        with tap.check("01.1"):
+            assert 1 == 2, "expected one to be two"
+        with tap.check("01.2"):
+            {}["missing"]
+        with tap.check("01.3") as c:
+            c.skip("exercise not attempted")
+        raise SystemExit(tap.finish())
+    """
+    results = _run(tmp_path, _lesson(tmp_path, "01", {}, code, [_check("01.1"), _check("01.2"), _check("01.3")]))
+    assert results["01.1"].status == FAIL and results["01.1"].message == "expected one to be two"
+    assert results["01.2"].status == FAIL and "KeyError" in results["01.2"].message
+    assert results["01.3"].status == SKIPPED
+
+
+def test_declared_processes_start_before_and_stop_after(tmp_path):
+    code = """
+        import os, pathlib
+        from shared.tap import Tap
+        tap = Tap()
+        with tap.check("01.1"):
+            log = pathlib.Path(os.environ["LAB_LOG_DIR"], "helper.log").read_text()
+            assert "ready" in log
+            pid = int(log.split()[-1])
+            os.kill(pid, 0)
+            pathlib.Path("helper.pid").write_text(str(pid))
+        raise SystemExit(tap.finish())
+    """
+    helper = {"name": "helper", "argv": ["{python}", "-c",
+                                         "import os, time; print('ready', os.getpid(), flush=True); time.sleep(60)"],
+              "ready": {"log": "ready"}, "ready_timeout": 10}
+    lesson = _lesson(tmp_path, "01", {}, code, processes=[helper])
+    assert _run(tmp_path, lesson)["01.1"].status == PASS
+    with pytest.raises(ProcessLookupError):
+        os.kill(int((tmp_path / "work" / "helper.pid").read_text()), 0)
+
+
+def test_process_that_never_gets_ready_makes_every_check_error(tmp_path):
+    helper = {"name": "helper", "argv": ["{python}", "-c", "raise SystemExit(4)"], "ready": {"log": "ready"}}
+    lesson = _lesson(tmp_path, "01", {}, "print()", processes=[helper])
+    result = _run(tmp_path, lesson)["01.1"]
+    assert result.status == ERROR and "exited with 4" in result.message
+
+
+# --- reports -------------------------------------------------------------------------------------
+
+def test_reports_one_record_per_check(tmp_path):
+    code = """
+        from shared.tap import Tap
+        tap = Tap()
+        with tap.check("01.1"):
+            pass
+        with tap.check("01.2"):
+            assert False, "nope"
+        raise SystemExit(tap.finish())
+    """
+    lesson = _lesson(tmp_path, "01", {}, code, [_check("01.1"), _check("01.2"), _check("01.3")])
+    work = materialise([lesson], lesson, tmp_path / "work")
+    result = run_lesson(lesson, work, tmp_path / "logs")
+    report.write_json(tmp_path / "r.json", [result], "reference")
+    report.write_junit(tmp_path / "r.xml", [result], "reference")
+    data = json.loads((tmp_path / "r.json").read_text())
+    assert data["status"] == "fail" and data["score"] == 1 and data["max_score"] == 3
+    assert [(t["id"], t["status"]) for t in data["tests"]] == [("01.1", "pass"), ("01.2", "fail"), ("01.3", "error")]
+    assert data["tests"][1]["message"] == "nope" and data["tests"][1]["hint"] == {"zh": "提示", "en": "hint"}
+    assert data["tests"][0]["hint"] is None
+    suite = ET.parse(tmp_path / "r.xml").getroot()
+    assert suite.get("tests") == "3" and suite.get("failures") == "1" and suite.get("errors") == "1"
+
+
+def test_output_is_capped(tmp_path):
+    from checks.runner import OUTPUT_CAP, CheckResult
+    check = CheckResult("01", "01.1", "core", {}, {}, 1, notes=["x" * 2000])
+    assert len(check.output) == OUTPUT_CAP
+
+
+# --- command line --------------------------------------------------------------------------------
+
+def test_unknown_lesson_and_missing_lab_exit_2(tmp_path, capsys):
+    assert cli.main(["run", "99"]) == 2
+    assert "99" in capsys.readouterr().err
+    assert cli.main(["run", "01", "--lab", str(tmp_path / "nope"), "--report", str(tmp_path / "r.json")]) == 2
+    assert "nope" in capsys.readouterr().err
+    assert json.loads((tmp_path / "r.json").read_text())["status"] == "error"
+
+
+def test_bad_usage_exits_2():
+    assert cli.main(["frobnicate"]) == 2
+
+
+def test_malformed_manifest_exits_2(tmp_path, monkeypatch, capsys):
+    bad = tmp_path / "tasks.json"
+    bad.write_text('{"lessons": [{"id": "1"}]}')
+    monkeypatch.setattr(manifest, "MANIFEST", bad)
+    assert cli.main(["list"]) == 2
+    assert "two digits" in capsys.readouterr().err
+    bad.write_text("{not json")
+    assert cli.main(["run", "01"]) == 2
+
+
+def test_progress_is_remembered(tmp_path, monkeypatch):
+    monkeypatch.setattr(progress, "PROGRESS", tmp_path / "progress.json")
+    code = "from shared.tap import Tap\ntap = Tap()\nwith tap.check('01.1'):\n    pass\nraise SystemExit(tap.finish())\n"
+    lesson = _lesson(tmp_path, "01", {}, code)
+    work = materialise([lesson], lesson, tmp_path / "work")
+    progress.record([run_lesson(lesson, work, tmp_path / "logs")])
+    assert progress.load()["01"]["status"] == "pass" and progress.load()["01"]["passed"] == 1
+
+
+def test_watch_signature_sees_a_saved_file(tmp_path):
+    (tmp_path / "a.py").write_text("one")
+    before = cli.folder_signature(tmp_path)
+    (tmp_path / ".venv").mkdir()
+    (tmp_path / ".venv" / "ignored.py").write_text("x")
+    assert cli.folder_signature(tmp_path) == before
+    (tmp_path / "a.py").write_text("two!")
+    assert cli.folder_signature(tmp_path) != before
