@@ -6,7 +6,7 @@ VPY := .venv/bin/python
 VENV_READY := .venv/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help venv check test doctor watch clean list
+.PHONY: help venv check test doctor watch clean list services services-down services-status
 
 help:
 	@$(PYTHON) -m checks help
@@ -40,3 +40,13 @@ test: $(VENV_READY)
 
 clean:
 	@$(PYTHON) -m checks clean
+
+# Redis + MySQL for lessons 08–16 (lessons start them on their own; these are for poking around).
+services: $(VENV_READY)
+	@$(VPY) -m shared.labctl up
+
+services-down: $(VENV_READY)
+	@$(VPY) -m shared.labctl down
+
+services-status: $(VENV_READY)
+	@$(VPY) -m shared.labctl status

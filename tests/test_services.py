@@ -1,0 +1,104 @@
+"""The service layer: real Redis and MariaDB/MySQL started by the kit, credentials kept private."""
+
+import os
+import socket
+import stat
+import subprocess
+import sys
+
+import pytest
+
+from shared import labctl
+from shared import services as S
+from shared.manifest import KIT_ROOT
+
+
+def _labctl(*args):
+    return subprocess.run([sys.executable, "-m", "shared.labctl", *args], cwd=KIT_ROOT, capture_output=True,
+                          text=True, timeout=300, env=dict(os.environ, LAB_LANG="en"))
+
+
+def test_compose_files_agree_with_native_settings():
+    assert labctl.write_compose(check=True) == 0, "run: python -m shared.labctl compose"
+    compose = (KIT_ROOT / "docker" / "compose.yaml").read_text()
+    assert f"{S.HOST}:{S.REDIS_PORT}:6379" in compose and f"{S.HOST}:{S.MYSQL_PORT}:3306" in compose
+    assert S.REDIS_IMAGE in compose and S.MYSQL_IMAGE in compose and "--default-time-zone=+00:00" in compose
+    for key, value in S.REDIS_SETTINGS:
+        assert f"--{key} {value}" in compose
+
+
+@pytest.fixture(scope="module")
+def running():
+    result = _labctl("up")
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result
+
+
+def test_up_is_ready_and_idempotent(running):
+    again = _labctl("up")
+    assert again.returncode == 0 and "ready" in again.stdout
+    assert "redis" in _labctl("status").stdout
+
+
+def test_credentials_private_and_never_printed(running):
+    mode = stat.S_IMODE(os.stat(S.ENV_FILE).st_mode)
+    assert mode == 0o600, oct(mode)
+    secret = labctl.ensure_credentials()
+    outputs = [running.stdout, running.stderr]
+    for args in (["status"], ["up"], ["reset"]):
+        result = _labctl(*args)
+        outputs += [result.stdout, result.stderr]
+    for log in S.SERVICES_DIR.rglob("*.log"):
+        outputs.append(log.read_text(errors="replace"))
+    for value in secret.values():
+        assert all(value not in text for text in outputs)
+    assert "DATABASE_URL=mysql+pymysql://app_user:" in S.ENV_FILE.read_text()
+    assert "%2B%2F@" in S.ENV_FILE.read_text()  # the password is percent-encoded in the URLs
+
+
+def test_redis_requires_the_password(running):
+    secret = labctl.ensure_credentials()
+    assert labctl.redis_ping(secret["TASK_BROKER_PASSWORD"])
+    assert not labctl.redis_ping(None)
+    assert not labctl.redis_ping("wrong-password")
+
+
+def test_mysql_is_utc_has_products_and_no_passwordless_accounts(running):
+    assert _labctl("reset").returncode == 0
+    secret = labctl.ensure_credentials()
+    conn = labctl.mysql_connect(S.DB_USER, secret["MYSQL_PASSWORD"], S.DATABASE)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT @@time_zone, COUNT(*), SUM(id > 30) FROM products")
+            zone, count, bulk = cur.fetchone()
+            assert zone in ("+00:00", "UTC") and count == S.SAMPLE_PRODUCTS and bulk > 0
+    finally:
+        conn.close()
+    if labctl.mode() == "native":
+        root = labctl.mysql_connect("root", secret["MYSQL_ROOT_PASSWORD"],
+                                    unix_socket=str(labctl.MYSQL.dir / "mysqld.sock"))
+        try:
+            with root.cursor() as cur:
+                cur.execute("SELECT user, host FROM mysql.user WHERE authentication_string = '' "
+                            "AND user <> 'mariadb.sys'")
+                assert cur.fetchall() == ()
+        finally:
+            root.close()
+
+
+def test_port_held_by_someone_else_is_a_clear_error(tmp_path, monkeypatch):
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        service = labctl.NativeService("redis", port)
+        with pytest.raises(labctl.ServiceError, match=f"port {port} is held by another program"):
+            monkeypatch.setenv("LAB_LANG", "en")
+            service.check_port_free()
+
+
+def test_bad_mode_is_a_clear_error(monkeypatch):
+    monkeypatch.setenv("LAB_SERVICES", "cloud")
+    monkeypatch.setenv("LAB_LANG", "en")
+    with pytest.raises(labctl.ServiceError, match="docker, native or external"):
+        labctl.mode()
