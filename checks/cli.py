@@ -60,15 +60,6 @@ def _planned_result(lesson: dict) -> LessonResult:
     return LessonResult(lesson, "planned", checks, 0.0)
 
 
-def _ensure_services(lesson: dict) -> None:
-    if lesson.get("services"):
-        try:
-            from shared import labctl  # the service layer arrives with lesson 08
-        except ImportError:
-            raise UsageError(t("本课需要 Redis/MySQL，但服务层尚未提供", "this lesson needs Redis/MySQL, but the service layer is missing")) from None
-        labctl.ensure(lesson["services"])
-
-
 def run_many(lessons: list[dict], data: dict, lab: Path | None, scope: str, show=None) -> list[LessonResult]:
     """Run each lesson (planned ones are reported as such); `scope` names the work/log subfolder."""
     results = []
@@ -79,8 +70,14 @@ def run_many(lessons: list[dict], data: dict, lab: Path | None, scope: str, show
             workdir = LAB_DIR / "work" / scope / lesson["id"]
             log_dir = LAB_DIR / "logs" / scope / lesson["id"]
             materialise(data["lessons"], lesson, workdir, lab)
-            _ensure_services(lesson)
-            result = run_lesson(lesson, workdir, log_dir, source=str(lab) if lab else "reference")
+            try:
+                result = run_lesson(lesson, workdir, log_dir, source=str(lab) if lab else "reference")
+            except FileNotFoundError as exc:  # e.g. a schema file the lesson needs is not in the folder
+                raise UsageError(str(exc)) from None
+            except Exception as exc:
+                if type(exc).__name__ == "ServiceError":  # shared.labctl: says what to do
+                    raise UsageError(str(exc)) from None
+                raise
         results.append(result)
         if show:
             show(result)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -126,6 +127,42 @@ def _tail(text: str, lines: int = 15) -> list[str]:
     return text.rstrip().splitlines()[-lines:]
 
 
+def prepare_services(lesson: dict, workdir: Path) -> None:
+    """Lessons 08–16: services up, the kit's .env.tasks in the work dir, a fresh database with the schemas.
+
+    The database is rebuilt from the products sample data plus every lesson's schema_*.sql up to this
+    lesson, in lesson order, taken from the work dir (so a learner's own schema files are the ones used).
+    """
+    services = lesson.get("services") or []
+    if not services:
+        return
+    from shared import labctl
+    from shared import services as S
+    from shared.manifest import load
+
+    labctl.up(services)
+    shutil.copy2(S.ENV_FILE, workdir / ".env.tasks")
+    os.chmod(workdir / ".env.tasks", 0o600)
+    if "mysql" not in services:
+        return
+    labctl.reset_database()
+    schema_files = [name for item in load()["lessons"] if item["id"] <= lesson["id"]
+                    for name in item.get("files", []) if name.startswith("schema_") and name.endswith(".sql")]
+    secret = labctl.ensure_credentials()
+    conn = labctl.mysql_connect(S.DB_USER, secret["MYSQL_PASSWORD"], S.DATABASE)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SET time_zone = '+00:00'")
+            for name in dict.fromkeys(schema_files):
+                path = workdir / name
+                if not path.is_file():
+                    raise FileNotFoundError(f"{name} is missing from the folder being checked")
+                for statement in labctl.split_sql(path.read_text(encoding="utf-8")):
+                    cur.execute(statement)
+    finally:
+        conn.close()
+
+
 def start_processes(lesson: dict, workdir: Path, log_dir: Path, env: dict) -> list[Process]:
     """Start the lesson's declared background processes and wait (bounded) for each to be ready."""
     started: list[Process] = []
@@ -158,9 +195,10 @@ def run_lesson(lesson: dict, workdir: Path, log_dir: Path, source: str = "refere
 
     env = verifier_env({"LAB_LOG_DIR": str(log_dir), "LAB_LESSON": lesson["id"]})
     logs: list[Path] = []
+    prepare_services(lesson, workdir)  # a service that cannot start is an environment error: it propagates
     try:
         procs = start_processes(lesson, workdir, log_dir, env)
-    except AssertionError as exc:  # a process never became ready: every check is an error, with why
+    except AssertionError as exc:  # a background process never became ready: every check is an error, with why
         for result in results:
             result.status, result.message = ERROR, f"background process not ready: {exc}"
         return LessonResult(lesson, source, results, time.monotonic() - started, sorted(log_dir.glob("*.log")))
