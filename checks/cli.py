@@ -13,6 +13,7 @@ from checks import progress, report
 from checks.runner import ERROR, FAIL, NOT_PASSED, PASS, SKIPPED, TIMEOUT, LessonResult, run_lesson
 from checks.workdir import LAB_DIR, UsageError, lesson_files, materialise, reference_files
 from shared import manifest
+from shared.labctl import ServiceError
 from shared.i18n import pick, t
 
 MARKS = {PASS: "✓", FAIL: "✗", ERROR: "!", TIMEOUT: "⏱", SKIPPED: "–"}
@@ -72,12 +73,8 @@ def run_many(lessons: list[dict], data: dict, lab: Path | None, scope: str, show
             materialise(data["lessons"], lesson, workdir, lab)
             try:
                 result = run_lesson(lesson, workdir, log_dir, source=str(lab) if lab else "reference")
-            except FileNotFoundError as exc:  # e.g. a schema file the lesson needs is not in the folder
+            except (ServiceError, FileNotFoundError) as exc:  # a service down, a schema file missing: says what to do
                 raise UsageError(str(exc)) from None
-            except Exception as exc:
-                if type(exc).__name__ == "ServiceError":  # shared.labctl: says what to do
-                    raise UsageError(str(exc)) from None
-                raise
         results.append(result)
         if show:
             show(result)
