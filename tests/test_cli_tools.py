@@ -1,0 +1,57 @@
+"""doctor and watch, as a learner meets them."""
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+from checks import doctor
+from shared.manifest import KIT_ROOT
+
+
+def test_doctor_reports_each_area_and_passes_here():
+    run = subprocess.run([sys.executable, "-m", "checks", "doctor"], cwd=KIT_ROOT, capture_output=True, text=True,
+                         env=dict(os.environ, LAB_LANG="en"), timeout=60)
+    assert run.returncode == 0, run.stdout
+    for word in ("Python", ".venv", "pinned packages", "WSL", "ports 6384/3307", "disk free"):
+        assert word in run.stdout
+
+
+def test_doctor_names_the_fix_for_a_port_held_by_another_program(monkeypatch):
+    monkeypatch.setenv("LAB_LANG", "en")
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        monkeypatch.setattr(doctor, "SERVICE_PORTS", {"someone-else": holder.getsockname()[1]})
+        level, what, fix = doctor.check_ports()
+    assert level == doctor.BAD and "held by another program" in what and "ss -ltnp" in fix
+
+
+def test_doctor_warns_when_the_kit_lives_on_a_windows_drive(monkeypatch, tmp_path):
+    version = tmp_path / "version"
+    version.write_text("Linux version 5.15.153.1-microsoft-standard-WSL2")
+    real_open = open
+    monkeypatch.setattr("builtins.open", lambda p, *a, **k: real_open(version if p == "/proc/version" else p, *a, **k))
+    monkeypatch.setattr(doctor, "KIT_ROOT", doctor.KIT_ROOT.__class__("/mnt/c/Users/me/task-lab"))
+    monkeypatch.setenv("LAB_LANG", "en")
+    level, what, fix = doctor.check_wsl()
+    assert level == doctor.WARN and "Windows drive" in what and "git clone" in fix
+
+
+def test_watch_runs_the_checks_and_stops_cleanly_on_ctrl_c():
+    proc = subprocess.Popen([sys.executable, "-m", "checks", "watch", "01", "--interval", "0.2"], cwd=KIT_ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env=dict(os.environ, LAB_LANG="en"))
+    deadline = time.monotonic() + 60
+    seen = ""
+    while "watching" not in seen and time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        seen += line
+    assert "01.1" in seen and "watching" in seen, seen
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 0 and "stopped watching" in out
