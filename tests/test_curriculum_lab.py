@@ -1,0 +1,59 @@
+"""Opt-in: a folder typed from the curriculum as written passes `--lab`.
+
+The curriculum is not part of the kit. A maintainer who has it points
+TASKLAB_CURRICULUM at its JSON (a list of lessons whose steps carry `filename`
+and `code`); this test then assembles a learner's folder from those steps —
+steps of one lesson that name the same file are appended, a later lesson's
+file replaces the earlier one — and checks it with `--lab`. Without the
+variable the test is skipped.
+"""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from shared import manifest
+
+CURRICULUM = os.environ.get("TASKLAB_CURRICULUM")
+DATA = manifest.load()
+READY = [lesson["id"] for lesson in DATA["lessons"] if lesson["status"] == "ready"]
+
+pytestmark = pytest.mark.skipif(not CURRICULUM, reason="set TASKLAB_CURRICULUM=/path/to/curriculum.json")
+
+
+def assemble(upto: str, dest: Path) -> Path:
+    lessons = json.loads(Path(CURRICULUM).read_text(encoding="utf-8"))
+    for lesson in lessons:
+        if lesson["id"] > upto:
+            break
+        written: set[str] = set()
+        for step in lesson["steps"]:
+            name, code = step.get("filename"), step.get("code")
+            if not name or not code or name.endswith(".json"):
+                continue
+            path = dest / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if name in written:
+                path.write_text(path.read_text(encoding="utf-8") + "\n\n" + code + "\n", encoding="utf-8")
+            else:
+                path.write_text(code + "\n", encoding="utf-8")
+                written.add(name)
+    return dest
+
+
+@pytest.mark.parametrize("lesson_id", READY)
+def test_curriculum_folder_passes_lab(lesson_id, tmp_path):
+    lab = assemble(lesson_id, tmp_path / "tasks_lab")
+    report = tmp_path / "r.json"
+    run = subprocess.run([sys.executable, "-m", "checks", "run", lesson_id, "--lab", str(lab), "--report", str(report)],
+                         cwd=manifest.KIT_ROOT, capture_output=True, text=True, timeout=600,
+                         env=dict(os.environ, LAB_LANG="en"))
+    tests = json.loads(report.read_text())["tests"]
+    bad = [(t["id"], t["status"], t["message"]) for t in tests if t["status"] not in ("pass", "skipped")]
+    assert run.returncode == 0 and not bad, run.stdout
+    skipped = [t["id"] for t in tests if t["status"] == "skipped"]
+    assert all(t["kind"] == "exercise" for t in tests if t["id"] in skipped)  # only unattempted exercises skip
