@@ -98,17 +98,19 @@ class Process:
         """Wait until the port accepts connections and/or a log line appears; fail fast if it exits."""
         def ready():
             if not self.alive():
-                raise WaitTimeout(f"{self.argv[0]} exited with {self.popen.returncode} before it was ready:\n"
-                                  + self.log_tail())
+                return "exited"
             if port is not None and not port_open(port):
                 return False
             if log_contains is not None and log_contains not in self.log_text():
                 return False
             return True
         try:
-            wait_until(ready, timeout, f"{' '.join(map(str, self.argv[:4]))} to be ready")
+            outcome = wait_until(ready, timeout, f"{' '.join(map(str, self.argv[:4]))} to be ready")
         except WaitTimeout as exc:
             raise WaitTimeout(f"{exc}\n{self.log_tail()}") from None
+        if outcome == "exited":
+            raise WaitTimeout(f"{self.argv[0]} exited with {self.popen.returncode} before it was ready:\n"
+                              + self.log_tail())
 
     def _signal_group(self, sig: int) -> None:
         # The process leads its own session (start_new_session), so its group id is its pid:
