@@ -35,8 +35,9 @@ watch: $(VENV_READY)
 doctor:
 	@if [ -x $(VPY) ]; then $(VPY) -m checks doctor; else $(PYTHON) -m checks doctor; fi
 
+# Four workers: mutant runs mostly wait on real processes. Lessons sharing Redis/MySQL run in one worker.
 test: $(VENV_READY)
-	@$(VPY) -m pytest
+	@$(VPY) -m pytest -n 4 --dist loadgroup
 
 clean:
 	@$(PYTHON) -m checks clean

@@ -108,8 +108,7 @@ def print_lesson(result: LessonResult, evidence: bool = False, first_failure_onl
                 f"  {passed}/{len(result.checks)} passed in {result.seconds:.1f}s")
     print(summary)
     if failed and result.logs:
-        existing = [str(p.relative_to(LAB_DIR.parent)) if p.is_relative_to(LAB_DIR.parent) else str(p)
-                    for p in result.logs if p.exists()]
+        existing = [os.path.relpath(p) for p in result.logs if p.exists()]
         if existing:
             print("  " + t("完整日志：", "full logs: ") + ", ".join(existing))
 
@@ -156,8 +155,9 @@ def cmd_lesson(args) -> int:
     args.lessons, args.lab = [args.lesson], None
     code = cmd_run(args, evidence=True)
     lesson_id = args.lesson.zfill(2)
-    print(t(f"\n参考文件在 .lab/work/reference/{lesson_id}/。检查自己的文件夹：make check LESSON={lesson_id} LAB=~/tasks_lab",
-            f"\nThe reference files are in .lab/work/reference/{lesson_id}/. Check your own folder: make check LESSON={lesson_id} LAB=~/tasks_lab"))
+    where = os.path.relpath(LAB_DIR / "work" / "reference" / lesson_id)
+    print(t(f"\n参考文件在 {where}/。检查自己的文件夹：make check LESSON={lesson_id} LAB=~/tasks_lab",
+            f"\nThe reference files are in {where}/. Check your own folder: make check LESSON={lesson_id} LAB=~/tasks_lab"))
     return code
 
 
@@ -287,6 +287,9 @@ def cmd_table(args) -> int:
 
 def cmd_clean(args) -> int:
     import shutil
+
+    from shared import labctl
+    labctl.down()  # the native servers keep their data under .lab/services: stop them first, by PID
     if LAB_DIR.exists():
         shutil.rmtree(LAB_DIR)
     print(t("已删除 .lab/", "removed .lab/"))

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
 from shared.manifest import KIT_ROOT
 
-LAB_DIR = KIT_ROOT / ".lab"
+# Work folders, logs and progress. LAB_HOME moves them (tests give each run its own).
+LAB_DIR = Path(os.environ.get("LAB_HOME") or KIT_ROOT / ".lab")
 NOT_LESSON_FILES = {"README.md", "verifiers", "__pycache__"}
 # What never comes along from a learner's folder: environments, caches, VCS data.
 LAB_IGNORE = shutil.ignore_patterns(".venv", "venv", "__pycache__", "*.pyc", ".git", ".lab",

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import signal
 import sys
+from pathlib import Path
 import time
 import traceback
 
@@ -51,7 +52,7 @@ class _Check:
             self.tap._emit(True, self.id, None, self.notes, seconds)
         elif exc_type is Skipped:
             self.tap._emit(True, self.id, f"SKIP {exc}", self.notes, seconds)
-        elif exc_type is AssertionError:
+        elif exc_type is AssertionError and _raised_here(tb):
             reason = str(exc) or t("断言失败", "assertion failed")
             self.tap._emit(False, self.id, None, [reason, *self.notes], seconds)
         elif issubclass(exc_type, Exception):
@@ -62,6 +63,17 @@ class _Check:
         else:
             return False  # KeyboardInterrupt/SystemExit: let them end the verifier
         return True
+
+
+def _raised_here(tb) -> bool:
+    """True when the failed assert is the verifier's own (or shared/'s), not one inside the learner's code."""
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    where = Path(tb.tb_frame.f_code.co_filename).resolve()
+    return where == Path(sys.argv[0]).resolve() or where.parent == _SHARED
+
+
+_SHARED = Path(__file__).resolve().parent
 
 
 class Tap:

@@ -40,10 +40,10 @@ def test_doctor_warns_when_the_kit_lives_on_a_windows_drive(monkeypatch, tmp_pat
     assert level == doctor.WARN and "Windows drive" in what and "git clone" in fix
 
 
-def test_watch_runs_the_checks_and_stops_cleanly_on_ctrl_c():
+def test_watch_runs_the_checks_and_stops_cleanly_on_ctrl_c(tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "checks", "watch", "01", "--interval", "0.2"], cwd=KIT_ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env=dict(os.environ, LAB_LANG="en"))
+                            env=dict(os.environ, LAB_LANG="en", LAB_HOME=str(tmp_path)))
     deadline = time.monotonic() + 60
     seen = ""
     while "watching" not in seen and time.monotonic() < deadline:

@@ -6,8 +6,11 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import xml.etree.ElementTree as ET
 from pathlib import Path
+
+import pytest
 
 from checks.workdir import reference_files
 from shared import manifest
@@ -18,24 +21,43 @@ DATA = manifest.load()
 READY = [lesson for lesson in DATA["lessons"] if lesson["status"] == "ready"]
 
 
-def _cli(*args, cwd=KIT):
-    env = dict(os.environ, LAB_LANG="en")
+def _cli(*args, cwd=KIT, home=None):
+    # Each run gets its own LAB_HOME, so parallel test workers never share a work folder.
+    home = home or tempfile.mkdtemp(prefix="lab-home-")
+    env = dict(os.environ, LAB_LANG="en", LAB_HOME=str(home))
     return subprocess.run([sys.executable, "-m", "checks", *args], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=600)
 
 
-def test_reference_lessons_pass_every_check_with_reports(tmp_path):
-    ids = [lesson["id"] for lesson in READY]
-    run = _cli("run", *ids, "--report", str(tmp_path / "r.json"), "--junit", str(tmp_path / "r.xml"))
-    assert run.returncode == 0, run.stdout + run.stderr
-    data = json.loads((tmp_path / "r.json").read_text())
-    expected = [c["id"] for lesson in READY for c in lesson["checks"]]
+from tests.conftest import service_safe
+
+
+def _expect_all_passed(report_path: Path, lessons: list[dict]) -> dict:
+    data = json.loads(report_path.read_text())
+    expected = [c["id"] for lesson in lessons for c in lesson["checks"]]
     assert [t["id"] for t in data["tests"]] == expected  # one record per check item, in order
     not_passed = [(t["id"], t["status"], t["message"]) for t in data["tests"] if t["status"] != "pass"]
     assert not not_passed  # exercises included: the reference does them
     assert data["status"] == "pass" and data["score"] == data["max_score"]
+    return data
+
+
+@pytest.mark.parametrize("lesson", [service_safe(lesson, lesson["id"]) for lesson in READY], ids=lambda l: l["id"])
+def test_reference_lesson_passes_every_check(lesson, tmp_path):
+    run = _cli("run", lesson["id"], "--report", str(tmp_path / "r.json"))
+    assert run.returncode == 0, run.stdout + run.stderr
+    _expect_all_passed(tmp_path / "r.json", [lesson])
+
+
+def test_first_three_lessons_in_one_run_with_both_reports(tmp_path):
+    lessons = READY[:3]
+    run = _cli("run", *[lesson["id"] for lesson in lessons], "--report", str(tmp_path / "r.json"),
+               "--junit", str(tmp_path / "r.xml"))
+    assert run.returncode == 0, run.stdout + run.stderr
+    _expect_all_passed(tmp_path / "r.json", lessons)
     junit = ET.parse(tmp_path / "r.xml").getroot()
-    assert junit.get("tests") == str(len(expected)) and junit.get("failures") == "0" and junit.get("errors") == "0"
+    total = sum(len(lesson["checks"]) for lesson in lessons)
+    assert junit.get("tests") == str(total) and junit.get("failures") == "0" and junit.get("errors") == "0"
 
 
 def _tree_digest(folder: Path) -> str:

@@ -266,3 +266,17 @@ def test_watch_signature_sees_a_saved_file(tmp_path):
     assert cli.folder_signature(tmp_path) == before
     (tmp_path / "a.py").write_text("two!")
     assert cli.folder_signature(tmp_path) != before
+
+
+def test_an_assert_inside_learner_code_is_reported_as_such(tmp_path):
+    code = """
+        from shared.tap import Tap
+        tap = Tap()
+        with tap.check("01.1"):
+            import learner
+        raise SystemExit(tap.finish())
+    """
+    lesson = _lesson(tmp_path, "01", {"learner.py": "assert 1 + 1 == 3, 'learner sum'\n"}, code)
+    result = _run(tmp_path, lesson)["01.1"]
+    assert result.status == FAIL and "unexpected error: AssertionError: learner sum" in result.message
+    assert any("learner.py" in note for note in result.notes)

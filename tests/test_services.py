@@ -12,6 +12,8 @@ from shared import labctl
 from shared import services as S
 from shared.manifest import KIT_ROOT
 
+pytestmark = pytest.mark.xdist_group("services")
+
 
 def _labctl(*args):
     return subprocess.run([sys.executable, "-m", "shared.labctl", *args], cwd=KIT_ROOT, capture_output=True,

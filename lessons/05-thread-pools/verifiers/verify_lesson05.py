@@ -1,0 +1,578 @@
+"""Verifier for lesson 05: blocking I/O in a thread pool, and what a timeout does not stop.
+
+05.1  in `python pool_io.py`, result(timeout=0.2) raises TimeoutError on the running future, the
+      script catches it, and cancel() on that running future returns False
+05.2  after stop.set() the running read_sync returns cancelled=True within a bound, and the pool
+      shuts down with no thread left before "pool closed" is printed
+05.3  export_batches(range(8)) returns 8 results; at most 4 futures are ever outstanding and at
+      most 2 reads run at once (counted by an instrumented pool and read function)
+05.4  async_thread.demo(): asyncio.timeout(0.2) expires around to_thread, the stop event is set,
+      read_sync returns soon after, and the thread count is back to where it started
+05.5  exercise: with max_workers=1, cancel() of a queued future is True (it never runs) while the
+      running one's is False
+
+pool_io.py runs its demo under `if __name__ == "__main__"`, so 05.1/05.2/05.5 run the learner's
+script once in a subprocess through a small driver: it wraps ThreadPoolExecutor.submit/shutdown,
+Future.result/cancel and Event.set with recorders, runs the script with runpy, and writes what
+happened (with timestamps) to a JSON file.  05.3 and 05.4 import batch_io / async_thread and
+replace the globals they look up (ThreadPoolExecutor, read_sync, Event).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib.util
+import io
+import json
+import subprocess
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from shared.i18n import t
+from shared.proc import WaitTimeout, run_python, wait_until
+
+HERE = Path.cwd()
+LOGS = HERE / ".lab-logs" / "05"
+
+# ---------------------------------------------------------------- the pool_io.py driver
+
+DRIVER = r'''
+import concurrent.futures as cf, json, runpy, sys, threading, time, traceback
+
+script, out_path = sys.argv[1], sys.argv[2]
+T0 = time.monotonic()
+events, futures, stops, guard = [], [], set(), threading.Lock()
+
+
+def log(**event):
+    event["t"] = round(time.monotonic() - T0, 4)
+    with guard:
+        events.append(event)
+
+
+def number(future):
+    for n, known in enumerate(futures, 1):
+        if known is future:
+            return n
+    return 0
+
+
+def state(future):
+    if future.cancelled():
+        return "cancelled"
+    return "running" if future.running() else "done" if future.done() else "pending"
+
+
+real_submit = cf.ThreadPoolExecutor.submit
+def submit(self, fn, /, *args, **kwargs):
+    with guard:
+        futures.append(None)
+        n = len(futures)
+    for arg in args:
+        if isinstance(arg, threading.Event):
+            stops.add(id(arg))
+    def traced(*a, **k):
+        log(ev="start", f=n, thread=threading.current_thread().name)
+        try:
+            value = fn(*a, **k)
+        except BaseException as exc:
+            log(ev="end", f=n, error=type(exc).__name__)
+            raise
+        log(ev="end", f=n, value=repr(value)[:100])
+        return value
+    future = real_submit(self, traced, *args, **kwargs)
+    futures[n - 1] = future
+    log(ev="submit", f=n, workers=self._max_workers, fn=getattr(fn, "__name__", "?"), args=repr(args)[:80])
+    return future
+cf.ThreadPoolExecutor.submit = submit
+
+real_shutdown = cf.ThreadPoolExecutor.shutdown
+def shutdown(self, wait=True, *, cancel_futures=False):
+    real_shutdown(self, wait=wait, cancel_futures=cancel_futures)
+    log(ev="shutdown", wait=wait)
+cf.ThreadPoolExecutor.shutdown = shutdown
+
+real_cancel = cf.Future.cancel
+def cancel(self):
+    before = state(self)
+    value = real_cancel(self)
+    log(ev="cancel", f=number(self), before=before, value=value)
+    return value
+cf.Future.cancel = cancel
+
+real_result = cf.Future.result
+def result(self, timeout=None):
+    before, started = state(self), time.monotonic()
+    try:
+        value = real_result(self, timeout)
+    except BaseException as exc:
+        log(ev="result", f=number(self), timeout=timeout, before=before, error=type(exc).__name__,
+            waited=round(time.monotonic() - started, 3))
+        raise
+    log(ev="result", f=number(self), timeout=timeout, before=before, value=repr(value)[:100],
+        waited=round(time.monotonic() - started, 3))
+    return value
+cf.Future.result = result
+
+real_set = threading.Event.set
+def set_event(self):
+    if id(self) in stops:
+        log(ev="set")
+    real_set(self)
+threading.Event.set = set_event
+
+
+class Lines:
+    """Pass prints through and log each finished line with its time."""
+    def __init__(self, real):
+        self.real, self.buffer = real, ""
+    def write(self, text):
+        self.real.write(text)
+        self.buffer += text
+        while "\n" in self.buffer:
+            line, self.buffer = self.buffer.split("\n", 1)
+            log(ev="print", text=line)
+        return len(text)
+    def flush(self):
+        self.real.flush()
+    def __getattr__(self, name):
+        return getattr(self.real, name)
+
+
+sys.stdout = Lines(sys.stdout)
+outcome = "ok"
+try:
+    runpy.run_path(script, run_name="__main__")
+except SystemExit as exc:
+    if exc.code not in (None, 0):
+        outcome = f"SystemExit: {exc.code}"
+except BaseException as exc:
+    outcome = f"{type(exc).__name__}: {exc}"
+    traceback.print_exc()
+sys.stdout.flush()
+left = [th.name for th in threading.enumerate() if th is not threading.main_thread() and th.is_alive()]
+with open(out_path, "w", encoding="utf-8") as handle:
+    json.dump({"events": events, "outcome": outcome, "threads_left": left}, handle)
+sys.exit(0 if outcome == "ok" else 1)
+'''
+
+
+class PoolRun:
+    """One run of `python pool_io.py` under the driver, shared by 05.1, 05.2 and 05.5."""
+
+    def __init__(self):
+        script = HERE / "pool_io.py"
+        assert script.exists(), t("缺少 pool_io.py（第 1 步）", "pool_io.py is missing (step 1)")
+        LOGS.mkdir(parents=True, exist_ok=True)
+        out = LOGS / "pool_io-events.json"
+        out.unlink(missing_ok=True)
+        started = time.monotonic()
+        try:
+            done = run_python(["-c", DRIVER, script.name, str(out)], cwd=HERE, timeout=15)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(t(
+                "python pool_io.py 15 秒没有结束（已强制停止）：离开 with 时线程池在等一个停不下来的调用",
+                "python pool_io.py did not finish within 15 s (stopped): leaving the with block waits for a "
+                "call that never stops")) from None
+        self.seconds = time.monotonic() - started
+        self.returncode = done.returncode
+        self.output = done.stdout
+        assert out.exists(), t(f"驱动没有写出记录，输出：\n{done.stdout[-600:]}",
+                               f"the driver wrote no record; output:\n{done.stdout[-600:]}")
+        record = json.loads(out.read_text(encoding="utf-8"))
+        self.events = record["events"]
+        self.outcome = record["outcome"]
+        self.threads_left = record["threads_left"]
+        self.lines = [e["text"] for e in self.events if e["ev"] == "print"]
+
+    def of(self, kind: str, **match) -> list[dict]:
+        return [e for e in self.events if e["ev"] == kind and all(e.get(k) == v for k, v in match.items())]
+
+    def crash_tail(self) -> str:
+        # Leave out the driver's own frames (File "<string>"): the learner's lines are what matter.
+        lines = [line for line in self.output.strip().splitlines() if 'File "<string>"' not in line]
+        return "\n".join(lines[-4:])
+
+
+_pool_run: dict = {}
+
+
+def pool_run() -> PoolRun:
+    """Run the driver once; a failure is re-raised in every check that needs the run."""
+    if "run" not in _pool_run:
+        try:
+            _pool_run["run"] = PoolRun()
+        except BaseException as exc:
+            _pool_run["run"] = exc
+    found = _pool_run["run"]
+    if isinstance(found, BaseException):
+        raise found
+    return found
+
+
+def timed_out_wait(run: PoolRun) -> dict | None:
+    """The first result() call that gave up with TimeoutError while its future was running."""
+    hits = [e for e in run.of("result", error="TimeoutError") if e.get("before") == "running"]
+    return hits[0] if hits else None
+
+
+def fresh(name: str):
+    """A new module object for NAME (its own globals to patch); its imports resolve normally."""
+    path = HERE / f"{name}.py"
+    assert path.exists(), t(f"缺少 {name}.py", f"{name}.py is missing")
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def call_bounded(fn, timeout: float, *args):
+    """Run fn(*args) in a daemon thread; return (value, seconds) or fail if it runs past timeout."""
+    box: dict = {}
+
+    def run():
+        started = time.monotonic()
+        try:
+            box["value"] = fn(*args)
+        except BaseException as exc:
+            box["error"] = exc
+        box["seconds"] = time.monotonic() - started
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(timeout)
+    assert not thread.is_alive(), t(f"{timeout:g} 秒内没有返回", f"did not return within {timeout:g} s")
+    if "error" in box:
+        raise box["error"]
+    return box["value"], box["seconds"]
+
+
+# ---------------------------------------------------------------- 05.1
+
+def check_timeout_and_cancel(c) -> None:
+    run = pool_run()
+    c.note(f"python pool_io.py -> exit {run.returncode} in {run.seconds:.2f}s: {run.lines[:4]}")
+    assert run.of("submit") or run.outcome == "ok", t(
+        f"pool_io.py 在提交任务前就出错了：\n{run.crash_tail()}",
+        f"pool_io.py failed before it submitted anything:\n{run.crash_tail()}")
+    assert run.of("submit"), t("pool_io.py 没有向 ThreadPoolExecutor 提交任何任务",
+                               "pool_io.py submitted nothing to a ThreadPoolExecutor")
+    waited = timed_out_wait(run)
+    if waited is None:
+        answered = run.of("result")
+        first = answered[0] if answered else None
+        if first and "value" in first:
+            raise AssertionError(t(
+                f"result(timeout={first['timeout']}) 等了 {first['waited']}s 拿到了完整结果，没有超时：应只等 0.2 秒",
+                f"result(timeout={first['timeout']}) waited {first['waited']}s and got the full result instead of "
+                "timing out: wait only 0.2 s"))
+        raise AssertionError(t(
+            f"没有看到对运行中 Future 的 result(timeout=...) 抛出 TimeoutError；result 调用记录：{answered}",
+            f"no result(timeout=...) on the running future raised TimeoutError; result calls seen: {answered}"))
+    c.note(t(f"result(timeout={waited['timeout']}) 等 {waited['waited']}s 后抛出 TimeoutError，当时 Future 在运行",
+             f"result(timeout={waited['timeout']}) raised TimeoutError after {waited['waited']}s while the future ran"))
+    assert waited["timeout"] is not None and waited["timeout"] <= 1.0, t(
+        f"等待上限应约 0.2 秒，实际 timeout={waited['timeout']}",
+        f"the wait should be bounded at about 0.2 s, got timeout={waited['timeout']}")
+    later = [e for e in run.of("cancel", f=waited["f"]) if e["t"] >= waited["t"]]
+    c.note("cancel(): " + (", ".join(f"{e['before']} -> {e['value']}" for e in later) or "never called"))
+    assert later, t(
+        "超时后没有对这个 Future 调用 cancel()（cancelled() 只是查询，不会请求取消）。"
+        + (f"脚本异常结束：\n{run.crash_tail()}" if run.outcome != "ok" and not run.of("print") else ""),
+        "cancel() was never called on this future after the timeout (cancelled() only asks, it requests "
+        "nothing)." + (f" The script crashed:\n{run.crash_tail()}" if run.outcome != "ok" and not run.of("print")
+                       else ""))
+    first = later[0]
+    assert first["before"] == "running", t(
+        f"cancel() 调用时 Future 已是 {first['before']}：应在等待超时、任务仍在运行时调用，才能看到它取消不了运行中的任务",
+        f"cancel() was called when the future was already {first['before']}: call it right after the wait "
+        "times out, while the job still runs, to see that a running job cannot be cancelled")
+    assert first["value"] is False, t(f"运行中的 cancel() 应返回 False，实际 {first['value']}",
+                                      f"cancel() on a running future should return False, got {first['value']}")
+    assert "wait timed out; cancel: False" in run.lines, t(
+        f"脚本没有打印 wait timed out; cancel: False，实际输出：{run.lines[:4]}",
+        f"the script did not print wait timed out; cancel: False; it printed: {run.lines[:4]}")
+
+
+# ---------------------------------------------------------------- 05.2
+
+def check_stop_and_close(c) -> None:
+    # The function on its own: a stop set mid-run ends it at the next slice.
+    pool_io = fresh("pool_io")
+    stop = threading.Event()
+    timer = threading.Timer(0.15, stop.set)
+    timer.start()
+    try:
+        value, seconds = call_bounded(pool_io.read_sync, 4.0, 3, stop)
+    finally:
+        timer.cancel()
+    c.note(t(f"read_sync(3, stop)，0.15s 时 set：{seconds:.2f}s 后返回 {value}",
+             f"read_sync(3, stop) with stop set at 0.15 s returned {value} after {seconds:.2f}s"))
+    assert seconds <= 0.8, t(
+        f"stop 在 0.15 秒时已设置，read_sync 却 {seconds:.2f} 秒才返回：每一小段等待前都要检查 stop.is_set()",
+        f"stop was set at 0.15 s but read_sync returned only after {seconds:.2f} s: check stop.is_set() before "
+        "every slice")
+    assert value == {"id": 3, "cancelled": True}, t(
+        f"被停止时应返回 {{'id': 3, 'cancelled': True}}，实际 {value!r}",
+        f"a stopped read should return {{'id': 3, 'cancelled': True}}, got {value!r}")
+
+    # The learner's script: stop.set() in the timeout branch, then the pool closes.
+    run = pool_run()
+    waited = timed_out_wait(run)
+    n = waited["f"] if waited else 1
+    sets = run.of("set")
+    ends = run.of("end", f=n)
+    c.note(f"python pool_io.py -> exit {run.returncode}: {run.lines[-3:]}; threads left {run.threads_left}")
+    assert sets, t("脚本从没调用 stop.set()：运行中的 read_sync 不会自己停下",
+                   "the script never called stop.set(): the running read_sync will not stop by itself")
+    assert ends, t(f"第 {n} 个任务没有结束记录：\n{run.crash_tail()}", f"job {n} never finished:\n{run.crash_tail()}")
+    lag = ends[0]["t"] - sets[0]["t"]
+    c.note(t(f"stop.set() 后 {lag:.2f}s 工作函数返回 {ends[0].get('value')}",
+             f"the worker returned {ends[0].get('value')} {lag:.2f}s after stop.set()"))
+    assert 0 <= lag <= 0.5, t(
+        f"stop.set() 之后 {lag:.2f}s 运行中的工作才结束：它应在下一小段（0.1 秒）内退出",
+        f"the running job ended {lag:.2f}s after stop.set(): it should leave within the next 0.1 s slice")
+    assert "'cancelled': True" in ends[0].get("value", ""), t(
+        f"被停止的工作应返回 cancelled=True，实际 {ends[0].get('value', ends[0].get('error'))}",
+        f"the stopped job should return cancelled=True, got {ends[0].get('value', ends[0].get('error'))}")
+    assert run.outcome == "ok" and run.returncode == 0, t(
+        f"脚本异常结束（{run.outcome}）：\n{run.crash_tail()}", f"the script failed ({run.outcome}):\n{run.crash_tail()}")
+    assert any(line.startswith("worker result:") and "'cancelled': True" in line for line in run.lines), t(
+        f"应打印 worker result: 且 cancelled 为 True，实际输出：{run.lines}",
+        f"expected a worker result: line with cancelled True, got: {run.lines}")
+    assert run.lines and run.lines[-1] == "pool closed", t(
+        f"最后一行应是 pool closed，实际输出：{run.lines}", f"the last line should be pool closed, got: {run.lines}")
+    closed = [e for e in run.events if e["ev"] == "print" and e["text"] == "pool closed"][-1]
+    assert any(e["t"] <= closed["t"] for e in run.of("shutdown")), t(
+        "打印 pool closed 之前线程池没有关闭（with 块或 shutdown）",
+        "the pool was not shut down (with block or shutdown) before pool closed was printed")
+    assert not run.threads_left, t(f"脚本结束时仍有线程：{run.threads_left}",
+                                   f"threads were still alive when the script ended: {run.threads_left}")
+
+
+# ---------------------------------------------------------------- 05.3
+
+class BatchProbe:
+    """Instrumented stand-ins for the ThreadPoolExecutor and read_sync that batch_io looks up."""
+
+    def __init__(self, seconds: float = 0.15):
+        self.seconds = seconds
+        self.guard = threading.Lock()
+        self.live: list = []
+        self.submitted = self.max_outstanding = self.running = self.max_running = 0
+        self.workers: list = []
+        probe = self
+
+        class CountingPool(ThreadPoolExecutor):
+            def __init__(self, *args, **kwargs):
+                super().__init__(*args, **kwargs)
+                probe.workers.append(self._max_workers)
+
+            def submit(self, fn, /, *args, **kwargs):
+                future = super().submit(fn, *args, **kwargs)
+                with probe.guard:
+                    probe.submitted += 1
+                    probe.live.append(future)
+                    outstanding = sum(not f.done() for f in probe.live)
+                    probe.max_outstanding = max(probe.max_outstanding, outstanding)
+                return future
+
+        self.pool_class = CountingPool
+
+    def read_sync(self, product_id, stop):
+        with self.guard:
+            self.running += 1
+            self.max_running = max(self.max_running, self.running)
+        try:
+            time.sleep(self.seconds)  # a short stand-in: the shape of the batching is what counts
+        finally:
+            with self.guard:
+                self.running -= 1
+        return {"id": product_id, "cancelled": False}
+
+
+def check_batches(c) -> None:
+    batch_io = fresh("batch_io")
+    assert hasattr(batch_io, "export_batches"), t("batch_io.py 缺少 export_batches", "batch_io.py lacks export_batches")
+    probe = BatchProbe()
+    batch_io.ThreadPoolExecutor = probe.pool_class
+    batch_io.read_sync = probe.read_sync
+    results, seconds = call_bounded(batch_io.export_batches, 10.0, list(range(8)))
+    ids = sorted(r.get("id") for r in results) if isinstance(results, list) and all(
+        isinstance(r, dict) for r in results) else results
+    c.note(t(f"export_batches(0..7)：{len(results)} 条，用时 {seconds:.2f}s；submit {probe.submitted} 次，"
+             f"同时未完成 Future 最多 {probe.max_outstanding} 个，同时运行最多 {probe.max_running} 个，"
+             f"线程池 max_workers={probe.workers}",
+             f"export_batches(0..7): {len(results)} results in {seconds:.2f}s; {probe.submitted} submits, at most "
+             f"{probe.max_outstanding} futures outstanding, at most {probe.max_running} running, pool "
+             f"max_workers={probe.workers}"))
+    assert probe.submitted >= 8, t(
+        f"应通过 ThreadPoolExecutor.submit 提交 8 次 read_sync，实际 {probe.submitted} 次",
+        f"read_sync should be submitted 8 times through ThreadPoolExecutor.submit, got {probe.submitted}")
+    assert ids == list(range(8)), t(f"应返回编号 0..7 各一条，实际 {ids}",
+                                    f"expected one result for each id 0..7, got {ids}")
+    assert probe.max_outstanding <= 4, t(
+        f"同时有 {probe.max_outstanding} 个 Future 未完成：每批最多提交 4 个，这批都完成再提交下一批",
+        f"{probe.max_outstanding} futures were outstanding at once: submit at most 4, and drain them before "
+        "the next batch")
+    assert probe.max_running <= 2, t(
+        f"同时有 {probe.max_running} 个 read_sync 在运行：线程池应为 max_workers=2",
+        f"{probe.max_running} reads ran at once: the pool should have max_workers=2")
+
+
+# ---------------------------------------------------------------- 05.4
+
+def check_to_thread_stop(c) -> None:
+    module = fresh("async_thread")
+    assert hasattr(module, "demo"), t("async_thread.py 缺少 demo()", "async_thread.py lacks demo()")
+    calls: list[dict] = []
+    real_read = module.read_sync
+
+    def traced_read(product_id, stop):
+        call = {"thread": threading.current_thread(), "start": time.monotonic()}
+        calls.append(call)
+        try:
+            return real_read(product_id, stop)
+        finally:
+            call["end"] = time.monotonic()
+
+    sets: list[float] = []
+
+    class RecordingEvent(threading.Event):
+        def set(self):
+            sets.append(time.monotonic())
+            super().set()
+
+    module.read_sync = traced_read
+    module.Event = RecordingEvent
+
+    baseline = threading.active_count()
+    loop = asyncio.new_event_loop()
+    printed = io.StringIO()
+    started = time.monotonic()
+    try:
+        with contextlib.redirect_stdout(printed):
+            try:
+                returned = loop.run_until_complete(module.demo())
+            except TimeoutError:
+                raise AssertionError(t(
+                    "demo() 让 TimeoutError 逃了出来：用 except TimeoutError 接住 asyncio.timeout 的超时，并在那里 stop.set()",
+                    "demo() let the TimeoutError escape: catch the asyncio.timeout expiry with except TimeoutError "
+                    "and call stop.set() there")) from None
+        demo_seconds = time.monotonic() - started
+        # The thread must finish because the function returned, not because we waited for the pool:
+        # give read_sync a bound to return by itself before shutting the executor down.
+        try:
+            wait_until(lambda: calls and "end" in calls[0], 1.5, "read_sync to return", interval=0.01)
+        except WaitTimeout:
+            pass
+    finally:
+        loop.run_until_complete(loop.shutdown_default_executor())
+        loop.close()
+    lines = printed.getvalue().strip().splitlines()
+    c.note(t(f"demo() {demo_seconds:.2f}s 后返回 {returned!r}，打印 {lines}",
+             f"demo() returned {returned!r} after {demo_seconds:.2f}s and printed {lines}"))
+    assert calls, t("demo() 没有调用 read_sync", "demo() never called read_sync")
+    call = calls[0]
+    assert call["thread"] is not threading.main_thread(), t(
+        "read_sync 在事件循环线程里直接运行，阻塞了整个循环，asyncio.timeout 无法按时生效：用 asyncio.to_thread",
+        "read_sync ran on the event loop's own thread, blocking the loop so asyncio.timeout could not fire in "
+        "time: use asyncio.to_thread")
+    assert demo_seconds < 1.0 and returned is None, t(
+        f"demo() 用了 {demo_seconds:.2f}s、返回 {returned!r}：0.2 秒超时应生效，而不是等到完整结果",
+        f"demo() took {demo_seconds:.2f}s and returned {returned!r}: the 0.2 s timeout should win, not the full "
+        "result")
+    assert sets, t(
+        "超时后没有 stop.set()：取消 await 不会结束线程，read_sync 会读满 2 秒",
+        "stop.set() was never called after the timeout: cancelling the await does not end the thread, so "
+        "read_sync reads on for the full 2 s")
+    assert "end" in call, t("read_sync 在 stop 之后 1.5 秒内没有返回", "read_sync did not return within 1.5 s of stop")
+    lag = call["end"] - sets[0]
+    c.note(t(f"stop.set() 后 {lag:.2f}s read_sync 返回", f"read_sync returned {lag:.2f}s after stop.set()"))
+    assert lag <= 0.5, t(
+        f"stop.set() 之后 {lag:.2f}s 线程里的 read_sync 才结束：应在下一小段内退出",
+        f"read_sync in the thread ended {lag:.2f}s after stop.set(): it should leave within the next slice")
+    try:
+        wait_until(lambda: threading.active_count() <= baseline and not call["thread"].is_alive(), 2.0,
+                   "the worker thread to exit")
+    except WaitTimeout:
+        raise AssertionError(t(
+            f"关闭线程池后线程数 {threading.active_count()}，开始时 {baseline}：工作线程没有退出",
+            f"after the executor shut down there are {threading.active_count()} threads, {baseline} at the start: "
+            "the worker thread did not exit")) from None
+    c.note(t(f"线程数回到 {threading.active_count()}（开始时 {baseline}）",
+             f"thread count back to {threading.active_count()} (it was {baseline})"))
+
+
+# ---------------------------------------------------------------- 05.5
+
+def check_queued_cancel(c) -> None:
+    run = pool_run()
+    submits = run.of("submit")
+    if len(submits) < 2:
+        exercise_by_verifier(c)
+        return
+    cancels = run.of("cancel")
+    c.note(f"submits {len(submits)} (max_workers={submits[0].get('workers')}); cancel(): "
+           + ", ".join(f"#{e['f']} {e['before']} -> {e['value']}" for e in cancels))
+    queued = [e for e in cancels if e["before"] == "pending" and e["value"] is True]
+    assert queued, t(
+        "没有看到排队中的 Future 被 cancel() 成功：max_workers=1，先提交长任务、紧接着提交第二个，"
+        "趁它还在排队时取消（它一旦开始运行就取消不了）",
+        "no queued future was cancelled: with max_workers=1 submit the long job, then the second one right "
+        "away, and cancel it while it still waits (once it runs it cannot be cancelled)")
+    withdrawn = queued[0]["f"]
+    assert not run.of("start", f=withdrawn), t(f"被取消的第 {withdrawn} 个任务仍然运行了",
+                                                f"the cancelled job #{withdrawn} ran anyway")
+    misread = [e for e in run.of("result", f=withdrawn) if e.get("error") == "CancelledError"]
+    assert not misread, t(
+        "对已取消的 Future 调用了 result()，得到 CancelledError：它没有结果可读",
+        "result() was called on the cancelled future and raised CancelledError: it has no result to read")
+    running = [e for e in cancels if e["before"] == "running"]
+    assert all(e["value"] is False for e in running), t(
+        f"运行中的 cancel() 应为 False：{running}", f"cancel() on a running future should be False: {running}")
+
+
+def exercise_by_verifier(c) -> None:
+    """pool_io.py submits one job only: run the exercise here, with the learner's read_sync."""
+    pool_io = fresh("pool_io")
+    stop = threading.Event()
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        first = pool.submit(pool_io.read_sync, 1, stop)
+        second = pool.submit(pool_io.read_sync, 2, stop)
+        try:
+            wait_until(first.running, 2.0, "the first job to start", interval=0.01)
+            queued_answer, running_answer = second.cancel(), first.cancel()
+        finally:
+            stop.set()
+        first.result(timeout=5)
+    c.note(t("pool_io.py 里没有第二个 Future，验证器用你的 read_sync 代做练习："
+             f"排队中的 cancel() -> {queued_answer}，运行中的 cancel() -> {running_answer}",
+             "pool_io.py submits no second future, so the verifier ran the exercise with your read_sync: "
+             f"queued cancel() -> {queued_answer}, running cancel() -> {running_answer}"))
+    assert queued_answer is True and second.cancelled(), t(
+        f"排队中的 Future cancel() 应为 True，实际 {queued_answer}",
+        f"cancel() of the queued future should be True, got {queued_answer}")
+    assert running_answer is False, t(f"运行中的 cancel() 应为 False，实际 {running_answer}",
+                                      f"cancel() of the running future should be False, got {running_answer}")
+
+
+def main(tap) -> None:
+    with tap.check("05.1") as c:
+        check_timeout_and_cancel(c)
+    with tap.check("05.2") as c:
+        check_stop_and_close(c)
+    with tap.check("05.3") as c:
+        check_batches(c)
+    with tap.check("05.4") as c:
+        check_to_thread_stop(c)
+    with tap.check("05.5") as c:
+        check_queued_cancel(c)
+
+
+if __name__ == "__main__":
+    from shared.tap import main_guard
+    main_guard(main)

@@ -1,0 +1,778 @@
+"""Verifier for lesson 06: CPU work in a spawn process pool, proved by running it.
+
+06.1  process_export.py run as a script: the serial and the pool results are recorded
+      call by call and must be equal for the same inputs; when the pool is made to
+      return different numbers, the script itself must refuse (its assert)
+06.2  importing cpu_work / process_export / verify_process (also the way a spawned worker
+      imports a script, as __mp_main__) builds no pool and starts no process; the pool the
+      script builds was given a spawn context; its target can be imported by module + name
+      (and cpu_work.py defines score_text at module level)
+06.3  the printed serial/process seconds really cover their own computations, and the
+      script runs to the end when the pool is the slower side (no speed is assumed)
+06.4  with the target replaced by a function local to another function, main() fails with
+      a pickling error and the pool yields no result; process_pool_review.py runs
+06.5  verify_process.py with a worker that calls os._exit: "batch failed: worker process
+      lost" is printed and BrokenProcessPool comes back out
+06.6  exercise: main(10) and main(2000) each use their rounds on both sides, get equal
+      results and print both timings (SKIP while main() takes no rounds)
+
+How: each scenario runs in a fresh interpreter (a "probe") that imports this file,
+swaps in a recording ProcessPoolExecutor subclass and a recording score_text, runs the
+learner's script or main(), and prints one JSON line.  Workers stay real spawned
+processes; for the fault drills the pool's target is swapped for a top-level function
+of this file (a spawned worker can import it, as it imports cpu_work).  Timings are
+printed and compared only with the learner's own timers -- never against a speed.
+Probe logs go to .lab-logs/06/ in the working directory.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import re
+import sys
+import time
+from pathlib import Path
+
+from shared.i18n import t
+
+WORK = Path.cwd()
+LOGS = WORK / ".lab-logs" / "06"
+MODULE = Path(__file__).stem  # the probe imports this file under its own name
+MARK = "LAB06-RESULT "
+ROUNDS_EXERCISE = (10, 2000)
+# The learner prints perf_counter() differences; allow for a value printed with 2 decimals.
+PRINT_ROUNDING = 0.06
+
+
+# ====================================================================== probe side
+# Everything in this section runs inside the probe interpreter (or, for the pool_*
+# targets, inside the spawned workers).  It must stay importable without side effects.
+
+_REC: dict = {}
+
+
+def _new_record() -> dict:
+    return {"pools": [], "targets": [], "pool_calls": [], "pool_results": [], "serial": [],
+            "lines": [], "error": None, "steps": []}
+
+
+def _key(args, kwargs) -> list:
+    """What one score_text call was asked: [len(text), crc32(text), rounds]."""
+    import zlib
+    text = args[0] if args else kwargs.get("text")
+    rounds = args[1] if len(args) > 1 else kwargs.get("rounds")
+    rounds = rounds if isinstance(rounds, (int, float, str, type(None))) else repr(rounds)[:40]
+    if isinstance(text, str):
+        return [len(text), zlib.crc32(text.encode("utf-8")), rounds]
+    return [None, repr(text)[:40], rounds]
+
+
+def _fake(args, kwargs) -> int:
+    # Depends on the text only, so serial and pool agree whatever rounds each side uses:
+    # the timing and fault probes must not trip over a results problem (that is 06.1's job).
+    crc = _key(args, kwargs)[1]
+    return crc % 1000003 if isinstance(crc, int) else 0
+
+
+def pool_equal(*args, **kwargs) -> int:
+    """Pool target for the timing probe: instant, and equal to the serial fake."""
+    return _fake(args, kwargs)
+
+
+def pool_mismatch(*args, **kwargs) -> int:
+    """Pool target for 06.1: every result one off from the serial side."""
+    return _fake(args, kwargs) + 1
+
+
+def pool_die(*args, **kwargs):
+    """Pool target for 06.5: the worker vanishes without a word, like an OOM kill."""
+    os._exit(17)
+
+
+def _plain(value):
+    return value if isinstance(value, (int, float, str, bool, type(None))) else repr(value)[:80]
+
+
+def _describe_target(fn) -> dict:
+    """Can a worker find fn again by importing fn.__module__ and walking fn.__qualname__?"""
+    import functools
+    import importlib
+    inner = fn
+    while isinstance(inner, functools.partial):
+        inner = inner.func
+    module = getattr(inner, "__module__", None)
+    qualname = getattr(inner, "__qualname__", None) or repr(inner)
+    try:
+        found = importlib.import_module(module)
+        for part in qualname.split("."):
+            found = getattr(found, part)
+        importable = found is inner and "<" not in qualname
+    except Exception:
+        importable = False
+    return {"module": module, "qualname": qualname, "importable": importable}
+
+
+def _describe_error(exc: BaseException) -> dict:
+    import pickle
+    import traceback
+    from concurrent.futures.process import BrokenProcessPool
+    text = str(exc)
+    return {
+        "type": type(exc).__name__,
+        "message": text[:400],
+        "bpp": isinstance(exc, BrokenProcessPool),
+        "pickle": isinstance(exc, pickle.PicklingError) or "pickl" in text.lower(),
+        "assertion": isinstance(exc, AssertionError),
+        "tail": "".join(traceback.format_exception(exc)).rstrip().splitlines()[-6:],
+    }
+
+
+class _Lines:
+    """stdout that passes everything through and stamps each finished line with perf_counter()."""
+
+    def __init__(self, real):
+        self.real, self.buffer = real, ""
+
+    def write(self, text: str) -> int:
+        self.real.write(text)
+        self.buffer += text
+        while "\n" in self.buffer:
+            line, self.buffer = self.buffer.split("\n", 1)
+            _REC["lines"].append([time.perf_counter(), line])
+        return len(text)
+
+    def flush(self) -> None:
+        self.real.flush()
+
+    def __getattr__(self, name):
+        return getattr(self.real, name)
+
+
+def _recording_pool(swap):
+    """A ProcessPoolExecutor that records how it is built and used; `swap` replaces its target."""
+    import concurrent.futures.process as cfp
+    import functools
+    import inspect
+
+    real = cfp.ProcessPoolExecutor
+
+    class RecordingPool(real):
+        def __init__(self, *args, **kwargs):
+            info = {"t_init": time.perf_counter()}
+            try:
+                bound = inspect.signature(real.__init__).bind(self, *args, **kwargs).arguments
+            except TypeError:
+                bound = {}
+            context = bound.get("mp_context")
+            info["max_workers"] = _plain(bound.get("max_workers"))
+            info["explicit"] = context.get_start_method() if context is not None else None
+            _REC["pools"].append(info)
+            super().__init__(*args, **kwargs)
+            effective = getattr(self, "_mp_context", None)
+            info["effective"] = effective.get_start_method() if effective is not None else None
+            self._lab_info = info
+
+        def _target(self, fn):
+            # Workers start on the first submit, not in __init__: time the pool from here.
+            self._lab_info.setdefault("t_submit", time.perf_counter())
+            _REC["targets"].append(_describe_target(fn))
+            return fn if swap is None else swap
+
+        def map(self, fn, *iterables, **kwargs):
+            self._lab_info.setdefault("t_submit", time.perf_counter())
+            iterables = [list(items) for items in iterables]
+            first = len(_REC["pool_calls"])
+            _REC["pool_calls"].extend(_key(list(call), {}) for call in zip(*iterables))
+            results = super().map(self._target(fn), *iterables, **kwargs)
+
+            def collect():
+                for offset, value in enumerate(results):
+                    _REC["pool_results"].append([first + offset, _plain(value), time.perf_counter()])
+                    yield value
+            return collect()
+
+        def submit(self, fn, /, *args, **kwargs):
+            if isinstance(fn, functools.partial) and fn.func is cfp._process_chunk:
+                return super().submit(fn, *args, **kwargs)  # map's own batches: already recorded
+            self._lab_info.setdefault("t_submit", time.perf_counter())
+            index = len(_REC["pool_calls"])
+            _REC["pool_calls"].append(_key(args, kwargs))
+            future = super().submit(self._target(fn), *args, **kwargs)
+
+            def done(f):
+                if not f.cancelled() and f.exception() is None:
+                    _REC["pool_results"].append([index, _plain(f.result()), time.perf_counter()])
+            future.add_done_callback(done)
+            return future
+
+        def shutdown(self, *args, **kwargs):
+            try:
+                return super().shutdown(*args, **kwargs)
+            finally:
+                self._lab_info["t_shutdown"] = time.perf_counter()
+
+    return RecordingPool
+
+
+def _install(fake: str) -> None:
+    """Put the recording pool and a recording score_text where the learner's imports find them."""
+    import concurrent.futures as cf
+    import concurrent.futures.process as cfp
+    import cpu_work
+
+    swap = {"real": None, "equal": pool_equal, "mismatch": pool_mismatch, "die": pool_die}[fake]
+    cf.ProcessPoolExecutor = cfp.ProcessPoolExecutor = _recording_pool(swap)
+    real_score = cpu_work.score_text
+
+    def score_text(*args, **kwargs):
+        started = time.perf_counter()
+        value = real_score(*args, **kwargs) if fake == "real" else _fake(args, kwargs)
+        _REC["serial"].append([_key(args, kwargs), _plain(value), started, time.perf_counter()])
+        return value
+
+    # Pickle sends functions by module + name: this stand-in answers to cpu_work.score_text,
+    # so a spawned worker that unpickles it imports cpu_work and gets the learner's real one.
+    score_text.__module__, score_text.__name__, score_text.__qualname__ = "cpu_work", "score_text", "score_text"
+    cpu_work.score_text = score_text
+
+
+def _attempt(action) -> None:
+    _REC["t_start"] = time.perf_counter()
+    try:
+        action()
+    except BaseException as exc:  # SystemExit too: the verdict is ours to give
+        _REC["error"] = _describe_error(exc)
+    _REC["t_end"] = time.perf_counter()
+
+
+def _probe_imports() -> None:
+    """Import the lesson files the way a spawned worker would; any pool or process is a trip."""
+    import concurrent.futures as cf
+    import concurrent.futures.process as cfp
+    import importlib
+    import multiprocessing.process
+    import runpy
+
+    class Tripped(RuntimeError):
+        pass
+
+    step = {"name": ""}
+
+    class NoPool:
+        def __init__(self, *args, **kwargs):
+            _REC["steps"][-1]["pools"] += 1
+            raise Tripped(f"ProcessPoolExecutor() called while running: {step['name']}")
+
+    def no_start(self):
+        _REC["steps"][-1]["processes"] += 1
+        raise Tripped(f"Process.start() called while running: {step['name']}")
+
+    cf.ProcessPoolExecutor = cfp.ProcessPoolExecutor = NoPool
+    multiprocessing.process.BaseProcess.start = no_start
+    plan = [
+        ("import cpu_work", lambda: importlib.import_module("cpu_work")),
+        ("import process_export", lambda: importlib.import_module("process_export")),
+        ("process_export.py as __mp_main__", lambda: runpy.run_path("process_export.py", run_name="__mp_main__")),
+        ("import verify_process", lambda: importlib.import_module("verify_process")),
+        ("verify_process.py as __mp_main__", lambda: runpy.run_path("verify_process.py", run_name="__mp_main__")),
+    ]
+    for name, action in plan:
+        step["name"] = name
+        _REC["steps"].append({"name": name, "pools": 0, "processes": 0, "error": None})
+        try:
+            action()
+        except BaseException as exc:
+            _REC["steps"][-1]["error"] = _describe_error(exc)
+    _REC["children"] = len(multiprocessing.active_children())
+
+
+def probe() -> None:
+    """Entry point of a probe interpreter: python -c 'import verify_lesson06 as v; v.probe()' MODE ..."""
+    import multiprocessing
+    import runpy
+
+    mode, *args = sys.argv[1:]
+    _REC.update(_new_record())
+    sys.stdout = _Lines(sys.stdout)
+    report: dict = {"mode": mode}
+    if mode == "imports":
+        _probe_imports()
+        report.update(_REC)
+    elif mode == "script":  # run a lesson script as `python FILE` would, with the recorders in place
+        path, fake = args
+        _attempt(lambda: _install(fake))
+        if _REC["error"] is None:
+            sys.argv = [path]
+            _attempt(lambda: runpy.run_path(path, run_name="__main__"))
+        report.update(_REC)
+    elif mode == "local":  # 06.4: the target becomes a function defined inside another function
+        def run():
+            import cpu_work
+            _install("real")
+            import process_export
+            _REC.update(_new_record(), t_start=time.perf_counter())  # only main() below counts
+
+            def local_score(text, rounds=1):  # lives only inside run(): pickle cannot name it
+                return len(text) + int(rounds)
+            cpu_work.score_text = process_export.score_text = local_score
+            process_export.main()
+        _attempt(run)
+        report.update(_REC)
+    elif mode == "rounds":  # 06.6: main(R) for each R
+        import inspect
+        _attempt(lambda: _install("real"))
+        runs = []
+        if _REC["error"] is None:
+            _attempt(lambda: __import__("process_export"))
+        if _REC["error"] is None:
+            main = sys.modules["process_export"].main
+            report["params"] = list(inspect.signature(main).parameters)
+            for rounds in map(int, args if report["params"] else []):
+                _REC.update(_new_record())
+                _attempt(lambda: main(rounds))
+                runs.append({"rounds": rounds, **_REC})
+        report.update(_REC)
+        report["runs"] = runs
+    else:
+        raise SystemExit(f"unknown probe mode {mode!r}")
+    report["children_after"] = len(multiprocessing.active_children())
+    sys.stdout = sys.__stdout__
+    print(MARK + json.dumps(report, default=repr), flush=True)
+
+
+# ====================================================================== verifier side
+
+def _run(argv: list[str], log_name: str, timeout: float) -> tuple[int, list[str]]:
+    """Run a process we own (its own session: pool workers included) with a bounded wait."""
+    from shared.proc import Process, WaitTimeout, wait_until
+
+    log = LOGS / log_name
+    log.unlink(missing_ok=True)
+    proc = Process(argv, cwd=WORK, log_path=log)
+    try:
+        wait_until(lambda: not proc.alive(), timeout, f"{log_name} to finish")
+    except WaitTimeout:
+        proc.stop(grace=2)
+        tail = proc.log_tail(8)
+        raise AssertionError(t(f"{' '.join(argv[1:3])} 在 {timeout:g} 秒内没有结束：\n{tail}",
+                               f"{' '.join(argv[1:3])} did not finish within {timeout:g} s:\n{tail}")) from None
+    code = proc.stop()
+    return code, proc.log_text().splitlines()
+
+
+class Probes:
+    """Runs each probe scenario at most once; several checks read the same run."""
+
+    def __init__(self):
+        self.cache: dict[tuple, dict] = {}
+
+    def get(self, *args: str, timeout: float = 30) -> dict:
+        if args not in self.cache:
+            name = "probe-" + "-".join(a.replace(".py", "") for a in args) + ".log"
+            code, lines = _run([sys.executable, "-c", f"import {MODULE} as v; v.probe()", *args],
+                               name, timeout)
+            found = [line for line in lines if line.startswith(MARK)]
+            if not found:
+                self.cache[args] = {"broken": True, "exit": code, "output": lines[-12:]}
+            else:
+                report = json.loads(found[-1][len(MARK):])
+                report["output"] = [line for line in lines if not line.startswith(MARK)]
+                self.cache[args] = report
+        report = self.cache[args]
+        if report.get("broken"):
+            raise AssertionError(t(f"探针 {' '.join(args)} 没有给出结果（退出码 {report['exit']}）：\n",
+                                   f"the probe {' '.join(args)} gave no result (exit code {report['exit']}):\n")
+                                 + "\n".join(report["output"]))
+        return report
+
+    def script(self, path: str, fake: str) -> dict:
+        # the real run computes 4 x 2000 rounds twice: give a loaded machine room
+        return self.get("script", path, fake, timeout=60 if fake == "real" else 30)
+
+
+def _error_text(error: dict | None) -> str:
+    if not error:
+        return t("无异常", "no exception")
+    message = error["message"].strip()
+    return f"{error['type']}: {message.splitlines()[0]}" if message else error["type"]
+
+
+def _secs(value: float) -> str:
+    return f"{value:.4f}" if abs(value) >= 0.001 else f"{value:.1e}"
+
+
+def _error_notes(c, error: dict | None) -> None:
+    if error:
+        for line in error.get("tail", []):
+            c.note("  " + line)
+
+
+TIMING = re.compile(r"^\s*(serial|process)\b[^0-9\-]*(-?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)", re.I)
+
+
+def _timings(run: dict) -> dict:
+    """label -> (printed seconds, when the line was written) for the first serial/process lines."""
+    found = {}
+    for stamp, line in run.get("lines", []):
+        match = TIMING.match(line)
+        if match and match.group(1).lower() not in found:
+            found[match.group(1).lower()] = (float(match.group(2)), stamp)
+    return found
+
+
+def _printed(c, run: dict, script: str = "process_export.py") -> None:
+    lines = [line for _, line in run.get("lines", [])][:4]
+    c.note(t(f"python {script} 输出：", f"python {script} printed: ")
+           + (" | ".join(lines) if lines else t("（没有输出）", "(nothing)")))
+
+
+def _values(run: dict) -> tuple[list, list]:
+    serial = [entry[1] for entry in run["serial"]]
+    pooled = [value for _, value, _ in sorted(run["pool_results"], key=lambda r: r[0])]
+    return serial, pooled
+
+
+def _rounds_seen(run: dict) -> tuple[set, set]:
+    return {entry[0][2] for entry in run["serial"]}, {call[2] for call in run["pool_calls"]}
+
+
+# ---------------------------------------------------------------- 06.1
+
+def check_results(c, probes: Probes) -> None:
+    run = probes.script("process_export.py", "real")
+    _printed(c, run)
+    error = run["error"]
+    if not run["pools"] or len(run["pool_results"]) < len(run["pool_calls"]) or not run["pool_calls"]:
+        _error_notes(c, error)
+        raise AssertionError(t(
+            f"进程池没有交回每个结果（建池 {len(run['pools'])} 次，提交 {len(run['pool_calls'])} 个，"
+            f"收到 {len(run['pool_results'])} 个）；脚本以 {_error_text(error)} 结束。",
+            f"the pool did not hand back every result ({len(run['pools'])} pool(s), "
+            f"{len(run['pool_calls'])} call(s) submitted, {len(run['pool_results'])} result(s) received); "
+            f"the script ended with {_error_text(error)}."))
+    assert run["serial"], t(
+        "串行部分没有调用 cpu_work 的 score_text：两边要用同一个函数。",
+        "the serial part never called score_text from cpu_work: both sides must use the same function.")
+    serial_calls = [entry[0] for entry in run["serial"]]
+    assert serial_calls == run["pool_calls"], t(
+        f"两边的输入不同：串行 {len(serial_calls)} 次调用，rounds {sorted(_rounds_seen(run)[0], key=str)}；"
+        f"进程池 {len(run['pool_calls'])} 次，rounds {sorted(_rounds_seen(run)[1], key=str)}。"
+        "两边要用同样的 texts 和 rounds。",
+        f"the two sides got different inputs: serial {len(serial_calls)} call(s) with rounds "
+        f"{sorted(_rounds_seen(run)[0], key=str)}, pool {len(run['pool_calls'])} call(s) with rounds "
+        f"{sorted(_rounds_seen(run)[1], key=str)}. Use the same texts and rounds on both sides.")
+    serial, pooled = _values(run)
+    c.note(t(f"串行结果 {serial}", f"serial results  {serial}"))
+    c.note(t(f"进程池结果 {pooled}", f"process results {pooled}"))
+    assert serial == pooled, t(
+        "同样的输入，两边结果不同：score_text 必须只依赖 text 和 rounds（例如用 ord，不要用每个进程都不同的 hash）。",
+        "same inputs, different results: score_text must depend on text and rounds only "
+        "(ord() is the same everywhere; hash() of a str differs from process to process).")
+    if error:
+        c.note(t(f"（结果一致；脚本随后以 {_error_text(error)} 结束，见 06.3）",
+                 f"(results match; the script then ended with {_error_text(error)}, see 06.3)"))
+
+    # The script must check this itself: hand it pool results that are one off.
+    odd = probes.script("process_export.py", "mismatch")
+    odd_error = odd["error"]
+    c.note(t(f"让进程池每个结果都差 1 之后：脚本以 {_error_text(odd_error)} 结束",
+             f"with every pool result one off: the script ended with {_error_text(odd_error)}"))
+    assert odd["pool_results"], t(
+        "比较实验里进程池没有交回结果：" + _error_text(odd_error),
+        "in the comparison drill the pool handed back no results: " + _error_text(odd_error))
+    assert odd_error is not None and not odd_error["bpp"], t(
+        "结果不一致时脚本照常结束：保留 assert serial == parallel，让错误结果无法被当成成功。",
+        "the script finished normally although the results differed: keep assert serial == parallel, "
+        "so a wrong result can never pass as a success.")
+
+
+# ---------------------------------------------------------------- 06.2
+
+def check_structure(c, probes: Probes) -> None:
+    # The target: a module-level def in cpu_work.py (ast: nested defs are not in tree.body).
+    tree = ast.parse((WORK / "cpu_work.py").read_text(encoding="utf-8"), "cpu_work.py")
+    top = {node.name for node in tree.body if isinstance(node, ast.FunctionDef)}
+    assert "score_text" in top, t(
+        "cpu_work.py 的模块顶层没有 def score_text：子进程只能按模块名和函数名导入顶层函数。",
+        "cpu_work.py has no module-level def score_text: a worker can only import a top-level function "
+        "by module and name.")
+    c.note(t("cpu_work.py 在模块顶层定义 score_text（ast）", "cpu_work.py defines score_text at module level (ast)"))
+
+    # Importing must start nothing -- also the way spawn re-imports a script in each worker.
+    imports = probes.get("imports")
+    for step in imports["steps"]:
+        error = step["error"]
+        tripped = step["pools"] or step["processes"]
+        if tripped:
+            c.note(f"{step['name']}: " + t(f"建池 {step['pools']} 次，启动进程 {step['processes']} 个",
+                                            f"{step['pools']} pool(s), {step['processes']} process(es)"))
+        assert not tripped, t(
+            f"{step['name']} 时就创建了进程池或启动了进程。spawn 的每个工作进程都会重新导入脚本（作为 __mp_main__），"
+            "所以建池只能写在函数里，并由 if __name__ == \"__main__\": 调用。",
+            f"{step['name']} already built a pool or started a process. Every spawned worker imports the "
+            "script again (as __mp_main__), so the pool must only be built inside a function that "
+            "if __name__ == \"__main__\": calls.")
+        assert error is None, t(f"{step['name']} 出错：{_error_text(error)}",
+                                f"{step['name']} failed: {_error_text(error)}")
+    c.note(t("不建池、不启动进程：", "no pool and no process while: ")
+           + ", ".join(step["name"] for step in imports["steps"]))
+
+    run = probes.script("process_export.py", "real")
+    assert run["pools"], t(
+        f"python process_export.py 没有创建进程池（{_error_text(run['error'])}）：入口保护下要调用 main()。",
+        f"python process_export.py built no pool ({_error_text(run['error'])}): the __main__ guard "
+        "must call main().")
+    for pool in run["pools"]:
+        c.note(t(f"进程池：max_workers={pool['max_workers']}，mp_context={pool['explicit']}，"
+                 f"实际启动方式 {pool['effective']}",
+                 f"pool: max_workers={pool['max_workers']}, mp_context={pool['explicit']}, "
+                 f"start method in use {pool['effective']}"))
+        assert pool["explicit"] == "spawn", t(
+            f"没有显式传入 spawn（mp_context={pool['explicit']}，这里的默认是 {pool['effective']}）。"
+            "默认值随平台和 Python 版本变化：传 mp_context=mp.get_context(\"spawn\")。",
+            f"spawn is not passed explicitly (mp_context={pool['explicit']}, this platform's default is "
+            f"{pool['effective']}). The default changes with platform and Python version: pass "
+            "mp_context=mp.get_context(\"spawn\").")
+    targets = {(x["module"], x["qualname"], x["importable"]) for x in run["targets"]}
+    for module, qualname, importable in sorted(targets, key=str):
+        c.note(t(f"提交给进程池的函数：{module}.{qualname}（子进程{'可以' if importable else '无法'}按名导入）",
+                 f"function sent to the pool: {module}.{qualname} "
+                 f"({'importable' if importable else 'not importable'} by name in a worker)"))
+        assert importable, t(
+            f"{module}.{qualname} 不是可导入模块的顶层函数（lambda、闭包或局部函数）：把它放到 cpu_work.py 顶层。",
+            f"{module}.{qualname} is not a top-level function of an importable module (a lambda, closure "
+            "or local function): put it at the top of cpu_work.py.")
+    assert targets, t("进程池没有收到任何函数。", "the pool never received a function.")
+
+
+# ---------------------------------------------------------------- 06.3
+
+def check_timings(c, probes: Probes) -> None:
+    run = probes.script("process_export.py", "real")
+    found = _timings(run)
+    _printed(c, run)
+    for label in ("serial", "process"):
+        assert label in found, t(
+            f"没有打印 {label} 耗时（形如 \"{label} 0.42\"）：{_error_text(run['error'])}",
+            f"no {label} timing was printed (like \"{label} 0.42\"): {_error_text(run['error'])}")
+    serial_value, serial_line = found["serial"]
+    process_value, process_line = found["process"]
+
+    # Serial: the printed value must at least cover the score_text calls themselves.
+    calls = run["serial"]
+    assert calls, t("没有记录到串行的 score_text 调用。", "no serial score_text call was recorded.")
+    serial_work = max(call[3] for call in calls) - min(call[2] for call in calls)
+    c.note(t(f"串行：打印 {serial_value:.3f} 秒，其中 score_text 调用本身 {serial_work:.3f} 秒",
+             f"serial: printed {serial_value:.3f} s; the score_text calls themselves took {serial_work:.3f} s"))
+    assert serial_value >= serial_work - PRINT_ROUNDING, t(
+        f"serial 打印 {serial_value:.3f} 秒，比串行计算本身（{serial_work:.3f} 秒）还短：计时要包住整段串行计算。",
+        f"serial prints {serial_value:.3f} s, less than the serial computation itself ({serial_work:.3f} s): "
+        "the timer must wrap the whole serial computation.")
+
+    # Process: from the first submit (workers start then) to the last result, and nothing
+    # from before the pool's work began.
+    pools = [pool for pool in run["pools"] if "t_submit" in pool]
+    results = run["pool_results"]
+    assert pools and results, t(f"进程池没有交回结果：{_error_text(run['error'])}",
+                                f"the pool handed back no results: {_error_text(run['error'])}")
+    began = min(pool["t_submit"] for pool in pools)
+    pool_work = max(r[2] for r in results) - began
+    before = [call[3] for call in calls if call[3] <= began]
+    earliest = max(before) if before else run["t_start"]
+    window = process_line - earliest
+    c.note(t(f"进程：打印 {process_value:.3f} 秒；首次提交到最后一个结果 {pool_work:.3f} 秒，"
+             f"进程池开工前的上一步到这行输出 {window:.3f} 秒",
+             f"process: printed {process_value:.3f} s; first submit to last result {pool_work:.3f} s, "
+             f"last step before the pool's work to that line {window:.3f} s"))
+    assert process_value >= pool_work - PRINT_ROUNDING, t(
+        f"process 打印 {process_value:.3f} 秒，比从提交到拿到全部结果（{pool_work:.3f} 秒）还短："
+        "计时要从建池前开始，到拿到结果之后结束——启动进程的成本也是实测的一部分。",
+        f"process prints {process_value:.3f} s, less than submitting the work and getting every result "
+        f"({pool_work:.3f} s): start the timer before the pool and stop it after the results -- starting "
+        "the workers is part of what you measure.")
+    assert process_value <= window + PRINT_ROUNDING, t(
+        f"process 打印 {process_value:.3f} 秒，但进程池开工前的上一步到这行输出只有 {window:.3f} 秒："
+        "计时包含了串行部分。在进程池前重新 started = perf_counter()。",
+        f"process prints {process_value:.3f} s, yet only {window:.3f} s passed between the step before the "
+        "pool and that line: the timer includes the serial part. Reset started = perf_counter() before "
+        "the pool.")
+    ratio = process_value / serial_value if serial_value > 0 else float("inf")
+    c.note(t(f"本次实测：进程池用时是串行的 {ratio:.2f} 倍（只记录，不作要求）",
+             f"this run: the pool took {ratio:.2f}x the serial time (recorded, not judged)"))
+
+    # A pool that is slower than serial is a valid result: the script must still run to the end.
+    slow = probes.script("process_export.py", "equal")
+    slow_found = _timings(slow)
+    if "serial" in slow_found and "process" in slow_found:
+        c.note(t(f"让计算几乎为零（进程池只剩启动成本）：serial {_secs(slow_found['serial'][0])}，"
+                 f"process {_secs(slow_found['process'][0])}",
+                 f"with the computation made nearly free (the pool pays only its start-up): serial "
+                 f"{_secs(slow_found['serial'][0])}, process {_secs(slow_found['process'][0])}"))
+    if slow["error"]:
+        _error_notes(c, slow["error"])
+    assert slow["error"] is None, t(
+        f"进程池比串行慢时脚本失败了：{_error_text(slow['error'])}。小任务上进程池更慢是有效的实测结果，"
+        "不要断言进程池更快，只断言结果一致。",
+        f"the script failed when the pool was the slower side: {_error_text(slow['error'])}. A slower "
+        "pool on small work is a valid measurement: never assert that the pool is faster, only that "
+        "the results match.")
+    assert "serial" in slow_found and "process" in slow_found, t(
+        "进程池较慢时没有打印两个耗时。", "with the slower pool the two timings were not printed.")
+
+
+# ---------------------------------------------------------------- 06.4
+
+def check_local_function(c, probes: Probes) -> None:
+    code, lines = _run([sys.executable, "process_pool_review.py"], "process_pool_review.log", 20)
+    c.note(t(f"python process_pool_review.py → 退出码 {code}", f"python process_pool_review.py → exit code {code}"))
+    for line in lines[-4:]:
+        c.note("  " + line)
+    assert code == 0, t("process_pool_review.py 应正常运行（它只确认 score_text 来自 cpu_work 且可调用）。",
+                        "process_pool_review.py should run cleanly (it only confirms score_text comes "
+                        "from cpu_work and is callable).")
+
+    run = probes.get("local")
+    error = run["error"]
+    targets = sorted({f"{x['module']}.{x['qualname']}" for x in run["targets"]})
+    c.note(t(f"把 score_text 换成另一个函数里的局部函数后调用 main()：提交给进程池的是 {targets or '无'}",
+             f"main() with score_text swapped for a function local to another function: the pool was "
+             f"sent {targets or 'nothing'}"))
+    c.note(t(f"结果：{_error_text(error)}", f"outcome: {_error_text(error)}"))
+    assert targets and any("<locals>" in name for name in targets), t(
+        "进程池没有收到这个局部函数：main() 应把 cpu_work 的 score_text 交给进程池。",
+        "the pool never received the local function: main() should hand score_text from cpu_work "
+        "to the pool.")
+    printed = [line for _, line in run["lines"]]
+    assert error is not None, t(
+        "目标是局部函数，main() 却正常结束了"
+        + (f"（还打印了 {printed[-1]!r}）" if printed else "")
+        + "：序列化错误被吞掉或换成了别的结果。让它抛出来——不能跨进程的函数就不能算成功。",
+        "the target was a local function, yet main() finished normally"
+        + (f" (it even printed {printed[-1]!r})" if printed else "")
+        + ": the pickling error was swallowed or replaced by some other result. Let it propagate -- a "
+          "function that cannot cross into a worker must not count as success.")
+    assert error["pickle"], t(
+        f"期望序列化（pickle）错误，实际 {_error_text(error)}",
+        f"expected a pickling error, got {_error_text(error)}")
+    assert not run["pool_results"], t(
+        f"进程池仍交回了 {len(run['pool_results'])} 个结果。",
+        f"the pool still handed back {len(run['pool_results'])} result(s).")
+    assert "process" not in _timings(run), t(
+        "序列化失败后仍打印了 process 耗时：失败的批次不应看起来像完成了。",
+        "the process timing was printed after the pickling failure: a failed batch must not look finished.")
+    c.note(t("进程池没有交回任何结果，也没有打印 process 耗时。",
+             "the pool handed back no result and no process timing was printed."))
+
+
+# ---------------------------------------------------------------- 06.5
+
+def check_broken_pool(c, probes: Probes) -> None:
+    run = probes.script("verify_process.py", "die")
+    printed = [line for _, line in run["lines"]]
+    error = run["error"]
+    c.note(t("python verify_process.py，进程池目标换成调用 os._exit(17) 的函数（工作进程直接消失）：",
+             "python verify_process.py with the pool's target swapped for one that calls os._exit(17) "
+             "(the worker just vanishes):"))
+    for line in printed[-4:] or [t("（没有输出）", "(no output)")]:
+        c.note("  " + line)
+    c.note(t(f"交回调用者的异常：{_error_text(error)}", f"exception handed back to the caller: {_error_text(error)}"))
+    assert run["pool_calls"], t(f"进程池没有收到任何任务：{_error_text(error)}",
+                                f"the pool received no work: {_error_text(error)}")
+    wanted = "batch failed: worker process lost"
+    assert any(wanted in line for line in printed), t(
+        f"没有打印 {wanted!r}：在 verify_process.py 里 except BrokenProcessPool 时报告整批失败。",
+        f"{wanted!r} was not printed: in verify_process.py, report the whole batch as failed in "
+        "except BrokenProcessPool.")
+    assert error is not None, t(
+        "打印之后异常被吞掉了，调用者会以为这一批成功（退出码 0）：打印后用裸 raise 交回。",
+        "the exception was swallowed after the message, so a caller sees success (exit code 0): "
+        "re-raise it with a bare raise after printing.")
+    assert error["bpp"], t(
+        f"交回的是 {error['type']}，不是 BrokenProcessPool：用裸 raise 原样交回，调用者才能分辨原因。",
+        f"{error['type']} came back instead of BrokenProcessPool: re-raise it unchanged with a bare raise "
+        "so the caller can tell what happened.")
+    done = [line for line in printed if TIMING.match(line) and line.lower().startswith("process")]
+    assert not done, t("工作进程丢失后仍打印了 process 耗时。",
+                       "the process timing was printed although a worker was lost.")
+
+
+# ---------------------------------------------------------------- 06.6
+
+def check_exercise(c, probes: Probes) -> None:
+    base = probes.script("process_export.py", "real")
+    base_rounds = _rounds_seen(base)
+    reuse = (base["error"] is None and base_rounds == ({2000}, {2000}) and bool(base["pool_results"]))
+    wanted = [r for r in ROUNDS_EXERCISE if not (reuse and r == 2000)]
+    report = probes.get("rounds", *map(str, wanted), timeout=60)
+    if report["error"] is not None and not report["runs"]:
+        raise AssertionError(t(f"无法导入 process_export：{_error_text(report['error'])}",
+                               f"process_export could not be imported: {_error_text(report['error'])}"))
+    if not report.get("params"):
+        c.skip(t("练习未做：main() 没有 rounds 参数。给 main 加上 rounds: int = 2000，"
+                 "再比较 main(10) 与 main(2000)（python process_export.py 10）。",
+                 "exercise not attempted: main() takes no rounds parameter. Give main a "
+                 "rounds: int = 2000 parameter, then compare main(10) with main(2000) "
+                 "(python process_export.py 10)."))
+    runs = {run["rounds"]: run for run in report["runs"]}
+    if reuse:
+        runs[2000] = {**base, "rounds": 2000}
+        c.note(t("rounds=2000：沿用 06.1 中 python process_export.py 的那次运行（同样的 rounds）",
+                 "rounds=2000: reusing the python process_export.py run of 06.1 (same rounds)"))
+    measured = {}
+    for rounds in ROUNDS_EXERCISE:
+        run = runs[rounds]
+        found = _timings(run)
+        serial_rounds, pool_rounds = _rounds_seen(run)
+        serial, pooled = _values(run)
+        line = ", ".join(f"{k} {_secs(v[0])}" for k, v in found.items())
+        c.note(f"main({rounds}): {line or t('没有打印耗时', 'no timings printed')}; "
+               + t(f"串行 rounds {sorted(serial_rounds, key=str)}，进程池 rounds {sorted(pool_rounds, key=str)}，"
+                   f"结果{'一致' if serial and serial == pooled else '不一致'}",
+                   f"serial rounds {sorted(serial_rounds, key=str)}, pool rounds {sorted(pool_rounds, key=str)}, "
+                   f"results {'match' if serial and serial == pooled else 'differ'}"))
+        if run["error"]:
+            _error_notes(c, run["error"])
+        assert run["error"] is None, t(f"main({rounds}) 失败：{_error_text(run['error'])}",
+                                       f"main({rounds}) failed: {_error_text(run['error'])}")
+        assert serial_rounds == {rounds} and pool_rounds == {rounds}, t(
+            f"main({rounds}) 没有在两边都用 rounds={rounds}（串行 {sorted(serial_rounds, key=str)}，"
+            f"进程池 {sorted(pool_rounds, key=str)}）：两次之间只改 rounds，且两边一起改。",
+            f"main({rounds}) did not use rounds={rounds} on both sides (serial "
+            f"{sorted(serial_rounds, key=str)}, pool {sorted(pool_rounds, key=str)}): change only rounds "
+            "between the runs, and on both sides.")
+        assert serial and serial == pooled and len(run["pool_calls"]) == len(run["serial"]), t(
+            f"main({rounds}) 两边结果不一致：串行 {serial}，进程池 {pooled}",
+            f"main({rounds}) results differ: serial {serial}, pool {pooled}")
+        assert "serial" in found and "process" in found, t(
+            f"main({rounds}) 没有打印 serial 与 process 两个耗时。",
+            f"main({rounds}) did not print both the serial and the process timing.")
+        measured[rounds] = found
+    small, large = measured[10]["process"][0], measured[2000]["process"][0]
+    if large > 0:
+        c.note(t(f"rounds=10 时进程池用时约为 rounds=2000 时的 {small / large:.0%}：小任务里启动与传参占了大头。",
+                 f"with rounds=10 the pool took about {small / large:.0%} of its rounds=2000 time: on small "
+                 "work, start-up and data transfer dominate."))
+
+
+def main(tap) -> None:
+    LOGS.mkdir(parents=True, exist_ok=True)
+    probes = Probes()
+    with tap.check("06.1") as c:
+        check_results(c, probes)
+    with tap.check("06.2") as c:
+        check_structure(c, probes)
+    with tap.check("06.3") as c:
+        check_timings(c, probes)
+    with tap.check("06.4") as c:
+        check_local_function(c, probes)
+    with tap.check("06.5") as c:
+        check_broken_pool(c, probes)
+    with tap.check("06.6") as c:
+        check_exercise(c, probes)
+
+
+if __name__ == "__main__":
+    from shared.tap import main_guard
+    main_guard(main)
