@@ -35,9 +35,10 @@ watch: $(VENV_READY)
 doctor:
 	@if [ -x $(VPY) ]; then $(VPY) -m checks doctor; else $(PYTHON) -m checks doctor; fi
 
-# Four workers: mutant runs mostly wait on real processes. Lessons sharing Redis/MySQL run in one worker.
+# Four workers: mutant runs mostly wait on real processes. Each worker has its own isolation slot
+# (Redis databases, MySQL schema) on the shared servers.
 test: $(VENV_READY)
-	@$(VPY) -m pytest -n 4 --dist loadgroup
+	@$(VPY) -m pytest -n 4
 
 clean:
 	@$(PYTHON) -m checks clean

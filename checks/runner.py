@@ -128,6 +128,15 @@ def _tail(text: str, lines: int = 15) -> list[str]:
     return text.rstrip().splitlines()[-lines:]
 
 
+def lab_slot() -> int:
+    """LAB_SLOT=0..7 isolates parallel runs (own Redis dbs and schema); 0 is the learner's default."""
+    from shared.services import MAX_SLOTS
+    raw = os.environ.get("LAB_SLOT", "0")
+    if not raw.isdigit() or int(raw) >= MAX_SLOTS:
+        raise ValueError(f"LAB_SLOT={raw!r}: use a number from 0 to {MAX_SLOTS - 1}")
+    return int(raw)
+
+
 def prepare_services(lesson: dict, workdir: Path) -> None:
     """Lessons 08–16: services up, the kit's .env.tasks in the work dir, a fresh database with the schemas.
 
@@ -141,16 +150,20 @@ def prepare_services(lesson: dict, workdir: Path) -> None:
     from shared import services as S
     from shared.manifest import load
 
+    slot = lab_slot()
     labctl.up(services)
-    shutil.copy2(S.ENV_FILE, workdir / ".env.tasks")
-    os.chmod(workdir / ".env.tasks", 0o600)
+    env_copy = workdir / ".env.tasks"
+    env_copy.unlink(missing_ok=True)  # the kit's credentials replace a learner's own file in the scratch copy
+    fd = os.open(env_copy, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as stream:
+        stream.write(S.slot_env(S.ENV_FILE.read_text(encoding="utf-8"), slot))
     if "mysql" not in services:
         return
-    labctl.reset_database()
+    labctl.reset_database(S.slot_database(slot))
     schema_files = [name for item in load()["lessons"] if item["id"] <= lesson["id"]
                     for name in item.get("files", []) if name.startswith("schema_") and name.endswith(".sql")]
     secret = labctl.ensure_credentials()
-    conn = labctl.mysql_connect(S.DB_USER, secret["MYSQL_PASSWORD"], S.DATABASE)
+    conn = labctl.mysql_connect(S.DB_USER, secret["MYSQL_PASSWORD"], S.slot_database(slot))
     try:
         with conn.cursor() as cur:
             cur.execute("SET time_zone = '+00:00'")
@@ -194,11 +207,18 @@ def run_lesson(lesson: dict, workdir: Path, log_dir: Path, source: str = "refere
     started = time.monotonic()
     results = [CheckResult(lesson=lesson["id"], id=c["id"], kind=c.get("kind", "core"), text=c["text"],
                            hint=c["hint"], points=c["points"]) for c in lesson["checks"]]
+    if lesson.get("services"):
+        from shared.labctl import in_use
+        with in_use(exclusive=bool(lesson.get("exclusive_services"))):
+            return _run_lesson(lesson, workdir, log_dir, source, started, results)
+    return _run_lesson(lesson, workdir, log_dir, source, started, results)
+
+
+def _run_lesson(lesson, workdir, log_dir, source, started, results) -> LessonResult:
     by_id = {r.id: r for r in results}
     verifiers: dict[str, list[dict]] = {}
     for check in lesson["checks"]:
         verifiers.setdefault(check["verifier"], []).append(check)
-
     env = verifier_env({"LAB_LOG_DIR": str(log_dir), "LAB_LESSON": lesson["id"]})
     logs: list[Path] = []
     prepare_services(lesson, workdir)  # a service that cannot start is an environment error: it propagates

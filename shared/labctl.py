@@ -14,6 +14,8 @@ Credentials are generated once into .env.tasks (mode 0600) and never printed.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import secrets
 import shutil
@@ -299,18 +301,31 @@ def _mysql_bootstrap(secret: dict) -> None:
             for host in (S.HOST, "localhost"):
                 cur.execute("CREATE USER IF NOT EXISTS %s@%s IDENTIFIED BY %s",
                             (S.DB_USER, host, secret["MYSQL_PASSWORD"]))
-                cur.execute(f"GRANT ALL PRIVILEGES ON `{S.DATABASE}`.* TO %s@%s", (S.DB_USER, host))
-            # Lesson 11 reads innodb_trx to prove no transaction is held while a file is written.
-            cur.execute("GRANT PROCESS ON *.* TO %s@%s", (S.DB_USER, S.HOST))
             cur.execute("FLUSH PRIVILEGES")
     finally:
         conn.close()
+    _grant(secret)
     (MYSQL.dir / "bootstrapped").write_text("yes\n")
+
+
+def _grant(secret: dict) -> None:
+    """app_user's rights, applied on every start so an older data dir gets new grants too."""
+    conn = mysql_connect("root", secret["MYSQL_ROOT_PASSWORD"], unix_socket=str(MYSQL.dir / "mysqld.sock"))
+    try:
+        with conn.cursor() as cur:
+            for host in (S.HOST, "localhost"):
+                pattern = S.DATABASE_PATTERN.replace("%", "%%")  # PyMySQL formats the query with %
+                cur.execute(f"GRANT ALL PRIVILEGES ON `{pattern}`.* TO %s@%s", (S.DB_USER, host))
+                # Lesson 11 reads innodb_trx to prove no transaction is held while a file is written.
+                cur.execute("GRANT PROCESS ON *.* TO %s@%s", (S.DB_USER, host))
+    finally:
+        conn.close()
 
 
 def _mysql_up(secret: dict) -> None:
     ready = lambda: mysql_ready(S.DB_USER, secret["MYSQL_PASSWORD"])  # noqa: E731
     if MYSQL.pid() is not None and ready():
+        _grant(secret)  # cheap, and keeps a data dir made by an older kit up to date
         return
     MYSQL.stop()
     MYSQL.check_port_free()
@@ -330,6 +345,8 @@ def _mysql_up(secret: dict) -> None:
         _mysql_bootstrap(secret)
     else:
         MYSQL.start(_mysql_argv())
+        MYSQL.wait_ready(lambda: _root_socket_ok(secret["MYSQL_ROOT_PASSWORD"]), 30)
+        _grant(secret)
     MYSQL.wait_ready(ready, 30)
 
 
@@ -387,8 +404,8 @@ def down() -> None:
         service.stop()
 
 
-def reset_database() -> None:
-    """A fresh shop_lab with the products sample rows; lessons add their own schema files after this."""
+def reset_database(database: str = S.DATABASE) -> None:
+    """A fresh schema with the products sample rows; lessons add their own schema files after this."""
     secret = ensure_credentials()
     if mode() == "external":
         conn = mysql_connect(S.DB_USER, secret["MYSQL_PASSWORD"])
@@ -397,9 +414,9 @@ def reset_database() -> None:
             mysql_connect("root", secret["MYSQL_ROOT_PASSWORD"], unix_socket=str(MYSQL.dir / "mysqld.sock"))
     try:
         with conn.cursor() as cur:
-            cur.execute(f"DROP DATABASE IF EXISTS `{S.DATABASE}`")
-            cur.execute(f"CREATE DATABASE `{S.DATABASE}` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci")
-            cur.execute(f"USE `{S.DATABASE}`")
+            cur.execute(f"DROP DATABASE IF EXISTS `{database}`")
+            cur.execute(f"CREATE DATABASE `{database}` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci")
+            cur.execute(f"USE `{database}`")
             for statement in split_sql(S.products_sql()):
                 cur.execute(statement)
     finally:
@@ -422,6 +439,19 @@ def split_sql(script: str) -> list[str]:
     if tail:
         statements.append(tail)
     return statements
+
+
+@contextlib.contextmanager
+def in_use(exclusive: bool = False):
+    """Hold the services while a lesson runs: shared by ordinary runs, exclusive for a lesson that
+    stops or restarts a server (so it never pulls Redis or MySQL away from a run in another slot)."""
+    S.SERVICES_DIR.mkdir(parents=True, exist_ok=True)
+    with open(S.SERVICES_DIR / "in-use.lock", "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def status() -> list[str]:
@@ -450,6 +480,7 @@ def ensure(names: list[str]) -> None:
 
 def write_compose(check: bool) -> int:
     targets = {KIT_ROOT / "docker" / "compose.yaml": S.compose_yaml(),
+               KIT_ROOT / "docker" / "init" / "00-grants.sql": S.GRANTS_SQL,
                KIT_ROOT / "docker" / "init" / "01-products.sql": S.products_sql()}
     stale = [path for path, text in targets.items() if not path.exists() or path.read_text() != text]
     if check:

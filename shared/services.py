@@ -29,6 +29,40 @@ ENV_FILE = KIT_ROOT / ".env.tasks"            # what learners' code reads: URLs 
 SERVICES_DIR = KIT_ROOT / ".lab" / "services"  # native data dirs, pid files, logs, the root password
 SAMPLE_PRODUCTS = 60                          # > 30, so both the fast (≤ 30) and bulk queues have work
 
+# Isolation slots: runs in different slots (parallel test workers, two terminals) never share a
+# Redis database or a MySQL schema.  Slot 0 is what learners see: db 0/1 and shop_lab.
+MAX_SLOTS = 8
+
+
+def slot_database(slot: int) -> str:
+    return DATABASE if slot == 0 else f"{DATABASE}_{slot}"
+
+
+def slot_env(env_text: str, slot: int) -> str:
+    """.env.tasks as a run in `slot` sees it: broker db 2·slot, results 2·slot+1, its own schema."""
+    if slot == 0:
+        return env_text
+    lines = []
+    for line in env_text.splitlines():
+        key, _, value = line.partition("=")
+        if key == "CELERY_BROKER_URL":
+            value = value.rsplit("/", 1)[0] + f"/{2 * slot}"
+        elif key == "CELERY_RESULT_BACKEND":
+            value = value.rsplit("/", 1)[0] + f"/{2 * slot + 1}"
+        elif key == "DATABASE_URL":
+            value = value.rsplit("/", 1)[0] + f"/{slot_database(slot)}"
+        lines.append(f"{key}={value}" if _ else line)
+    return "\n".join(lines) + "\n"
+
+
+DATABASE_PATTERN = DATABASE.replace("_", "\\_") + "%"  # a GRANT pattern: shop_lab, shop_lab_1, …
+
+GRANTS_SQL = f"""\
+-- app_user may use shop_lab and the per-slot copies shop_lab_1 … (parallel runs never share one).
+GRANT ALL PRIVILEGES ON `{DATABASE_PATTERN}`.* TO '{DB_USER}'@'%';
+GRANT PROCESS ON *.* TO '{DB_USER}'@'%';
+"""
+
 PRODUCTS_DDL = """\
 CREATE TABLE IF NOT EXISTS products (
   id BIGINT UNSIGNED NOT NULL PRIMARY KEY,

@@ -1,3 +1,4 @@
+import os
 import sys
 from pathlib import Path
 
@@ -5,17 +6,10 @@ KIT_ROOT = Path(__file__).resolve().parent.parent
 if str(KIT_ROOT) not in sys.path:
     sys.path.insert(0, str(KIT_ROOT))
 
-
-def uses_services(lesson_id: str) -> bool:
-    from shared import manifest
-    return bool(manifest.lesson(lesson_id).get("services"))
-
-
-def service_safe(value, lesson_id: str):
-    """A test parameter; lessons that share the one Redis/MySQL run one at a time in a single xdist worker."""
-    import pytest
-    marks = [pytest.mark.xdist_group("services")] if uses_services(lesson_id) else []
-    return pytest.param(value, marks=marks)
+# Each parallel worker (gw0, gw1, …) gets its own isolation slot: its own Redis databases and MySQL
+# schema, so lessons on the shared servers can run side by side (see checks/runner.py lab_slot).
+_worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+os.environ["LAB_SLOT"] = str(int(_worker[2:] or 0) % 8)
 
 
 def pytest_sessionfinish(session, exitstatus):

@@ -12,7 +12,6 @@ from shared import labctl
 from shared import services as S
 from shared.manifest import KIT_ROOT
 
-pytestmark = pytest.mark.xdist_group("services")
 
 
 def _labctl(*args):
@@ -31,9 +30,11 @@ def test_compose_files_agree_with_native_settings():
 
 @pytest.fixture(scope="module")
 def running():
-    result = _labctl("up")
-    assert result.returncode == 0, result.stdout + result.stderr
-    return result
+    # These tests rebuild shop_lab (slot 0): hold the services exclusively so no lesson run shares them.
+    with labctl.in_use(exclusive=True):
+        result = _labctl("up")
+        assert result.returncode == 0, result.stdout + result.stderr
+        yield result
 
 
 def test_up_is_ready_and_idempotent(running):
