@@ -6,7 +6,7 @@ VPY := .venv/bin/python
 VENV_READY := .venv/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help venv check test doctor watch clean list services services-down services-status
+.PHONY: help venv check test doctor watch clean list bench services services-down services-status
 
 help:
 	@$(PYTHON) -m checks help
@@ -42,6 +42,10 @@ test: $(VENV_READY)
 
 clean:
 	@$(PYTHON) -m checks clean
+
+# make bench [QUICK=1]: benchmarks print tables and write JSON; they are never asserted in tests.
+bench: $(VENV_READY)
+	@$(VPY) -m checks bench $(if $(QUICK),--quick)
 
 # Redis + MySQL for lessons 08–16 (lessons start them on their own; these are for poking around).
 services: $(VENV_READY)

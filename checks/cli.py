@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -260,7 +261,9 @@ def cmd_help(args) -> int:
         ("make diff-NN", t("查看第 NN 课相对上一课的改动", "what lesson NN changes")),
         ("make doctor", t("检查本机环境", "check this machine")),
         ("make test", t("运行套件自身的全部测试", "run the kit's own test suite")),
-        ("make clean", t("删除 .lab/ 工作目录", "remove the .lab/ work folders")),
+        ("make bench", t("运行教学用基准测试（表格 + JSON）", "run the teaching benchmarks (table + JSON)")),
+        ("make services", t("启动 Redis 与 MySQL（第 08–16 课）", "start Redis and MySQL (lessons 08–16)")),
+        ("make clean", t("停止服务并删除 .lab/", "stop the services and remove .lab/")),
     ]
     for cmd, text in rows:
         print(f"  {cmd:<30} {text}")
@@ -283,6 +286,19 @@ def lesson_table(data: dict) -> str:
 def cmd_table(args) -> int:
     print(lesson_table(_load()))
     return 0
+
+
+def cmd_bench(args) -> int:
+    """Benchmarks that teach: run in the reference folder of their lesson, print a table, write JSON."""
+    data = _load()
+    [lesson] = _select(data, ["07"], allow_planned=False)
+    workdir = materialise(data["lessons"], lesson, LAB_DIR / "work" / "bench" / lesson["id"])
+    out = LAB_DIR / "bench" / "taskcenter.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    argv = [sys.executable, "bench_taskcenter.py", "--out", str(out)] + (["--quick"] if args.quick else [])
+    code = subprocess.run(argv, cwd=workdir).returncode
+    print(t(f"结果 JSON：{os.path.relpath(out)}", f"results JSON: {os.path.relpath(out)}"))
+    return 0 if code == 0 else 1
 
 
 def cmd_clean(args) -> int:
@@ -330,12 +346,14 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("help", help="the make targets and lessons (make help)")
     sub.add_parser("table", help="the README lesson table, from tasks.json")
     sub.add_parser("clean", help="remove the .lab/ work folders, logs and progress")
+    bench = sub.add_parser("bench", help="run the teaching benchmarks (tables + JSON, never asserted)")
+    bench.add_argument("--quick", action="store_true", help="a smaller run")
     return parser
 
 
 COMMANDS = {"list": cmd_list, "run": cmd_run, "lesson": cmd_lesson, "grade": cmd_grade, "diff": cmd_diff,
             "watch": cmd_watch, "help": cmd_help, "table": cmd_table,
-            "clean": cmd_clean}
+            "clean": cmd_clean, "bench": cmd_bench}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -74,7 +74,10 @@ def validate(data: dict) -> None:
             _need(isinstance(check.get("points"), int) and check["points"] > 0, f"check {cid}", "points must be > 0")
             _need(isinstance(check.get("timeout"), (int, float)) and check["timeout"] > 0, f"check {cid}",
                   "timeout must be > 0 seconds")
-            _need(check.get("kind", "core") in ("core", "exercise"), f"check {cid}", "kind is 'core' or 'exercise'")
+            # core: the lesson's steps; exercise: its practice task; extension: the kit's material beyond
+            # the curriculum. Exercises and extensions a learner visibly did not take up are SKIPPED.
+            _need(check.get("kind", "core") in ("core", "exercise", "extension"), f"check {cid}",
+                  "kind is 'core', 'exercise' or 'extension'")
 
 
 def lessons(data: dict | None = None) -> list[dict]:
