@@ -88,6 +88,8 @@ def print_lesson(result: LessonResult, evidence: bool = False, first_failure_onl
     if result.source == "planned":
         print("  " + t("（计划中，尚未建成：不计为通过）", "(planned, not built yet: not counted as passed)"))
         return
+    for notice in result.notices:
+        print(f"  ! {notice}")
     shown_failure = False
     for c in result.checks:
         print(f"  {MARKS[c.status]} {c.id:<6} {pick(c.text)}  ({c.seconds:.2f}s){LABELS[c.status]}")

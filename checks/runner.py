@@ -53,6 +53,7 @@ class LessonResult:
     checks: list[CheckResult]
     seconds: float
     logs: list[Path] = field(default_factory=list)
+    notices: list[str] = field(default_factory=list)  # e.g. schema lines the server could not answer
 
     @property
     def status(self) -> str:
@@ -137,15 +138,16 @@ def lab_slot() -> int:
     return int(raw)
 
 
-def prepare_services(lesson: dict, workdir: Path) -> None:
+def prepare_services(lesson: dict, workdir: Path, schema_files: list[str] | None = None) -> list[str]:
     """Lessons 08–16: services up, the kit's .env.tasks in the work dir, a fresh database with the schemas.
 
     The database is rebuilt from the products sample data plus every lesson's schema_*.sql up to this
     lesson, in lesson order, taken from the work dir (so a learner's own schema files are the ones used).
     """
+    notices: list[str] = []
     services = lesson.get("services") or []
     if not services:
-        return
+        return notices
     from shared import labctl
     from shared import services as S
     from shared.manifest import load
@@ -158,10 +160,11 @@ def prepare_services(lesson: dict, workdir: Path) -> None:
     with os.fdopen(fd, "w", encoding="utf-8") as stream:
         stream.write(S.slot_env(S.ENV_FILE.read_text(encoding="utf-8"), slot))
     if "mysql" not in services:
-        return
+        return notices
     labctl.reset_database(S.slot_database(slot))
-    schema_files = [name for item in load()["lessons"] if item["id"] <= lesson["id"]
-                    for name in item.get("files", []) if name.startswith("schema_") and name.endswith(".sql")]
+    schema_files = schema_files if schema_files is not None else [
+        name for item in load()["lessons"] if item["id"] <= lesson["id"]
+        for name in item.get("files", []) if name.startswith("schema_") and name.endswith(".sql")]
     secret = labctl.ensure_credentials()
     conn = labctl.mysql_connect(S.DB_USER, secret["MYSQL_PASSWORD"], S.slot_database(slot))
     try:
@@ -172,9 +175,18 @@ def prepare_services(lesson: dict, workdir: Path) -> None:
                 if not path.is_file():
                     raise FileNotFoundError(f"{name} is missing from the folder being checked")
                 for statement in labctl.split_sql(path.read_text(encoding="utf-8")):
-                    cur.execute(statement)
+                    try:
+                        cur.execute(statement)
+                    except Exception as exc:
+                        # A schema file may end with a look at what it made (SHOW CREATE TABLE …, SELECT
+                        # @@…) that this server cannot answer: report it, keep going. DDL errors stop the run.
+                        if statement.lstrip().split(None, 1)[0].upper() not in ("SELECT", "SHOW"):
+                            raise
+                        first = statement.strip().splitlines()[0][:80]
+                        notices.append(f"{name}: skipped informational statement `{first}`: {exc}")
     finally:
         conn.close()
+    return notices
 
 
 def start_processes(lesson: dict, workdir: Path, log_dir: Path, env: dict) -> list[Process]:
@@ -221,7 +233,7 @@ def _run_lesson(lesson, workdir, log_dir, source, started, results) -> LessonRes
         verifiers.setdefault(check["verifier"], []).append(check)
     env = verifier_env({"LAB_LOG_DIR": str(log_dir), "LAB_LESSON": lesson["id"]})
     logs: list[Path] = []
-    prepare_services(lesson, workdir)  # a service that cannot start is an environment error: it propagates
+    notices = prepare_services(lesson, workdir)  # a service that cannot start is an environment error: it propagates
     try:
         procs = start_processes(lesson, workdir, log_dir, env)
     except AssertionError as exc:  # a background process never became ready: every check is an error, with why
@@ -261,4 +273,4 @@ def _run_lesson(lesson, workdir, log_dir, source, started, results) -> LessonRes
     finally:
         stop_processes(procs)
     logs += [log_dir / f"{p['name']}.log" for p in lesson.get("processes", [])]
-    return LessonResult(lesson, source, results, time.monotonic() - started, logs)
+    return LessonResult(lesson, source, results, time.monotonic() - started, logs, notices)

@@ -105,3 +105,28 @@ def test_bad_mode_is_a_clear_error(monkeypatch):
     monkeypatch.setenv("LAB_LANG", "en")
     with pytest.raises(labctl.ServiceError, match="docker, native or external"):
         labctl.mode()
+
+
+def test_schema_files_applied_in_order_and_informational_lines_reported(running, tmp_path, monkeypatch):
+    from checks.runner import prepare_services
+    slot = int(os.environ.get("LAB_SLOT", "0"))
+    (tmp_path / "schema_a.sql").write_text(
+        "CREATE TABLE export_jobs (id CHAR(36) PRIMARY KEY, state VARCHAR(16) NOT NULL);\n"
+        "SELECT @@no_such_variable_on_any_server;\n")
+    (tmp_path / "schema_b.sql").write_text("ALTER TABLE export_jobs ADD COLUMN attempts INT NOT NULL DEFAULT 0;\n")
+    lesson = {"id": "11", "services": ["redis", "mysql"]}
+    notices = prepare_services(lesson, tmp_path, ["schema_a.sql", "schema_b.sql"])
+    assert len(notices) == 1 and "schema_a.sql" in notices[0] and "no_such_variable" in notices[0]
+    assert stat.S_IMODE(os.stat(tmp_path / ".env.tasks").st_mode) == 0o600
+    secret = labctl.ensure_credentials()
+    conn = labctl.mysql_connect(S.DB_USER, secret["MYSQL_PASSWORD"], S.slot_database(slot))
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = DATABASE() "
+                        "AND table_name = 'export_jobs'")
+            assert cur.fetchone()[0] == 3
+    finally:
+        conn.close()
+    (tmp_path / "schema_b.sql").write_text("ALTER TABLE no_such_table ADD COLUMN x INT;\n")
+    with pytest.raises(Exception, match="no_such_table"):
+        prepare_services(lesson, tmp_path, ["schema_a.sql", "schema_b.sql"])
