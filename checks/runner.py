@@ -130,9 +130,11 @@ def _tail(text: str, lines: int = 15) -> list[str]:
 
 
 def lab_slot() -> int:
-    """LAB_SLOT=0..7 isolates parallel runs (own Redis dbs and schema); 0 is the learner's default."""
+    """LAB_SLOT=0..7 isolates parallel runs (own Redis dbs and schema).  Checks use slot 1 by default:
+    slot 0 (db 0/1, shop_lab) is the learner's own, so a worker left running by hand never takes the
+    checks' messages."""
     from shared.services import MAX_SLOTS
-    raw = os.environ.get("LAB_SLOT", "0")
+    raw = os.environ.get("LAB_SLOT", "1")
     if not raw.isdigit() or int(raw) >= MAX_SLOTS:
         raise ValueError(f"LAB_SLOT={raw!r}: use a number from 0 to {MAX_SLOTS - 1}")
     return int(raw)
