@@ -25,7 +25,14 @@ READY = [lesson["id"] for lesson in DATA["lessons"] if lesson["status"] == "read
 pytestmark = pytest.mark.skipif(not CURRICULUM, reason="set TASKLAB_CURRICULUM=/path/to/curriculum.json")
 
 
+# Edits the curriculum asks for in prose only ("add the module to celery_app.py's include list").
+PROSE_EDITS = {
+    "10": [("celery_app.py", 'include=["export_tasks"]', 'include=["export_tasks", "retry_tasks"]')],
+}
+
+
 def assemble(upto: str, dest: Path) -> Path:
+    """A learner's folder after lesson `upto`, typed from the curriculum's steps as written."""
     lessons = json.loads(Path(CURRICULUM).read_text(encoding="utf-8"))
     for lesson in lessons:
         if lesson["id"] > upto:
@@ -37,7 +44,9 @@ def assemble(upto: str, dest: Path) -> Path:
                 continue
             path = dest / name
             path.parent.mkdir(parents=True, exist_ok=True)
-            if name in written:
+            # Appended: a later step of the same lesson, or a step that says so (追加, "append").
+            append = path.exists() and (name in written or "追加" in step.get("body", ""))
+            if append:
                 before = path.read_text(encoding="utf-8")
                 lines = [line for line in code.splitlines() if line.strip() and not line.lstrip().startswith("#")]
                 if lines and all(line.startswith("assert ") for line in lines) and "if __name__" in before:
@@ -46,7 +55,10 @@ def assemble(upto: str, dest: Path) -> Path:
                 path.write_text(before + "\n" + code + "\n", encoding="utf-8")
             else:
                 path.write_text(code + "\n", encoding="utf-8")
-                written.add(name)
+            written.add(name)
+        for name, old, new in PROSE_EDITS.get(lesson["id"], []):
+            path = dest / name
+            path.write_text(path.read_text(encoding="utf-8").replace(old, new), encoding="utf-8")
     return dest
 
 

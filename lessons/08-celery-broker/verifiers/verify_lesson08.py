@@ -147,7 +147,10 @@ def check_registered(c, worker: DeclaredWorker) -> None:
     assert worker.alive(), t(f"worker（pid {worker.pid}）已经退出，日志末尾：\n{worker.log_text()[-800:]}",
                              f"the worker (pid {worker.pid}) has exited; log tail:\n{worker.log_text()[-800:]}")
     command = ["-m", "celery", "-A", "celery_app:app", "inspect", "registered", "-d", worker.nodename, "-t", "5"]
-    done = run_python(command, cwd=WORK, timeout=30)
+    for _ in range(3):  # a broadcast can miss a worker that has only just subscribed: ask again, bounded
+        done = run_python(command, cwd=WORK, timeout=30)
+        if "No nodes replied" not in done.stdout:
+            break
     c.note(f"celery -A celery_app:app inspect registered -d {worker.nodename} → exit {done.returncode}")
     for line in _out(done, 5):
         c.note(line)
