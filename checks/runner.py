@@ -156,19 +156,19 @@ def prepare_services(lesson: dict, workdir: Path, schema_files: list[str] | None
 
     slot = lab_slot()
     labctl.up(services)
+    secret = labctl.ensure_credentials()
     env_copy = workdir / ".env.tasks"
     env_copy.unlink(missing_ok=True)  # the kit's credentials replace a learner's own file in the scratch copy
     fd = os.open(env_copy, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as stream:
-        stream.write(S.slot_env(S.ENV_FILE.read_text(encoding="utf-8"), slot))
+        stream.write(S.slot_env(labctl.task_env_text(secret), slot))
     if "mysql" not in services:
         return notices
     labctl.reset_database(S.slot_database(slot))
     schema_files = schema_files if schema_files is not None else [
         name for item in load()["lessons"] if item["id"] <= lesson["id"]
         for name in item.get("files", []) if name.startswith("schema_") and name.endswith(".sql")]
-    secret = labctl.ensure_credentials()
-    conn = labctl.mysql_connect(S.DB_USER, secret["MYSQL_PASSWORD"], S.slot_database(slot))
+    conn = labctl.app_connect(secret, S.slot_database(slot))
     try:
         with conn.cursor() as cur:
             cur.execute("SET time_zone = '+00:00'")

@@ -65,10 +65,35 @@ def _new_password() -> str:
     return secrets.token_urlsafe(18) + "+/"
 
 
+URL_KEYS = ("CELERY_BROKER_URL", "CELERY_RESULT_BACKEND", "DATABASE_URL")
+
+
+def _endpoints(env: dict[str, str]) -> dict[str, str]:
+    """Hosts, ports and passwords as the URLs say (native and docker: the kit's own; external: yours)."""
+    broker, database = urlsplit(env["CELERY_BROKER_URL"]), urlsplit(env["DATABASE_URL"])
+    return {
+        "TASK_BROKER_PASSWORD": unquote(broker.password or ""),
+        "REDIS_HOST": broker.hostname or S.HOST, "REDIS_PORT": str(broker.port or 6379),
+        "MYSQL_PASSWORD": unquote(database.password or ""), "MYSQL_USER": unquote(database.username or S.DB_USER),
+        "MYSQL_HOST": database.hostname or S.HOST, "MYSQL_PORT": str(database.port or 3306),
+    }
+
+
 def ensure_credentials() -> dict[str, str]:
-    """Create .env.tasks (0600) and the root password once; return all secrets (never print them)."""
+    """The secrets and endpoints (never print them).
+
+    native/docker: create .env.tasks (0600) and the root password once.  external: read the URLs from the
+    environment or .env.tasks and write nothing — your file is yours.
+    """
     env = read_env_file(S.ENV_FILE)
-    if not {"TASK_BROKER_PASSWORD", "CELERY_BROKER_URL", "CELERY_RESULT_BACKEND", "DATABASE_URL"} <= env.keys():
+    if mode() == "external":
+        env.update({key: os.environ[key] for key in URL_KEYS if os.environ.get(key)})
+        missing = [key for key in URL_KEYS if not env.get(key)]
+        if missing:
+            raise ServiceError(t(f"external 模式需要 {', '.join(missing)}（环境变量或 .env.tasks）",
+                                 f"external mode needs {', '.join(missing)} (in the environment or .env.tasks)"))
+        return {**_endpoints(env), **{key: env[key] for key in URL_KEYS}, "MYSQL_ROOT_PASSWORD": ""}
+    if not {"TASK_BROKER_PASSWORD", *URL_KEYS} <= env.keys():
         broker = _new_password()
         db = _new_password()
         b, d = quote(broker, safe=""), quote(db, safe="")
@@ -84,13 +109,15 @@ def ensure_credentials() -> dict[str, str]:
     if not root:
         root = _new_password()
         _write_private(ROOT_ENV, f"MYSQL_ROOT_PASSWORD={root}\n")
-    secrets_ = {
-        "TASK_BROKER_PASSWORD": env["TASK_BROKER_PASSWORD"],
-        "MYSQL_PASSWORD": unquote(urlsplit(env["DATABASE_URL"]).password or ""),
-        "MYSQL_ROOT_PASSWORD": root,
-    }
-    _write_private(COMPOSE_ENV, "".join(f"{k}={v}\n" for k, v in secrets_.items()))
-    return secrets_
+    found = {**_endpoints(env), **{key: env[key] for key in URL_KEYS}, "MYSQL_ROOT_PASSWORD": root}
+    _write_private(COMPOSE_ENV, "".join(f"{k}={found[k]}\n"
+                                        for k in ("TASK_BROKER_PASSWORD", "MYSQL_PASSWORD", "MYSQL_ROOT_PASSWORD")))
+    return found
+
+
+def task_env_text(secret: dict[str, str]) -> str:
+    """What a work dir's .env.tasks holds: the three URLs (and the broker password, as lesson 08 writes it)."""
+    return "".join(f"{key}={secret[key]}\n" for key in ("TASK_BROKER_PASSWORD", *URL_KEYS))
 
 
 # --- mode ----------------------------------------------------------------------------------------
@@ -114,10 +141,10 @@ def mode() -> str:
 
 # --- probes --------------------------------------------------------------------------------------
 
-def redis_ping(password: str | None, timeout: float = 1.0) -> bool:
+def redis_ping(password: str | None, timeout: float = 1.0, host: str = S.HOST, port: int = S.REDIS_PORT) -> bool:
     """One real round trip; False when unreachable or refused."""
     import redis
-    client = redis.Redis(host=S.HOST, port=S.REDIS_PORT, password=password, socket_connect_timeout=timeout,
+    client = redis.Redis(host=host, port=int(port), password=password, socket_connect_timeout=timeout,
                          socket_timeout=timeout)
     try:
         return bool(client.ping())
@@ -129,13 +156,38 @@ def redis_ping(password: str | None, timeout: float = 1.0) -> bool:
 
 
 def mysql_connect(user: str, password: str, database: str | None = None, unix_socket: str | None = None,
-                  timeout: float = 2.0):
+                  timeout: float = 2.0, host: str = S.HOST, port: int = S.MYSQL_PORT):
     import pymysql
     if unix_socket:
         return pymysql.connect(unix_socket=unix_socket, user=user, password=password, database=database,
                                connect_timeout=timeout, autocommit=True)
-    return pymysql.connect(host=S.HOST, port=S.MYSQL_PORT, user=user, password=password, database=database,
+    return pymysql.connect(host=host, port=int(port), user=user, password=password, database=database,
                            connect_timeout=timeout, autocommit=True)
+
+
+def app_connect(secret: dict[str, str], database: str | None = None):
+    """app_user's connection, wherever the URLs point."""
+    return mysql_connect(secret["MYSQL_USER"], secret["MYSQL_PASSWORD"], database,
+                         host=secret["MYSQL_HOST"], port=secret["MYSQL_PORT"])
+
+
+def redis_ok(secret: dict[str, str], timeout: float = 1.0) -> bool:
+    return redis_ping(secret["TASK_BROKER_PASSWORD"], timeout, secret["REDIS_HOST"], secret["REDIS_PORT"])
+
+
+def mysql_ok(secret: dict[str, str]) -> bool:
+    import pymysql
+    try:
+        conn = mysql_connect(secret["MYSQL_USER"], secret["MYSQL_PASSWORD"], timeout=1,
+                             host=secret["MYSQL_HOST"], port=secret["MYSQL_PORT"])
+    except pymysql.err.MySQLError:
+        return False
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT 1")
+        return True
+    finally:
+        conn.close()
 
 
 def mysql_ready(user: str, password: str) -> bool:
@@ -387,8 +439,7 @@ def up(names: list[str] | None = None) -> str:
             _redis_up(secret)
         if "mysql" in names:
             _mysql_up(secret)
-    probes = {"redis": lambda: redis_ping(secret["TASK_BROKER_PASSWORD"], timeout=2),
-              "mysql": lambda: mysql_ready(S.DB_USER, secret["MYSQL_PASSWORD"])}
+    probes = {"redis": lambda: redis_ok(secret, timeout=2), "mysql": lambda: mysql_ok(secret)}
     for name in names:
         if not probes[name]():
             raise ServiceError(t(f"{name} 不可用（模式 {current}）。运行 make doctor 查看原因",
@@ -408,7 +459,10 @@ def reset_database(database: str = S.DATABASE) -> None:
     """A fresh schema with the products sample rows; lessons add their own schema files after this."""
     secret = ensure_credentials()
     if mode() == "external":
-        conn = mysql_connect(S.DB_USER, secret["MYSQL_PASSWORD"])
+        if database == S.DATABASE:  # servers you run yourself: never drop your own shop_lab
+            raise ServiceError(t("external 模式下检查只重建 shop_lab_<槽位>：请设置 LAB_SLOT=1..7",
+                                 "in external mode the checks rebuild only shop_lab_<slot>: set LAB_SLOT=1..7"))
+        conn = app_connect(secret)
     else:
         conn = mysql_connect("root", secret["MYSQL_ROOT_PASSWORD"], unix_socket=None) if mode() == "docker" else \
             mysql_connect("root", secret["MYSQL_ROOT_PASSWORD"], unix_socket=str(MYSQL.dir / "mysqld.sock"))
@@ -457,8 +511,7 @@ def in_use(exclusive: bool = False):
 def status() -> list[str]:
     secret = ensure_credentials()
     lines = [f"mode: {mode()}"]
-    checks = (("redis", REDIS, lambda: redis_ping(secret["TASK_BROKER_PASSWORD"])),
-              ("mysql", MYSQL, lambda: mysql_ready(S.DB_USER, secret["MYSQL_PASSWORD"])))
+    checks = (("redis", REDIS, lambda: redis_ok(secret)), ("mysql", MYSQL, lambda: mysql_ok(secret)))
     for name, service, probe in checks:
         pid = service.pid()
         if probe():

@@ -53,8 +53,8 @@ def test_credentials_private_and_never_printed(running):
         outputs += [result.stdout, result.stderr]
     for log in S.SERVICES_DIR.rglob("*.log"):
         outputs.append(log.read_text(errors="replace"))
-    for value in secret.values():
-        assert all(value not in text for text in outputs)
+    for key in ("TASK_BROKER_PASSWORD", "MYSQL_PASSWORD", "MYSQL_ROOT_PASSWORD", *labctl.URL_KEYS):
+        assert all(secret[key] not in text for text in outputs), key
     assert "DATABASE_URL=mysql+pymysql://app_user:" in S.ENV_FILE.read_text()
     assert "%2B%2F@" in S.ENV_FILE.read_text()  # the password is percent-encoded in the URLs
 
@@ -130,3 +130,26 @@ def test_schema_files_applied_in_order_and_informational_lines_reported(running,
     (tmp_path / "schema_b.sql").write_text("ALTER TABLE no_such_table ADD COLUMN x INT;\n")
     with pytest.raises(Exception, match="no_such_table"):
         prepare_services(lesson, tmp_path, ["schema_a.sql", "schema_b.sql"])
+
+
+def test_external_mode_uses_your_urls_and_writes_nothing(running, tmp_path, monkeypatch):
+    secret = labctl.ensure_credentials()
+    before = S.ENV_FILE.stat().st_mtime_ns
+    env = dict(os.environ, LAB_SERVICES="external", LAB_LANG="en",
+               **{key: secret[key] for key in labctl.URL_KEYS})
+    for args in (["up"], ["status"]):
+        result = subprocess.run([sys.executable, "-m", "shared.labctl", *args], cwd=KIT_ROOT, capture_output=True,
+                                text=True, timeout=60, env=env)
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert all(secret[key] not in result.stdout + result.stderr for key in labctl.URL_KEYS)
+    assert "mode: external" in result.stdout and "ready" in result.stdout
+    assert S.ENV_FILE.stat().st_mtime_ns == before
+    monkeypatch.setenv("LAB_SERVICES", "external")
+    monkeypatch.setenv("LAB_LANG", "en")
+    with pytest.raises(labctl.ServiceError, match="LAB_SLOT"):
+        labctl.reset_database(S.DATABASE)
+    for key in labctl.URL_KEYS:
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setattr(S, "ENV_FILE", tmp_path / "missing.env")
+    with pytest.raises(labctl.ServiceError, match="CELERY_BROKER_URL"):
+        labctl.ensure_credentials()
