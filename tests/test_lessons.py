@@ -43,9 +43,16 @@ def _expect_all_passed(report_path: Path, lessons: list[dict]) -> dict:
 
 @pytest.mark.parametrize("lesson", READY, ids=lambda l: l["id"])
 def test_reference_lesson_passes_every_check(lesson, tmp_path):
-    run = _cli("run", lesson["id"], "--report", str(tmp_path / "r.json"))
+    run = _cli("run", lesson["id"], "--report", str(tmp_path / "r.json"), home=tmp_path / "home")
     assert run.returncode == 0, run.stdout + run.stderr
     _expect_all_passed(tmp_path / "r.json", [lesson])
+    if lesson.get("services"):  # credentials never reach the output, the report or any log
+        from shared import labctl
+        secret = labctl.ensure_credentials()
+        texts = [run.stdout, run.stderr, (tmp_path / "r.json").read_text()]
+        texts += [p.read_text(errors="replace") for p in (tmp_path / "home" / "logs").rglob("*.log")]
+        for key in ("TASK_BROKER_PASSWORD", "MYSQL_PASSWORD", *labctl.URL_KEYS):
+            assert all(secret[key] not in text for text in texts), f"{key} leaked"
 
 
 def test_first_three_lessons_in_one_run_with_both_reports(tmp_path):
