@@ -115,7 +115,7 @@ services:
       TASK_BROKER_PASSWORD: ${{TASK_BROKER_PASSWORD}}
   mysql:
     image: {MYSQL_IMAGE}
-    command: ["--default-time-zone=+00:00"]
+    command: ["--default-time-zone=+00:00", "--log-bin-trust-function-creators=1"]
     ports: ["{HOST}:{MYSQL_PORT}:3306"]
     environment:
       MYSQL_DATABASE: {DATABASE}
