@@ -115,6 +115,7 @@ services:
       TASK_BROKER_PASSWORD: ${{TASK_BROKER_PASSWORD}}
   mysql:
     image: {MYSQL_IMAGE}
+    # UTC sessions; app_user may create triggers with the binary log on (lesson 12's fault injection).
     command: ["--default-time-zone=+00:00", "--log-bin-trust-function-creators=1"]
     ports: ["{HOST}:{MYSQL_PORT}:3306"]
     environment:
