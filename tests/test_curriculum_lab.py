@@ -8,6 +8,7 @@ file replaces the earlier one — and checks it with `--lab`. Without the
 variable the test is skipped.
 """
 
+import ast
 import json
 import os
 import subprocess
@@ -25,10 +26,40 @@ READY = [lesson["id"] for lesson in DATA["lessons"] if lesson["status"] == "read
 pytestmark = pytest.mark.skipif(not CURRICULUM, reason="set TASKLAB_CURRICULUM=/path/to/curriculum.json")
 
 
-# Edits the curriculum asks for in prose only ("add the module to celery_app.py's include list").
+# Edits the curriculum asks for in prose only ("add the module to celery_app.py's include list"), and the
+# one line lesson 11's guide tells native-mode (MariaDB) learners to change: MariaDB names the statement
+# time limit max_statement_time, in seconds.
 PROSE_EDITS = {
     "10": [("celery_app.py", 'include=["export_tasks"]', 'include=["export_tasks", "retry_tasks"]')],
+    "11": [("state_store.py", "SET SESSION max_execution_time = 3000", "SET SESSION max_statement_time = 3")],
 }
+
+
+# Where the curriculum as written is wrong on a server the kit supports, the check must keep failing it.
+KNOWN_GAPS = {
+    # The curriculum's outbox index (sent_at, available_at, created_at) does not serve the claim's ORDER BY:
+    # on MariaDB the first claimer locks every pending row and a second gets nothing (issue 5's measurement).
+    # Lesson 12's guide teaches the index that fixes it.
+    "12.4": "curriculum outbox index does not serve the claim's ORDER BY",
+}
+
+
+def replace_definitions(before: str, code: str) -> str:
+    """Swap each top-level def/class of `code` into `before` where one of that name stands; append the rest."""
+    lines = before.splitlines()
+    for node in ast.parse(code).body:
+        if not isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            continue
+        start = min([node.lineno] + [d.lineno for d in node.decorator_list])
+        new = "\n".join(code.splitlines()[start - 1:node.end_lineno])
+        old = next((n for n in ast.parse("\n".join(lines)).body
+                    if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name == node.name), None)
+        if old is None:
+            lines += ["", "", *new.splitlines()]
+        else:
+            first = min([old.lineno] + [d.lineno for d in old.decorator_list])
+            lines[first - 1:old.end_lineno] = new.splitlines()
+    return "\n".join(lines) + "\n"
 
 
 def assemble(upto: str, dest: Path) -> Path:
@@ -46,7 +77,9 @@ def assemble(upto: str, dest: Path) -> Path:
             path.parent.mkdir(parents=True, exist_ok=True)
             # Appended: a later step of the same lesson, or a step that says so (追加, "append").
             append = path.exists() and (name in written or "追加" in step.get("body", ""))
-            if append:
+            if path.exists() and "同名函数" in code.split("\n", 1)[0]:  # "replace the same-named function(s)"
+                path.write_text(replace_definitions(path.read_text(encoding="utf-8"), code), encoding="utf-8")
+            elif append:
                 before = path.read_text(encoding="utf-8")
                 lines = [line for line in code.splitlines() if line.strip() and not line.lstrip().startswith("#")]
                 if lines and all(line.startswith("assert ") for line in lines) and "if __name__" in before:
@@ -70,7 +103,11 @@ def test_curriculum_folder_passes_lab(lesson_id, tmp_path):
                          cwd=manifest.KIT_ROOT, capture_output=True, text=True, timeout=600,
                          env=dict(os.environ, LAB_LANG="en"))
     tests = json.loads(report.read_text())["tests"]
-    bad = [(t["id"], t["status"], t["message"]) for t in tests if t["status"] not in ("pass", "skipped")]
-    assert run.returncode == 0 and not bad, run.stdout
+    bad = [(t["id"], t["status"], t["message"]) for t in tests
+           if t["status"] not in ("pass", "skipped") and t["id"] not in KNOWN_GAPS]
+    assert not bad, run.stdout
+    gaps = sorted(t["id"] for t in tests if t["status"] != "pass" and t["id"] in KNOWN_GAPS)
+    assert gaps == sorted(g for g in KNOWN_GAPS if g.split(".")[0] == lesson_id), run.stdout  # still a gap, and caught
+    assert run.returncode == (1 if gaps else 0), run.stdout
     skipped = [t["id"] for t in tests if t["status"] == "skipped"]
     assert all(t["kind"] in ("exercise", "extension") for t in tests if t["id"] in skipped)  # only work not taken up skips

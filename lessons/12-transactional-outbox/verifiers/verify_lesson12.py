@@ -1,0 +1,686 @@
+"""Verifier for lesson 12: the transactional outbox — job and event in one commit, publish after it.
+
+12.1  submit_snapshot([5]) returns with a queued job (attempts 0) and exactly one unsent, unclaimed
+      outbox event of its own id; python submit_db_export.py prints "ready for publisher: <id>" and
+      leaves the same state; python publisher.py then sends both, and the worker receives each job
+      only as its outbox event (task id == event id): the submitter no longer sends anything itself
+12.2  Redis is stopped (shared.labctl, by PID): a submit still records job + event; python
+      publisher.py fails and sent_at stays NULL.  Redis comes back; the claim is moved into the past
+      (an UPDATE, never a wait); python publisher.py prints "published True" and the worker completes it
+12.3  skip-confirm drill: the confirm UPDATE of one event is made to fail (a kit trigger, after the
+      send), so python publisher.py sends without marking; the claim is moved into the past; python
+      publisher.py sends it again.  The worker receives it twice, yet the job has attempts 1 and the
+      same single result_ref it had after the first delivery
+12.4  1,000 pending events.  Publisher process A claims the oldest one and is held inside its claim
+      transaction (a kit trigger on its claim UPDATE waits on a user lock the kit holds): A has done its
+      SELECT … FOR UPDATE SKIP LOCKED.  Publisher process B, started now, must get a different event
+      while A still holds its locks — no wait, no error, no "nothing due".  Then two processes claim
+      25 events each at the same time: 50 different events, attempts 1 each
+12.5  exercise: the outbox INSERT is made to fail (a kit trigger): submit_snapshot raises and neither
+      export_jobs nor export_outbox has a new row
+
+The kit reads the database through its own connections and never prints credentials.  Stopping
+Redis needs `"exclusive_services": true` (tasks.json).  The triggers live only while their check
+runs and are dropped in `finally`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import sys
+import time
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+from uuid import uuid4
+
+import pymysql
+from pymysql.cursors import DictCursor
+
+from shared.celerylab import LOG_DIR, WORK, redact, setting
+from shared.i18n import t
+from shared.proc import Process, WaitTimeout, run_python, wait_until
+
+EVENTS = LOG_DIR / "lab12-events.jsonl"
+TERMINAL = ("succeeded", "failed", "cancelled")
+UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+
+
+# ---------------------------------------------------------------- the kit's own view of the database
+
+def db_settings() -> dict:
+    url = setting("DATABASE_URL")
+    assert url, t("没有 DATABASE_URL（.env.tasks 由检查器写入工作目录）",
+                  "DATABASE_URL is missing (the checker writes .env.tasks into the work dir)")
+    parts = urlsplit(url)
+    return {"host": parts.hostname, "port": parts.port or 3306, "user": unquote(parts.username or ""),
+            "password": unquote(parts.password or ""), "database": unquote(parts.path.lstrip("/"))}
+
+
+@contextlib.contextmanager
+def kit_db():
+    conn = pymysql.connect(**db_settings(), charset="utf8mb4", cursorclass=DictCursor, autocommit=True,
+                           connect_timeout=3, read_timeout=10, write_timeout=10)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SET time_zone = '+00:00'")
+            yield cur
+    finally:
+        conn.close()
+
+
+def sql(query: str, args=()) -> list[dict]:
+    with kit_db() as cur:
+        cur.execute(query, args)
+        return list(cur.fetchall())
+
+
+def job_row(job_id: str) -> dict | None:
+    rows = sql("SELECT id, status, attempts, lease_token, result_ref FROM export_jobs WHERE id=%s", (job_id,))
+    return rows[0] if rows else None
+
+
+def outbox_rows(job_id: str) -> list[dict]:
+    return sql("SELECT id, job_id, sent_at, claim_token, claim_until, attempts, claim_until>NOW(6) AS live "
+               "FROM export_outbox WHERE job_id=%s ORDER BY created_at, id", (job_id,))
+
+
+def one_event(job_id: str) -> dict:
+    rows = outbox_rows(job_id)
+    assert len(rows) == 1, t(f"任务 {short(job_id)} 应恰好有 1 条 outbox 事件，实际 {len(rows)} 条",
+                             f"job {short(job_id)} should have exactly 1 outbox event, found {len(rows)}")
+    return rows[0]
+
+
+def counts() -> tuple[int, int]:
+    with kit_db() as cur:
+        cur.execute("SELECT (SELECT COUNT(*) FROM export_jobs) AS jobs, (SELECT COUNT(*) FROM export_outbox) AS events")
+        row = cur.fetchone()
+    return int(row["jobs"]), int(row["events"])
+
+
+def pending_ids() -> list[str]:
+    return [r["id"] for r in sql("SELECT id FROM export_outbox WHERE sent_at IS NULL")]
+
+
+def expire_claims(job_id: str) -> int:
+    """The claim runs out now: moved into the past by an UPDATE, never waited for."""
+    with kit_db() as cur:
+        return cur.execute("UPDATE export_outbox SET claim_until=DATE_SUB(NOW(6), INTERVAL 1 SECOND) "
+                           "WHERE job_id=%s AND sent_at IS NULL AND claim_until IS NOT NULL", (job_id,))
+
+
+def short(value: str) -> str:
+    return f"{str(value)[:8]}…"
+
+
+# ---------------------------------------------------------------- triggers: faults and gates, kit-owned
+
+GATE_TABLE = "lab12_kit_marks"
+
+
+def make_marks_table() -> None:
+    sql(f"CREATE TABLE IF NOT EXISTS {GATE_TABLE} (kind VARCHAR(16) NOT NULL, ref CHAR(36) CHARACTER SET ascii "
+        "NOT NULL, PRIMARY KEY (kind, ref)) ENGINE=InnoDB")
+    sql(f"DELETE FROM {GATE_TABLE}")
+
+
+@contextlib.contextmanager
+def trigger(name: str, body: str):
+    sql(f"DROP TRIGGER IF EXISTS {name}")
+    try:
+        sql(body)
+    except pymysql.MySQLError as exc:
+        raise AssertionError(t(f"检查器无法创建触发器（错误 {exc.args[0]}）：账号需要 TRIGGER 权限；MySQL 开启 binlog 时"
+                               "还需要 log_bin_trust_function_creators=1",
+                               f"the checker cannot create its trigger (error {exc.args[0]}): the account needs the "
+                               "TRIGGER privilege, and MySQL with binary logging on needs "
+                               "log_bin_trust_function_creators=1")) from None
+    try:
+        yield
+    finally:
+        sql(f"DROP TRIGGER IF EXISTS {name}")
+        sql(f"DELETE FROM {GATE_TABLE}")
+
+
+def gate_lock_name() -> str:
+    return f"lab12-gate-{db_settings()['database']}"  # user locks are server-wide: one per slot
+
+
+# ---------------------------------------------------------------- the learner's modules
+
+def _import(module: str, names: tuple[str, ...]):
+    try:
+        loaded = __import__(module)
+    except Exception as exc:  # noqa: BLE001 - any import failure is the learner's to see
+        raise AssertionError(t(f"无法导入 {module}：{type(exc).__name__}: {redact(str(exc))}",
+                               f"cannot import {module}: {type(exc).__name__}: {redact(str(exc))}")) from None
+    for name in names:
+        assert callable(getattr(loaded, name, None)), t(f"{module} 里没有 {name}", f"{module} has no {name}")
+    return loaded
+
+
+def store():
+    return _import("state_store", ("transaction", "submit_snapshot", "claim", "finish"))
+
+
+def run_publisher(timeout: float = 25) -> tuple[int, str]:
+    done = run_python(["publisher.py"], cwd=WORK, timeout=timeout)
+    return done.returncode, redact(done.stdout)
+
+
+def last_lines(text: str, n: int = 2) -> list[str]:
+    return [line[:200] for line in text.strip().splitlines() if line.strip()][-n:]
+
+
+def publish_until_sent(c, event_id: str, runs: int = 4) -> str:
+    """python publisher.py, at most `runs` times, until this event is sent; the last output line."""
+    line = ""
+    for _ in range(runs):
+        code, output = run_publisher()
+        line = (last_lines(output, 1) or [""])[0]
+        if code != 0:
+            for shown in last_lines(output, 3):
+                c.note("  " + shown)
+        assert code == 0, t("python publisher.py 失败（Redis 正常时），见下方输出",
+                            "python publisher.py failed while Redis is up (output below)")
+        row = sql("SELECT sent_at FROM export_outbox WHERE id=%s", (event_id,))
+        if row and row[0]["sent_at"] is not None:
+            return line
+    raise AssertionError(t(f"运行 {runs} 次 python publisher.py 后事件 {short(event_id)} 仍未发送（最后输出：{line}）",
+                           f"event {short(event_id)} still unsent after {runs} runs of python publisher.py "
+                           f"(last output: {line})"))
+
+
+# ---------------------------------------------------------------- the worker's deliveries (probe events)
+
+def events() -> list[dict]:
+    try:
+        lines = EVENTS.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        return []
+    found = []
+    for line in lines:
+        with contextlib.suppress(ValueError):
+            found.append(json.loads(line))
+    return found
+
+
+def deliveries(job_id: str, kind: str = "start") -> list[dict]:
+    return [e for e in events() if e.get("kind") == kind and e.get("task") == "products.export"
+            and e.get("args")[:1] == [job_id]]
+
+
+def ended(job_id: str, task_id: str | None = None) -> list[dict]:
+    return [e for e in events() if e.get("kind") == "end" and e.get("task") == "products.export"
+            and e.get("task_id") in {d["task_id"] for d in deliveries(job_id)}
+            and (task_id is None or e.get("task_id") == task_id)]
+
+
+def wait_deliveries(job_id: str, n: int, seconds: float) -> list[dict]:
+    try:
+        wait_until(lambda: len(ended(job_id)) >= n, seconds, f"{n} deliveries of {job_id}", interval=0.05)
+    except WaitTimeout:
+        raise AssertionError(t(f"worker 在 {seconds:g} 秒内只执行完 {len(ended(job_id))} 次任务 {short(job_id)} 的消息"
+                               f"（应为 {n}），见 worker 日志",
+                               f"within {seconds:g}s the worker finished {len(ended(job_id))} deliveries for job "
+                               f"{short(job_id)} (expected {n}); see the worker log")) from None
+    return ended(job_id)
+
+
+def wait_status(job_id: str, seconds: float) -> dict:
+    try:
+        return wait_until(lambda: (lambda row: row if row and row["status"] in TERMINAL else None)(job_row(job_id)),
+                          seconds, f"job {job_id} to finish", interval=0.1)
+    except WaitTimeout:
+        row = job_row(job_id)
+        raise AssertionError(t(f"任务 {short(job_id)} 在 {seconds:g} 秒内没有完成（现在 {row and row['status']}）",
+                               f"job {short(job_id)} did not finish within {seconds:g}s (now "
+                               f"{row and row['status']})")) from None
+
+
+# ---------------------------------------------------------------- Redis, stopped and started through labctl
+
+def redis_up() -> bool:
+    from shared import labctl
+    return labctl.redis_ok(labctl.ensure_credentials(), timeout=0.5)
+
+
+def stop_redis() -> str:
+    from shared import labctl
+    mode = labctl.mode()
+    if mode == "native":
+        pid = labctl.REDIS.pid()
+        labctl.REDIS.stop()
+        how = f"redis-server pid {pid} stopped"
+    elif mode == "docker":
+        done = labctl._compose("stop", "redis")
+        assert done.returncode == 0, "docker compose stop redis failed:\n" + redact(done.stderr[-400:])
+        how = "docker compose stop redis"
+    else:
+        raise AssertionError(t(
+            "LAB_SERVICES=external：检查器不能停止你自己的 Redis，因此无法证明本项；请用 native 或 docker 模式运行",
+            "LAB_SERVICES=external: the checker cannot stop a Redis you run yourself, so this item cannot be proved; "
+            "run it with native or docker services"))
+    wait_until(lambda: not redis_up(), 15, "Redis to stop answering", interval=0.1)
+    return how
+
+
+def start_redis() -> None:
+    from shared import labctl
+    labctl.up(["redis"])
+    wait_until(redis_up, 30, "Redis to answer again", interval=0.1)
+
+
+# ---------------------------------------------------------------- 12.1
+
+def check_submit(c) -> None:
+    state_store = store()
+    _import("publisher", ("claim_event", "publish_one"))
+    jobs_before, events_before = counts()
+    job_id = state_store.submit_snapshot([5])
+    job = job_row(job_id)
+    assert job is not None, t("submit_snapshot 返回后没有任务行", "no job row after submit_snapshot returned")
+    assert job["status"] == "queued" and job["attempts"] == 0, t(
+        f"新任务应为 queued/0，实际 {job['status']}/{job['attempts']}",
+        f"a new job should be queued/0, got {job['status']}/{job['attempts']}")
+    event = one_event(job_id)
+    assert event["sent_at"] is None and event["claim_token"] is None, t(
+        "新事件应未发送、未被领取（sent_at 与 claim_token 为 NULL）",
+        "the new event must be unsent and unclaimed (sent_at and claim_token NULL)")
+    assert event["id"] != job_id, t("事件 id 应与任务 id 不同", "the event id must differ from the job id")
+    assert counts() == (jobs_before + 1, events_before + 1), t("提交应恰好新增 1 个任务和 1 个事件",
+                                                               "a submit must add exactly 1 job and 1 event")
+    c.note(t(f"submit_snapshot([5]) → 任务 {short(job_id)} queued，事件 {short(event['id'])} sent_at=NULL",
+             f"submit_snapshot([5]) → job {short(job_id)} queued, event {short(event['id'])} sent_at=NULL"))
+
+    done = run_python(["submit_db_export.py"], cwd=WORK, timeout=30)
+    output = redact(done.stdout)
+    found = re.findall(rf"ready for publisher:\s*({UUID})", output)
+    if done.returncode != 0 or not found:
+        for line in last_lines(output, 4):
+            c.note("  " + line)
+    assert done.returncode == 0, t("python submit_db_export.py 失败（见下方输出）",
+                                   "python submit_db_export.py failed (see the output below)")
+    assert found, t("submit_db_export.py 没有打印 ready for publisher: <job_id>",
+                    "submit_db_export.py did not print ready for publisher: <job_id>")
+    script_job = found[-1]
+    script_event = one_event(script_job)
+    assert script_event["sent_at"] is None, t("submit_db_export.py 的事件已被标记为发送",
+                                              "submit_db_export.py's event is already marked sent")
+    c.note(t(f"python submit_db_export.py → ready for publisher: {short(script_job)}（事件未发送）",
+             f"python submit_db_export.py → ready for publisher: {short(script_job)} (event unsent)"))
+
+    published = []
+    for jid, ev in ((job_id, event["id"]), (script_job, script_event["id"])):
+        published.append(publish_until_sent(c, ev))
+    for jid, ev in ((job_id, event["id"]), (script_job, script_event["id"])):
+        row = wait_status(jid, 25)
+        assert row["status"] == "succeeded", t(f"任务 {short(jid)} 结束于 {row['status']}",
+                                               f"job {short(jid)} ended {row['status']}")
+        wait_until(lambda: ended(jid, ev), 15, f"the event delivery of {jid} to end", interval=0.05)
+        others = sorted({d["task_id"] for d in deliveries(jid)} - {ev})
+        assert not others, t(
+            f"worker 收到任务 {short(jid)} 的另一条消息（task id {short(others[0])}，不是 outbox 事件）："
+            "提交端不应再自己 delay",
+            f"the worker got another message for job {short(jid)} (task id {short(others[0])}, not its outbox "
+            "event): the submitter must no longer call delay itself")
+    c.note(t(f"python publisher.py → {published[-1]}；两个任务都只以 outbox 事件（task id = 事件 id）送达并 succeeded",
+             f"python publisher.py → {published[-1]}; both jobs arrived only as their outbox event "
+             "(task id = event id) and succeeded"))
+
+
+# ---------------------------------------------------------------- 12.2
+
+def check_broker_down(c) -> None:
+    state_store = store()
+    how = stop_redis()
+    c.note(t(f"Redis 已停止（{how}），PING 无应答", f"Redis stopped ({how}); PING gets no answer"))
+    try:
+        job_id = state_store.submit_snapshot([6])
+        job, event = job_row(job_id), one_event(job_id)
+        assert job and job["status"] == "queued" and event["sent_at"] is None, t(
+            "Redis 停止时提交应仍写入 queued 任务和未发送事件",
+            "with Redis stopped a submit must still record a queued job and an unsent event")
+        c.note(t(f"submit_snapshot([6]) → 任务 {short(job_id)} queued + 事件 {short(event['id'])}，已提交",
+                 f"submit_snapshot([6]) → job {short(job_id)} queued + event {short(event['id'])}, committed"))
+        started = time.monotonic()
+        code, output = run_publisher(timeout=40)  # Celery's own result-backend retries may take ~20 s
+        took = time.monotonic() - started
+        after = one_event(job_id)
+        tail = last_lines(output, 1)
+        c.note(t(f"python publisher.py（Redis 停止）→ 退出码 {code}，{took:.1f} 秒：{tail[0] if tail else ''}",
+                 f"python publisher.py (Redis down) → exit code {code} in {took:.1f}s: {tail[0] if tail else ''}"))
+        assert after["sent_at"] is None, t(
+            "broker 不可用时事件却被标记为已发送：只有 send_task 成功返回后才能写 sent_at",
+            "the event was marked sent although the broker was down: write sent_at only after send_task returned")
+        assert code != 0 or "published True" not in output, t(
+            "broker 不可用时 publisher 报告发布成功", "the publisher reported success while the broker was down")
+        c.note(t(f"sent_at 仍为 NULL，attempts={after['attempts']}", f"sent_at still NULL, attempts={after['attempts']}"))
+    finally:
+        start_redis()
+    back = time.monotonic()
+    c.note(t("Redis 已恢复", "Redis is back"))
+    moved = expire_claims(job_id)
+    if moved:
+        c.note(t("领取期用 UPDATE 移到过去（不等待 30 秒）", "the claim was moved into the past with an UPDATE (no 30 s wait)"))
+    line = publish_until_sent(c, event["id"])
+    c.note(f"python publisher.py → {line}")
+    row = wait_status(job_id, 40)
+    assert row["status"] == "succeeded", t(f"任务结束于 {row['status']}", f"the job ended {row['status']}")
+    c.note(t(f"worker 重新连上 Redis：Redis 恢复后 {time.monotonic() - back:.1f} 秒内任务 succeeded",
+             f"the worker reconnected: the job succeeded {time.monotonic() - back:.1f}s after Redis came back"))
+
+
+# ---------------------------------------------------------------- 12.3
+
+def check_skip_confirm(c) -> None:
+    state_store = store()
+    make_marks_table()
+    job_id = state_store.submit_snapshot([9])
+    event = one_event(job_id)
+    sql(f"INSERT INTO {GATE_TABLE} (kind, ref) VALUES ('no-confirm', %s)", (event["id"],))
+    # The confirm (sent_at NULL -> a time) of this one event fails, as if the publisher died right after the send.
+    body = f"""CREATE TRIGGER lab12_kit_no_confirm BEFORE UPDATE ON export_outbox FOR EACH ROW
+               BEGIN
+                 IF OLD.sent_at IS NULL AND NEW.sent_at IS NOT NULL
+                    AND EXISTS (SELECT 1 FROM {GATE_TABLE} WHERE kind='no-confirm' AND ref=OLD.id) THEN
+                   SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lab12 drill: the publisher stopped before confirming';
+                 END IF;
+               END"""
+    with trigger("lab12_kit_no_confirm", body):
+        code, output = run_publisher()
+    first = one_event(job_id)
+    c.note(t(f"第 1 次 python publisher.py（确认被跳过）→ 退出码 {code}；sent_at={first['sent_at']}，attempts={first['attempts']}",
+             f"run 1 of python publisher.py (confirm skipped) → exit code {code}; sent_at={first['sent_at']}, "
+             f"attempts={first['attempts']}"))
+    assert first["sent_at"] is None, t("确认失败后 sent_at 应仍为 NULL", "after the failed confirm sent_at must stay NULL")
+    try:
+        wait_deliveries(job_id, 1, 15)
+    except AssertionError:
+        c.note(t("第 1 次运行什么也没送达：确认是否写在了发送之前？", "run 1 delivered nothing: is the confirm written "
+                 "before the send?"))
+        raise
+    row = wait_status(job_id, 20)
+    assert row["status"] == "succeeded" and row["result_ref"], t(
+        f"第一次送达后任务应 succeeded 并有 result_ref，实际 {row['status']}",
+        f"after the first delivery the job should have succeeded with a result_ref, got {row['status']}")
+    first_ref = row["result_ref"]
+    c.note(t(f"第 1 次送达：任务 succeeded，result_ref={Path(first_ref).name[:40]}",
+             f"delivery 1: the job succeeded, result_ref={Path(first_ref).name[:40]}"))
+
+    assert expire_claims(job_id) == 1, t("事件应仍被第 1 次运行领取着（claim_until 已设置）",
+                                         "the event should still hold run 1's claim (claim_until set)")
+    c.note(t("领取期用 UPDATE 移到过去，再运行 python publisher.py", "claim moved into the past, then python publisher.py again"))
+    line = publish_until_sent(c, event["id"], runs=1)
+    second = one_event(job_id)
+    assert second["attempts"] >= 2, t(f"重发后 attempts 应增加，实际 {second['attempts']}",
+                                      f"attempts should grow with the repeat, got {second['attempts']}")
+    seen = wait_deliveries(job_id, 2, 25)
+    row = job_row(job_id)
+    c.note(t(f"第 2 次：{line}，outbox attempts={second['attempts']}；worker 共收到 {len(seen)} 次（task id 相同："
+             f"{len({e['task_id'] for e in seen}) == 1}）",
+             f"run 2: {line}, outbox attempts={second['attempts']}; the worker received it {len(seen)} times "
+             f"(same task id: {len({e['task_id'] for e in seen}) == 1})"))
+    assert row["status"] == "succeeded" and row["result_ref"] == first_ref and row["attempts"] == 1, t(
+        f"重复送达改变了结果：status={row['status']}，attempts={row['attempts']}，result_ref 变化="
+        f"{row['result_ref'] != first_ref}；消费端必须保留第 11 课的 claim/finish 条件",
+        f"the repeat changed the result: status={row['status']}, attempts={row['attempts']}, result_ref changed="
+        f"{row['result_ref'] != first_ref}; the consumer must keep lesson 11's claim/finish conditions")
+    c.note(t("结果不变：attempts=1，只有一个 result_ref", "result unchanged: attempts=1, exactly one result_ref"))
+
+
+# ---------------------------------------------------------------- 12.4
+
+CLAIMER = r"""
+import json, os, sys, time
+folder, name, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3])
+from publisher import claim_event
+open(os.path.join(folder, f"ready-{name}"), "w").close()
+go = os.path.join(folder, f"go-{name}")
+give_up = time.monotonic() + 30
+while not os.path.exists(go):
+    if time.monotonic() > give_up:
+        sys.exit(3)
+    time.sleep(0.002)
+out = []
+for _ in range(rounds):
+    started = time.monotonic()
+    try:
+        event = claim_event()
+        out.append({"event": None if event is None else str(event["id"]), "seconds": time.monotonic() - started})
+    except Exception as exc:
+        out.append({"error": f"{type(exc).__name__}: {exc}"[:200], "seconds": time.monotonic() - started})
+tmp = os.path.join(folder, f".res-{name}")
+with open(tmp, "w") as handle:
+    json.dump(out, handle)
+os.replace(tmp, os.path.join(folder, f"res-{name}"))
+"""
+
+
+class Claimers:
+    """Publisher processes running the learner's claim_event, each started by a go file."""
+
+    def __init__(self, names: list[str], rounds: int):
+        self.folder = LOG_DIR / f"lab12-claimers-{uuid4().hex[:8]}"
+        self.folder.mkdir(parents=True)
+        script = self.folder / "claimer.py"
+        script.write_text(CLAIMER, encoding="utf-8")
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(WORK), os.environ.get("PYTHONPATH", "")]))
+        self.procs = {name: Process([sys.executable, str(script), str(self.folder), name, str(rounds)], cwd=WORK,
+                                    log_path=self.folder / f"{name}.log", env=env) for name in names}
+        try:
+            wait_until(lambda: all((self.folder / f"ready-{n}").exists() for n in names), 30,
+                       "the publisher processes to start", interval=0.02)
+        except BaseException:
+            self.stop()
+            raise
+
+    def go(self, name: str) -> None:
+        (self.folder / f"go-{name}").write_text("go")
+
+    def result(self, name: str, seconds: float) -> list[dict] | None:
+        path = self.folder / f"res-{name}"
+        try:
+            wait_until(path.exists, seconds, f"claimer {name}", interval=0.005)
+        except WaitTimeout:
+            return None
+        return json.loads(path.read_text())
+
+    def stop(self) -> None:
+        for proc in self.procs.values():
+            proc.stop(grace=3)
+
+
+def waiting_in_gate(database: str) -> bool:
+    with kit_db() as cur:
+        # MySQL shows the claim UPDATE, MariaDB the trigger's GET_LOCK statement: either, waiting on a lock.
+        cur.execute("SELECT COUNT(*) AS n FROM information_schema.PROCESSLIST WHERE DB=%s AND ID<>CONNECTION_ID() "
+                    "AND (INFO LIKE %s OR INFO LIKE %s) AND STATE LIKE %s",
+                    (database, "%UPDATE%export_outbox%", f"%GET_LOCK%{gate_lock_name()}%", "%lock%"))
+        return cur.fetchone()["n"] > 0
+
+
+def add_pending(n: int) -> tuple[list[str], list[str]]:
+    """n jobs with one due outbox event each, created an hour ago in a known order (the kit's own rows)."""
+    jobs = [str(uuid4()) for _ in range(n)]
+    events_ = [str(uuid4()) for _ in range(n)]
+    with kit_db() as cur:
+        cur.executemany("INSERT INTO export_jobs (id, payload, deadline_at) VALUES "
+                        "(%s, '[]', DATE_ADD(NOW(6), INTERVAL 10 MINUTE))", [(j,) for j in jobs])
+        cur.executemany("INSERT INTO export_outbox (id, job_id, created_at, available_at) VALUES "
+                        "(%s, %s, DATE_ADD(DATE_SUB(NOW(6), INTERVAL 1 HOUR), INTERVAL %s MICROSECOND), "
+                        "DATE_SUB(NOW(6), INTERVAL 1 HOUR))", [(e, j, k) for k, (e, j) in enumerate(zip(events_, jobs))])
+    return jobs, events_
+
+
+def remove_rows(jobs: list[str]) -> None:
+    with kit_db() as cur:
+        for start in range(0, len(jobs), 500):
+            part = jobs[start:start + 500]
+            marks = ",".join(["%s"] * len(part))
+            cur.execute(f"DELETE FROM export_outbox WHERE job_id IN ({marks})", part)
+            cur.execute(f"DELETE FROM export_jobs WHERE id IN ({marks})", part)
+
+
+def check_skip_locked(c) -> None:
+    store()
+    _import("publisher", ("claim_event",))
+    make_marks_table()
+    leftover = pending_ids()
+    if leftover:  # earlier checks' events that were never sent would be claimed first: set them aside
+        sql("UPDATE export_outbox SET available_at=DATE_ADD(NOW(6), INTERVAL 1 DAY) WHERE sent_at IS NULL")
+    jobs, ids = add_pending(1000)
+    database, lock = db_settings()["database"], gate_lock_name()
+    try:
+        oldest = ids[0]
+        sql(f"INSERT INTO {GATE_TABLE} (kind, ref) VALUES ('gate', %s)", (oldest,))
+        # A's claim UPDATE of the oldest event waits here for the kit's user lock (at most 2.5 s):
+        # by then A's SELECT ... FOR UPDATE SKIP LOCKED has run and holds whatever it locked.
+        body = f"""CREATE TRIGGER lab12_kit_gate BEFORE UPDATE ON export_outbox FOR EACH ROW
+                   BEGIN
+                     IF EXISTS (SELECT 1 FROM {GATE_TABLE} WHERE kind='gate' AND ref=OLD.id) THEN
+                       DO GET_LOCK('{lock}', 2.5);
+                       DO RELEASE_LOCK('{lock}');
+                     END IF;
+                   END"""
+        holder = pymysql.connect(**db_settings(), autocommit=True, connect_timeout=3, read_timeout=10)
+        claimers = None
+        try:
+            with holder.cursor() as cur:
+                cur.execute("SELECT GET_LOCK(%s, 2)", (lock,))
+                assert cur.fetchone()[0] == 1, "the kit could not take its own user lock"
+            with trigger("lab12_kit_gate", body):
+                claimers = Claimers(["A", "B"], rounds=1)
+                claimers.go("A")
+                try:
+                    wait_until(lambda: waiting_in_gate(database) or (claimers.folder / "res-A").exists(), 10,
+                               "publisher A to hold its claim", interval=0.01)
+                except WaitTimeout:
+                    raise AssertionError(t("publisher A 没有开始领取（10 秒内）", "publisher A never started its claim "
+                                           "(10 s)")) from None
+                held_a = waiting_in_gate(database)
+                claimers.go("B")
+                got_b = claimers.result("B", 1.5)  # A is still held meanwhile: B must not need A
+                with holder.cursor() as cur:
+                    cur.execute("SELECT RELEASE_LOCK(%s)", (lock,))
+                got_a = claimers.result("A", 10)
+        finally:
+            holder.close()
+            if claimers:
+                claimers.stop()
+        assert got_a and got_a[0].get("event") == oldest, t(
+            f"publisher A 应领取到最早的事件，实际 {got_a}", f"publisher A should claim the oldest event, got {got_a}")
+        assert held_a, t("publisher A 没有停在领取事务里（领取 UPDATE 没有发生？）",
+                         "publisher A was never held inside its claim transaction (no claim UPDATE?)")
+        assert got_b is not None, t(
+            "publisher A 持有领取事务时，publisher B 1.5 秒内没有返回：它在等锁。用 FOR UPDATE SKIP LOCKED",
+            "publisher B did not return within 1.5 s while A held its claim: it waited for a lock. "
+            "Use FOR UPDATE SKIP LOCKED")
+        b = got_b[0]
+        c.note(t(f"1000 条待发事件；A 停在领取事务中，B 用时 {b['seconds'] * 1000:.0f} ms → {b.get('event') or b.get('error')}",
+                 f"1,000 pending events; A held inside its claim, B took {b['seconds'] * 1000:.0f} ms → "
+                 f"{b.get('event') or b.get('error')}"))
+        assert not b.get("error"), t(f"publisher B 出错：{b['error']}（在等 A 的锁？用 SKIP LOCKED）",
+                                     f"publisher B failed: {b['error']} (waiting for A's lock? use SKIP LOCKED)")
+        assert b.get("event"), t(
+            "publisher B 什么都没领到：A 的 SELECT 锁住了所有待发行。排序没有走索引时，服务器会锁住它读过并排序的每一行；"
+            "给 export_outbox 一个与 WHERE 和 ORDER BY 一致的索引，如 (sent_at, created_at, id)",
+            "publisher B got nothing: A's SELECT locked every pending row. When the ORDER BY is not served by an index "
+            "the server locks every row it read to sort; give export_outbox an index matching the WHERE and ORDER BY, "
+            "such as (sent_at, created_at, id)")
+        assert b["event"] != oldest, t("B 领到了 A 正持有的事件", "B claimed the event A is holding")
+        assert b["seconds"] < 1.0, t(f"B 用了 {b['seconds']:.2f} 秒：它被阻塞了", f"B took {b['seconds']:.2f}s: it was blocked")
+        c.note(t(f"A → 最早的事件 {short(oldest)}；B → {short(b['event'])}（不同，且没有等待）",
+                 f"A → the oldest event {short(oldest)}; B → {short(b['event'])} (different, no wait)"))
+
+        burst = Claimers(["P", "Q"], rounds=25)
+        try:
+            burst.go("P")
+            burst.go("Q")
+            got = {name: burst.result(name, 30) for name in ("P", "Q")}
+        finally:
+            burst.stop()
+        for name, result in got.items():
+            assert result is not None, t(f"publisher {name} 在 30 秒内没有完成 25 次领取",
+                                         f"publisher {name} did not finish 25 claims within 30 s")
+            errors = [r["error"] for r in result if r.get("error")]
+            assert not errors, t(f"publisher {name} 出错：{errors[0]}", f"publisher {name} failed: {errors[0]}")
+            assert all(r.get("event") for r in result), t(f"publisher {name} 有一次什么都没领到（还有 900 多条待发）",
+                                                          f"publisher {name} once got nothing (900+ still pending)")
+        p, q = [r["event"] for r in got["P"]], [r["event"] for r in got["Q"]]
+        both = set(p) & set(q)
+        assert not both, t(f"两个 publisher 在同一领取期内领到了同一事件 {short(next(iter(both)))}",
+                           f"two publishers claimed the same event {short(next(iter(both)))} in one claim window")
+        assert len(set(p) | set(q)) == 50, t("50 次领取应得到 50 个不同事件", "50 claims must give 50 different events")
+        marks = ",".join(["%s"] * 50)
+        rows = sql(f"SELECT attempts, claim_token FROM export_outbox WHERE id IN ({marks})", p + q)
+        assert all(r["attempts"] == 1 and r["claim_token"] for r in rows), t(
+            "被领取的事件应各有 token 且 attempts=1", "each claimed event must have a token and attempts=1")
+        slowest = max(r["seconds"] for r in got["P"] + got["Q"])
+        c.note(t(f"两个 publisher 同时各领 25 条：50 个不同事件，attempts 都是 1，最慢一次 {slowest * 1000:.0f} ms",
+                 f"two publishers claiming 25 each at once: 50 different events, attempts 1 each, slowest "
+                 f"{slowest * 1000:.0f} ms"))
+    finally:
+        remove_rows(jobs)
+        if leftover:
+            marks = ",".join(["%s"] * len(leftover))
+            sql(f"UPDATE export_outbox SET available_at=NOW(6) WHERE id IN ({marks})", leftover)
+
+
+# ---------------------------------------------------------------- 12.5
+
+def check_rollback(c) -> None:
+    state_store = store()
+    make_marks_table()
+    sql(f"INSERT INTO {GATE_TABLE} (kind, ref) VALUES ('fail-outbox', 'all')")
+    body = f"""CREATE TRIGGER lab12_kit_fail_outbox BEFORE INSERT ON export_outbox FOR EACH ROW
+               BEGIN
+                 IF EXISTS (SELECT 1 FROM {GATE_TABLE} WHERE kind='fail-outbox') THEN
+                   SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lab12 drill: the outbox insert fails';
+                 END IF;
+               END"""
+    before = counts()
+    raised = None
+    with trigger("lab12_kit_fail_outbox", body):
+        try:
+            state_store.submit_snapshot([11])
+        except Exception as exc:  # noqa: BLE001 - any exception is what the drill expects
+            raised = exc
+    after = counts()
+    c.note(t(f"outbox INSERT 被触发器拒绝：submit_snapshot → {type(raised).__name__ if raised else '没有异常'}",
+             f"the outbox INSERT is refused by a trigger: submit_snapshot → "
+             f"{type(raised).__name__ if raised else 'no exception'}"))
+    assert raised is not None, t("outbox 插入失败时 submit_snapshot 没有抛出异常（被吞掉了？）",
+                                 "submit_snapshot raised nothing although the outbox insert failed (swallowed?)")
+    c.note(t(f"任务数 {before[0]} → {after[0]}，事件数 {before[1]} → {after[1]}",
+             f"jobs {before[0]} → {after[0]}, events {before[1]} → {after[1]}"))
+    assert after == before, t(
+        "异常后留下了任务行却没有事件：两条 INSERT 必须在同一个连接、同一个事务里",
+        "the exception left a job row without its event: both INSERTs must share one connection and transaction")
+    job_id = state_store.submit_snapshot([11])
+    assert len(outbox_rows(job_id)) == 1, t("去掉故障后提交应恢复正常", "without the fault a submit works again")
+    c.note(t("去掉故障后再次提交：任务与事件都写入", "without the fault a new submit records job and event"))
+
+
+# ---------------------------------------------------------------- main
+
+def main(tap) -> None:
+    EVENTS.parent.mkdir(parents=True, exist_ok=True)
+    with tap.check("12.1") as c:
+        check_submit(c)
+    with tap.check("12.2") as c:
+        check_broker_down(c)
+    with tap.check("12.3") as c:
+        check_skip_confirm(c)
+    with tap.check("12.4") as c:
+        check_skip_locked(c)
+    with tap.check("12.5") as c:
+        check_rollback(c)
+
+
+if __name__ == "__main__":
+    from shared.tap import main_guard
+    main_guard(main)
