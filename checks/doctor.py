@@ -102,12 +102,9 @@ def _port_free(port: int) -> bool:
 
 
 def _ours(name: str) -> bool:
-    pid_file = KIT_ROOT / ".lab" / "services" / f"{name}.pid"
-    try:
-        os.kill(int(pid_file.read_text().strip()), 0)
-        return True
-    except (OSError, ValueError):
-        return False
+    from shared import labctl
+    service = {"redis": labctl.REDIS, "mysql": labctl.MYSQL}.get(name)
+    return service is not None and service.pid() is not None
 
 
 def check_ports():

@@ -12,8 +12,10 @@ from shared.manifest import KIT_ROOT
 
 
 def test_doctor_reports_each_area_and_passes_here():
-    run = subprocess.run([sys.executable, "-m", "checks", "doctor"], cwd=KIT_ROOT, capture_output=True, text=True,
-                         env=dict(os.environ, LAB_LANG="en"), timeout=60)
+    from shared import labctl
+    with labctl.in_use():  # no lesson may be restarting a server (and its pid file) while doctor looks
+        run = subprocess.run([sys.executable, "-m", "checks", "doctor"], cwd=KIT_ROOT, capture_output=True,
+                             text=True, env=dict(os.environ, LAB_LANG="en"), timeout=60)
     assert run.returncode == 0, run.stdout
     for word in ("Python", ".venv", "pinned packages", "WSL", "ports 6384/3307", "disk free"):
         assert word in run.stdout
