@@ -108,7 +108,10 @@ def _ours(name: str) -> bool:
 
 
 def check_ports():
-    taken = [f"{port} ({name})" for name, port in SERVICE_PORTS.items() if not _port_free(port) and not _ours(name)]
+    from shared import labctl
+    with labctl.starting():  # never look half-way through a start
+        taken = [f"{port} ({name})" for name, port in SERVICE_PORTS.items()
+                 if not _port_free(port) and not _ours(name)]
     if taken:
         return BAD, t(f"端口被其他程序占用：{', '.join(taken)}", f"ports held by another program: {', '.join(taken)}"), \
             t("找出占用者：ss -ltnp | grep -E ':(6384|3307) '，停止它后再试", "find the holder: ss -ltnp | grep -E ':(6384|3307) ', stop it, retry")

@@ -426,8 +426,26 @@ def _docker_up(secret: dict, names: list[str]) -> None:
 
 # --- public operations ---------------------------------------------------------------------------
 
+@contextlib.contextmanager
+def starting():
+    """One `up` (or a look at the ports) at a time: two runs starting the servers together would each
+    start a copy, and one copy would end up holding the port without being in the pid file."""
+    S.SERVICES_DIR.mkdir(parents=True, exist_ok=True)
+    with open(S.SERVICES_DIR / "up.lock", "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def up(names: list[str] | None = None) -> str:
     """Make the named services (default: both) ready; idempotent.  Returns the mode used."""
+    with starting():
+        return _up(names)
+
+
+def _up(names: list[str] | None) -> str:
     names = names or ["redis", "mysql"]
     current = mode()
     secret = ensure_credentials()
