@@ -13,7 +13,9 @@ from shared.manifest import KIT_ROOT
 
 def test_doctor_reports_each_area_and_passes_here():
     from shared import labctl
-    labctl.up()  # the kit's own servers, fully started: doctor must call them ours
+    # The kit's own servers, fully started (in a child process: they outlive it): doctor must call them ours.
+    subprocess.run([sys.executable, "-m", "shared.labctl", "up"], cwd=KIT_ROOT, capture_output=True, timeout=300,
+                   check=True)
     with labctl.in_use():  # no lesson may be restarting a server (and its pid file) while doctor looks
         run = subprocess.run([sys.executable, "-m", "checks", "doctor"], cwd=KIT_ROOT, capture_output=True,
                              text=True, env=dict(os.environ, LAB_LANG="en"), timeout=60)
