@@ -236,6 +236,9 @@ def ensure_binaries() -> None:
             raise ServiceError(t("apt-get 安装失败：\n", "apt-get install failed:\n") + result.stderr[-800:])
 
 
+_DETACHED: list[subprocess.Popen] = []
+
+
 class NativeService:
     def __init__(self, name: str, port: int):
         self.name, self.port = name, port
@@ -261,6 +264,7 @@ class NativeService:
         proc = subprocess.Popen(argv, cwd=self.dir, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True)
         log.close()
+        _DETACHED.append(proc)  # the server outlives us; holding the handle keeps Popen from warning about it
         self.pid_file.write_text(f"{proc.pid}\n")
 
     def log_tail(self, lines: int = 15) -> str:
@@ -463,6 +467,30 @@ def _up(names: list[str] | None) -> str:
             raise ServiceError(t(f"{name} 不可用（模式 {current}）。运行 make doctor 查看原因",
                                  f"{name} is not reachable (mode {current}). Run make doctor to see why"))
     return current
+
+
+def stop_service(name: str) -> str:
+    """Stop one server for a drill (a lesson proving what survives it); `up` starts it again.
+
+    Returns how it was stopped.  Servers you run yourself (external mode) are never touched."""
+    current = mode()
+    if current == "external":
+        raise ServiceError(t(f"LAB_SERVICES=external：检查器不能停止你自己运行的 {name}；请用 native 或 docker 模式",
+                             f"LAB_SERVICES=external: the checker cannot stop a {name} you run yourself; "
+                             "use native or docker services"))
+    if current == "docker":
+        result = _compose("stop", name)
+        if result.returncode != 0:
+            raise ServiceError(f"docker compose stop {name} failed:\n" + result.stderr[-400:])
+        how = f"docker compose stop {name}"
+    else:
+        service = {"redis": REDIS, "mysql": MYSQL}[name]
+        pid = service.pid()
+        service.stop()
+        how = f"{name} pid {pid} stopped"
+    port = S.REDIS_PORT if name == "redis" else S.MYSQL_PORT
+    wait_until(lambda: not port_open(port), 20, f"{name} to stop listening", interval=0.1)
+    return how
 
 
 def down() -> None:

@@ -153,3 +153,15 @@ def test_external_mode_uses_your_urls_and_writes_nothing(running, tmp_path, monk
     monkeypatch.setattr(S, "ENV_FILE", tmp_path / "missing.env")
     with pytest.raises(labctl.ServiceError, match="CELERY_BROKER_URL"):
         labctl.ensure_credentials()
+
+
+def test_stop_service_for_drills_and_up_brings_it_back(running, monkeypatch):
+    secret = labctl.ensure_credentials()
+    assert "stopped" in labctl.stop_service("redis")
+    assert not labctl.redis_ok(secret)
+    labctl.up(["redis"])
+    assert labctl.redis_ok(secret)
+    monkeypatch.setenv("LAB_SERVICES", "external")
+    monkeypatch.setenv("LAB_LANG", "en")
+    with pytest.raises(labctl.ServiceError, match="cannot stop"):
+        labctl.stop_service("redis")

@@ -49,11 +49,11 @@ from urllib.parse import quote, unquote, urlsplit, urlunsplit
 from uuid import uuid4
 
 import pymysql
-from pymysql.cursors import DictCursor
 
 from shared.celerylab import LOG_DIR, WORK, DeclaredWorker, redact, setting, start_worker
 from shared.i18n import t
-from shared.proc import Process, WaitTimeout, free_port, port_open, run_python, wait_until
+from shared.labdb import db_settings, kit_db, sql
+from shared.proc import Process, WaitTimeout, free_port, run_python, wait_until
 
 EVENTS = LOG_DIR / "lab11-events.jsonl"
 HOLD_LIST = LOG_DIR / "lab11-hold.txt"
@@ -61,33 +61,6 @@ TERMINAL = ("succeeded", "failed", "cancelled")
 
 
 # ---------------------------------------------------------------- the kit's own view of the database
-
-def db_settings() -> dict:
-    url = setting("DATABASE_URL")
-    assert url, t("没有 DATABASE_URL（.env.tasks 由检查器写入工作目录）",
-                  "DATABASE_URL is missing (the checker writes .env.tasks into the work dir)")
-    parts = urlsplit(url)
-    return {"host": parts.hostname, "port": parts.port or 3306, "user": unquote(parts.username or ""),
-            "password": unquote(parts.password or ""), "database": unquote(parts.path.lstrip("/"))}
-
-
-@contextlib.contextmanager
-def kit_db(autocommit: bool = True):
-    conn = pymysql.connect(**db_settings(), charset="utf8mb4", cursorclass=DictCursor, autocommit=autocommit,
-                           connect_timeout=3, read_timeout=10, write_timeout=10)
-    try:
-        with conn.cursor() as cur:
-            cur.execute("SET time_zone = '+00:00'")
-            yield cur
-    finally:
-        conn.close()
-
-
-def sql(query: str, args=()) -> list[dict]:
-    with kit_db() as cur:
-        cur.execute(query, args)
-        return list(cur.fetchall())
-
 
 def sql_count(query: str, args=()) -> int:
     with kit_db() as cur:
@@ -270,28 +243,16 @@ def database_answers() -> bool:
 def restart_database() -> str:
     """Stop and start the lab's database server through shared.labctl; return what shows it happened."""
     from shared import labctl
-    mode = labctl.mode()
-    before = server_state()
-    if mode == "native":
-        old_pid = labctl.MYSQL.pid()
-        labctl.MYSQL.stop()
-        wait_until(lambda: not port_open(labctl.S.MYSQL_PORT), 20, "the database port to close")
+    before, old_pid = server_state(), labctl.MYSQL.pid()
+    try:
+        how = labctl.stop_service("mysql")
         labctl.up(["mysql"])
-        new_pid = labctl.MYSQL.pid()
-        how = f"mariadbd pid {old_pid} → {new_pid}"
-    elif mode == "docker":
-        done = labctl._compose("restart", "mysql")
-        assert done.returncode == 0, "docker compose restart mysql failed:\n" + redact(done.stderr[-400:])
-        how = "docker compose restart mysql"
-    else:
-        raise AssertionError(t(
-            "LAB_SERVICES=external：检查器不能重启你自己的数据库服务器，因此无法证明本项；"
-            "请用 native 或 docker 模式运行",
-            "LAB_SERVICES=external: the checker cannot restart a server you run yourself, so this item cannot be "
-            "proved; run it with native or docker services"))
+    except labctl.ServiceError as exc:  # external mode: a server the learner runs is never stopped
+        raise AssertionError(t(f"无法证明本项：{exc}", f"this item cannot be proved: {exc}")) from None
     wait_until(database_answers, 60, "the database to answer again", interval=0.2)
     after = server_state()
-    assert after["uptime"] < before["uptime"] or mode == "native" and old_pid != new_pid, t(
+    new_pid = labctl.MYSQL.pid()
+    assert after["uptime"] < before["uptime"] or (old_pid and new_pid and new_pid != old_pid), t(
         "数据库似乎没有真正重启", "the database server does not look restarted")
     return f"{how}, uptime {before['uptime']} s → {after['uptime']} s ({after['version']})"
 

@@ -33,14 +33,13 @@ import re
 import sys
 import time
 from pathlib import Path
-from urllib.parse import unquote, urlsplit
 from uuid import uuid4
 
 import pymysql
-from pymysql.cursors import DictCursor
 
-from shared.celerylab import LOG_DIR, WORK, redact, setting
+from shared.celerylab import LOG_DIR, WORK, redact
 from shared.i18n import t
+from shared.labdb import db_settings, kit_db, sql
 from shared.proc import Process, WaitTimeout, run_python, wait_until
 
 EVENTS = LOG_DIR / "lab12-events.jsonl"
@@ -49,33 +48,6 @@ UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 
 
 # ---------------------------------------------------------------- the kit's own view of the database
-
-def db_settings() -> dict:
-    url = setting("DATABASE_URL")
-    assert url, t("没有 DATABASE_URL（.env.tasks 由检查器写入工作目录）",
-                  "DATABASE_URL is missing (the checker writes .env.tasks into the work dir)")
-    parts = urlsplit(url)
-    return {"host": parts.hostname, "port": parts.port or 3306, "user": unquote(parts.username or ""),
-            "password": unquote(parts.password or ""), "database": unquote(parts.path.lstrip("/"))}
-
-
-@contextlib.contextmanager
-def kit_db():
-    conn = pymysql.connect(**db_settings(), charset="utf8mb4", cursorclass=DictCursor, autocommit=True,
-                           connect_timeout=3, read_timeout=10, write_timeout=10)
-    try:
-        with conn.cursor() as cur:
-            cur.execute("SET time_zone = '+00:00'")
-            yield cur
-    finally:
-        conn.close()
-
-
-def sql(query: str, args=()) -> list[dict]:
-    with kit_db() as cur:
-        cur.execute(query, args)
-        return list(cur.fetchall())
-
 
 def job_row(job_id: str) -> dict | None:
     rows = sql("SELECT id, status, attempts, lease_token, result_ref FROM export_jobs WHERE id=%s", (job_id,))
@@ -250,20 +222,10 @@ def redis_up() -> bool:
 
 def stop_redis() -> str:
     from shared import labctl
-    mode = labctl.mode()
-    if mode == "native":
-        pid = labctl.REDIS.pid()
-        labctl.REDIS.stop()
-        how = f"redis-server pid {pid} stopped"
-    elif mode == "docker":
-        done = labctl._compose("stop", "redis")
-        assert done.returncode == 0, "docker compose stop redis failed:\n" + redact(done.stderr[-400:])
-        how = "docker compose stop redis"
-    else:
-        raise AssertionError(t(
-            "LAB_SERVICES=external：检查器不能停止你自己的 Redis，因此无法证明本项；请用 native 或 docker 模式运行",
-            "LAB_SERVICES=external: the checker cannot stop a Redis you run yourself, so this item cannot be proved; "
-            "run it with native or docker services"))
+    try:
+        how = labctl.stop_service("redis")
+    except labctl.ServiceError as exc:  # external mode: a Redis the learner runs is never stopped
+        raise AssertionError(t(f"无法证明本项：{exc}", f"this item cannot be proved: {exc}")) from None
     wait_until(lambda: not redis_up(), 15, "Redis to stop answering", interval=0.1)
     return how
 
