@@ -217,23 +217,47 @@ def stop_processes(procs: list[Process]) -> None:
         proc.stop(grace=10)
 
 
-def run_lesson(lesson: dict, workdir: Path, log_dir: Path, source: str = "reference") -> LessonResult:
+def needs_exclusive(lesson: dict, only: set[str] | None = None) -> bool:
+    """Does this run stop or restart a shared server?  A lesson marked `exclusive_services` names the
+    checks that do with `"exclusive": true`; when none is marked, every run of it is exclusive."""
+    if not lesson.get("exclusive_services"):
+        return False
+    marked = {c["id"] for c in lesson["checks"] if c.get("exclusive")}
+    if not marked:
+        return True
+    return only is None or bool(marked & only)
+
+
+def run_lesson(lesson: dict, workdir: Path, log_dir: Path, source: str = "reference",
+               only: set[str] | None = None) -> LessonResult:
+    """Run a lesson's checks.  `only` runs just those check ids (the rest are reported SKIP without
+    running): the mutant tests use it, because a mutant only has to prove its own checks fail."""
     started = time.monotonic()
     results = [CheckResult(lesson=lesson["id"], id=c["id"], kind=c.get("kind", "core"), text=c["text"],
                            hint=c["hint"], points=c["points"]) for c in lesson["checks"]]
+    if only is not None:
+        unknown = only - {r.id for r in results}
+        if unknown:
+            raise ValueError(f"lesson {lesson['id']} has no check {sorted(unknown)}")
     if lesson.get("services"):
         from shared.labctl import in_use
-        with in_use(exclusive=bool(lesson.get("exclusive_services"))):
-            return _run_lesson(lesson, workdir, log_dir, source, started, results)
-    return _run_lesson(lesson, workdir, log_dir, source, started, results)
+        with in_use(exclusive=needs_exclusive(lesson, only)):
+            return _run_lesson(lesson, workdir, log_dir, source, started, results, only)
+    return _run_lesson(lesson, workdir, log_dir, source, started, results, only)
 
 
-def _run_lesson(lesson, workdir, log_dir, source, started, results) -> LessonResult:
+def _run_lesson(lesson, workdir, log_dir, source, started, results, only=None) -> LessonResult:
     by_id = {r.id: r for r in results}
     verifiers: dict[str, list[dict]] = {}
     for check in lesson["checks"]:
+        if only is not None and check["id"] not in only:
+            by_id[check["id"]].status, by_id[check["id"]].message = SKIPPED, "not selected"
+            continue
         verifiers.setdefault(check["verifier"], []).append(check)
-    env = verifier_env({"LAB_LOG_DIR": str(log_dir), "LAB_LESSON": lesson["id"]})
+    extra = {"LAB_LOG_DIR": str(log_dir), "LAB_LESSON": lesson["id"]}
+    if only is not None:
+        extra["LAB_CHECKS"] = ",".join(sorted(only))
+    env = verifier_env(extra)
     logs: list[Path] = []
     notices = prepare_services(lesson, workdir)  # a service that cannot start is an environment error: it propagates
     try:

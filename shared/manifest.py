@@ -78,6 +78,9 @@ def validate(data: dict) -> None:
             # the curriculum. Exercises and extensions a learner visibly did not take up are SKIPPED.
             _need(check.get("kind", "core") in ("core", "exercise", "extension"), f"check {cid}",
                   "kind is 'core', 'exercise' or 'extension'")
+            # exclusive: this check stops or restarts a shared server, so runs that include it run alone
+            _need(not check.get("exclusive") or lesson.get("exclusive_services") is True, f"check {cid}",
+                  "'exclusive' checks need the lesson's 'exclusive_services': true")
 
 
 def lessons(data: dict | None = None) -> list[dict]:

@@ -280,3 +280,33 @@ def test_an_assert_inside_learner_code_is_reported_as_such(tmp_path):
     result = _run(tmp_path, lesson)["01.1"]
     assert result.status == FAIL and "unexpected error: AssertionError: learner sum" in result.message
     assert any("learner.py" in note for note in result.notes)
+
+
+# --- focused runs (mutant tests) -----------------------------------------------------------------
+
+def test_only_runs_the_selected_checks_and_skips_the_rest(tmp_path):
+    code = """
+        from shared.tap import Tap
+        tap = Tap()
+        for cid in ("01.1", "01.2"):
+            with tap.check(cid) as c:
+                c.skip_unless_selected()
+                assert cid != "01.2", "01.2 ran"
+        raise SystemExit(tap.finish())
+    """
+    lesson = _lesson(tmp_path, "01", {}, code, [_check("01.1"), _check("01.2")])
+    work = materialise([lesson], lesson, tmp_path / "work")
+    results = {c.id: c for c in run_lesson(lesson, work, tmp_path / "logs", only={"01.1"}).checks}
+    assert results["01.1"].status == PASS
+    assert results["01.2"].status == SKIPPED  # it would have failed had it run
+    with pytest.raises(ValueError):
+        run_lesson(lesson, work, tmp_path / "logs", only={"01.9"})
+
+
+def test_only_runs_that_include_an_exclusive_check_run_alone():
+    from checks.runner import needs_exclusive
+    lesson = {"exclusive_services": True, "checks": [{"id": "11.1", "exclusive": True}, {"id": "11.2"}]}
+    assert needs_exclusive(lesson) and needs_exclusive(lesson, {"11.1", "11.2"})
+    assert not needs_exclusive(lesson, {"11.2"})
+    assert needs_exclusive({"exclusive_services": True, "checks": [{"id": "12.1"}]}, {"12.1"})
+    assert not needs_exclusive({"checks": [{"id": "01.1", "exclusive": True}]})

@@ -220,6 +220,7 @@ def assert_everyone_cleaned_up(report: dict) -> None:
 
 def check_normal_batch(tap: Tap) -> None:
     with tap.check("02.1") as c:
+        c.skip_unless_selected()
         report = probe("normal")
         lines = report["lines"]
         c.note(f"output: {lines}")
@@ -249,6 +250,7 @@ def check_normal_batch(tap: Tap) -> None:
 
 def check_limits(tap: Tap) -> None:
     with tap.check("02.2") as c:
+        c.skip_unless_selected()
         report = probe("normal")
         c.note(f"reads running at once, at most: {report['peak']} (over {report['reads']} reads)")
         c.note(f"queues created: {report['queues']}")
@@ -266,6 +268,7 @@ def check_limits(tap: Tap) -> None:
 
 def check_timeout(tap: Tap) -> None:
     with tap.check("02.3") as c:
+        c.skip_unless_selected()
         report = probe("timeout")
         lines = report["lines"]
         assert report["asyncio_view"], t(
@@ -287,6 +290,7 @@ def check_timeout(tap: Tap) -> None:
 
 def check_error(tap: Tap) -> None:
     with tap.check("02.4") as c:
+        c.skip_unless_selected()
         report = probe("error")
         lines = report["lines"]
         collect, main = report.get("collect", {}), report.get("main", {})
@@ -305,6 +309,7 @@ def check_error(tap: Tap) -> None:
 
 def check_exercise(tap: Tap) -> None:
     with tap.check("02.5") as c:
+        c.skip_unless_selected()
         import importlib
         module = importlib.import_module("bounded_async")
         counter, peak = exercise_names(module)
@@ -357,6 +362,7 @@ def in_order(lines: list[str], wanted: list[str]) -> bool:
 
 def check_demo(tap: Tap) -> None:
     with tap.check("02.6") as c:
+        c.skip_unless_selected()
         lines = script_lines(c, "asyncio_timeout_demo.py")
         wanted = ["quote cancelled; cleanup", "timeout", "result: quote:degraded"]
         assert in_order(lines, wanted), t(f"应依次打印 {wanted}", f"expected these lines in order: {wanted}")
@@ -367,6 +373,7 @@ def check_demo(tap: Tap) -> None:
 
 def check_relaxed(tap: Tap) -> None:
     with tap.check("02.7") as c:
+        c.skip_unless_selected()
         lines = script_lines(c, "experiment_relaxed.py")
         assert "result: quote:100" in lines, t("应打印 result: quote:100", "expected result: quote:100")
         noise = [line for line in lines if "cancelled" in line or line == "timeout"]
@@ -375,6 +382,7 @@ def check_relaxed(tap: Tap) -> None:
 
 def check_swallow(tap: Tap) -> None:
     with tap.check("02.8") as c:
+        c.skip_unless_selected()
         lines = script_lines(c, "experiment_swallow.py")
         assert "result: nope" in lines, t(
             "应打印 result: nope（取消被吞掉，wait_for 拿到了这个值）",
@@ -385,6 +393,7 @@ def check_swallow(tap: Tap) -> None:
 
 def check_taskgroup(tap: Tap) -> None:
     with tap.check("02.9") as c:
+        c.skip_unless_selected()
         lines = script_lines(c, "experiment_taskgroup.py")
         cleanup = [i for i, line in enumerate(lines) if line.endswith("cancelled; cleanup")]
         caught = [i for i, line in enumerate(lines)
@@ -401,6 +410,7 @@ def check_taskgroup(tap: Tap) -> None:
 
 def check_shield(tap: Tap) -> None:
     with tap.check("02.10") as c:
+        c.skip_unless_selected()
         lines = script_lines(c, "experiment_shield.py")
         wanted = ["outer timeout", "inner done after timeout: False", "inner cancelled: True"]
         assert in_order(lines, wanted), t(

@@ -375,12 +375,16 @@ def main(tap) -> None:
     servers = Servers()
     try:
         with tap.check("03.1") as c:
+            c.skip_unless_selected()
             check_background(c, servers)
         with tap.check("03.2") as c:
+            c.skip_unless_selected()
             check_registry_demo(c)
         with tap.check("03.3") as c:
+            c.skip_unless_selected()
             check_failure_logged(c)
         with tap.check("03.4") as c:
+            c.skip_unless_selected()
             check_restart(c, servers)
     finally:
         servers.stop_all()

@@ -330,12 +330,16 @@ def check_put_waits(c) -> None:
 
 def main(tap) -> None:
     with tap.check("04.1") as c:
+        c.skip_unless_selected()
         check_counts(c)
     with tap.check("04.2") as c:
+        c.skip_unless_selected()
         check_join_and_exit(c)
     with tap.check("04.3") as c:
+        c.skip_unless_selected()
         check_work_outside_lock(c)
     with tap.check("04.4") as c:
+        c.skip_unless_selected()
         check_put_waits(c)
 
 

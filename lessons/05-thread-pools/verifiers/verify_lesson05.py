@@ -562,14 +562,19 @@ def exercise_by_verifier(c) -> None:
 
 def main(tap) -> None:
     with tap.check("05.1") as c:
+        c.skip_unless_selected()
         check_timeout_and_cancel(c)
     with tap.check("05.2") as c:
+        c.skip_unless_selected()
         check_stop_and_close(c)
     with tap.check("05.3") as c:
+        c.skip_unless_selected()
         check_batches(c)
     with tap.check("05.4") as c:
+        c.skip_unless_selected()
         check_to_thread_stop(c)
     with tap.check("05.5") as c:
+        c.skip_unless_selected()
         check_queued_cancel(c)
 
 

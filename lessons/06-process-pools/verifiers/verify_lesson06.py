@@ -760,16 +760,22 @@ def main(tap) -> None:
     LOGS.mkdir(parents=True, exist_ok=True)
     probes = Probes()
     with tap.check("06.1") as c:
+        c.skip_unless_selected()
         check_results(c, probes)
     with tap.check("06.2") as c:
+        c.skip_unless_selected()
         check_structure(c, probes)
     with tap.check("06.3") as c:
+        c.skip_unless_selected()
         check_timings(c, probes)
     with tap.check("06.4") as c:
+        c.skip_unless_selected()
         check_local_function(c, probes)
     with tap.check("06.5") as c:
+        c.skip_unless_selected()
         check_broken_pool(c, probes)
     with tap.check("06.6") as c:
+        c.skip_unless_selected()
         check_exercise(c, probes)
 
 

@@ -338,6 +338,7 @@ def is_integer(value) -> bool:
 
 def check_table(tap: Tap) -> None:
     with tap.check("07.1") as c:
+        c.skip_unless_selected()
         text = read_decision()
         table, columns, warning = workload_table(text)
         if warning:
@@ -400,6 +401,7 @@ def check_table(tap: Tap) -> None:
 
 def check_records(tap: Tap) -> None:
     with tap.check("07.3") as c:
+        c.skip_unless_selected()
         found = records(read_decision())
         missing = [name for name, values in found.items() if not any(not is_empty(v) for v, _ in values)]
         for values in found.values():
@@ -437,6 +439,7 @@ def check_records(tap: Tap) -> None:
 
 def check_message(tap: Tap) -> None:
     with tap.check("07.2") as c:
+        c.skip_unless_selected()
         module = load_contract()
         message = getattr(module, "message", None)
         assert isinstance(message, dict), t(
@@ -508,6 +511,7 @@ def check_message(tap: Tap) -> None:
 
 def check_refusals(tap: Tap) -> None:
     with tap.check("07.4") as c:
+        c.skip_unless_selected()
         module = load_contract()
         message = getattr(module, "message", None)
         if isinstance(message, dict):
@@ -558,6 +562,7 @@ def check_refusals(tap: Tap) -> None:
 
 def check_exercise(tap: Tap) -> None:
     with tap.check("07.11") as c:
+        c.skip_unless_selected()
         answer = exercise_answer(read_decision())
         if answer is None:
             c.skip(t("decision.md 里没有“3 秒同步 SDK 且须跨 API 重启完成”的练习答案",

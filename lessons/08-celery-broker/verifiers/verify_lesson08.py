@@ -462,21 +462,28 @@ def main(tap) -> None:
     except AssertionError as exc:
         missing = str(exc)
     with tap.check("08.1") as c:
+        c.skip_unless_selected()
         check_ping(c)
     with tap.check("08.2") as c:
+        c.skip_unless_selected()
         assert worker, missing
         check_registered(c, worker)
     with tap.check("08.3") as c:
+        c.skip_unless_selected()
         assert worker, missing
         check_producer(c, worker)
     with tap.check("08.4") as c:
+        c.skip_unless_selected()
         check_artifact(c)
     with tap.check("08.5") as c:
+        c.skip_unless_selected()
         assert worker, missing
         check_api(c, worker, state)
     with tap.check("08.6") as c:
+        c.skip_unless_selected()
         check_prepare(c)
     with tap.check("08.7") as c:
+        c.skip_unless_selected()
         assert worker, missing
         check_restart(c, worker, state)
 

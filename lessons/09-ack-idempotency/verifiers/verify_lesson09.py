@@ -456,16 +456,21 @@ def main(tap) -> None:
     except AssertionError as exc:
         missing = str(exc)
     with tap.check("09.1") as c:
+        c.skip_unless_selected()
         check_duplicate(c)
     with tap.check("09.2") as c:
+        c.skip_unless_selected()
         check_atomic(c)
     with tap.check("09.3") as c:
+        c.skip_unless_selected()
         assert worker, missing
         check_config(c, worker)
     with tap.check("09.4") as c:
+        c.skip_unless_selected()
         assert worker, missing
         check_redelivery(c, worker)
     with tap.check("09.5") as c:
+        c.skip_unless_selected()
         check_versions(c)
 
 

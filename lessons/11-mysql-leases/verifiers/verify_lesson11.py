@@ -1003,24 +1003,34 @@ def main(tap) -> None:
     HOLD_LIST.parent.mkdir(parents=True, exist_ok=True)
     try:
         with tap.check("11.1") as c, explained():
+            c.skip_unless_selected()
             check_durable(c, workers)
         with tap.check("11.2") as c, explained():
+            c.skip_unless_selected()
             check_single_claim(c)
         with tap.check("11.3") as c, explained():
+            c.skip_unless_selected()
             check_old_token(c)
         with tap.check("11.4") as c, explained():
+            c.skip_unless_selected()
             check_no_transaction(c, workers)
         with tap.check("11.5") as c, explained():
+            c.skip_unless_selected()
             check_backoff(c, workers)
         with tap.check("11.6") as c, explained():
+            c.skip_unless_selected()
             check_recovery(c, workers)
         with tap.check("11.7") as c, explained():
+            c.skip_unless_selected()
             check_http(c)
         with tap.check("11.8") as c, explained():
+            c.skip_unless_selected()
             check_bad_input(c)
         with tap.check("11.9") as c, explained():
+            c.skip_unless_selected()
             check_url(c)
         with tap.check("11.10") as c, explained():
+            c.skip_unless_selected()
             check_renew(c)
     finally:
         workers.stop_all()

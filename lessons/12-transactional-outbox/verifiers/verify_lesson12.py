@@ -632,14 +632,19 @@ def check_rollback(c) -> None:
 def main(tap) -> None:
     EVENTS.parent.mkdir(parents=True, exist_ok=True)
     with tap.check("12.1") as c:
+        c.skip_unless_selected()
         check_submit(c)
     with tap.check("12.2") as c:
+        c.skip_unless_selected()
         check_broker_down(c)
     with tap.check("12.3") as c:
+        c.skip_unless_selected()
         check_skip_confirm(c)
     with tap.check("12.4") as c:
+        c.skip_unless_selected()
         check_skip_locked(c)
     with tap.check("12.5") as c:
+        c.skip_unless_selected()
         check_rollback(c)
 
 
