@@ -6,7 +6,7 @@ VPY := .venv/bin/python
 VENV_READY := .venv/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help venv check test doctor watch clean list bench services services-down services-status
+.PHONY: help venv check test doctor watch clean list bench soak services services-down services-status
 
 help:
 	@$(PYTHON) -m checks help
@@ -46,6 +46,11 @@ clean:
 # make bench [QUICK=1]: benchmarks print tables and write JSON; they are never asserted in tests.
 bench: $(VENV_READY)
 	@$(VPY) -m checks bench $(if $(QUICK),--quick)
+
+# make soak [SEED=N]: 500 jobs while workers are killed and both servers restart; lost must be 0.
+# (make test runs the short form, 100 jobs.)
+soak: $(VENV_READY)
+	@$(VPY) -m checks soak --long $(if $(SEED),--seed $(SEED))
 
 # Redis + MySQL for lessons 08–16 (lessons start them on their own; these are for poking around).
 services: $(VENV_READY)

@@ -1,0 +1,44 @@
+"""Kit probe for the soak (not a lesson file): the learner's Celery app, observed and slowed a little.
+
+The soak starts its workers as `celery -A soak_probe:app worker ...`.  Every task start is appended
+to $LAB_LOG_DIR/soak-deliveries.jsonl (pid, message id, job id): that is how the ledger counts
+deliveries per job.  SOAK_TASK_DELAY (seconds, e.g. 0.2) makes each execution hold its lease that
+long before finish() — as a slow file write would — so a chaos kill lands on a job that is really
+`running` with a live lease, not only between tasks.
+"""
+
+import json
+import os
+import time
+
+from celery import signals
+
+DELIVERIES = os.path.join(os.environ.get("LAB_LOG_DIR") or ".", "soak-deliveries.jsonl")
+DELAY = float(os.environ.get("SOAK_TASK_DELAY", "0"))
+
+
+@signals.task_prerun.connect
+def _on_start(task_id=None, task=None, args=None, **_):
+    line = json.dumps({"pid": os.getpid(), "at": time.time(), "task": getattr(task, "name", None),
+                       "task_id": task_id, "job_id": (list(args or []) or [None])[0]}, default=repr)
+    fd = os.open(DELIVERIES, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        os.write(fd, (line + "\n").encode())
+    finally:
+        os.close(fd)
+
+
+import state_store  # noqa: E402  patched before the task module imports finish from it
+
+if DELAY:
+    _finish = state_store.finish
+
+    def _slow_finish(*args, **kwargs):
+        time.sleep(DELAY)  # the "file write" that a kill interrupts, with the lease held
+        return _finish(*args, **kwargs)
+
+    state_store.finish = _slow_finish
+
+from celery_app import app  # noqa: E402  the learner's app, tasks and settings
+
+__all__ = ["app"]
