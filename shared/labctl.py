@@ -544,10 +544,22 @@ def split_sql(script: str) -> list[str]:
 @contextlib.contextmanager
 def in_use(exclusive: bool = False):
     """Hold the services while a lesson runs: shared by ordinary runs, exclusive for a lesson that
-    stops or restarts a server (so it never pulls Redis or MySQL away from a run in another slot)."""
+    stops or restarts a server (so it never pulls Redis or MySQL away from a run in another slot).
+
+    A turnstile gives a waiting exclusive run priority: it holds `turnstile.lock` while it waits, and
+    every new shared run passes through the turnstile first.  Without it, a steady stream of shared
+    runs (parallel tests) can keep the exclusive one waiting for minutes.
+    """
     S.SERVICES_DIR.mkdir(parents=True, exist_ok=True)
-    with open(S.SERVICES_DIR / "in-use.lock", "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+    with open(S.SERVICES_DIR / "turnstile.lock", "a") as turnstile, \
+            open(S.SERVICES_DIR / "in-use.lock", "a") as handle:
+        fcntl.flock(turnstile, fcntl.LOCK_EX)
+        try:
+            if not exclusive:
+                fcntl.flock(turnstile, fcntl.LOCK_UN)  # through: only a waiting exclusive run holds it
+            fcntl.flock(handle, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        finally:
+            fcntl.flock(turnstile, fcntl.LOCK_UN)
         try:
             yield
         finally:

@@ -28,13 +28,24 @@ def test_compose_files_agree_with_native_settings():
         assert f"--{key} {value}" in compose
 
 
-@pytest.fixture(scope="module")
-def running():
-    # These tests rebuild shop_lab (slot 0): hold the services exclusively so no lesson run shares them.
-    with labctl.in_use(exclusive=True):
+def _up_holding(exclusive: bool):
+    with labctl.in_use(exclusive=exclusive):
         result = _labctl("up")
         assert result.returncode == 0, result.stdout + result.stderr
         yield result
+
+
+@pytest.fixture
+def running():
+    # Servers up and held (shared) for one test, so no drill elsewhere stops them meanwhile.  These
+    # tests rebuild shop_lab, slot 0, which no test run uses for lessons (they use slots 4–7).
+    yield from _up_holding(exclusive=False)
+
+
+@pytest.fixture
+def running_alone():
+    # For a test that stops a server: no other run may be using it.
+    yield from _up_holding(exclusive=True)
 
 
 def test_up_is_ready_and_idempotent(running):
@@ -155,7 +166,7 @@ def test_external_mode_uses_your_urls_and_writes_nothing(running, tmp_path, monk
         labctl.ensure_credentials()
 
 
-def test_stop_service_for_drills_and_up_brings_it_back(running, monkeypatch):
+def test_stop_service_for_drills_and_up_brings_it_back(running_alone, monkeypatch):
     secret = labctl.ensure_credentials()
     assert "stopped" in labctl.stop_service("redis")
     assert not labctl.redis_ok(secret)
@@ -165,3 +176,44 @@ def test_stop_service_for_drills_and_up_brings_it_back(running, monkeypatch):
     monkeypatch.setenv("LAB_LANG", "en")
     with pytest.raises(labctl.ServiceError, match="cannot stop"):
         labctl.stop_service("redis")
+
+
+def test_a_waiting_exclusive_run_goes_before_later_shared_runs():
+    import threading
+    import time
+    order = []
+    first = threading.Event()
+
+    def shared(name, hold):
+        with labctl.in_use():
+            order.append(name)
+            first.set()
+            time.sleep(hold)
+
+    def exclusive():
+        with labctl.in_use(exclusive=True):
+            order.append("exclusive")
+
+    holder = threading.Thread(target=shared, args=("first shared", 0.6))
+    holder.start()
+    first.wait(5)
+    waiter = threading.Thread(target=exclusive)
+    waiter.start()
+
+    def turnstile_held():  # the exclusive run now waits at the turnstile (we cannot take it)
+        import fcntl
+        with open(S.SERVICES_DIR / "turnstile.lock", "a") as probe:
+            try:
+                fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return True
+            fcntl.flock(probe, fcntl.LOCK_UN)
+            return False
+
+    from shared.proc import wait_until
+    wait_until(turnstile_held, 10, "the exclusive run to wait at the turnstile")
+    late = threading.Thread(target=shared, args=("late shared", 0))
+    late.start()
+    for thread in (holder, waiter, late):
+        thread.join(180)  # other parallel runs may hold the services for a while
+    assert order == ["first shared", "exclusive", "late shared"]
