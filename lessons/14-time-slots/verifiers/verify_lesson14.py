@@ -1,0 +1,907 @@
+"""Verifier for lesson 14: durable time slots — at most one scheduled job per slot, and where that ends.
+
+14.1  schedule_once(key, [id]) twice for a fresh key: a job_id, then None; the slot row points at that
+      job, the job is queued with the snapshot, it has exactly one unsent outbox event, and the tables
+      grew by exactly one job, one slot and one event (no orphan job from the second call)
+14.2  a real `celery beat` (one process, its schedule file in the kit's log dir, the tick interval
+      shortened to 1 s in that process only — the lesson's file keeps 60 s) sends
+      products.schedule_tick; the fast worker (-Q exports.fast) runs it and creates the slot's job;
+      `python publisher.py` sends its event; the bulk worker (-Q exports.bulk) writes the file and
+      finishes the job.  The file holds the job's payload; beat itself runs no task
+14.3  execution_slot refuses a naive datetime; in two processes with different local time zones the
+      same instant written in +08:00, UTC and -05:00 gives one and the same name, a different instant
+      gives another (a name taken from local or wall-clock time differs between them)
+14.4  schedule_tick is run by the kit with its clock set to 10:00:30 and 10:03:10 of a far-away day,
+      as if beat had been stopped in between: exactly the slots of those two minutes exist in that
+      window, none for 10:01 and 10:02, and no job without its slot
+14.5  python verify_schedule_slots.py prints first / same_slot=None / a different later_slot, and the
+      kit repeats the experiment itself: one signal at 10:00:59 and 10:01:01 → two slots, two jobs
+14.6  "", a non-ASCII key and 161 characters: ValueError, and no job, slot or event is written;
+      160 ASCII characters are accepted
+14.7  the admission gate is filled to its limit (kit rows): a new slot raises CapacityExceeded, the
+      existing slot still returns None (that it writes nothing is 14.1's count)
+14.8  exercise: four processes call schedule_once for one fresh key; the kit holds the gate table
+      (LOCK TABLES … READ) until all four are waiting at it, then lets them go together: exactly one
+      job_id, three None, no error, one slot, one job
+
+Every check cleans up the rows it created.  The kit reads the database through its own connections
+and never prints credentials.  No server is stopped or restarted.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import datetime as dtmod
+import inspect
+import json
+import os
+import re
+import sys
+import time
+import types
+from pathlib import Path
+from uuid import uuid4
+
+import pymysql
+
+from shared.celerylab import LOG_DIR, READY_MARK, WORK, log_lines, redact, redis_client
+from shared.i18n import t
+from shared.labdb import db_settings, kit_db, sql
+from shared.proc import Process, WaitTimeout, run_python, wait_until
+
+UTC = dtmod.timezone.utc
+EVENTS = LOG_DIR / "lab14-events.jsonl"
+TICK = "products.schedule_tick"
+UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+
+
+# ---------------------------------------------------------------- the kit's own view of the database
+
+def short(value) -> str:
+    return f"{str(value)[:8]}…"
+
+
+def counts() -> dict:
+    with kit_db() as cur:
+        cur.execute("SELECT (SELECT COUNT(*) FROM export_jobs) AS jobs, (SELECT COUNT(*) FROM export_outbox) AS events, "
+                    "(SELECT COUNT(*) FROM export_schedule_slots) AS slots")
+        return {k: int(v) for k, v in cur.fetchone().items()}
+
+
+def job_ids() -> set[str]:
+    return {r["id"] for r in sql("SELECT id FROM export_jobs")}
+
+
+def slot_keys() -> set[str]:
+    return {r["slot_key"] for r in sql("SELECT slot_key FROM export_schedule_slots")}
+
+
+def slot_of(key: str) -> dict | None:
+    rows = sql("SELECT slot_key, job_id FROM export_schedule_slots WHERE slot_key=%s", (key,))
+    return rows[0] if rows else None
+
+
+def slots_of_job(job_id: str) -> list[str]:
+    return [r["slot_key"] for r in sql("SELECT slot_key FROM export_schedule_slots WHERE job_id=%s", (job_id,))]
+
+
+def job_row(job_id: str) -> dict | None:
+    rows = sql("SELECT id, status, payload, result_ref FROM export_jobs WHERE id=%s", (job_id,))
+    return rows[0] if rows else None
+
+
+def events_of(job_id: str) -> list[dict]:
+    return sql("SELECT id, queue_name, sent_at FROM export_outbox WHERE job_id=%s", (job_id,))
+
+
+def first_product() -> int:
+    rows = sql("SELECT MIN(id) AS id FROM products")
+    assert rows and rows[0]["id"] is not None, t("products 表是空的", "the products table is empty")
+    return int(rows[0]["id"])
+
+
+def remove_jobs(ids) -> None:
+    """The kit's cleanup: the rows a check created (slots, events, jobs), in foreign-key order."""
+    ids = sorted(set(ids))
+    with kit_db() as cur:
+        for start in range(0, len(ids), 200):
+            part = ids[start:start + 200]
+            marks = ",".join(["%s"] * len(part))
+            cur.execute(f"DELETE FROM export_schedule_slots WHERE job_id IN ({marks})", part)
+            cur.execute(f"DELETE FROM export_outbox WHERE job_id IN ({marks})", part)
+            cur.execute(f"DELETE FROM export_jobs WHERE id IN ({marks})", part)
+
+
+@contextlib.contextmanager
+def own_rows():
+    """Whatever jobs appear while the block runs are this check's: removed afterwards, pass or fail."""
+    before = job_ids()
+    try:
+        yield before
+    finally:
+        remove_jobs(job_ids() - before)
+
+
+# ---------------------------------------------------------------- the learner's modules
+
+def _import(module: str, names: tuple[str, ...]):
+    try:
+        loaded = __import__(module)
+    except Exception as exc:  # noqa: BLE001 - any import failure is the learner's to see
+        raise AssertionError(t(f"无法导入 {module}：{type(exc).__name__}: {redact(str(exc))}",
+                               f"cannot import {module}: {type(exc).__name__}: {redact(str(exc))}")) from None
+    for name in names:
+        assert callable(getattr(loaded, name, None)), t(f"{module} 里没有 {name}", f"{module} has no {name}")
+    return loaded
+
+
+def schedule_store():
+    return _import("schedule_store", ("schedule_once",))
+
+
+def schedule_tasks():
+    return _import("schedule_tasks", ("execution_slot", "schedule_tick"))
+
+
+def state_store():
+    return _import("state_store", ("transaction", "admit_export", "lock_admission"))
+
+
+def outcome(call) -> tuple[str, object]:
+    """("value", v) or ("error", exception): what one call of the learner's code did."""
+    try:
+        return "value", call()
+    except Exception as exc:  # noqa: BLE001 - the check decides what was expected
+        return "error", exc
+
+
+def describe(kind: str, value) -> str:
+    if kind == "error":
+        return f"{type(value).__name__}: {redact(str(value))[:160]}"
+    return "None" if value is None else (short(value) if isinstance(value, str) and UUID.match(value) else repr(value))
+
+
+# ---------------------------------------------------------------- 14.1
+
+def check_slot_once(c) -> None:
+    store = schedule_store()
+    product = first_product()
+    key = f"kit14-1:{uuid4()}"
+    with own_rows():
+        before = counts()
+        kind1, first = outcome(lambda: store.schedule_once(key, [product]))
+        kind2, second = outcome(lambda: store.schedule_once(key, [product]))
+        after = counts()
+        c.note(t(f"schedule_once('{key[:18]}…', [{product}]) 两次 → {describe(kind1, first)}，{describe(kind2, second)}",
+                 f"schedule_once('{key[:18]}…', [{product}]) twice → {describe(kind1, first)}, {describe(kind2, second)}"))
+        assert kind1 == "value" and isinstance(first, str) and first, t(
+            f"第一次调用应返回 job_id，实际 {describe(kind1, first)}",
+            f"the first call should return a job_id, got {describe(kind1, first)}")
+        assert kind2 == "value", t(
+            f"同一 slot 的第二次调用抛出 {describe(kind2, second)}：先在门闩下查槽，存在就返回 None，不要靠重复键报错",
+            f"the second call for the same slot raised {describe(kind2, second)}: look the slot up under the gate and "
+            "return None when it exists instead of relying on a duplicate-key error")
+        assert second is None, t(f"同一 slot 的第二次调用应返回 None，实际 {describe(kind2, second)}",
+                                 f"the second call for the same slot should return None, got {describe(kind2, second)}")
+        slot = slot_of(key)
+        assert slot is not None and slot["job_id"] == first, t(
+            f"export_schedule_slots 里 {key[:18]}… 应指向 {short(first)}，实际 {slot}",
+            f"export_schedule_slots should map {key[:18]}… to {short(first)}, found {slot}")
+        job = job_row(first)
+        assert job is not None and job["status"] == "queued", t(
+            f"任务 {short(first)} 应为 queued，实际 {job and job['status']}",
+            f"job {short(first)} should be queued, got {job and job['status']}")
+        payload = json.loads(job["payload"]) if isinstance(job["payload"], (str, bytes)) else job["payload"]
+        assert [row.get("id") for row in payload] == [product], t(
+            f"任务 payload 应是商品 {product} 的快照，实际 {str(payload)[:120]}",
+            f"the job payload should be the snapshot of product {product}, got {str(payload)[:120]}")
+        events = events_of(first)
+        assert len(events) == 1 and events[0]["sent_at"] is None, t(
+            f"任务 {short(first)} 应恰好有 1 条未发送的 outbox 事件，实际 {len(events)} 条",
+            f"job {short(first)} should have exactly 1 unsent outbox event, found {len(events)}")
+        grown = {name: after[name] - before[name] for name in after}
+        c.note(t(f"新增：任务 {grown['jobs']}，槽 {grown['slots']}，事件 {grown['events']}（queue_name={events[0]['queue_name']}）",
+                 f"added: {grown['jobs']} job(s), {grown['slots']} slot(s), {grown['events']} event(s) "
+                 f"(queue_name={events[0]['queue_name']})"))
+        assert grown == {"jobs": 1, "events": 1, "slots": 1}, t(
+            "两次调用应只新增 1 个任务、1 个槽、1 个事件：多出的任务说明重复调用在发现槽已存在前就写了任务，"
+            "或捕获了重复键错误却照样提交",
+            "the two calls must add exactly 1 job, 1 slot and 1 event: an extra job means the repeat wrote a job "
+            "before it found the slot, or caught the duplicate-key error and committed anyway")
+
+
+# ---------------------------------------------------------------- 14.2
+
+WORKER_ARGV = ["-m", "celery", "-A", "lab14_probe:app", "worker", "-l", "INFO", "--concurrency=1",
+               "--without-mingle", "--without-gossip", "--without-heartbeat"]
+
+
+def probe_events(since: float) -> list[dict]:
+    try:
+        lines = EVENTS.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        return []
+    found = []
+    for line in lines:
+        with contextlib.suppress(ValueError):
+            event = json.loads(line)
+            if event.get("at", 0) >= since:
+                found.append(event)
+    return found
+
+
+def tick_entries(app) -> list[tuple[str, dict]]:
+    schedule = getattr(app.conf, "beat_schedule", None) or {}
+    return [(name, entry) for name, entry in schedule.items() if isinstance(entry, dict) and entry.get("task") == TICK]
+
+
+def new_slots(before: set[str]) -> list[dict]:
+    rows = sql("SELECT s.slot_key, s.job_id, j.status, j.result_ref FROM export_schedule_slots s "
+               "JOIN export_jobs j ON j.id = s.job_id ORDER BY s.created_at")
+    return [r for r in rows if r["slot_key"] not in before]
+
+
+def publish_until_sent(c, event_id: str, runs: int = 4) -> str:
+    """python publisher.py, as the lesson runs it, until this event is sent (bounded)."""
+    line = ""
+    for _ in range(runs):
+        done = run_python(["publisher.py"], cwd=WORK, timeout=25)
+        output = redact(done.stdout)
+        lines = [x for x in output.strip().splitlines() if x.strip()]
+        line = lines[-1][:200] if lines else ""
+        if done.returncode != 0:
+            for shown in lines[-3:]:
+                c.note("  " + shown[:200])
+        assert done.returncode == 0, t("python publisher.py 失败（见下方输出）", "python publisher.py failed (output below)")
+        rows = sql("SELECT sent_at FROM export_outbox WHERE id=%s", (event_id,))
+        if rows and rows[0]["sent_at"] is not None:
+            return line
+    raise AssertionError(t(f"运行 {runs} 次 python publisher.py 后事件 {short(event_id)} 仍未发送（最后输出：{line}）",
+                           f"event {short(event_id)} still unsent after {runs} runs of python publisher.py "
+                           f"(last output: {line})"))
+
+
+def queued_ticks() -> list[bytes]:
+    """Tick messages still waiting in exports.fast (LRANGE: nothing is consumed)."""
+    client = redis_client()
+    try:
+        raw = client.lrange("exports.fast", 0, -1)
+    finally:
+        client.close()
+    found = []
+    for item in raw:
+        with contextlib.suppress(ValueError, TypeError, AttributeError):
+            if json.loads(item).get("headers", {}).get("task") == TICK:
+                found.append(item)
+    return found
+
+
+def drop_leftover_ticks() -> int:
+    """The check's own leftovers: ticks beat sent that no worker took before it stopped.  Left in the
+    queue they would run in the next lesson's fast worker and create a job there."""
+    leftovers = queued_ticks()
+    if not leftovers:
+        return 0
+    client = redis_client()
+    try:
+        return sum(int(client.lrem("exports.fast", 1, item)) for item in leftovers)
+    finally:
+        client.close()
+
+
+def check_beat_chain(c) -> None:
+    celery_app = _import("celery_app", ())
+    app = getattr(celery_app, "app", None)
+    assert app is not None, t("celery_app.py 里没有 app", "celery_app.py has no app")
+    entries = tick_entries(app)
+    assert entries, t(f"app.conf.beat_schedule 里没有发送 {TICK} 的条目（把课程的 beat 配置放进 celery_app.py）",
+                      f"app.conf.beat_schedule has no entry that sends {TICK} (put the lesson's beat settings into "
+                      "celery_app.py)")
+    name, entry = entries[0]
+    queue = (entry.get("options") or {}).get("queue")
+    c.note(t(f"beat_schedule['{name}']：{TICK}，每 {entry.get('schedule')} 秒，queue={queue}；本检查的 beat 进程里改为每 1 秒",
+             f"beat_schedule['{name}']: {TICK} every {entry.get('schedule')} s, queue={queue}; this check's beat "
+             "process uses 1 s instead"))
+    schedule_store()
+    schedule_tasks()
+    before = slot_keys()
+    since = time.time()
+    schedule_file = LOG_DIR / "lab14-beat-schedule"
+    for old in LOG_DIR.glob("lab14-beat-schedule*"):
+        old.unlink()
+    env = dict(os.environ, LAB14_TICK_SECONDS="1")
+    procs: dict[str, Process] = {}
+    with own_rows():
+        try:
+            for role, extra in (("fast", ["-Q", "exports.fast", "-n", "fast@%h"]),
+                                ("bulk", ["-Q", "exports.bulk", "-n", "bulk@%h"])):
+                log = LOG_DIR / f"lab14-{role}.log"
+                log.unlink(missing_ok=True)
+                procs[role] = Process([sys.executable, *WORKER_ARGV, *extra], cwd=WORK, log_path=log)
+            beat_log = LOG_DIR / "lab14-beat.log"
+            beat_log.unlink(missing_ok=True)
+            procs["beat"] = Process([sys.executable, "-m", "celery", "-A", "lab14_probe:app", "beat", "-l", "INFO",
+                                     f"--schedule={schedule_file}"], cwd=WORK, log_path=beat_log, env=env)
+            for role in ("fast", "bulk"):
+                procs[role].wait_ready(40, log_contains=READY_MARK)
+            procs["beat"].wait_ready(20, log_contains="beat: Starting")
+            c.note(t(f"已启动：fast worker（-Q exports.fast）、bulk worker（-Q exports.bulk）、一个 beat（pid "
+                     f"{procs['beat'].pid}，调度文件在检查器日志目录）",
+                     f"started: the fast worker (-Q exports.fast), the bulk worker (-Q exports.bulk) and one beat "
+                     f"(pid {procs['beat'].pid}, its schedule file in the kit's log dir)"))
+
+            def first_slot():
+                fast_log = procs["fast"].log_text()
+                if "unregistered task" in fast_log.lower():
+                    return "unregistered"
+                for role, proc in procs.items():
+                    if not proc.alive():
+                        return f"dead:{role}"
+                rows = new_slots(before)
+                return rows[0] if rows else None
+
+            try:
+                got = wait_until(first_slot, 20, "a tick to create a slot", interval=0.1)
+            except WaitTimeout:
+                sent = log_lines(procs["beat"].log_text(), "Sending due task")
+                ran = [e for e in probe_events(since) if e.get("task") == TICK and e.get("kind") == "end"]
+                for line in sent[-2:]:
+                    c.note("  beat: " + line)
+                for e in ran[-2:]:
+                    c.note(f"  tick → {e.get('state')} {str(e.get('retval'))[:120]}")
+                where = "" if queue == "exports.fast" else t(
+                    f"；信号发往 {queue or '默认队列'}，而 fast worker 只听 exports.fast",
+                    f"; the ticks go to {queue or 'the default queue'} while the fast worker listens on exports.fast")
+                raise AssertionError(t(
+                    f"20 秒内没有新的时间槽：beat 发出 {len(sent)} 个信号，worker 执行完 {len(ran)} 个（见下方）{where}",
+                    f"no new slot within 20 s: beat sent {len(sent)} tick(s), the worker finished {len(ran)} "
+                    f"(see below){where}")) from None
+            if got == "unregistered":
+                for line in log_lines(procs["fast"].log_text(), "nregistered")[-2:]:
+                    c.note("  fast: " + line)
+                raise AssertionError(t(
+                    f"fast worker 不认识 {TICK}：把 schedule_tasks 加进 celery_app.py 的 include，再重启 worker",
+                    f"the fast worker does not know {TICK}: add schedule_tasks to include in celery_app.py and "
+                    "restart the worker"))
+            if isinstance(got, str):
+                role = got.split(":", 1)[1]
+                raise AssertionError(t(f"{role} 进程意外退出：\n", f"the {role} process exited:\n")
+                                     + redact(procs[role].log_tail(8)))
+            job_id = got["job_id"]
+            c.note(t(f"tick → 新槽 {got['slot_key']} → 任务 {short(job_id)}",
+                     f"tick → new slot {got['slot_key']} → job {short(job_id)}"))
+            events = events_of(job_id)
+            assert len(events) == 1, t(f"该任务应有 1 条 outbox 事件，实际 {len(events)}",
+                                       f"the job should have 1 outbox event, found {len(events)}")
+            line = publish_until_sent(c, events[0]["id"])
+            c.note(f"python publisher.py → {line}")
+            try:
+                row = wait_until(lambda: (lambda r: r if r and r["status"] in ("succeeded", "failed", "cancelled")
+                                          else None)(job_row(job_id)), 20, "the export job to finish", interval=0.1)
+            except WaitTimeout:
+                raise AssertionError(t(f"任务 {short(job_id)} 20 秒内没有完成（{job_row(job_id)['status']}）：bulk worker 在运行吗？",
+                                       f"job {short(job_id)} did not finish within 20 s ({job_row(job_id)['status']}): "
+                                       "is the bulk worker consuming?")) from None
+            assert row["status"] == "succeeded" and row["result_ref"], t(
+                f"任务结束于 {row['status']}", f"the job ended {row['status']}")
+            path = Path(row["result_ref"])
+            path = path if path.is_absolute() else WORK / path
+            assert path.is_file(), t(f"result_ref 指向的文件不存在：{row['result_ref']}",
+                                     f"the file result_ref names does not exist: {row['result_ref']}")
+            written = json.loads(path.read_text(encoding="utf-8"))
+            payload = json.loads(row["payload"]) if isinstance(row["payload"], (str, bytes)) else row["payload"]
+            assert [r.get("id") for r in written] == [r.get("id") for r in payload], t(
+                "文件内容不是任务的 payload 快照", "the file does not hold the job's payload snapshot")
+            c.note(t(f"任务 succeeded，文件 {path.name[:44]} 含 {len(written)} 个商品",
+                     f"job succeeded, file {path.name[:44]} holds {len(written)} products"))
+
+            seen = probe_events(since)
+            ticks = [e for e in seen if e.get("task") == TICK and e.get("kind") == "start"]
+            made = [e for e in seen if e.get("task") == TICK and e.get("kind") == "end" and e.get("retval") == job_id]
+            exports = [e for e in seen if e.get("task") == "products.export" and e.get("kind") == "start"
+                       and (e.get("args") or [None])[0] == job_id]
+            assert made, t("没有哪个 tick 的返回值是这个任务：槽是在 worker 外创建的吗？",
+                           "no tick returned this job: was the slot created outside the worker?")
+            beat_pid = procs["beat"].pid
+            assert all(e.get("pid") != beat_pid for e in ticks), t("beat 进程自己执行了 tick", "the beat process ran a tick itself")
+            assert exports, t("bulk worker 没有收到该任务的导出消息", "the bulk worker never received this job's export")
+            sent = log_lines(procs["beat"].log_text(), "Sending due task", limit=1000)
+            c.note(t(f"beat 发送 {len(sent)} 次；tick 在 {ticks[0].get('worker')} 执行（队列 {ticks[0].get('queue')}），"
+                     f"导出在 {exports[0].get('worker')}（队列 {exports[0].get('queue')}）",
+                     f"beat sent {len(sent)} tick(s); ticks ran on {ticks[0].get('worker')} (queue "
+                     f"{ticks[0].get('queue')}), the export on {exports[0].get('worker')} (queue {exports[0].get('queue')})"))
+            procs["beat"].stop(grace=5)
+            with contextlib.suppress(WaitTimeout):  # the fast worker takes the last ticks (bounded)
+                wait_until(lambda: not queued_ticks(), 5, "the last ticks to be taken", interval=0.1)
+            slots = new_slots(before)
+            minutes = sorted({time.strftime("%H:%M", time.gmtime(e["at"])) for e in ticks})
+            c.note(t(f"{len(ticks)} 个 tick 跨 {len(minutes)} 个 UTC 分钟（{', '.join(minutes)}）→ {len(slots)} 个槽："
+                     "同一分钟的 tick 合并",
+                     f"{len(ticks)} tick(s) over {len(minutes)} UTC minute(s) ({', '.join(minutes)}) → {len(slots)} "
+                     "slot(s): ticks of one minute merge"))
+        finally:
+            for proc in procs.values():
+                proc.stop(grace=8)
+            drop_leftover_ticks()
+
+
+# ---------------------------------------------------------------- 14.3
+
+ZONES_PROBE = r"""
+import json, sys
+from datetime import datetime, timedelta, timezone
+from schedule_tasks import execution_slot
+def zone(hours):
+    return timezone(timedelta(hours=hours))
+moments = {
+    "plus8": datetime(2026, 1, 1, 18, 0, 59, tzinfo=zone(8)),
+    "utc": datetime(2026, 1, 1, 10, 0, 59, tzinfo=timezone.utc),
+    "minus5": datetime(2026, 1, 1, 5, 0, 59, tzinfo=zone(-5)),
+    "wall_as_utc": datetime(2026, 1, 1, 18, 0, 59, tzinfo=timezone.utc),
+    "new_year_plus8": datetime(2026, 1, 1, 3, 30, tzinfo=zone(8)),
+    "new_year_utc": datetime(2025, 12, 31, 19, 30, tzinfo=timezone.utc),
+}
+out = {}
+for name, when in moments.items():
+    try:
+        out[name] = execution_slot(when)
+    except Exception as exc:
+        out[name] = "error: " + type(exc).__name__ + ": " + str(exc)[:120]
+try:
+    out["naive"] = "accepted: " + str(execution_slot(datetime(2026, 1, 1, 10, 0, 59)))
+except (ValueError, TypeError) as exc:
+    out["naive"] = "refused: " + type(exc).__name__
+except Exception as exc:
+    out["naive"] = "error: " + type(exc).__name__ + ": " + str(exc)[:120]
+print("SLOTS " + json.dumps(out))
+"""
+
+
+def zone_run(tz: str) -> Process:
+    log = LOG_DIR / f"lab14-zones-{tz.replace('+', 'p').replace('-', 'm')}.log"
+    log.unlink(missing_ok=True)
+    # POSIX TZ strings need no tz database: "LAB-8" is UTC+8, "LAB+5" is UTC-5.
+    return Process([sys.executable, "-c", ZONES_PROBE], cwd=WORK, log_path=log,
+                   env=dict(os.environ, TZ=tz, PYTHONPATH=os.pathsep.join([str(WORK), os.environ.get("PYTHONPATH", "")])))
+
+
+def check_utc(c) -> None:
+    tasks = schedule_tasks()
+    kind, value = outcome(lambda: tasks.execution_slot(dtmod.datetime(2026, 1, 1, 10, 0, 59)))
+    c.note(t(f"execution_slot(datetime(2026,1,1,10,0,59))（无时区）→ {describe(kind, value)}",
+             f"execution_slot(datetime(2026,1,1,10,0,59)) (naive) → {describe(kind, value)}"))
+    assert kind == "error" and isinstance(value, (ValueError, TypeError)), t(
+        "无时区的 datetime 应被拒绝（ValueError）：tzinfo 为 None 时不要猜它是哪个时区",
+        "a naive datetime must be refused (ValueError): do not guess the zone when tzinfo is None")
+    runs = {tz: zone_run(tz) for tz in ("LAB-8", "LAB+5")}
+    results = {}
+    try:
+        for tz, proc in runs.items():
+            wait_until(lambda: not proc.alive(), 30, f"the time-zone probe (TZ={tz})", interval=0.05)
+            found = [line for line in proc.log_text().splitlines() if line.startswith("SLOTS ")]
+            assert found, t(f"TZ={tz} 下导入 schedule_tasks 失败：\n", f"importing schedule_tasks under TZ={tz} failed:\n") \
+                + redact(proc.log_tail(6))
+            results[tz] = json.loads(found[-1][6:])
+    finally:
+        for proc in runs.values():
+            proc.stop(grace=2)
+    east, west = results["LAB-8"], results["LAB+5"]
+    c.note(t(f"本地时区 UTC+8 的进程：18:00:59+08:00 → {east['plus8']}，10:00:59Z → {east['utc']}，"
+             f"05:00:59-05:00 → {east['minus5']}",
+             f"process in local zone UTC+8: 18:00:59+08:00 → {east['plus8']}, 10:00:59Z → {east['utc']}, "
+             f"05:00:59-05:00 → {east['minus5']}"))
+    errors = sorted({v for r in (east, west) for k, v in r.items() if k != "naive" and v.startswith("error: ")})
+    assert not errors, t(f"带时区的时间也报错：{errors[0]}", f"an aware datetime raised: {errors[0]}")
+    for name, result in (("UTC+8", east), ("UTC-5", west)):
+        assert result["naive"].startswith("refused"), t(
+            f"本地时区 {name} 的进程接受了无时区时间（{result['naive']}）",
+            f"a process in local zone {name} accepted a naive datetime ({result['naive']})")
+        assert result["plus8"] == result["utc"] == result["minus5"], t(
+            f"同一时刻（18:00:59+08:00 = 10:00:59Z = 05:00:59-05:00）得到不同槽名：{result['plus8']} / {result['utc']} / "
+            f"{result['minus5']}：先 astimezone(timezone.utc) 再格式化",
+            f"one instant (18:00:59+08:00 = 10:00:59Z = 05:00:59-05:00) gave different slot names: {result['plus8']} / "
+            f"{result['utc']} / {result['minus5']}: convert with astimezone(timezone.utc) before formatting")
+        assert result["new_year_plus8"] == result["new_year_utc"], t(
+            f"2026-01-01 03:30+08:00 与 2025-12-31 19:30Z 是同一时刻，槽名却不同：{result['new_year_plus8']} / "
+            f"{result['new_year_utc']}",
+            f"2026-01-01 03:30+08:00 and 2025-12-31 19:30Z are one instant but got {result['new_year_plus8']} / "
+            f"{result['new_year_utc']}")
+        assert result["wall_as_utc"] != result["utc"], t(
+            "18:00:59Z 与 10:00:59Z 得到同一个槽名：槽名没有随 UTC 时刻变化",
+            "18:00:59Z and 10:00:59Z got the same slot name: the name does not follow the UTC instant")
+    assert east == west, t(
+        f"进程的本地时区改变了槽名（UTC+8：{east['utc']}，UTC-5：{west['utc']}）：不要用 astimezone() 或本地时间",
+        f"the process's local zone changed the slot names (UTC+8: {east['utc']}, UTC-5: {west['utc']}): do not use "
+        "astimezone() without a zone, or local time")
+    c.note(t("本地时区 UTC-5 的进程得到完全相同的槽名；跨日期的同一时刻也相同",
+             "a process in local zone UTC-5 got exactly the same names; one instant across the date line too"))
+
+
+# ---------------------------------------------------------------- 14.4
+
+class _FrozenClock(dtmod.datetime):
+    """datetime whose now() answers a moment the kit chose (an aware UTC datetime)."""
+
+    moment = dtmod.datetime(2000, 1, 1, tzinfo=UTC)
+
+    @classmethod
+    def now(cls, tz=None):
+        # Instances of this class, so an isinstance(when, datetime) in the learner's code still holds.
+        aware = cls.fromtimestamp(cls.moment.timestamp(), UTC)
+        return aware.astimezone(tz) if tz is not None else aware.replace(tzinfo=None)
+
+    @classmethod
+    def utcnow(cls):
+        return cls.now().replace(tzinfo=None)
+
+
+@contextlib.contextmanager
+def frozen_clock(module):
+    """Point the module's `datetime` at the kit's clock while the block runs."""
+    original = module.__dict__.get("datetime")
+    if original is dtmod.datetime:
+        replacement = _FrozenClock
+    elif original is dtmod:
+        replacement = types.SimpleNamespace(**{k: getattr(dtmod, k) for k in dir(dtmod) if not k.startswith("__")})
+        replacement.datetime = _FrozenClock
+    else:
+        raise AssertionError(t("schedule_tasks 没有用 datetime.now(timezone.utc) 取当前时间（检查器无法设定它的时钟）",
+                               "schedule_tasks does not read the time through datetime.now(timezone.utc) (the "
+                               "checker cannot set its clock)"))
+    module.datetime = replacement
+    try:
+        yield
+    finally:
+        module.datetime = original
+
+
+def far_day() -> dtmod.datetime:
+    """10:00 UTC on a day far from today and from other runs: no real tick can share its slots."""
+    n = uuid4().int
+    return dtmod.datetime(2040 + n % 50, 1 + (n >> 8) % 12, 1 + (n >> 16) % 28, 10, 0, tzinfo=UTC)
+
+
+def check_no_backfill(c) -> None:
+    tasks = schedule_tasks()
+    schedule_store()
+    minute = dtmod.timedelta(minutes=1)
+    day = far_day()
+    runs = [day + dtmod.timedelta(seconds=30), day + 3 * minute + dtmod.timedelta(seconds=10)]
+    window = {tasks.execution_slot(day + k * minute + dtmod.timedelta(seconds=30)): k for k in range(-10, 14)}
+    executed = [tasks.execution_slot(when) for when in runs]
+    stopped = {tasks.execution_slot(day + k * minute + dtmod.timedelta(seconds=30)) for k in (1, 2)} - set(executed)
+    with own_rows() as before:
+        results = []
+        with frozen_clock(tasks):
+            for when in runs:
+                _FrozenClock.moment = when
+                results.append(outcome(lambda: tasks.schedule_tick()))
+        for when, (kind, value) in zip(runs, results):
+            c.note(t(f"时钟 {when:%Y-%m-%d %H:%M:%S}Z：schedule_tick() → {describe(kind, value)}",
+                     f"clock at {when:%Y-%m-%d %H:%M:%S}Z: schedule_tick() → {describe(kind, value)}"))
+            assert kind == "value", t(f"schedule_tick 出错：{describe(kind, value)}",
+                                      f"schedule_tick failed: {describe(kind, value)}")
+        c.note(t(f"两次执行之间 beat“停止”：{day + minute:%H:%M} 与 {day + 2 * minute:%H:%M} 没有任何 tick",
+                 f"beat 'stopped' between the two runs: no tick at all in {day + minute:%H:%M} and "
+                 f"{day + 2 * minute:%H:%M}"))
+        marks = ",".join(["%s"] * len(window))
+        present = sorted((r["slot_key"] for r in sql(
+            f"SELECT slot_key FROM export_schedule_slots WHERE slot_key IN ({marks})", list(window))),
+            key=lambda k: window[k])
+        start, end = f"{day - 10 * minute:%H:%M}", f"{day + 13 * minute:%H:%M}"
+        c.note(t(f"{start} 到 {end} 之间的槽：{', '.join(present) or '无'}",
+                 f"slots from {start} to {end}: {', '.join(present) or 'none'}"))
+        missing = [k for k in executed if k not in present]
+        assert not missing, t(
+            f"执行过的分钟没有槽：{missing[0]}：schedule_tick 要用开始执行时的 datetime.now(timezone.utc) 命名槽",
+            f"a minute that ran has no slot: {missing[0]}: schedule_tick must name the slot from "
+            "datetime.now(timezone.utc) when it runs")
+        extra = [k for k in present if k not in executed]
+        assert not extra, t(
+            f"出现了没有执行过的分钟的槽：{', '.join(extra)}——停机期间的分钟被补建或记为已执行；本模型不补跑",
+            f"slots exist for minutes that never ran: {', '.join(extra)} — minutes while beat was stopped were "
+            "back-filled or recorded as run; this model does not catch up")
+        assert not stopped & set(present), t("停机分钟出现了槽", "a stopped minute has a slot")
+        new = job_ids() - before
+        assert len(new) == len(set(present)), t(
+            f"新增了 {len(new)} 个任务，却只有 {len(set(present))} 个槽：每个任务都应属于一个执行过的槽",
+            f"{len(new)} new job(s) but only {len(set(present))} slot(s): every job must belong to a minute that ran")
+        c.note(t(f"停机的分钟 {', '.join(sorted(stopped)) or '（与执行分钟同名）'} 没有槽，也没有任务",
+                 f"the stopped minutes {', '.join(sorted(stopped)) or '(same names as the runs)'} have no slot and no job"))
+
+
+# ---------------------------------------------------------------- 14.5
+
+def check_boundary(c) -> None:
+    store = schedule_store()
+    tasks = schedule_tasks()
+    product = first_product()
+    with own_rows():
+        assert (WORK / "verify_schedule_slots.py").is_file(), t("文件夹里没有 verify_schedule_slots.py",
+                                                                "verify_schedule_slots.py is missing from the folder")
+        done = run_python(["verify_schedule_slots.py"], cwd=WORK, timeout=30)
+        output = redact(done.stdout)
+        lines = [x for x in output.strip().splitlines() if x.strip()]
+        if done.returncode != 0:
+            for line in lines[-4:]:
+                c.note("  " + line[:200])
+        assert done.returncode == 0, t("python verify_schedule_slots.py 失败（见下方输出）",
+                                       "python verify_schedule_slots.py failed (see the output below)")
+        printed = [x for x in lines if "same_slot" in x and "{" in x]
+        assert printed, t("verify_schedule_slots.py 没有打印 first / same_slot / later_slot",
+                          "verify_schedule_slots.py did not print first / same_slot / later_slot")
+        try:
+            shown = ast.literal_eval(printed[-1][printed[-1].index("{"):])
+        except (ValueError, SyntaxError):
+            raise AssertionError(t(f"无法读取输出：{printed[-1][:160]}", f"cannot read the output: {printed[-1][:160]}")) \
+                from None
+        c.note("python verify_schedule_slots.py → " + printed[-1][:60] + "…")
+        first, same, later = shown.get("first"), shown.get("same_slot"), shown.get("later_slot")
+        assert first and same is None and later and later != first, t(
+            f"脚本输出应为 first=编号、same_slot=None、不同的 later_slot，实际 {shown}",
+            f"the script should print first=an id, same_slot=None and a different later_slot, got {shown}")
+        script_slots = [slots_of_job(first), slots_of_job(later)]
+        assert all(len(s) == 1 for s in script_slots) and script_slots[0] != script_slots[1], t(
+            f"脚本的两个任务应各有一个不同的槽，实际 {script_slots}",
+            f"the script's two jobs should each have their own slot, found {script_slots}")
+        assert all(len(events_of(j)) == 1 for j in (first, later)), t("脚本的两个任务应各有 1 条 outbox 事件",
+                                                                       "each of the script's jobs needs 1 outbox event")
+        names = [s[0].split(":", 2)[-1] for s in script_slots]  # without the script's drill:<uuid>: prefix
+        c.note(t(f"脚本的两个任务各有槽：…{names[0]}，…{names[1]}",
+                 f"the script's jobs have one slot each: …{names[0]}, …{names[1]}"))
+
+        # The kit runs the same experiment itself, with its own prefix.
+        prefix = f"kit14-5:{uuid4()}:"
+        late = dtmod.datetime(2026, 1, 1, 10, 0, 59, tzinfo=UTC)
+        next_minute = dtmod.datetime(2026, 1, 1, 10, 1, 1, tzinfo=UTC)
+        keys = [prefix + tasks.execution_slot(late), prefix + tasks.execution_slot(late),
+                prefix + tasks.execution_slot(next_minute)]
+        got = [outcome(lambda key=key: store.schedule_once(key, [product])) for key in keys]
+        c.note(t("同一模拟信号在 10:00:59、10:00:59、10:01:01 执行 → " + "，".join(describe(*g) for g in got),
+                 "one simulated signal executed at 10:00:59, 10:00:59, 10:01:01 → " + ", ".join(describe(*g) for g in got)))
+        assert all(kind == "value" for kind, _ in got), t("schedule_once 出错（见上方）", "schedule_once failed (see above)")
+        a, b, later_kit = (value for _, value in got)
+        assert a and b is None, t("同一分钟的第二次执行应返回 None", "the second run in the same minute should return None")
+        assert later_kit and later_kit != a, t(
+            "下一分钟的执行应得到新的槽和新的任务：槽名要包含执行的分钟（%Y%m%dT%H%M）",
+            "the run in the next minute should get a new slot and a new job: the slot name must carry the minute "
+            "of execution (%Y%m%dT%H%M)")
+        rows = sql("SELECT slot_key, job_id FROM export_schedule_slots WHERE slot_key LIKE %s ORDER BY slot_key",
+                   (prefix + "%",))
+        assert len(rows) == 2 and len({r["job_id"] for r in rows}) == 2, t(
+            f"应有 2 个槽对应 2 个不同任务，实际 {len(rows)} 个槽", f"expected 2 slots with 2 different jobs, found {len(rows)}")
+        c.note(t(f"2 个槽：{rows[0]['slot_key'][len(prefix):]} 与 {rows[1]['slot_key'][len(prefix):]}，2 个任务——"
+                 "按执行分钟合并，不是按信号恰好一次",
+                 f"2 slots: {rows[0]['slot_key'][len(prefix):]} and {rows[1]['slot_key'][len(prefix):]}, 2 jobs — "
+                 "merged per execution minute, not exactly-once per signal"))
+
+
+# ---------------------------------------------------------------- 14.6
+
+def check_bad_keys(c) -> None:
+    store = schedule_store()
+    product = first_product()
+    real = store.transaction
+    opened = []
+
+    @contextlib.contextmanager
+    def counting(*args, **kwargs):
+        opened.append(1)
+        with real(*args, **kwargs) as cur:
+            yield cur
+
+    cases = [("", t("空字符串", "empty")), ("drill:槽-é", t("非 ASCII", "non-ASCII")),
+             ("k" * 161, t("161 个字符", "161 characters"))]
+    with own_rows():
+        before = counts()
+        store.transaction = counting
+        try:
+            for key, label in cases:
+                opened.clear()
+                kind, value = outcome(lambda key=key: store.schedule_once(key, [product]))
+                where = t("，未打开事务" if not opened else "，已打开事务", ", no transaction opened" if not opened
+                          else ", after opening a transaction")
+                c.note(f"{label}: {describe(kind, value)}" + (where if kind == "error" else ""))
+                assert kind == "error", t(f"{label} 的 slot_key 被接受了（返回 {describe(kind, value)}）",
+                                          f"the {label} slot_key was accepted (returned {describe(kind, value)})")
+                assert isinstance(value, ValueError), t(
+                    f"{label} 的 slot_key 应得到明确的 ValueError，实际 {describe(kind, value)}：在打开事务前检查 "
+                    "isascii() 和 1..160 的长度，不要等数据库报错",
+                    f"the {label} slot_key should raise a clear ValueError, got {describe(kind, value)}: check "
+                    "isascii() and the 1..160 length before opening the transaction instead of waiting for the database")
+                assert counts() == before, t(f"{label} 的调用写入了数据", f"the {label} call wrote rows")
+        finally:
+            store.transaction = real
+        c.note(t("三次都没有新增任务、槽或事件", "none of the three added a job, slot or event"))
+        kind, value = outcome(lambda: store.schedule_once("k" * 160, [product]))
+        c.note(t(f"160 个 ASCII 字符 → {describe(kind, value)}", f"160 ASCII characters → {describe(kind, value)}"))
+        assert kind == "value" and value, t("160 个 ASCII 字符的 slot_key 应被接受（上限含 160）",
+                                            "a slot_key of 160 ASCII characters must be accepted (the limit includes 160)")
+
+
+# ---------------------------------------------------------------- 14.7
+
+def admission_limit(module) -> int:
+    """The limit admit_export uses when called as admit_export(cur): its default value."""
+    with contextlib.suppress(TypeError, ValueError, KeyError):
+        default = inspect.signature(module.admit_export).parameters["limit"].default
+        if type(default) is int and default > 0:
+            return default
+    return 100
+
+
+def check_full_gate(c) -> None:
+    store = schedule_store()
+    gate = state_store()
+    exceeded = getattr(gate, "CapacityExceeded", None)
+    assert isinstance(exceeded, type), t("state_store 里没有 CapacityExceeded", "state_store has no CapacityExceeded")
+    product = first_product()
+    key = f"kit14-7:{uuid4()}"
+    limit = admission_limit(gate)
+    fillers: list[str] = []
+    with own_rows():
+        try:
+            kind, first = outcome(lambda: store.schedule_once(key, [product]))
+            assert kind == "value" and first, t(f"门闩未满时第一次调用应返回 job_id，实际 {describe(kind, first)}",
+                                                f"with room left the first call should return a job_id, got "
+                                                f"{describe(kind, first)}")
+            active = sql("SELECT COUNT(*) AS n FROM export_jobs WHERE status IN ('queued','running')")[0]["n"]
+            fillers = [str(uuid4()) for _ in range(max(0, limit - int(active)))]
+            with kit_db() as cur:
+                cur.executemany("INSERT INTO export_jobs (id, payload, deadline_at) VALUES "
+                                "(%s, '[]', DATE_ADD(NOW(6), INTERVAL 10 MINUTE))", [(f,) for f in fillers])
+            c.note(t(f"门闩上限 {limit}：检查器补了 {len(fillers)} 个 queued 任务，queued+running = {limit}",
+                     f"admission limit {limit}: the kit added {len(fillers)} queued job(s), queued+running = {limit}"))
+            kind, fresh = outcome(lambda: store.schedule_once(f"kit14-7:{uuid4()}:fresh", [product]))
+            c.note(t(f"新槽 → {describe(kind, fresh)}", f"a new slot → {describe(kind, fresh)}"))
+            assert kind == "error" and isinstance(fresh, exceeded), t(
+                f"门闩已满时新槽应抛 CapacityExceeded，实际 {describe(kind, fresh)}：新槽要先过 admit_export",
+                f"with the gate full a new slot should raise CapacityExceeded, got {describe(kind, fresh)}: a new "
+                "slot must pass admit_export")
+            kind, again = outcome(lambda: store.schedule_once(key, [product]))
+            c.note(t(f"已存在的槽 → {describe(kind, again)}", f"the existing slot → {describe(kind, again)}"))
+            assert not (kind == "error" and isinstance(again, exceeded)), t(
+                "已存在的槽在门闩已满时报了容量错误：先锁门闩、查槽，存在就返回 None，admit_export 放在槽检查之后",
+                "the existing slot got a capacity error with the gate full: lock the gate, look the slot up and "
+                "return None if found; call admit_export after the slot check")
+            assert kind == "value" and again is None, t(f"已存在的槽应返回 None，实际 {describe(kind, again)}",
+                                                        f"the existing slot should return None, got {describe(kind, again)}")
+        finally:
+            remove_jobs(fillers)
+
+
+# ---------------------------------------------------------------- 14.8
+
+RACER = r"""
+import json, os, sys, time
+folder, key, product = sys.argv[1], sys.argv[2], int(sys.argv[3])
+import schedule_store
+open(os.path.join(folder, f"ready-{os.getpid()}"), "w").close()
+go = os.path.join(folder, "go")
+give_up = time.monotonic() + 30
+while not os.path.exists(go):
+    if time.monotonic() > give_up:
+        sys.exit(3)
+    time.sleep(0.002)
+try:
+    out = {"job": schedule_store.schedule_once(key, [product])}
+except Exception as exc:
+    out = {"error": f"{type(exc).__name__}: {exc}"[:200]}
+tmp = os.path.join(folder, f".res-{os.getpid()}")
+with open(tmp, "w") as handle:
+    json.dump(out, handle)
+os.replace(tmp, os.path.join(folder, f"res-{os.getpid()}"))
+"""
+
+
+@contextlib.contextmanager
+def hold_gate():
+    """LOCK TABLES export_admission_gate READ: every FOR UPDATE on the gate waits for the kit.
+
+    Plain reads of other tables pass; whoever wants to lock the gate row queues up at the table's
+    metadata lock.  Held at most ~2 s, well inside the 3 s statement limit of connect().
+    """
+    conn = pymysql.connect(**db_settings(), charset="utf8mb4", autocommit=True, connect_timeout=3, read_timeout=10)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("LOCK TABLES export_admission_gate READ")
+            try:
+                yield
+            finally:
+                cur.execute("UNLOCK TABLES")
+    finally:
+        conn.close()
+
+
+def waiting_at_gate() -> int:
+    database = db_settings()["database"]
+    with kit_db() as cur:
+        cur.execute("SHOW FULL PROCESSLIST")
+        return sum(1 for row in cur.fetchall()
+                   if row.get("db") == database and "metadata lock" in (row.get("State") or ""))
+
+
+def check_race(c) -> None:
+    schedule_store()
+    product = first_product()
+    key = f"kit14-8:{uuid4()}"
+    n = 4
+    folder = LOG_DIR / f"lab14-race-{uuid4().hex[:8]}"
+    folder.mkdir(parents=True)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(WORK), os.environ.get("PYTHONPATH", "")]))
+    with own_rows():
+        procs = [Process([sys.executable, "-c", RACER, str(folder), key, str(product)], cwd=WORK,
+                         log_path=folder / f"racer-{k}.log", env=env) for k in range(n)]
+        try:
+            wait_until(lambda: len(list(folder.glob("ready-*"))) == n or any(not p.alive() for p in procs), 30,
+                       "the four processes to import schedule_store")
+            dead = [p for p in procs if not p.alive()]
+            assert not dead, t("schedule_once 子进程启动失败：\n", "a schedule_once process failed to start:\n") \
+                + redact(dead[0].log_tail(6))
+            with hold_gate():
+                (folder / ".go").write_text("go")
+                os.replace(folder / ".go", folder / "go")
+                try:  # bounded: open the gate after 2 s even if not everyone arrived
+                    queued = wait_until(lambda: (lambda k: k if k >= n else 0)(waiting_at_gate()), 2,
+                                        "all four to wait at the gate", interval=0.01)
+                except WaitTimeout:
+                    queued = waiting_at_gate()
+            wait_until(lambda: len(list(folder.glob("res-*"))) == n or any(not p.alive() and not
+                       (folder / f"res-{p.pid}").exists() for p in procs), 20, "every process to answer")
+            results = [json.loads(path.read_text()) for path in folder.glob("res-*")]
+        finally:
+            for proc in procs:
+                proc.stop(grace=3)
+        winners = [r["job"] for r in results if r.get("job")]
+        nones = [r for r in results if "job" in r and r["job"] is None]
+        errors = [r["error"] for r in results if r.get("error")]
+        c.note(t(f"{n} 个进程（{queued} 个同时等在门闩前）→ {len(winners)} 个 job_id，{len(nones)} 个 None，{len(errors)} 个错误",
+                 f"{n} processes ({queued} lined up at the gate together) → {len(winners)} job_id(s), {len(nones)} None, "
+                 f"{len(errors)} error(s)"))
+        assert len(results) == n, t("有的进程没有返回结果", "some processes never answered")
+        assert not errors, t(
+            f"schedule_once 抛出 {redact(errors[0])}：多个进程都通过了槽检查。所有调用先锁同一门闩，再查槽",
+            f"schedule_once raised {redact(errors[0])}: several processes passed the slot check. Every call must lock "
+            "the same gate first, then look the slot up")
+        assert len(winners) == 1 and len(nones) == n - 1, t(
+            f"应恰好 1 个 job_id 和 {n - 1} 个 None", f"expected exactly 1 job_id and {n - 1} None")
+        slot = slot_of(key)
+        assert slot and slot["job_id"] == winners[0], t("槽没有指向唯一的赢家", "the slot does not point at the one winner")
+        c.note(t(f"槽 {key[:16]}… → 任务 {short(winners[0])}，只有这一个", f"slot {key[:16]}… → job {short(winners[0])}, "
+                 "the only one"))
+
+
+# ---------------------------------------------------------------- main
+
+def main(tap) -> None:
+    LOG_DIR.mkdir(parents=True, exist_ok=True)
+    with tap.check("14.1") as c:
+        c.skip_unless_selected()
+        check_slot_once(c)
+    with tap.check("14.2") as c:
+        c.skip_unless_selected()
+        check_beat_chain(c)
+    with tap.check("14.3") as c:
+        c.skip_unless_selected()
+        check_utc(c)
+    with tap.check("14.4") as c:
+        c.skip_unless_selected()
+        check_no_backfill(c)
+    with tap.check("14.5") as c:
+        c.skip_unless_selected()
+        check_boundary(c)
+    with tap.check("14.6") as c:
+        c.skip_unless_selected()
+        check_bad_keys(c)
+    with tap.check("14.7") as c:
+        c.skip_unless_selected()
+        check_full_gate(c)
+    with tap.check("14.8") as c:
+        c.skip_unless_selected()
+        check_race(c)
+
+
+if __name__ == "__main__":
+    from shared.tap import main_guard
+    main_guard(main)
