@@ -29,9 +29,24 @@ pytestmark = pytest.mark.skipif(not CURRICULUM, reason="set TASKLAB_CURRICULUM=/
 # Edits the curriculum asks for in prose only ("add the module to celery_app.py's include list"), and the
 # one line lesson 11's guide tells native-mode (MariaDB) learners to change: MariaDB names the statement
 # time limit max_statement_time, in seconds.
+# (old None: append `new` to the file, as "put this block into celery_app.py" asks.)
 PROSE_EDITS = {
     "10": [("celery_app.py", 'include=["export_tasks"]', 'include=["export_tasks", "retry_tasks"]')],
     "11": [("state_store.py", "SET SESSION max_execution_time = 3000", "SET SESSION max_statement_time = 3")],
+    # "add queue_name to the publisher's claim SELECT and send to event['queue_name']"
+    "13": [("publisher.py", "SELECT id,job_id FROM export_outbox", "SELECT id,job_id,queue_name FROM export_outbox"),
+           ("publisher.py", 'queue="exports"', 'queue=event["queue_name"]')],
+    # "add the module to the include list; put the app.conf part into celery_app.py"
+    "14": [("celery_app.py", 'include=["export_tasks", "retry_tasks"]',
+            'include=["export_tasks", "retry_tasks", "schedule_tasks"]'),
+           ("celery_app.py", None, 'app.conf.timezone = "UTC"\napp.conf.beat_schedule = {\n'
+            '    "export-each-minute": {\n        "task": "products.schedule_tick", "schedule": 60.0,\n'
+            '        "options": {"queue": "exports.fast"},\n    }\n}\n')],
+    # "call can_continue before producing the file; stop when it says False"
+    "15": [("export_tasks.py", "from state_store import claim, finish", "from state_store import claim, finish, can_continue"),
+           ("export_tasks.py", 'token = str(job["lease_token"])\n',
+            'token = str(job["lease_token"])\n    if not can_continue(job_id, token):\n'
+            '        return {"job_id": job_id, "published": False}\n')],
 }
 
 
@@ -41,6 +56,9 @@ KNOWN_GAPS = {
     # on MariaDB the first claimer locks every pending row and a second gets nothing (issue 5's measurement).
     # Lesson 12's guide teaches the index that fixes it.
     "12.4": "curriculum outbox index does not serve the claim's ORDER BY",
+    # Likewise the recovery scan: ORDER BY j.updated_at, j.id has no index to walk, so the first scanner
+    # locks every candidate and a second recovers nothing. Lesson 15's guide teaches the index and ORDER BY.
+    "15.4": "curriculum recovery scan has no index serving its ORDER BY",
 }
 
 
@@ -76,8 +94,12 @@ def assemble(upto: str, dest: Path) -> Path:
             path = dest / name
             path.parent.mkdir(parents=True, exist_ok=True)
             # Appended: a later step of the same lesson, or a step that says so (追加, "append").
-            append = path.exists() and (name in written or "追加" in step.get("body", ""))
-            if path.exists() and "同名函数" in code.split("\n", 1)[0]:  # "replace the same-named function(s)"
+            body = step.get("body", "")
+            append = path.exists() and (name in written or "追加" in body)
+            # "replace the same-named function(s)" / "replace submit_snapshot", but not "replace the whole file"
+            replace = "同名函数" in code.split("\n", 1)[0] or (
+                "替换" in body and not any(whole in body for whole in ("整体替换", "完整代码替换")))
+            if path.exists() and replace:
                 path.write_text(replace_definitions(path.read_text(encoding="utf-8"), code), encoding="utf-8")
             elif append:
                 before = path.read_text(encoding="utf-8")
@@ -91,7 +113,9 @@ def assemble(upto: str, dest: Path) -> Path:
             written.add(name)
         for name, old, new in PROSE_EDITS.get(lesson["id"], []):
             path = dest / name
-            path.write_text(path.read_text(encoding="utf-8").replace(old, new), encoding="utf-8")
+            text = path.read_text(encoding="utf-8")
+            assert old is None or old in text, f"lesson {lesson['id']}: {name} has no {old!r} to change"
+            path.write_text(text + "\n" + new if old is None else text.replace(old, new), encoding="utf-8")
     return dest
 
 
