@@ -357,6 +357,9 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=100)
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--out", type=Path, default=LOG_DIR / "soak-ledger.json")
+    # Kit tests: --calm skips the chaos (no server restarts), --drain-seconds bounds the drain.
+    parser.add_argument("--calm", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--drain-seconds", type=float, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1, 10**6)
     rng = random.Random(seed)
@@ -365,7 +368,7 @@ def main() -> int:
     LOG_DIR.mkdir(parents=True, exist_ok=True)
     DELIVERIES.unlink(missing_ok=True)
     # ~12 jobs/s: slow enough that the chaos window sees work in flight, fast enough to stay short.
-    window = max(8.0, args.jobs / 12)
+    window = max(8.0, args.jobs / 12) if not args.calm else args.jobs / 12
     fleet = Fleet(delay=0.15)
     recovery_loop = Recovery()
     try:
@@ -373,10 +376,11 @@ def main() -> int:
         producer = Producer(args.jobs, window, product_ids(), rng)
         producer.start()
         recovery_loop.start()
-        events = chaos(fleet, rng, window, kills=max(4, args.jobs // 25))
+        events = [] if args.calm else chaos(fleet, rng, window, kills=max(4, args.jobs // 25))
         producer.join(timeout=window + 120)
         log(f"producer done: {len(producer.acknowledged)} acknowledged")
-        drained = drain(producer.acknowledged, fleet, budget=120 + args.jobs / 5)
+        budget = args.drain_seconds if args.drain_seconds is not None else 120 + args.jobs / 5
+        drained = drain(producer.acknowledged, fleet, budget=budget)
         recovery_loop.stopping.set()
         recovery_loop.join(timeout=10)
         record = {
