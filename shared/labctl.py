@@ -160,9 +160,19 @@ def mysql_connect(user: str, password: str, database: str | None = None, unix_so
     import pymysql
     if unix_socket:
         return pymysql.connect(unix_socket=unix_socket, user=user, password=password, database=database,
-                               connect_timeout=timeout, autocommit=True)
+                               connect_timeout=timeout, autocommit=True, ssl_disabled=True)
     return pymysql.connect(host=host, port=int(port), user=user, password=password, database=database,
-                           connect_timeout=timeout, autocommit=True)
+                           connect_timeout=timeout, autocommit=True, ssl_disabled=is_loopback(host) or None)
+
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def is_loopback(host: str | None) -> bool:
+    """PyMySQL ≥ 1.2 tries TLS by default and builds a fresh TLS context for every connection (~35 ms
+    of CPU).  The kit's own servers listen on loopback without TLS, so the kit skips that there; a
+    server elsewhere (external mode) keeps PyMySQL's default."""
+    return host in LOOPBACK
 
 
 def app_connect(secret: dict[str, str], database: str | None = None):

@@ -15,8 +15,10 @@ def db_settings() -> dict:
     assert url, t("没有 DATABASE_URL（.env.tasks 由检查器写入工作目录）",
                   "DATABASE_URL is missing (the checker writes .env.tasks into the work dir)")
     parts = urlsplit(url)
+    from shared.labctl import is_loopback
     return {"host": parts.hostname, "port": parts.port or 3306, "user": unquote(parts.username or ""),
-            "password": unquote(parts.password or ""), "database": unquote(parts.path.lstrip("/"))}
+            "password": unquote(parts.password or ""), "database": unquote(parts.path.lstrip("/")),
+            "ssl_disabled": is_loopback(parts.hostname) or None}  # see labctl.is_loopback
 
 
 @contextlib.contextmanager

@@ -1,0 +1,140 @@
+"""Kit probe for lesson 16's failure matrix (not a lesson file): the learner's Celery app, observed.
+
+The matrix starts its workers as `celery -A lab16_probe:app worker ...`: the learner's own app,
+settings and tasks, plus, in the worker process and its pool children only:
+
+- every task start and end is appended (pid, message id, arguments, state, return value) as a
+  JSON line to $LAB_LOG_DIR/lab16-events.jsonl: how the matrix counts deliveries of one job;
+- a held write: the first write-mode open() of a path holding a job id listed in
+  $LAB_LOG_DIR/lab16-hold.txt records a "hold" event and waits (at most 25 s) for
+  $LAB_LOG_DIR/lab16-release-<job_id>.  The matrix kills, cancels or overtakes the job meanwhile;
+- a database outage before claim: while a task runs for a job listed in
+  $LAB_LOG_DIR/lab16-fail-claim.txt, the first pymysql.connect() raises OperationalError(2003),
+  once per job — the worker loses its database before it could claim;
+- LAB16_RESULT_EXPIRES=N (environment): this worker keeps Celery results N seconds, the
+  "shortened result_expires" of the result-cache row.
+
+Nothing else changes: the tasks, their names and settings are the learner's.
+"""
+
+import builtins
+import io
+import json
+import os
+import time
+
+import pymysql
+from celery import signals
+
+FOLDER = os.environ.get("LAB_LOG_DIR") or "."
+EVENTS = os.path.join(FOLDER, "lab16-events.jsonl")
+HOLD_LIST = os.path.join(FOLDER, "lab16-hold.txt")
+FAIL_LIST = os.path.join(FOLDER, "lab16-fail-claim.txt")
+HOLD_SECONDS = 25.0
+
+_current = {"job": None}  # the job id of the task running in this process (prefork: one at a time)
+
+
+def record(kind: str, **fields) -> None:
+    line = json.dumps({"kind": kind, "pid": os.getpid(), "at": time.time(), **fields}, default=repr)
+    fd = os.open(EVENTS, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        os.write(fd, (line + "\n").encode())
+    finally:
+        os.close(fd)
+
+
+def _listed(path: str) -> list[str]:
+    # os-level reads only: this also runs inside the open() wrapper.
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return []
+    try:
+        return os.read(fd, 65536).decode(errors="replace").split()
+    finally:
+        os.close(fd)
+
+
+def _first_time(name: str) -> bool:
+    """True once per marker name across all pool children (O_EXCL)."""
+    try:
+        os.close(os.open(os.path.join(FOLDER, name), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        return True
+    except FileExistsError:
+        return False
+
+
+# ---------------------------------------------------------------- held writes
+
+def _maybe_hold(file, mode) -> None:
+    if not isinstance(mode, str) or not any(flag in mode for flag in "wax+"):
+        return
+    if not isinstance(file, (str, bytes, os.PathLike)):
+        return
+    path = os.fsdecode(os.fspath(file))
+    for job in _listed(HOLD_LIST):
+        if job and job in path and _first_time(f"lab16-held-{job}"):
+            record("hold", job=job, path=path)
+            release = os.path.join(FOLDER, f"lab16-release-{job}")
+            until = time.monotonic() + HOLD_SECONDS
+            while not os.path.exists(release) and time.monotonic() < until:
+                time.sleep(0.02)
+            record("release", job=job, path=path, released=os.path.exists(release))
+            return
+
+
+_real_open = io.open
+
+
+def _open(file, mode="r", *args, **kwargs):
+    _maybe_hold(file, mode)
+    return _real_open(file, mode, *args, **kwargs)
+
+
+# Before the learner's modules load, so a module-level `open` binding sees the wrapper too.
+io.open = _open
+builtins.open = _open
+
+
+# ---------------------------------------------------------------- the database gone before claim
+
+_real_connect = pymysql.connect
+
+
+def _connect(*args, **kwargs):
+    job = _current["job"]
+    if job and job in _listed(FAIL_LIST) and _first_time(f"lab16-failed-{job}"):
+        record("db_fault", job=job)
+        raise pymysql.err.OperationalError(2003, "lab16 drill: the database cannot be reached")
+    return _real_connect(*args, **kwargs)
+
+
+pymysql.connect = _connect
+pymysql.Connect = _connect
+
+
+# ---------------------------------------------------------------- task events
+
+@signals.task_prerun.connect
+def _on_start(task_id=None, task=None, args=None, kwargs=None, **_):
+    args = list(args or [])
+    _current["job"] = str(args[0]) if args else None
+    request = getattr(task, "request", None)
+    record("start", task=getattr(task, "name", None), task_id=task_id, args=args,
+           ignore_result=getattr(request, "ignore_result", None))
+
+
+@signals.task_postrun.connect
+def _on_end(task_id=None, task=None, state=None, retval=None, **_):
+    _current["job"] = None
+    record("end", task=getattr(task, "name", None), task_id=task_id, state=state,
+           retval=retval if isinstance(retval, (dict, list, str, int, float, bool, type(None))) else repr(retval)[:200])
+
+
+from celery_app import app  # noqa: E402  the learner's app, tasks and settings
+
+if os.environ.get("LAB16_RESULT_EXPIRES"):
+    app.conf.result_expires = int(os.environ["LAB16_RESULT_EXPIRES"])
+
+__all__ = ["app"]

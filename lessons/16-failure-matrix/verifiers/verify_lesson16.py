@@ -1,0 +1,734 @@
+"""Verifier for lesson 16: phase logs, monitor queries, terminal verification and the failure matrix.
+
+16.1  the learner's verification-record.json: every row says pass, fail or not_run, and a pass row
+      carries a real job_id (UUID), an operation time, observed_states read from the job (real
+      statuses), a measured recovery_seconds and a counted duplicate_deliveries; rows without evidence
+      are not_run.  (The kit's own record obeys the same rules in 16.8.)
+16.2  python verify_terminal.py <job_id>: a job run by the worker → "artifact verified"; a succeeded row
+      whose file holds the payload with other key order and spacing → verified; a file whose values
+      differ, a result_ref escaping artifacts/ (artifacts/../x.json) and a cancelled job with a
+      result_ref → exit 1 and no "artifact verified"; a failed job without result_ref →
+      "terminal without published artifact"
+16.3  matrix rows result_cache_expired, queue_full, same_slot_concurrent pass
+16.4  matrix rows sent_not_claimed, duplicate_during_backoff, cross_minute_redelivery pass
+16.5  with the learner's claim and recover_batch (no worker): a re-dispatch (sent, lost, overdue)
+      leaves attempts 0 and only the claim makes it 1; an expired lease is requeued with
+      next_attempt_at in the future and its new event available at that same moment, nothing claims
+      before it; a queued job and an expired running job past deadline_at go to failed with a dead
+      letter and no new event
+16.6  a job through the worker: JSON phase lines with job_id, phase, message_id (= the delivered task
+      id), lease_token (= the row's token) and attempt; the whole worker log holds no product
+      description, no password, no URL with credentials
+16.7  monitor_exports.sql in a scratch schema: every statement runs; empty, the ages are NULL (not 0);
+      with known rows, counts and ages (42 s, 75 s) come out right
+16.8  all 15 matrix rows: pass, fresh job each, one fault each, evidence consistent with the database
+16.9  measured recovery: worker_exit_with_lease ≤ 60 s, sent_not_claimed and fail_before_claim ≤ 90 s
+16.10 exercise: publish-before-mark while the first delivery is slow: the worker's phase lines tie two
+      deliveries of the same message id to the job with two different lease tokens; the old token's
+      line reports no success, and the one result_ref is the new token's file
+
+The matrix (failure_matrix.py) runs at most once per verifier run, only the rows the selected checks
+need; its record is $LAB_LOG_DIR/verification-record.json.  Times that can be set are moved, never
+waited out.  Credentials are never printed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from uuid import uuid4
+
+import failure_matrix as fm
+import pymysql
+
+from shared.celerylab import WORK, env_file_values, redact, secrets_in
+from shared.i18n import t
+from shared.labdb import db_settings
+from shared.proc import run_python, wait_until
+
+ROWS_FOR = {
+    "16.3": ["result_cache_expired", "queue_full", "same_slot_concurrent"],
+    "16.4": ["sent_not_claimed", "duplicate_during_backoff", "cross_minute_redelivery"],
+    "16.8": fm.CASE_IDS,
+    "16.9": ["worker_exit_with_lease", "sent_not_claimed", "fail_before_claim"],
+}
+DESCRIPTION = re.compile(r"sample product \d+ for export drills")
+CREDENTIAL_URL = re.compile(r"[a-z][a-z0-9+.-]*://[^\s/@:]*:(?!\*\*@)[^\s/@]+@", re.I)
+
+
+def selected() -> set[str] | None:
+    raw = os.environ.get("LAB_CHECKS")
+    return set(raw.split(",")) if raw else None
+
+
+def rows_needed() -> list[str]:
+    chosen = selected()
+    wanted = {row for check, rows in ROWS_FOR.items() if chosen is None or check in chosen for row in rows}
+    return [case for case in fm.CASE_IDS if case in wanted]
+
+
+class Shared:
+    """The Lab (broker, workers) and the matrix record: made once, when a check first needs them."""
+
+    lab: fm.Lab | None = None
+    lab_error: str | None = None
+    record: dict | None = None
+
+    @classmethod
+    def get_lab(cls) -> fm.Lab:
+        if cls.lab_error:
+            raise AssertionError(cls.lab_error)
+        if cls.lab is None:
+            lab = fm.Lab(cache_worker="result_cache_expired" in rows_needed())
+            try:
+                lab.start()
+            except AssertionError as exc:
+                lab.stop()
+                cls.lab_error = t("无法启动故障矩阵环境：", "cannot start the failure-matrix environment: ") + redact(str(exc))
+                raise AssertionError(cls.lab_error) from None
+            cls.lab = lab
+        return cls.lab
+
+    @classmethod
+    def get_record(cls) -> dict:
+        if cls.record is None:
+            lab = cls.get_lab()
+            cls.record = fm.run_matrix(rows_needed(), lab=lab)
+        return cls.record
+
+    @classmethod
+    def stop(cls) -> None:
+        if cls.lab is not None:
+            cls.lab.stop()
+
+
+def case_rows(names: list[str]) -> dict[str, dict]:
+    record = Shared.get_record()
+    return {row["case"]: row for row in record["cases"] if row["case"] in names}
+
+
+def describe(row: dict) -> str:
+    states = "→".join(row.get("observed_states") or []) or "-"
+    sha = (row.get("artifact_sha256") or "")[:10]
+    text = (f"{row['result']:<5} {row['case']}: job {fm.short(row['job_id']) if row.get('job_id') else '-'} "
+            f"[{states}] deliveries {row.get('deliveries')} (dup {row.get('duplicate_deliveries')}) "
+            f"attempts {row.get('attempts')} recovery {row.get('recovery_seconds')} s")
+    if row.get("time_moved_seconds"):
+        text += t(f"（其中移动时间 {row['time_moved_seconds']} s）", f" (of which {row['time_moved_seconds']} s moved)")
+    if sha:
+        text += f" sha256 {sha}…"
+    return text
+
+
+def require_pass(c, rows: dict[str, dict], names: list[str]) -> None:
+    for name in names:
+        row = rows[name]
+        c.note(describe(row))
+        for line in row.get("notes", [])[:3]:
+            c.note("    " + line)
+    for name in names:
+        row = rows[name]
+        assert row["result"] == "pass", t(f"矩阵行 {name} 没有通过：{row.get('error') or row['result']}",
+                                          f"matrix row {name} did not pass: {row.get('error') or row['result']}")
+
+
+# ---------------------------------------------------------------- 16.1
+
+def check_record_file(c) -> None:
+    path = WORK / "verification-record.json"
+    assert path.is_file(), t("文件夹里没有 verification-record.json", "the folder has no verification-record.json")
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise AssertionError(t(f"verification-record.json 不是合法 JSON：{exc}",
+                               f"verification-record.json is not valid JSON: {exc}")) from None
+    rows = fm.rows_of(document)
+    assert rows, t("verification-record.json 没有任何故障案例行", "verification-record.json holds no case rows")
+    names = [r.get("case") for r in rows if isinstance(r, dict)]
+    repeated = sorted({n for n in names if names.count(n) > 1 and n})
+    tally = {r: sum(1 for row in rows if isinstance(row, dict) and row.get("result") == r) for r in fm.RESULTS}
+    c.note(t(f"{len(rows)} 行：pass {tally['pass']}，fail {tally['fail']}，not_run {tally['not_run']}",
+             f"{len(rows)} rows: pass {tally['pass']}, fail {tally['fail']}, not_run {tally['not_run']}"))
+    problems = [p for row in rows for p in fm.row_problems(row)]
+    for problem in problems[:6]:
+        c.note("  " + problem)
+    assert not repeated, t(f"case 名称重复：{repeated}", f"repeated case names: {repeated}")
+    assert not problems, t("记录里有没有证据支撑的结论（见上）：pass 只能来自实际运行，没跑的行保持 not_run",
+                           "the record claims results its evidence does not support (above): pass only from a real "
+                           "run, rows not run stay not_run")
+    c.note(t("规则：pass 需要 job_id、operated_at、observed_states、recovery_seconds、duplicate_deliveries；"
+             "套件自己的记录（16.8）用同一套规则", "rule: pass needs job_id, operated_at, observed_states, "
+             "recovery_seconds, duplicate_deliveries; the kit's own record (16.8) follows the same rule"))
+
+
+# ---------------------------------------------------------------- 16.2
+
+def run_terminal(job_id: str) -> tuple[int, str]:
+    done = run_python(["verify_terminal.py", job_id], cwd=WORK, timeout=30)
+    return done.returncode, redact(done.stdout)
+
+
+def forge(status: str, payload, result_ref: str | None, cancel: bool = False) -> str:
+    job_id = str(uuid4())
+    fm.sql("INSERT INTO export_jobs (id, status, payload, attempts, deadline_at, result_ref, cancel_requested) "
+           "VALUES (%s, %s, %s, 1, DATE_ADD(NOW(6), INTERVAL 10 MINUTE), %s, %s)",
+           (job_id, status, json.dumps(payload, ensure_ascii=False), result_ref, cancel))
+    return job_id
+
+
+def reordered(payload: list[dict]) -> str:
+    """The same JSON values, written differently: keys reversed, indented, non-ASCII escaped."""
+    return json.dumps([dict(reversed(list(row.items()))) for row in payload], indent=3, ensure_ascii=True)
+
+
+def check_terminal(c) -> None:
+    assert (WORK / "verify_terminal.py").is_file(), t("文件夹里没有 verify_terminal.py",
+                                                      "the folder has no verify_terminal.py")
+    lab = Shared.get_lab()
+    helper = fm.Row(None, lab)
+    job = lab.state_store.submit_snapshot(lab.product(3))
+    real = fm.settle(helper, job)
+    for line in helper.notes:
+        c.note(line)
+    sha, where = fm.artifact_evidence(real)  # the kit's own look first: inside artifacts/, JSON == payload
+    c.note(t(f"worker 完成的任务 {fm.short(job)}：{where}（sha256 {sha[:10]}…）在 artifacts 内，内容等于 payload",
+             f"job {fm.short(job)} run by the worker: {where} (sha256 {sha[:10]}…) inside artifacts, content == "
+             f"payload"))
+    payload = fm.payload_of(real)
+    folder = WORK / "artifacts"
+    folder.mkdir(exist_ok=True)
+
+    cases = []
+    same = folder / f"lab16-{uuid4().hex[:8]}-same-values.json"
+    same.write_text(reordered(payload), encoding="utf-8")
+    cases.append((t("真实任务", "the real job"), job, True, "artifact verified"))
+    cases.append((t("键顺序与空白不同、值相同", "other key order and spacing, same values"),
+                  forge("succeeded", payload, f"artifacts/{same.name}"), True, "artifact verified"))
+    changed = json.loads(json.dumps(payload))
+    changed[0]["price_cents"] = int(changed[0]["price_cents"]) + 1
+    wrong = folder / f"lab16-{uuid4().hex[:8]}-other-values.json"
+    wrong.write_text(json.dumps(changed, ensure_ascii=False, sort_keys=True), encoding="utf-8")
+    cases.append((t("文件里一个价格不同", "one price differs in the file"),
+                  forge("succeeded", payload, f"artifacts/{wrong.name}"), False, None))
+    escape = WORK / f"lab16-{uuid4().hex[:8]}-escaped.json"
+    escape.write_text(json.dumps(payload, ensure_ascii=False, sort_keys=True), encoding="utf-8")
+    cases.append((t("result_ref 跳出 artifacts（artifacts/../）", "result_ref escapes artifacts (artifacts/../)"),
+                  forge("succeeded", payload, f"artifacts/../{escape.name}"), False, None))
+    cases.append((t("failed 且没有 result_ref", "failed without result_ref"),
+                  forge("failed", payload, None), True, "terminal without published artifact"))
+    cases.append((t("cancelled 却留着 result_ref", "cancelled yet holding a result_ref"),
+                  forge("cancelled", payload, f"artifacts/{same.name}", cancel=True), False, None))
+
+    wrong_answers = []
+    for label, job_id, should_pass, expected in cases:
+        code, output = run_terminal(job_id)
+        verified = "artifact verified" in output
+        last = (output.strip().splitlines() or [""])[-1][:120]
+        c.note(f"  {label}: exit {code} → {last}")
+        if should_pass:
+            if code != 0 or expected not in output:
+                wrong_answers.append(t(f"{label}：应退出 0 并打印 {expected}", f"{label}: should exit 0 and print {expected}"))
+        elif code == 0 or verified:
+            wrong_answers.append(t(f"{label}：应失败（非 0 退出、不打印 artifact verified）",
+                                   f"{label}: should fail (non-zero exit, no 'artifact verified')"))
+    assert not wrong_answers, "; ".join(wrong_answers) + t(
+        "。verify_terminal 要 resolve 后检查 is_relative_to(artifacts)，并用 decode_payload 的值与文件 JSON 比较",
+        ". verify_terminal must resolve and check is_relative_to(artifacts), and compare the file's JSON with "
+        "decode_payload's values")
+
+
+# ---------------------------------------------------------------- 16.3 / 16.4 / 16.8 / 16.9
+
+def check_rows(c, names: list[str]) -> None:
+    rows = case_rows(names)
+    require_pass(c, rows, names)
+
+
+def check_all_rows(c) -> None:
+    record = Shared.get_record()
+    rows = record["cases"]
+    c.note(t(f"记录：{fm.RECORD}", f"record: {fm.RECORD}"))
+    for row in rows:
+        c.note(describe(row) + (f" — {row['error'][:140]}" if row.get("error") else ""))
+    assert [r["case"] for r in rows] == fm.CASE_IDS, t("记录应按矩阵顺序含 15 行", "the record must hold the 15 rows in order")
+    failed = [r for r in rows if r["result"] != "pass"]
+    assert not failed, t(f"{15 - len(failed)}/15 通过；未通过：{', '.join(r['case'] for r in failed)}",
+                         f"{15 - len(failed)}/15 pass; not passed: {', '.join(r['case'] for r in failed)}")
+    problems = [p for r in rows for p in fm.row_problems(r)]
+    assert not problems, t(f"记录与规则不符：{problems[0]}", f"the record breaks the rules: {problems[0]}")
+    assert all(r.get("faults_injected") == 1 for r in rows), t("每行必须恰好注入一个故障", "each row must inject exactly one fault")
+    mains = [r["job_id"] for r in rows]
+    every = [j for r in rows for j in r.get("job_ids", [])]
+    assert len(set(every)) == len(every), t("不同的行共用了任务：每行要用新任务", "rows shared a job: each row needs fresh jobs")
+    for row in rows:  # the evidence is still true now: the database and the disk say the same
+        now = fm.job_row(row["job_id"])
+        assert now is not None and now["status"] == row["final_status"], t(
+            f"{row['case']}：记录的终态与数据库不一致", f"{row['case']}: the recorded end state differs from the database")
+        if row.get("artifact_sha256"):
+            assert fm.artifact_evidence(now)[0] == row["artifact_sha256"], t(
+                f"{row['case']}：结果文件的 sha256 与记录不同", f"{row['case']}: the artifact's sha256 differs from the record")
+    c.note(t(f"15/15 pass；15 个不同的主任务（{len(set(mains))}），每行一个故障；记录与数据库、文件一致",
+             f"15/15 pass; 15 distinct main jobs ({len(set(mains))}), one fault per row; the record agrees with the "
+             "database and the files"))
+
+
+def check_budgets(c) -> None:
+    names = ROWS_FOR["16.9"]
+    rows = case_rows(names)
+    over = []
+    for name in names:
+        row = rows[name]
+        assert row["result"] == "pass" and row.get("recovery_seconds") is not None, t(
+            f"{name} 没有通过，无法核对恢复预算：{row.get('error') or row['result']}",
+            f"{name} did not pass, so its budget cannot be checked: {row.get('error') or row['result']}")
+        budget = row["budget_seconds"]
+        detail = t(f"实测 {row['measured_seconds']} s + 移动的持久时间 {row['time_moved_seconds']} s",
+                   f"measured {row['measured_seconds']} s + durable time moved {row['time_moved_seconds']} s")
+        if name == "worker_exit_with_lease":
+            detail += t(f"（退避 {row.get('backoff_seconds')} s）", f" (backoff {row.get('backoff_seconds')} s)")
+            what = t("租约到期 → 重新领取", "lease expired → claimed again")
+        else:
+            what = t("派发 → 重新领取", "dispatch → claimed again")
+            if row.get("unclaimed_age_seconds") is not None:
+                detail += t(f"（扫描在派发 {row['unclaimed_age_seconds']:.0f} s 后补发）",
+                            f" (the scan resent {row['unclaimed_age_seconds']:.0f} s after the dispatch)")
+        ok = row["recovery_seconds"] <= budget
+        c.note(f"{name}: {what} {row['recovery_seconds']} s {'≤' if ok else '>'} {budget:g} s — {detail}")
+        if not ok:
+            over.append(name)
+    assert not over, t(f"超出恢复预算：{', '.join(over)}。检查扫描周期、退避（过期租约 10 秒）、未领取阈值（60 秒）与队列等待",
+                       f"over the recovery budget: {', '.join(over)}. Check the scan period, the backoff (10 s for an "
+                       "expired lease), the unclaimed threshold (60 s) and the queue wait")
+
+
+# ---------------------------------------------------------------- 16.5
+
+def check_durable_waits(c) -> None:
+    store = fm.learner("state_store")
+    recovery = fm.learner("recovery")
+    product = [int(fm.sql("SELECT MIN(id) AS id FROM products")[0]["id"])]
+    made: list[str] = []
+    try:
+        # (a) a re-dispatch: sent, lost, overdue → a new event, attempts untouched; only the claim counts
+        lost = store.submit_snapshot(product)
+        made.append(lost)
+        fm.sql("UPDATE export_outbox SET sent_at=NOW(6), claim_until=NULL WHERE job_id=%s", (lost,))
+        fm.sql("UPDATE export_jobs SET last_dispatched_at=NOW(6) WHERE id=%s", (lost,))
+        fm.advance(lost, 61)
+        recovery.recover_batch()
+        recovery.recover_batch()
+        after = fm.job_row(lost)
+        pending = fm.pending_of(lost)
+        c.note(t(f"已派发 61 秒未领取 → 扫描 2 次：待发事件 {len(pending)}，attempts {after['attempts']}，{after['status']}",
+                 f"dispatched 61 s ago, unclaimed → 2 scans: {len(pending)} pending event(s), attempts "
+                 f"{after['attempts']}, {after['status']}"))
+        assert after["status"] == "queued" and len(pending) == 1, t(
+            "已派发未领取的任务应回到 queued 并恰好有 1 条新事件", "a sent-but-unclaimed job must be queued with exactly one new event")
+        assert after["attempts"] == 0, t(f"重新派发把 attempts 改成了 {after['attempts']}：只有真正的 claim 才能加一",
+                                         f"re-dispatching set attempts to {after['attempts']}: only a real claim "
+                                         f"may add one")
+        got = store.claim(lost)
+        assert got is not None and got["attempts"] == 1, t("恢复后的第一次 claim 应成功且 attempts=1",
+                                                           "the first claim after recovery must work with attempts=1")
+        c.note(t("随后的 claim → attempts 1（只有领取计数）", "the next claim → attempts 1 (only claims count)"))
+
+        # (b) an expired lease: requeued with a future next_attempt_at; its event waits for the same moment
+        slow = store.submit_snapshot(product)
+        made.append(slow)
+        first = store.claim(slow)
+        assert first is not None, t("新任务应能被领取", "a fresh job must be claimable")
+        fm.advance(slow, fm.seconds_until(slow, "lease_until") + 0.001)
+        recovery.recover_batch()
+        row = fm.job_row(slow)
+        wait = fm.seconds_until(slow, "next_attempt_at")
+        newest = fm.sql("SELECT available_at, (available_at > NOW(6)) AS later, "
+                        "(available_at = (SELECT next_attempt_at FROM export_jobs WHERE id=%s)) AS same "
+                        "FROM export_outbox WHERE job_id=%s AND sent_at IS NULL ORDER BY created_at DESC, id LIMIT 1",
+                        (slow, slow))
+        early = store.claim(slow)
+        c.note(t(f"租约过期 → 扫描：{row['status']}，next_attempt_at 在 {wait:.1f} 秒后；新事件 available_at 相同："
+                 f"{bool(newest and newest[0]['same'])}；此时 claim → {early and early['attempts']}",
+                 f"lease expired → scan: {row['status']}, next_attempt_at {wait:.1f}s ahead; the new event's "
+                 f"available_at is the same: {bool(newest and newest[0]['same'])}; claim now → "
+                 f"{early and early['attempts']}"))
+        assert row["status"] == "queued" and wait > 0, t("过期租约应回到 queued，且 next_attempt_at 在未来",
+                                                         "an expired lease must come back queued with "
+                                                         "next_attempt_at ahead")
+        assert newest and newest[0]["later"] and newest[0]["same"], t(
+            "恢复事件的 available_at 应等于 next_attempt_at（publisher 不会提前发送）",
+            "the recovery event's available_at must equal next_attempt_at (the publisher must not send early)")
+        assert early is None and fm.job_row(slow)["attempts"] == 1, t(
+            "退避期内的 claim 不能成功，也不能增加 attempts", "a claim during the backoff must fail and leave attempts alone")
+
+        # (c) past the deadline: a queued job and an expired running job both end failed, never re-sent
+        queued_late = store.submit_snapshot(product)
+        running_late = store.submit_snapshot(product)
+        made += [queued_late, running_late]
+        assert store.claim(running_late) is not None, t("新任务应能被领取", "a fresh job must be claimable")
+        events_before = {j: len(fm.events_of(j)) for j in (queued_late, running_late)}
+        fm.advance([queued_late, running_late], 601)  # ten minutes and a second pass
+        recovery.recover_batch()
+        for job_id, label in ((queued_late, "queued"), (running_late, "running")):
+            row = fm.job_row(job_id)
+            letters = fm.dead_letters(job_id)
+            new_events = len(fm.events_of(job_id)) - events_before[job_id]
+            c.note(t(f"{label} 任务超过 deadline → {row['status']}，dead letter {[d['reason'] for d in letters]}，"
+                     f"新事件 {new_events}", f"{label} job past its deadline → {row['status']}, dead letter "
+                     f"{[d['reason'] for d in letters]}, new events {new_events}"))
+            assert row["status"] == "failed" and letters and new_events == 0, t(
+                f"超过 deadline 的 {label} 任务应转为 failed 并写 dead letter，不再重新派发",
+                f"a {label} job past its deadline must become failed with a dead letter, never re-sent")
+            assert store.claim(job_id) is None, t("超过 deadline 的任务不能再被领取", "a job past its deadline cannot be claimed")
+    finally:
+        fm.park(made)
+
+
+# ---------------------------------------------------------------- 16.6
+
+def phase_lines(text: str) -> list[dict]:
+    found = []
+    for line in text.splitlines():
+        start = line.find("{")
+        if start < 0 or "export_phase" not in line:
+            continue
+        try:
+            data = json.loads(line[start:])
+        except ValueError:
+            continue
+        if isinstance(data, dict) and data.get("event") == "export_phase":
+            found.append(data)
+    return found
+
+
+def worker_logs(lab: fm.Lab) -> str:
+    texts = []
+    for proc in (lab.worker, lab.cache_worker):
+        if proc is not None:
+            texts.append(proc.log_text())
+    return "\n".join(texts)
+
+
+def check_phase_logs(c) -> None:
+    lab = Shared.get_lab()
+    helper = fm.Row(None, lab)
+    job = lab.state_store.submit_snapshot(lab.product(2))
+    final = fm.settle(helper, job)
+    lab.wait_idle()
+    delivered = [d["task_id"] for d in fm.deliveries(job)]
+    # the worker writes its log line before the task returns; wait (bounded) until it is there
+    wait_until(lambda: len([p for p in phase_lines(lab.worker.log_text()) if p.get("job_id") == job]) >= 2, 10,
+               "the phase lines of the job", interval=0.05) if phase_lines(lab.worker.log_text()) else None
+    lines = [p for p in phase_lines(lab.worker.log_text()) if p.get("job_id") == job]
+    for line in lines[:4]:
+        c.note("  " + json.dumps(line, ensure_ascii=False)[:220])
+    assert lines, t("worker 日志里没有这个任务的 JSON 阶段日志（event=export_phase）：在领取后和完成后调用 log_phase",
+                    "the worker log has no JSON phase line (event=export_phase) for the job: call log_phase after "
+                    "the claim and after finishing")
+    keys = ("job_id", "phase", "message_id", "lease_token", "attempt")
+    missing = sorted({k for line in lines for k in keys if k not in line})
+    assert not missing, t(f"阶段日志缺少字段：{missing}", f"phase lines lack the fields {missing}")
+    claimed = [line for line in lines if line.get("lease_token")]
+    assert claimed, t("没有一行带 lease_token：领取后的日志要写本次 token", "no line carries a lease_token: log the claim's token")
+    first = claimed[0]
+    assert first["message_id"] in delivered, t(
+        f"message_id {first['message_id']!r} 不是 worker 实际收到的消息 id {delivered}：用 bind=True 和 self.request.id",
+        f"message_id {first['message_id']!r} is not the delivered message id {delivered}: use bind=True and "
+        "self.request.id")
+    assert str(first["lease_token"]) == str(final["lease_token"]), t(
+        "日志里的 lease_token 与数据库中这次领取的 token 不同", "the logged lease_token differs from the claim's token in the database")
+    assert first["attempt"] == final["attempts"] == 1, t(
+        f"attempt 应为真实的 attempts（1），实际 "
+        f"{first['attempt']!r}", f"attempt must be the real attempts (1), got {first['attempt']!r}")
+    c.note(t(f"{len(lines)} 行；message_id = 投递的 task id，lease_token = 数据库 token，attempt = 1",
+             f"{len(lines)} lines; message_id = the delivered task id, lease_token = the database token, attempt = 1"))
+
+    text = worker_logs(lab)
+    leaks = []
+    descriptions = DESCRIPTION.findall(text)
+    if descriptions:
+        leaks.append(t(f"商品描述（如 “{descriptions[0]}”）", f"a product description (such as '{descriptions[0]}')"))
+    secrets = secrets_in(env_file_values()) + secrets_in({k: v for k, v in os.environ.items() if k in
+                                                          ("CELERY_RESULT_BACKEND", "DATABASE_URL")})
+    if any(secret in text for secret in secrets):
+        leaks.append(t("密码或带密码的连接 URL", "a password or a connection URL with its password"))
+    if CREDENTIAL_URL.search(text):
+        leaks.append(t("带凭据的 URL（user:password@）", "a URL with credentials (user:password@)"))
+    c.note(t(f"扫描 worker 日志 {len(text.splitlines())} 行：商品描述、密码、带凭据 URL → {'发现' if leaks else '都没有'}",
+             f"scanned {len(text.splitlines())} worker log lines for descriptions, passwords, URLs with credentials → "
+             f"{'found' if leaks else 'none'}"))
+    assert not leaks, t(f"日志里出现了{'、'.join(leaks)}：log_phase 只记录编号和阶段，不放 payload 或连接信息",
+                        f"the logs contain {', '.join(leaks)}: log_phase records ids and phases only, never the "
+                        f"payload "
+                        "or connection details")
+
+
+# ---------------------------------------------------------------- 16.7
+
+SCHEMAS = ("schema_jobs.sql", "schema_outbox.sql", "schema_capacity.sql", "schema_schedule.sql", "schema_recovery.sql")
+
+
+def scratch_connection(database: str | None):
+    from pymysql.cursors import DictCursor
+    settings = dict(db_settings())
+    settings["database"] = database
+    conn = pymysql.connect(**settings, charset="utf8mb4", cursorclass=DictCursor, autocommit=True,
+                           connect_timeout=3, read_timeout=15, write_timeout=15)
+    with conn.cursor() as cur:
+        cur.execute("SET time_zone = '+00:00'")
+    return conn
+
+
+def run_monitor(cur, statements: list[str]) -> list[tuple[list[str], list[dict]]]:
+    sets = []
+    for statement in statements:
+        try:
+            cur.execute(statement)
+        except pymysql.MySQLError as exc:
+            first = statement.strip().splitlines()[0][:80]
+            raise AssertionError(t(f"monitor_exports.sql 的语句运行失败（{first}）：{exc}",
+                                   f"a monitor_exports.sql statement failed ({first}): {exc}")) from None
+        if cur.description:
+            sets.append(([d[0] for d in cur.description], list(cur.fetchall())))
+    return sets
+
+
+def pick(sets, column: str) -> list[dict]:
+    for columns, rows in sets:
+        if column in columns:
+            return rows
+    raise AssertionError(t(f"monitor_exports.sql 没有返回列 {column}", f"monitor_exports.sql returns no column {column}"))
+
+
+def number(value):
+    return None if value is None else float(value)
+
+
+def check_monitor(c) -> None:
+    from shared.labctl import split_sql
+    path = WORK / "monitor_exports.sql"
+    assert path.is_file(), t("文件夹里没有 monitor_exports.sql", "the folder has no monitor_exports.sql")
+    statements = split_sql(path.read_text(encoding="utf-8"))
+    scratch = f"{db_settings()['database']}_m16"
+    admin = scratch_connection(None)
+    try:
+        with admin.cursor() as cur:
+            cur.execute(f"DROP DATABASE IF EXISTS `{scratch}`")
+            cur.execute(f"CREATE DATABASE `{scratch}` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci")
+        conn = scratch_connection(scratch)
+        try:
+            with conn.cursor() as cur:
+                for name in SCHEMAS:
+                    if (WORK / name).is_file():
+                        for statement in split_sql((WORK / name).read_text(encoding="utf-8")):
+                            if statement.lstrip().split(None, 1)[0].upper() not in ("SELECT", "SHOW"):
+                                cur.execute(statement)
+                empty = run_monitor(cur, statements)
+                unpublished = pick(empty, "oldest_unpublished_seconds")[0]
+                dispatch = pick(empty, "oldest_dispatch_age")[0]
+                c.note(t(f"空库：unpublished={unpublished['unpublished']} 年龄={unpublished['oldest_unpublished_seconds']}；"
+                         f"queued_without_pending={dispatch['queued_without_pending']} "
+                         f"年龄={dispatch['oldest_dispatch_age']}",
+                         f"empty: unpublished={unpublished['unpublished']} "
+                         f"age={unpublished['oldest_unpublished_seconds']}; "
+                         f"queued_without_pending={dispatch['queued_without_pending']} "
+                         f"age={dispatch['oldest_dispatch_age']}"))
+                assert unpublished["oldest_unpublished_seconds"] is None and dispatch["oldest_dispatch_age"] is None, t(
+                    "没有对应行时年龄必须是 NULL，不能写成 0（不要 COALESCE/IFNULL）",
+                    "with no matching rows the ages must be NULL, not 0 (no COALESCE/IFNULL)")
+                assert int(unpublished["unpublished"]) == 0 and int(pick(empty,
+                                                                         "expired_leases")[0]["expired_leases"]) == 0
+
+                ids = {name: str(uuid4()) for name in ("q_new", "q_sent", "running", "failed")}
+                ago = "DATE_SUB(NOW(6), INTERVAL {} SECOND)"
+                cur.execute("INSERT INTO export_jobs (id, status, payload, deadline_at, created_at) VALUES "
+                            f"(%s, 'queued', '[]', DATE_ADD(NOW(6), INTERVAL 1 DAY), "
+                            f"{ago.format(42)})", (ids["q_new"],))
+                cur.execute(f"INSERT INTO export_outbox (id, job_id, created_at) VALUES (%s, %s, {ago.format(42)})",
+                            (str(uuid4()), ids["q_new"]))
+                cur.execute("INSERT INTO export_jobs (id, status, payload, deadline_at, created_at, "
+                            "last_dispatched_at) "
+                            f"VALUES (%s, 'queued', '[]', DATE_ADD(NOW(6), INTERVAL 1 DAY), {ago.format(120)}, "
+                            f"{ago.format(75)})", (ids["q_sent"],))
+                cur.execute(f"INSERT INTO export_outbox (id, job_id, created_at, sent_at) VALUES (%s, %s, "
+                            f"{ago.format(120)}, {ago.format(75)})", (str(uuid4()), ids["q_sent"]))
+                cur.execute("INSERT INTO export_jobs (id, status, payload, attempts, lease_token, lease_until, "
+                            "deadline_at, "
+                            f"created_at) VALUES (%s, 'running', '[]', 1, %s, {ago.format(5)}, "
+                            f"DATE_ADD(NOW(6), INTERVAL 1 DAY), {ago.format(30)})", (ids["running"], str(uuid4())))
+                cur.execute("INSERT INTO export_jobs (id, status, payload, attempts, deadline_at) VALUES "
+                            "(%s, 'failed', '[]', 3, DATE_ADD(NOW(6), INTERVAL 1 DAY))", (ids["failed"],))
+                cur.execute("INSERT INTO export_dead_letters (job_id, reason) VALUES (%s, 'attempts_exhausted')",
+                            (ids["failed"],))
+                full = run_monitor(cur, statements)
+        finally:
+            conn.close()
+        statuses = {r["status"]: int(r["total"]) for r in pick(full, "total")}
+        unpublished = pick(full, "oldest_unpublished_seconds")[0]
+        expired = int(pick(full, "expired_leases")[0]["expired_leases"])
+        reasons = {r["reason"]: int(r["failed"]) for r in pick(full, "reason")}
+        dispatch = pick(full, "oldest_dispatch_age")[0]
+        listing = [r["id"] for r in pick(full, "next_attempt_at")]
+        age_new = number(unpublished["oldest_unpublished_seconds"])
+        age_sent = number(dispatch["oldest_dispatch_age"])
+        c.note(t(f"已知数据：状态 {statuses}；未发 {unpublished['unpublished']} 个，最老 {age_new} s；过期租约 {expired}；"
+                 f"失败原因 {reasons}；已派发无待发 {dispatch['queued_without_pending']} 个，最老 {age_sent} s；列表 {len(listing)} 行",
+                 f"known rows: statuses {statuses}; unpublished {unpublished['unpublished']}, oldest {age_new} s; "
+                 f"expired "
+                 f"leases {expired}; reasons {reasons}; queued without pending {dispatch['queued_without_pending']}, "
+                 f"oldest {age_sent} s; list {len(listing)} rows"))
+        assert statuses == {"queued": 2, "running": 1, "failed": 1}, t(f"状态计数不对：{statuses}",
+                                                                       f"wrong status counts: {statuses}")
+        assert int(unpublished["unpublished"]) == 1 and age_new is not None and 41 <= age_new <= 55, t(
+            f"未发事件应为 1 个、最老约 42 秒，实际 {unpublished['unpublished']} / {age_new}",
+            f"expected 1 unpublished event about 42 s old, got {unpublished['unpublished']} / {age_new}")
+        assert expired == 1, t(f"过期租约应为 1，实际 {expired}", f"expected 1 expired lease, got {expired}")
+        assert reasons == {"attempts_exhausted": 1}, t(f"失败原因计数不对：{reasons}", f"wrong failure reasons: {reasons}")
+        assert int(dispatch["queued_without_pending"]) == 1 and age_sent is not None and 74 <= age_sent <= 90, t(
+            f"已派发无待发应为 1 个、约 75 秒，实际 {dispatch['queued_without_pending']} / {age_sent}",
+            f"expected 1 queued job without pending, about 75 s, got {dispatch['queued_without_pending']} / {age_sent}")
+        assert listing == [ids["q_sent"], ids["q_new"], ids["running"]], t(
+            "最后一个查询应按 created_at 列出 queued/running 任务", "the last query must list queued/running jobs by created_at")
+    finally:
+        with admin.cursor() as cur:
+            cur.execute(f"DROP DATABASE IF EXISTS `{scratch}`")
+        admin.close()
+
+
+# ---------------------------------------------------------------- 16.10
+
+def check_two_deliveries(c) -> None:
+    lab = Shared.get_lab()
+    job = lab.state_store.submit_snapshot(lab.product(4))
+    event = fm.pending_of(job)[0]["id"]
+    body = f"""CREATE TRIGGER lab16_kit_fail_confirm BEFORE UPDATE ON export_outbox FOR EACH ROW
+               BEGIN
+                 IF NEW.sent_at IS NOT NULL AND OLD.sent_at IS NULL
+                    AND EXISTS (SELECT 1 FROM {fm.MARKS} WHERE kind='fail-confirm' AND ref=OLD.id) THEN
+                   SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lab16 drill: the confirm write is lost';
+                 END IF;
+               END"""
+    helper = fm.Row(None, lab)
+    fm.hold(job)
+    try:
+        # Delivery 1 of the event: the confirm write is lost, so the event stays unsent.  (Should that
+        # delivery find the row busy and claim nothing, the event is simply sent again, still unmarked.)
+        with fm.trigger("lab16_kit_fail_confirm", body, "fail-confirm", event):
+            for _ in range(3):
+                seen = len(fm.ended(job))
+                try:
+                    lab.publisher.publish_one()
+                except Exception:  # noqa: BLE001 - the lost confirm is the drill
+                    pass
+                wait_until(lambda seen=seen: fm.holds(job) or len(fm.ended(job)) > seen, 15, "the first delivery",
+                           interval=0.05)
+                if fm.holds(job):
+                    break
+                fm.advance(job, fm.claim_seconds_left(job) + 0.001)
+        assert fm.holds(job), t("worker 一直没有领取这个任务", "the worker never claimed the job")
+        token_a = fm.job_row(job)["lease_token"]
+        # The first execution is slow: its lease runs out while it writes, recovery requeues the job and
+        # the unmarked event goes out again once the publisher's claim is over (all moved, not waited).
+        fm.advance(job, fm.seconds_until(job, "lease_until") + 0.001)
+        fm.scan_until(lab, job, ("queued",))
+        fm.advance(job, max(fm.seconds_until(job, "next_attempt_at"), fm.claim_seconds_left(job)) + 0.001)
+        final = fm.settle(helper, job)
+    finally:
+        fm.release(job)
+    lab.drain()
+    starts = fm.deliveries(job)
+    lab.wait_ended(job, len(starts))
+    wait_until(lambda: len([p for p in phase_lines(lab.worker.log_text()) if p.get("job_id") == job and
+                            p.get("lease_token") == token_a and p.get("phase") != "claimed"]) >= 1, 10,
+               "the old execution's last line", interval=0.05)
+    lines = [p for p in phase_lines(lab.worker.log_text()) if p.get("job_id") == job]
+    for line in lines[:8]:
+        c.note("  " + json.dumps({k: line.get(k) for k in line if k != "event"}, ensure_ascii=False)[:200])
+    claims = [p for p in lines if p.get("lease_token")]
+    tokens = list(dict.fromkeys(str(p["lease_token"]) for p in claims))
+    messages = {p.get("message_id") for p in claims}
+    c.note(t(f"投递 {len(starts)} 次（message id：{sorted({fm.short(s['task_id']) for s in starts})}）；日志里的 token："
+             f"{[fm.short(x) for x in tokens]}；数据库 result_ref 属于 token {fm.short(final['lease_token'])}",
+             f"{len(starts)} deliveries (message ids {sorted({fm.short(s['task_id']) for s in starts})}); tokens in "
+             f"the "
+             f"logs {[fm.short(x) for x in tokens]}; the database result_ref belongs to token "
+             f"{fm.short(final['lease_token'])}"))
+    delivered = {d["task_id"] for d in starts}
+    again = [d for d in starts if d["task_id"] == event]
+    assert len(tokens) >= 2, t("日志里应能看到两个不同的 lease_token（两次领取）",
+                               "the logs must show two different lease_tokens (two claims)")
+    assert len(again) >= 2, t(f"未确认的事件应送达两次，实际 {len(again)} 次",
+                              f"the unconfirmed event should arrive twice, got {len(again)}")
+    assert messages <= delivered, t(
+        f"日志里的 message_id {sorted(map(str, messages - delivered))} 不是 worker 实际收到的消息 id",
+        f"the logged message_id {sorted(map(str, messages - delivered))} is not a message id the worker received")
+    for line in helper.notes:
+        c.note(line)
+
+    def outcome(token: str):
+        values = [p.get(k) for p in claims if str(p["lease_token"]) == token
+                  for k in ("success", "published") if isinstance(p.get(k), bool)]
+        return values[-1] if values else None
+
+    old, new = outcome(str(token_a)), outcome(str(final["lease_token"]))
+    c.note(t(f"旧 token {fm.short(token_a)} 的结果行：success={old}；新 token 的结果行：success={new}",
+             f"old token {fm.short(token_a)}'s outcome line: success={old}; the new token's: success={new}"))
+    assert str(final["lease_token"]) != str(token_a), t("最终结果应属于新 token",
+                                                        "the final result must belong to the new token")
+    assert old is False, t("旧 token 的完成日志应报告没有发布（finish 返回 False）：记录 finish 的真实返回值",
+                           "the old token's completion line must report no publish (finish returned False): log "
+                           "finish's "
+                           "real return value")
+    assert new is True, t("新 token 的完成日志应报告发布成功", "the new token's completion line must report the publish")
+    now = fm.job_row(job)
+    sha, where = fm.artifact_evidence(now)
+    assert now["lease_token"] == final["lease_token"] and str(token_a) not in where, t(
+        "result_ref 应是新 token "
+        "的文件，旧执行写的文件不被引用", "result_ref must be the new token's file; the old run's file stays unreferenced")
+    c.note(t(f"唯一的 result_ref：{where}（sha256 {sha[:10]}…，内容等于 payload）",
+             f"the one result_ref: {where} (sha256 {sha[:10]}…, content == payload)"))
+
+
+# ---------------------------------------------------------------- main
+
+def main(tap) -> None:
+    try:
+        with tap.check("16.1") as c:
+            c.skip_unless_selected()
+            check_record_file(c)
+        with tap.check("16.2") as c:
+            c.skip_unless_selected()
+            check_terminal(c)
+        with tap.check("16.3") as c:
+            c.skip_unless_selected()
+            check_rows(c, ROWS_FOR["16.3"])
+        with tap.check("16.4") as c:
+            c.skip_unless_selected()
+            check_rows(c, ROWS_FOR["16.4"])
+        with tap.check("16.5") as c:
+            c.skip_unless_selected()
+            check_durable_waits(c)
+        with tap.check("16.6") as c:
+            c.skip_unless_selected()
+            check_phase_logs(c)
+        with tap.check("16.7") as c:
+            c.skip_unless_selected()
+            check_monitor(c)
+        with tap.check("16.8") as c:
+            c.skip_unless_selected()
+            check_all_rows(c)
+        with tap.check("16.9") as c:
+            c.skip_unless_selected()
+            check_budgets(c)
+        with tap.check("16.10") as c:
+            c.skip_unless_selected()
+            check_two_deliveries(c)
+    finally:
+        Shared.stop()
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(WORK))
+    from shared.tap import main_guard
+    main_guard(main)

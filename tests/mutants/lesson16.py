@@ -1,0 +1,94 @@
+"""Lesson 16 mutants: plausible mistakes in the phase logs, the monitor queries, the terminal check, the
+record — and in the lesson 13–15 code the failure matrix exercises."""
+
+from tests.mutants import Mutant
+
+MUTANTS = [
+    # ---- 16.1: a row marked pass from the expected outcome, with no evidence
+    Mutant(
+        name="16-record-pass-without-evidence",
+        file="verification-record.json",
+        old='      "case": "sent_not_claimed",\n      "result": "not_run",\n',
+        new='      "case": "sent_not_claimed",\n      "result": "pass",\n',
+        fails=("16.1",),
+        why="The row says pass although nothing was run: no job_id, no time, no observed states, no measurement.",
+    ),
+    # ---- 16.2: the terminal check trusts the file's existence
+    Mutant(
+        name="16-terminal-skips-content",
+        file="verify_terminal.py",
+        old='        if content != decode_payload(job["payload"]):\n'
+            '            fail("artifact content differs from the job payload")\n',
+        new="",
+        fails=("16.2",),
+        why="verify_terminal only checks that the file parses: a file with other values still 'verifies'.",
+    ),
+    # ---- 16.3 (+16.8): an off-by-one at the admission gate lets one more job in than the limit
+    Mutant(
+        name="16-gate-off-by-one",
+        file="state_store.py",
+        old='    if cur.fetchone()["total"] >= limit:\n',
+        new='    if cur.fetchone()["total"] > limit:\n',
+        fails=("16.3", "16.8"),
+        why="With '>' the gate admits limit+1 jobs: the queue-full row sees a third 202 where a 503 was due.",
+    ),
+    # ---- 16.4 (+16.8): slots named per hour — the cross-minute row no longer shows its second slot
+    Mutant(
+        name="16-slot-per-hour",
+        file="schedule_tasks.py",
+        old='SLOT_FORMAT = "shop-export:%Y%m%dT%H%M"',
+        new='SLOT_FORMAT = "shop-export:%Y%m%dT%H"',
+        fails=("16.4", "16.8"),
+        why="Dropping the minute merges 10:00 and 10:01 into one slot: the documented cross-minute boundary "
+            "(two slots, two jobs) is no longer what the system does.",
+    ),
+    # ---- 16.5: past the deadline, recovery keeps requeueing instead of failing the job
+    Mutant(
+        name="16-recovery-ignores-deadline",
+        file="recovery.py",
+        old='    if row["expired"]:\n        return "failed", "deadline_exceeded", 0\n',
+        new="",
+        fails=("16.5",),
+        why="Without the deadline branch a job past deadline_at is re-sent (queued, new event) again and again "
+            "instead of ending failed with a dead letter.",
+    ),
+    # ---- 16.6: the whole job (payload included) copied into a log line "for context"
+    Mutant(
+        name="16-log-whole-job",
+        file="export_tasks.py",
+        old='    log_phase(job_id, "claimed", message_id, token, attempt)\n',
+        new='    log_phase(job_id, "claimed", message_id, token, attempt, detail=str(job))\n',
+        fails=("16.6",),
+        why="str(job) carries the payload: product descriptions end up in the worker log.",
+    ),
+    # ---- 16.7: an empty backlog reported as 0 seconds old
+    Mutant(
+        name="16-monitor-null-age-as-zero",
+        file="monitor_exports.sql",
+        old="       TIMESTAMPDIFF(MICROSECOND, MIN(created_at), NOW(6)) / 1000000 AS oldest_unpublished_seconds\n",
+        new="       COALESCE(TIMESTAMPDIFF(MICROSECOND, MIN(created_at), NOW(6)) / 1000000, 0)"
+            " AS oldest_unpublished_seconds\n",
+        fails=("16.7",),
+        why="COALESCE(..., 0) turns 'nothing is waiting' into 'waited 0 seconds', two different facts.",
+    ),
+    # ---- 16.9: a generous backoff pushes the expired-lease path past its 60 s budget
+    Mutant(
+        name="16-backoff-over-budget",
+        file="recovery.py",
+        old="LEASE_BACKOFF = 10        #",
+        new="LEASE_BACKOFF = 90        #",
+        fails=("16.9",),
+        why="Recovery still works, but an expired lease is back in processing only after ~90 s: over the 60 s "
+            "budget the lesson sets.",
+    ),
+    # ---- 16.10: the completion line reports the intent, not finish's answer
+    Mutant(
+        name="16-log-success-not-from-finish",
+        file="export_tasks.py",
+        old='    log_phase(job_id, "published", message_id, token, attempt, success=published)\n',
+        new='    log_phase(job_id, "published", message_id, token, attempt, success=True)\n',
+        fails=("16.10",),
+        why="Every execution logs success=True: the old token's late run looks published, so the logs can no "
+            "longer tell which delivery produced the result.",
+    ),
+]
