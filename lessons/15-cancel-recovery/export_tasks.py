@@ -6,8 +6,7 @@ Workers (restart both after replacing this file; lesson 13's split queues):
 Stop one with a single TERM (or the first Ctrl+C) to its main process: a warm shutdown that lets the
 running export finish.  A second signal or KILL is a cold shutdown: the lease and recovery take over.
 
-1. claim        short transaction #1: lease + token, committed before any file work (one short
-               retry if the row was merely busy, see below)
+1. claim        short transaction #1: lease + token, committed before any file work
 2. check        lesson 15: can_continue at the work boundary — stop if cancelled, expired or taken over
 3. write        no transaction open: artifacts/<job_id>.<token>.json, a name no other claim uses
 4. finish       short transaction #2: publish the path only if this token still owns a live lease
@@ -18,26 +17,17 @@ publishes nothing; an execution whose lease was taken over leaves at most an unr
 """
 
 import json
-import time
 from pathlib import Path
 from uuid import UUID
 
 from celery_app import app
-from state_store import can_continue, claim, claimable_now, finish
-
-BUSY_ROW_PAUSE = 0.2  # seconds: longer than a confirm or claim transaction holds a job row
+from state_store import can_continue, claim, finish
 
 
 @app.task(name="products.export")
 def export_products(job_id: str) -> dict:
     job_id = str(UUID(job_id))  # a malformed id fails here, before any database work
     job = claim(job_id)
-    if job is None and claimable_now(job_id):
-        # SKIP LOCKED skipped a row somebody held for a moment — usually the publisher's confirm, which
-        # locks the job while it records the dispatch.  Without this one retry the message would be used
-        # up and the job would wait for the recovery scan's 60 s re-dispatch.
-        time.sleep(BUSY_ROW_PAUSE)
-        job = claim(job_id)
     if job is None:
         # Not claimable now: running elsewhere, backing off, finished, cancelled or out of attempts.
         # The message is still acknowledged; the row in export_jobs is what users and recovery read.

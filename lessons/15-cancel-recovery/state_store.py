@@ -18,10 +18,13 @@ environment).  Every path calls admit_export(cur) and so uses the same value.
     finish(job_id, token, ref)       -> bool        (only the current, unexpired token publishes)
     renew_lease(job_id, token)       -> bool        (exercise: +30 s, never past deadline_at)
 
+Every public function runs its own short transaction and ends it (commit or rollback) before
+returning: no caller keeps a row lock while it writes a file, waits on the network or sleeps.  The
+connection itself is kept for the thread's next transaction (lesson 13, see transaction()).
+
 Lesson 15 adds the executor's side of cancellation and the user's request for it:
 
     can_continue(job_id, token)      -> bool        (still ours, running, in lease and deadline, not cancelled)
-    claimable_now(job_id)            -> bool        (a plain look, no lock: would claim() take it right now?)
     request_cancel(job_id)           -> dict | None (cancel_requested on an active job; the row as it now is)
 
 The connection settings come from DATABASE_URL in .env.tasks (never printed).  The code runs
@@ -32,6 +35,7 @@ on MySQL 8.4 and MariaDB 10.11; the few statements that differ between them live
 import json
 import os
 import re
+import threading
 from contextlib import contextmanager
 from urllib.parse import parse_qs, unquote, urlsplit
 from uuid import uuid4
@@ -131,10 +135,19 @@ def _url_settings() -> dict:
             "password": decode_url_part(parts.password), "database": database}
 
 
+LOOPBACK_HOSTS = {"127.0.0.1", "::1", "localhost"}
+
+
 def connect():
     """A new connection in the lab's session settings: UTC, READ COMMITTED, short waits."""
+    settings = _url_settings()
     conn = pymysql.connect(
-        **_url_settings(), charset="utf8mb4", cursorclass=DictCursor, autocommit=False,
+        **settings, charset="utf8mb4", cursorclass=DictCursor, autocommit=False,
+        # Without TLS options PyMySQL "prefers" TLS: it builds a fresh certificate store for every
+        # connection (about 25 ms of CPU, more than the whole transaction) and then checks no server
+        # certificate anyway.  Loopback has no network to protect, so skip it there; a database across
+        # a network needs verified TLS (ssl_ca=...), set up on purpose — not this silent attempt.
+        ssl_disabled=settings["host"] in LOOPBACK_HOSTS,
         # Bounded everywhere: connecting, each socket read and write, and (below) lock waits.
         connect_timeout=3, read_timeout=3, write_timeout=3,
     )
@@ -156,14 +169,46 @@ def connect():
     return conn
 
 
+# Lesson 13: connections are kept between transactions, one per thread.  Measured on the durable path,
+# opening a connection (handshake, login, four SETs) cost more than the transaction itself.  What stays
+# the same: every transaction() still commits or rolls back before it returns, so nothing holds a lock
+# or a snapshot while the caller writes a file or waits on the network — an idle connection holds
+# neither.  A real service would use a pool with an upper bound; a thread-local one is enough here.
+_idle = threading.local()
+
+
+def _take_connection():
+    """This thread's idle connection if it still answers, otherwise a new one."""
+    conn, owner = getattr(_idle, "conn", None), getattr(_idle, "pid", None)
+    _idle.conn = None  # in use now: a transaction() nested inside this one opens its own
+    if conn is not None and owner == os.getpid():
+        try:
+            conn.ping(reconnect=False)  # a restarted server or an expired session shows here, before any work
+            return conn
+        except pymysql.MySQLError:
+            _close_quietly(conn)
+    # A connection made before a fork belongs to the parent process: never use or close it here
+    # (closing would send QUIT on the parent's session); it is simply dropped.
+    return connect()
+
+
+def _close_quietly(conn) -> None:
+    try:
+        conn.close()
+    except pymysql.MySQLError:
+        pass  # already closed or broken: nothing left to release
+
+
 @contextmanager
 def transaction():
-    """One short transaction on its own connection: commit on success, roll back on any error, always close.
+    """One short transaction: commit on success, roll back on any error, then hand the connection back.
 
-    If the connection breaks during COMMIT, the outcome is unknown: the error propagates and the
-    caller must look the job up by id before doing anything again (never assume a rollback).
+    The connection is kept for this thread's next transaction only after a clean COMMIT; after any
+    error it is closed, because its state is then unknown.  If the connection breaks during COMMIT,
+    the outcome is unknown too: the error propagates and the caller must look the job up by id before
+    doing anything again (never assume a rollback).
     """
-    conn = connect()
+    conn = _take_connection()
     try:
         with conn.cursor() as cur:
             yield cur
@@ -173,9 +218,12 @@ def transaction():
             conn.rollback()
         except pymysql.MySQLError:
             pass  # the original error matters more than a failed rollback on a broken link
+        _close_quietly(conn)
         raise
-    finally:
-        conn.close()
+    previous = getattr(_idle, "conn", None)
+    if previous is not None:  # a nested transaction() left one behind: keep only one per thread
+        _close_quietly(previous)
+    _idle.conn, _idle.pid = conn, os.getpid()
 
 
 def describe_session() -> dict:
@@ -296,9 +344,15 @@ def claim(job_id: str) -> dict | None:
     """Take the lease on a claimable job: {id, payload, lease_token, attempts}, or None."""
     token = str(uuid4())
     with transaction() as cur:
-        # SKIP LOCKED: a row another claimer is busy with counts as "not for me", not as a wait.
-        # (So None means "not claimable now" — it does not mean the job does not exist.)
-        cur.execute(f"SELECT id FROM export_jobs WHERE id=%s AND {CLAIMABLE} FOR UPDATE SKIP LOCKED",
+        # Lesson 13: FOR UPDATE, no longer SKIP LOCKED.  This is one known row, and whatever locks it
+        # does so for a moment: another claimer's short transaction, or the foreign-key check that the
+        # outbox confirm (UPDATE … SET sent_at) makes on this very job while the message is already on
+        # its way.  Skipping would read "locked for a millisecond" as "not claimable" and leave a queued
+        # job that no message wakes again.  So wait (at most innodb_lock_wait_timeout, 1 s), then the
+        # conditions are read again on the latest row: a job someone else claimed is no longer queued.
+        # SKIP LOCKED stays where it belongs: scans that may take any row (outbox claim, recovery).
+        # (None means "not claimable now" — it does not mean the job does not exist.)
+        cur.execute(f"SELECT id FROM export_jobs WHERE id=%s AND {CLAIMABLE} FOR UPDATE",
                     (job_id, MAX_ATTEMPTS))
         if cur.fetchone() is None:
             return None
@@ -362,18 +416,6 @@ def can_continue(job_id: str, token: str) -> bool:
                  AND lease_until>NOW(6) AND deadline_at>NOW(6) AND cancel_requested=FALSE""",
             (job_id, token),
         )
-        return cur.fetchone() is not None
-
-
-def claimable_now(job_id: str) -> bool:
-    """Would claim() take this job right now?  A plain read: it never waits for, or takes, a lock.
-
-    claim() answers None both for "not claimable" and for "someone holds the row this very moment"
-    (SKIP LOCKED).  Since lesson 15 the publisher's confirm locks the job row for a few milliseconds,
-    so a fresh message can land in that window; this tells the two cases apart.
-    """
-    with transaction() as cur:
-        cur.execute(f"SELECT id FROM export_jobs WHERE id=%s AND {CLAIMABLE}", (job_id, MAX_ATTEMPTS))
         return cur.fetchone() is not None
 
 

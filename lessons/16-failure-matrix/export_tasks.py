@@ -6,8 +6,7 @@ Workers (restart both after replacing this file; lesson 13's split queues):
 Stop one with a single TERM (or the first Ctrl+C) to its main process: a warm shutdown that lets the
 running export finish.  A second signal or KILL is a cold shutdown: the lease and recovery take over.
 
-1. claim        short transaction #1: lease + token, committed before any file work (one short
-               retry if the row was merely busy, see below)              -> phase "claimed"
+1. claim        short transaction #1: lease + token, committed before any file work              -> phase "claimed"
 2. check        lesson 15: can_continue at the work boundary — stop if cancelled, expired or taken over
 3. write        no transaction open: artifacts/<job_id>.<token>.json, a name no other claim uses
 4. finish       short transaction #2: publish the path only if this token still owns a live lease
@@ -20,15 +19,12 @@ lease_token.  The public task name stays products.export.  Lines hold ids, never
 """
 
 import json
-import time
 from pathlib import Path
 from uuid import UUID
 
 from celery_app import app
-from state_store import can_continue, claim, claimable_now, finish
+from state_store import can_continue, claim, finish
 from task_logging import log_phase
-
-BUSY_ROW_PAUSE = 0.2  # seconds: longer than a confirm or claim transaction holds a job row
 
 
 @app.task(name="products.export", bind=True)
@@ -37,11 +33,6 @@ def export_products(self, job_id: str) -> dict:
     message_id = self.request.id
     try:
         job = claim(job_id)
-        if job is None and claimable_now(job_id):
-            # SKIP LOCKED skipped a row somebody held for a moment — usually the publisher's confirm,
-            # which locks the job while it records the dispatch.  One retry instead of a used-up message.
-            time.sleep(BUSY_ROW_PAUSE)
-            job = claim(job_id)
     except Exception as exc:
         # Nothing is held yet: the job stays queued and the recovery scan dispatches it again.
         # The type and the ids are enough to find it; the message text may quote connection details.

@@ -8,9 +8,10 @@ settings and tasks, plus, in the worker process and its pool children only:
 - a held write: the first write-mode open() of a path holding a job id listed in
   $LAB_LOG_DIR/lab16-hold.txt records a "hold" event and waits (at most 25 s) for
   $LAB_LOG_DIR/lab16-release-<job_id>.  The matrix kills, cancels or overtakes the job meanwhile;
-- a database outage before claim: while a task runs for a job listed in
-  $LAB_LOG_DIR/lab16-fail-claim.txt, the first pymysql.connect() raises OperationalError(2003),
-  once per job — the worker loses its database before it could claim;
+- a database outage before claim: for a job listed in $LAB_LOG_DIR/lab16-fail-claim.txt, the
+  first call of state_store.claim raises OperationalError(2003) before it touches the database,
+  once per job — the worker loses its database as it enters claim (whether its connections are
+  new per transaction or reused, this is where the outage shows);
 - LAB16_RESULT_EXPIRES=N (environment): this worker keeps Celery results N seconds, the
   "shortened result_expires" of the result-cache row.
 
@@ -99,19 +100,20 @@ builtins.open = _open
 
 # ---------------------------------------------------------------- the database gone before claim
 
-_real_connect = pymysql.connect
+import state_store  # noqa: E402  patched before the task module imports claim from it
+
+_real_claim = state_store.claim
 
 
-def _connect(*args, **kwargs):
-    job = _current["job"]
-    if job and job in _listed(FAIL_LIST) and _first_time(f"lab16-failed-{job}"):
+def _claim(job_id, *args, **kwargs):
+    job = str(job_id)
+    if job in _listed(FAIL_LIST) and _first_time(f"lab16-failed-{job}"):
         record("db_fault", job=job)
         raise pymysql.err.OperationalError(2003, "lab16 drill: the database cannot be reached")
-    return _real_connect(*args, **kwargs)
+    return _real_claim(job_id, *args, **kwargs)
 
 
-pymysql.connect = _connect
-pymysql.Connect = _connect
+state_store.claim = _claim
 
 
 # ---------------------------------------------------------------- task events
