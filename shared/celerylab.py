@@ -4,9 +4,11 @@
   then .env.tasks), and never printed;
 - the worker the runner declared in tasks.json (LAB_PROC_WORKER_*): stop it by its PID;
 - extra workers the verifier owns (shared.proc.Process), stopped by their PID;
-- a look into the broker's queue list without consuming anything.
+- a look into the broker's queue list without consuming anything;
+- for the probes that run inside workers: append_event, one JSON line per event to a shared file;
+- import_learner: a learner module with the functions a check needs, or a clear failure.
 
-Shared by the verifiers of lessons 08–10 (and later Celery lessons).
+Shared by the verifiers and probes of lessons 08–16.
 """
 
 from __future__ import annotations
@@ -27,6 +29,31 @@ from shared.proc import Process, WaitTimeout, wait_until
 WORK = Path.cwd()
 LOG_DIR = Path(os.environ.get("LAB_LOG_DIR") or WORK / ".lab-logs")
 READY_MARK = " ready."  # celery's "<nodename> ready." log line
+
+
+# ---------------------------------------------------------------- probes and learner modules
+
+def append_event(path: str | Path, kind: str, /, **fields) -> None:
+    """One JSON line (kind, pid, time, fields) appended with a single write: the worker's pool children
+    append to the same file at once, and O_APPEND keeps every line whole."""
+    line = json.dumps({"kind": kind, "pid": os.getpid(), "at": time.time(), **fields}, default=repr)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        os.write(fd, (line + "\n").encode())
+    finally:
+        os.close(fd)
+
+
+def import_learner(module: str, names: tuple[str, ...]):
+    """The learner's module, checked to define `names` as functions; an AssertionError that says why not."""
+    try:
+        loaded = __import__(module)
+    except Exception as exc:  # noqa: BLE001 - any import failure is the learner's to see
+        raise AssertionError(t(f"无法导入 {module}：{type(exc).__name__}: {redact(str(exc))}",
+                               f"cannot import {module}: {type(exc).__name__}: {redact(str(exc))}")) from None
+    for name in names:
+        assert callable(getattr(loaded, name, None)), t(f"{module}.py 里没有 {name}", f"{module}.py has no {name}")
+    return loaded
 
 
 # ---------------------------------------------------------------- settings (never printed)

@@ -15,12 +15,12 @@ own app, settings and tasks, plus, in this process and its pool children only:
 Nothing is imported ahead of the worker: a module missing from include stays missing.
 """
 
-import json
 import os
-import time
 from pathlib import Path
 
 from celery import signals
+
+from shared.celerylab import append_event
 
 TASK_NAME = "products.retry_demo"
 FOLDER = Path(os.environ.get("LAB_LOG_DIR") or ".")
@@ -30,12 +30,7 @@ FAST_BACKOFF = {"backoff_base": 0.02, "backoff_max": 0.16}
 
 
 def record(kind: str, **fields) -> None:
-    line = json.dumps({"kind": kind, "pid": os.getpid(), "at": time.time(), **fields}, default=repr)
-    fd = os.open(EVENTS, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-    try:
-        os.write(fd, (line + "\n").encode())
-    finally:
-        os.close(fd)
+    append_event(EVENTS, kind, **fields)
 
 
 def _current():

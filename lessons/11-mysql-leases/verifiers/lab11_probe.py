@@ -16,11 +16,12 @@ Nothing is imported ahead of the worker: a module missing from include stays mis
 
 import builtins
 import io
-import json
 import os
 import time
 
 from celery import signals
+
+from shared.celerylab import append_event
 
 FOLDER = os.environ.get("LAB_LOG_DIR") or "."
 EVENTS = os.path.join(FOLDER, "lab11-events.jsonl")
@@ -29,12 +30,7 @@ HOLD_SECONDS = 25.0
 
 
 def record(kind: str, **fields) -> None:
-    line = json.dumps({"kind": kind, "pid": os.getpid(), "at": time.time(), **fields}, default=repr)
-    fd = os.open(EVENTS, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-    try:
-        os.write(fd, (line + "\n").encode())
-    finally:
-        os.close(fd)
+    append_event(EVENTS, kind, **fields)
 
 
 def _held_jobs() -> list[str]:

@@ -6,22 +6,17 @@ start and end is appended (pid, message id, arguments, return value) as a JSON l
 $LAB_LOG_DIR/lab12-events.jsonl.  That is how the checks count deliveries of one outbox event.
 """
 
-import json
 import os
-import time
 
 from celery import signals
+
+from shared.celerylab import append_event
 
 EVENTS = os.path.join(os.environ.get("LAB_LOG_DIR") or ".", "lab12-events.jsonl")
 
 
 def record(kind: str, **fields) -> None:
-    line = json.dumps({"kind": kind, "pid": os.getpid(), "at": time.time(), **fields}, default=repr)
-    fd = os.open(EVENTS, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-    try:
-        os.write(fd, (line + "\n").encode())
-    finally:
-        os.close(fd)
+    append_event(EVENTS, kind, **fields)
 
 
 @signals.task_prerun.connect

@@ -37,7 +37,7 @@ from uuid import uuid4
 
 import pymysql
 
-from shared.celerylab import LOG_DIR, WORK, redact
+from shared.celerylab import LOG_DIR, WORK, import_learner, redact
 from shared.i18n import t
 from shared.labdb import db_settings, kit_db, sql
 from shared.proc import Process, WaitTimeout, run_python, wait_until
@@ -123,15 +123,7 @@ def gate_lock_name() -> str:
 
 # ---------------------------------------------------------------- the learner's modules
 
-def _import(module: str, names: tuple[str, ...]):
-    try:
-        loaded = __import__(module)
-    except Exception as exc:  # noqa: BLE001 - any import failure is the learner's to see
-        raise AssertionError(t(f"无法导入 {module}：{type(exc).__name__}: {redact(str(exc))}",
-                               f"cannot import {module}: {type(exc).__name__}: {redact(str(exc))}")) from None
-    for name in names:
-        assert callable(getattr(loaded, name, None)), t(f"{module} 里没有 {name}", f"{module} has no {name}")
-    return loaded
+_import = import_learner  # a learner module with the functions a check needs
 
 
 def store():

@@ -17,11 +17,12 @@ It is the learner's own app, settings and tasks, plus, in these processes only:
 
 import builtins
 import io
-import json
 import os
 import time
 
 from celery import signals
+
+from shared.celerylab import append_event
 
 FOLDER = os.environ.get("LAB_LOG_DIR") or "."
 EVENTS = os.path.join(FOLDER, "lab13-events.jsonl")
@@ -30,12 +31,7 @@ HOLD_SECONDS = 25.0
 
 
 def record(kind: str, **fields) -> None:
-    line = json.dumps({"kind": kind, "pid": os.getpid(), "at": time.time(), **fields}, default=repr)
-    fd = os.open(EVENTS, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-    try:
-        os.write(fd, (line + "\n").encode())
-    finally:
-        os.close(fd)
+    append_event(EVENTS, kind, **fields)
 
 
 def _held_jobs() -> list[str]:

@@ -10,23 +10,18 @@ app, settings and tasks, plus two kit additions in those processes only:
   ticks within seconds.  The lesson's file keeps its 60 s; nothing else in the entry changes.
 """
 
-import json
 import os
-import time
 
 from celery import signals
+
+from shared.celerylab import append_event
 
 EVENTS = os.path.join(os.environ.get("LAB_LOG_DIR") or ".", "lab14-events.jsonl")
 TICK_TASK = "products.schedule_tick"
 
 
 def record(kind: str, **fields) -> None:
-    line = json.dumps({"kind": kind, "pid": os.getpid(), "at": time.time(), **fields}, default=repr)
-    fd = os.open(EVENTS, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-    try:
-        os.write(fd, (line + "\n").encode())
-    finally:
-        os.close(fd)
+    append_event(EVENTS, kind, **fields)
 
 
 @signals.task_prerun.connect

@@ -20,12 +20,13 @@ Nothing else changes: the tasks, their names and settings are the learner's.
 
 import builtins
 import io
-import json
 import os
 import time
 
 import pymysql
 from celery import signals
+
+from shared.celerylab import append_event
 
 FOLDER = os.environ.get("LAB_LOG_DIR") or "."
 EVENTS = os.path.join(FOLDER, "lab16-events.jsonl")
@@ -37,12 +38,7 @@ _current = {"job": None}  # the job id of the task running in this process (pref
 
 
 def record(kind: str, **fields) -> None:
-    line = json.dumps({"kind": kind, "pid": os.getpid(), "at": time.time(), **fields}, default=repr)
-    fd = os.open(EVENTS, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-    try:
-        os.write(fd, (line + "\n").encode())
-    finally:
-        os.close(fd)
+    append_event(EVENTS, kind, **fields)
 
 
 def _listed(path: str) -> list[str]:

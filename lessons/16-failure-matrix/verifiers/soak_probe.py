@@ -7,11 +7,12 @@ long before finish() — as a slow file write would — so a chaos kill lands on
 `running` with a live lease, not only between tasks.
 """
 
-import json
 import os
 import time
 
 from celery import signals
+
+from shared.celerylab import append_event
 
 DELIVERIES = os.path.join(os.environ.get("LAB_LOG_DIR") or ".", "soak-deliveries.jsonl")
 DELAY = float(os.environ.get("SOAK_TASK_DELAY", "0"))
@@ -19,13 +20,8 @@ DELAY = float(os.environ.get("SOAK_TASK_DELAY", "0"))
 
 @signals.task_prerun.connect
 def _on_start(task_id=None, task=None, args=None, **_):
-    line = json.dumps({"pid": os.getpid(), "at": time.time(), "task": getattr(task, "name", None),
-                       "task_id": task_id, "job_id": (list(args or []) or [None])[0]}, default=repr)
-    fd = os.open(DELIVERIES, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-    try:
-        os.write(fd, (line + "\n").encode())
-    finally:
-        os.close(fd)
+    append_event(DELIVERIES, "start", task=getattr(task, "name", None), task_id=task_id,
+                 job_id=(list(args or []) or [None])[0])
 
 
 import state_store  # noqa: E402  patched before the task module imports finish from it
