@@ -31,6 +31,8 @@ from pathlib import Path
 
 from shared import labctl
 from shared.celerylab import children_of
+from shared.labdb import kit_db
+from shared.labdb import sql as rows
 from shared.proc import Process
 
 WORK = Path.cwd()
@@ -92,16 +94,8 @@ class Fleet:
 
 # --------------------------------------------------------------------------------- database
 
-def db():
-    import state_store
-    return state_store.transaction()
-
-
-def rows(query: str, args=()) -> list[dict]:
-    with db() as cur:
-        cur.execute(query, args)
-        return list(cur.fetchall())
-
+# The soak's own look at the database goes through the kit's connection (shared.labdb), never the
+# learner's code: the ledger must not depend on what it is auditing.
 
 def product_ids() -> list[int]:
     return [r["id"] for r in rows("SELECT id FROM products ORDER BY id")]
@@ -201,21 +195,26 @@ def chaos(fleet: Fleet, rng: random.Random, seconds: float, kills: int) -> list[
 
 # --------------------------------------------------------------------------------- drain
 
-def statuses(job_ids: list[str]) -> dict[str, str]:
+def job_rows(job_ids: list[str], columns: str) -> dict[str, dict]:
+    """The export_jobs rows of these ids (in chunks of 200: one IN list per query stays small)."""
     found = {}
     for start in range(0, len(job_ids), 200):
         chunk = job_ids[start:start + 200]
         marks = ",".join(["%s"] * len(chunk))
-        for r in rows(f"SELECT id, status FROM export_jobs WHERE id IN ({marks})", chunk):
-            found[r["id"]] = r["status"]
+        for r in rows(f"SELECT id, {columns} FROM export_jobs WHERE id IN ({marks})", chunk):
+            found[r["id"]] = r
     return found
+
+
+def statuses(job_ids: list[str]) -> dict[str, str]:
+    return {job_id: r["status"] for job_id, r in job_rows(job_ids, "status").items()}
 
 
 def move_timers_into_the_past() -> int:
     """What recovery would wait for, moved into the past instead of waited out (for stuck jobs only):
     expired leases (30 s), the 10 s backoff, and the 60 s 'sent but never claimed' threshold."""
     changed = 0
-    with db() as cur:
+    with kit_db() as cur:
         cur.execute("""UPDATE export_jobs SET lease_until=DATE_SUB(NOW(6), INTERVAL 1 SECOND)
                        WHERE status='running' AND lease_until>=NOW(6)""")
         changed += cur.rowcount
@@ -271,14 +270,7 @@ def drain(job_ids: list[str], fleet: Fleet, budget: float) -> dict:
 # --------------------------------------------------------------------------------- the ledger
 
 def ledger(acknowledged: list[str]) -> dict:
-    import state_store
-    found = {}
-    for start in range(0, len(acknowledged), 200):
-        chunk = acknowledged[start:start + 200]
-        marks = ",".join(["%s"] * len(chunk))
-        for r in rows(f"SELECT id, status, attempts, payload, result_ref FROM export_jobs WHERE id IN ({marks})",
-                      chunk):
-            found[r["id"]] = r
+    found = job_rows(acknowledged, "status, attempts, payload, result_ref")
     deliveries: dict[str, int] = {}
     if DELIVERIES.exists():
         for line in DELIVERIES.read_text(encoding="utf-8").splitlines():
@@ -299,8 +291,7 @@ def ledger(acknowledged: list[str]) -> dict:
             continue
         path = WORK / (r["result_ref"] or "")
         try:
-            ok = r["result_ref"] and json.loads(path.read_text(encoding="utf-8")) == \
-                state_store.decode_payload(r["payload"])
+            ok = r["result_ref"] and json.loads(path.read_text(encoding="utf-8")) == json.loads(r["payload"])
         except (OSError, ValueError):
             ok = False
         if not ok:
