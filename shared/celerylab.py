@@ -24,7 +24,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from shared.i18n import t
-from shared.proc import Process, WaitTimeout, wait_until
+from shared.proc import Process, WaitTimeout, proc_stat, wait_until
 
 WORK = Path.cwd()
 LOG_DIR = Path(os.environ.get("LAB_LOG_DIR") or WORK / ".lab-logs")
@@ -44,6 +44,29 @@ def append_event(path: str | Path, kind: str, /, **fields) -> None:
         os.close(fd)
 
 
+def read_events(path: str | Path) -> list[dict]:
+    """Every whole JSON line of an event file written by append_event.  A line still being written by
+    another process (or cut short by a SIGKILL) is skipped, never a crash."""
+    try:
+        lines = Path(path).read_text(encoding="utf-8", errors="replace").splitlines()
+    except FileNotFoundError:
+        return []
+    found = []
+    for line in lines:
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(event, dict):
+            found.append(event)
+    return found
+
+
+def short(value) -> str:
+    """The first 8 characters of an id, for messages."""
+    return f"{str(value)[:8]}…"
+
+
 def import_learner(module: str, names: tuple[str, ...]):
     """The learner's module, checked to define `names` as functions; an AssertionError that says why not."""
     try:
@@ -59,13 +82,8 @@ def import_learner(module: str, names: tuple[str, ...]):
 # ---------------------------------------------------------------- settings (never printed)
 
 def env_file_values(path: Path = WORK / ".env.tasks") -> dict[str, str]:
-    values = {}
-    if path.is_file():
-        for line in path.read_text(encoding="utf-8").splitlines():
-            if "=" in line and not line.lstrip().startswith("#"):
-                key, value = line.split("=", 1)
-                values[key.strip()] = value.strip().strip('"').strip("'")
-    return values
+    from shared.labctl import read_env_file
+    return read_env_file(path)
 
 
 def setting(name: str) -> str | None:
@@ -104,18 +122,9 @@ def describe_url(url: str) -> str:
 
 # ---------------------------------------------------------------- processes by PID
 
-def _stat(pid: int) -> list[str] | None:
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    # the command name may hold spaces or parentheses: split after the last ')'
-    return [text[: text.index("(")].strip(), "comm", *text[text.rindex(")") + 2:].split()]
-
-
 def pid_running(pid: int) -> bool:
     """Alive and not a zombie (a finished child its parent has not reaped yet)."""
-    stat = _stat(pid)
+    stat = proc_stat(pid)
     return stat is not None and stat[2] != "Z"
 
 
@@ -123,7 +132,7 @@ def children_of(pid: int) -> list[int]:
     found = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
-            stat = _stat(int(entry.name))
+            stat = proc_stat(int(entry.name))
             if stat is not None and stat[3] == str(pid) and stat[2] != "Z":
                 found.append(int(entry.name))
     return sorted(found)
@@ -133,7 +142,7 @@ def group_members(pgid: int) -> list[int]:
     found = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
-            stat = _stat(int(entry.name))
+            stat = proc_stat(int(entry.name))
             if stat is not None and stat[4] == str(pgid) and stat[2] != "Z":
                 found.append(int(entry.name))
     return found

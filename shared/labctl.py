@@ -29,7 +29,7 @@ from urllib.parse import quote, unquote, urlsplit
 from shared import services as S
 from shared.i18n import t
 from shared.manifest import KIT_ROOT
-from shared.proc import port_open, wait_until
+from shared.proc import is_zombie, port_open, wait_until
 
 ROOT_ENV = S.SERVICES_DIR / "root.env"        # the MySQL root password: kit tooling only
 COMPOSE_ENV = S.SERVICES_DIR / "compose.env"  # what docker compose interpolates
@@ -51,12 +51,16 @@ def _write_private(path: Path, text: str) -> None:
 
 
 def read_env_file(path: Path) -> dict[str, str]:
+    """KEY=value lines, the way python-dotenv reads them: comments skipped, one pair of quotes stripped."""
     values = {}
-    if path.exists():
+    if path.is_file():
         for line in path.read_text(encoding="utf-8").splitlines():
             if "=" in line and not line.lstrip().startswith("#"):
                 key, value = line.split("=", 1)
-                values[key.strip()] = value.strip()
+                value = value.strip()
+                if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+                    value = value[1:-1]
+                values[key.strip().removeprefix("export ").strip()] = value
     return values
 
 
@@ -266,7 +270,7 @@ class NativeService:
             cwd = os.readlink(f"/proc/{pid}/cwd")
         except (OSError, ValueError):
             return None
-        return pid if cwd.startswith(str(self.dir)) and not _zombie(pid) else None
+        return pid if cwd.startswith(str(self.dir)) and not is_zombie(pid) else None
 
     def start(self, argv: list[str]) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -298,7 +302,7 @@ class NativeService:
             return False
         os.kill(pid, signal.SIGTERM)
         try:
-            wait_until(lambda: self.pid() is None or not Path(f"/proc/{pid}").exists() or _zombie(pid), grace,
+            wait_until(lambda: self.pid() is None or not Path(f"/proc/{pid}").exists() or is_zombie(pid), grace,
                        f"{self.name} to stop")
         except AssertionError:
             os.kill(pid, signal.SIGKILL)
@@ -317,11 +321,6 @@ class NativeService:
                                + self.log_tail()) from None
 
 
-def _zombie(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
-    except (OSError, IndexError):
-        return True
 
 
 REDIS = NativeService("redis", S.REDIS_PORT)

@@ -1,13 +1,24 @@
 """The kit's own view of a lesson's database, for verifiers: the URL from the work dir's .env.tasks
-(the slot's schema), a UTC session, dict rows.  Never printed."""
+(the slot's schema), a UTC session, dict rows.  Never printed.
+
+`sql()` keeps one connection per thread (and per process: a forked child opens its own), pinged before
+each use, so a server restarted by a drill is reconnected to; a link that breaks mid-statement is dropped
+and the error raised.  Every statement autocommits: each one sees the latest commits of the code under
+test.  `kit_db()` opens a connection of its own for work that holds session state.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import os
+import threading
 from urllib.parse import unquote, urlsplit
 
-from shared.celerylab import setting
+from shared.celerylab import setting, short
 from shared.i18n import t
+from shared.proc import WaitTimeout, wait_until
+
+_local = threading.local()
 
 
 def db_settings() -> dict:
@@ -21,21 +32,119 @@ def db_settings() -> dict:
             "ssl_disabled": is_loopback(parts.hostname) or None}  # see labctl.is_loopback
 
 
-@contextlib.contextmanager
-def kit_db(autocommit: bool = True):
+def connect(autocommit: bool = True):
+    """A new connection of the kit's own (the caller closes it)."""
     import pymysql
     from pymysql.cursors import DictCursor
-    conn = pymysql.connect(**db_settings(), charset="utf8mb4", cursorclass=DictCursor, autocommit=autocommit,
-                           connect_timeout=3, read_timeout=10, write_timeout=10)
+    return pymysql.connect(**db_settings(), charset="utf8mb4", cursorclass=DictCursor, autocommit=autocommit,
+                           connect_timeout=3, read_timeout=10, write_timeout=10,
+                           init_command="SET time_zone = '+00:00'")
+
+
+def _kept_connection():
+    conn = getattr(_local, "conn", None)
+    if conn is not None and getattr(_local, "pid", None) == os.getpid():
+        try:
+            conn.ping(reconnect=True)  # init_command runs again on a reconnect: still UTC
+            return conn
+        except Exception:  # noqa: BLE001 - the server went away: open a new one below
+            close_kit_connection()
+    _local.conn, _local.pid = connect(), os.getpid()
+    return _local.conn
+
+
+@contextlib.contextmanager
+def kit_db(autocommit: bool = True):
+    """A cursor on a new connection of its own, closed at the end of the block: for anything that
+    holds session state (a transaction, GET_LOCK, a SET) and must not outlive the block."""
+    conn = connect(autocommit)
     try:
         with conn.cursor() as cur:
-            cur.execute("SET time_zone = '+00:00'")
             yield cur
     finally:
         conn.close()
 
 
+@contextlib.contextmanager
+def kept_db():
+    """A cursor on this thread's kept kit connection: for single statements (see sql)."""
+    import pymysql
+    conn = _kept_connection()
+    try:
+        with conn.cursor() as cur:
+            yield cur
+    except pymysql.OperationalError:
+        close_kit_connection()  # a broken link: the next call opens a new one
+        raise
+
+
+def close_kit_connection() -> None:
+    conn = getattr(_local, "conn", None)
+    _local.conn = None
+    if conn is not None and getattr(_local, "pid", None) == os.getpid():
+        with contextlib.suppress(Exception):
+            conn.close()
+
+
 def sql(query: str, args=()) -> list[dict]:
-    with kit_db() as cur:
+    """One autocommitted statement on the kept connection; its rows."""
+    with kept_db() as cur:
         cur.execute(query, args)
         return list(cur.fetchall())
+
+
+# ---------------------------------------------------------------- export_jobs, as the kit sees it
+
+def job_row(job_id: str) -> dict | None:
+    """Every column of the job (which columns exist depends on the lesson) plus the server's NOW(6)."""
+    rows = sql("SELECT *, NOW(6) AS now FROM export_jobs WHERE id=%s", (job_id,))
+    return rows[0] if rows else None
+
+
+def wait_status(job_id: str, statuses: tuple[str, ...], seconds: float = 20, interval: float = 0.05) -> dict:
+    """Poll the job's row until its status is one of `statuses`; a failed check that says where it is."""
+    def reached():
+        row = job_row(job_id)
+        return row if row and row["status"] in statuses else None
+    try:
+        return wait_until(reached, seconds, f"job {job_id} to reach {statuses}", interval=interval)
+    except WaitTimeout:
+        row = job_row(job_id)
+        now = f"{row and row['status']}, attempts={row and row.get('attempts')}"
+        raise AssertionError(t(f"任务 {short(job_id)} 在 {seconds:g} 秒内没有变成 {'/'.join(statuses)}（现在：{now}）",
+                               f"job {short(job_id)} did not reach {'/'.join(statuses)} within {seconds:g}s "
+                               f"(now: {now})")) from None
+
+
+# ---------------------------------------------------------------- kit triggers: faults and gates
+
+def make_marks_table(table: str) -> None:
+    """A kit-owned table of (kind, ref) marks: a kit trigger fires only for the rows marked here."""
+    sql(f"CREATE TABLE IF NOT EXISTS {table} (kind VARCHAR(16) NOT NULL, ref CHAR(36) CHARACTER SET ascii "
+        "NOT NULL, PRIMARY KEY (kind, ref)) ENGINE=InnoDB")
+    sql(f"DELETE FROM {table}")
+
+
+@contextlib.contextmanager
+def trigger(name: str, body: str, marks_table: str):
+    """A kit trigger for the duration of the block; dropped, and its marks cleared, afterwards."""
+    import pymysql
+    sql(f"DROP TRIGGER IF EXISTS {name}")
+    try:
+        sql(body)
+    except pymysql.MySQLError as exc:
+        raise AssertionError(t(f"检查器无法创建触发器（错误 {exc.args[0]}）：账号需要 TRIGGER 权限；MySQL 开启 binlog 时"
+                               "还需要 log_bin_trust_function_creators=1",
+                               f"the checker cannot create its trigger (error {exc.args[0]}): the account needs the "
+                               "TRIGGER privilege, and MySQL with binary logging on needs "
+                               "log_bin_trust_function_creators=1")) from None
+    try:
+        yield
+    finally:
+        sql(f"DROP TRIGGER IF EXISTS {name}")
+        sql(f"DELETE FROM {marks_table}")
+
+
+def gate_lock_name(prefix: str) -> str:
+    """A GET_LOCK name for a kit gate: user locks are server-wide, so one per schema (slot)."""
+    return f"{prefix}-gate-{db_settings()['database']}"

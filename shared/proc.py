@@ -32,6 +32,26 @@ def wait_until(predicate, timeout: float, what: str, interval: float = 0.05):
         time.sleep(interval)
 
 
+def proc_stat(pid: int) -> list[str] | None:
+    """/proc/PID/stat as fields [pid, comm, state, ppid, pgrp, ...], or None when the process is gone.
+    The command name may hold spaces or parentheses, so split after the last ')'."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    try:
+        return [text[: text.index("(")].strip(), text[text.index("(") + 1: text.rindex(")")],
+                *text[text.rindex(")") + 2:].split()]
+    except ValueError:
+        return None
+
+
+def is_zombie(pid: int) -> bool:
+    """Finished but not reaped yet (or gone): either way, not running."""
+    stat = proc_stat(pid)
+    return stat is None or stat[2] == "Z"
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
