@@ -11,7 +11,8 @@ if str(KIT_ROOT) not in sys.path:
 _worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
 # Slots 4..7: slot 0 is the learner's own and slot 1 the default of hand-run checks, so `make test` can run
 # beside both.
-os.environ["LAB_SLOT"] = str(4 + int(_worker[2:] or 0) % 4)
+# LAB_TEST_SLOT pins one slot instead (a developer running a few tests beside other runs).
+os.environ["LAB_SLOT"] = os.environ.get("LAB_TEST_SLOT") or str(4 + int(_worker[2:] or 0) % 4)
 
 
 def pytest_sessionfinish(session, exitstatus):
