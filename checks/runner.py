@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
-import shutil
+import secrets
 import signal
 import subprocess
 import sys
@@ -14,7 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from shared.manifest import KIT_ROOT
+from shared.i18n import t
 from shared.proc import Process
+from shared.tap import START_MARK
 
 TAP_LINE = re.compile(r"^(not ok|ok)\s+\d+\s+-\s+(\d\d\.\d+)\b(.*?)(?:\s+#\s*(SKIP|TODO)\b\s*(.*))?$", re.I)
 OUTPUT_CAP = 500  # characters of output kept per check, as in Exercism's results.json
@@ -101,28 +104,183 @@ def verifier_env(extra: dict | None = None) -> dict:
     env["PYTHONPATH"] = str(KIT_ROOT) + (os.pathsep + path if path else "")
     env["PYTHONUNBUFFERED"] = "1"
     env["PYTHONDONTWRITEBYTECODE"] = "1"
+    # Asserts are how checks fail: a verifier never runs optimised (tap.main_guard refuses -O as well).
+    env.pop("PYTHONOPTIMIZE", None)
     env.update(extra or {})
     return env
 
 
-def _run_verifier(verifier: str, workdir: Path, timeout: float, log_path: Path, env: dict) -> tuple[str, int | None]:
-    """Run one verifier; return (its output, exit code or None when it ran out of time)."""
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(log_path, "wb") as log:
+SETUP_LIMIT = 60.0     # seconds a verifier may take before its first check starts (imports, warm-up)
+TEARDOWN_LIMIT = 60.0  # seconds it may take to exit after its last check (stopping what it started)
+RUN_MARK = "LAB_RUN_ID"  # every process a verifier starts inherits this mark; leftovers are found by it
+
+
+def _processes_marked(token: str) -> list[int]:
+    """Pids of live processes whose environment carries this run's mark (the verifier's descendants,
+    double-forked daemons included, unless they scrubbed their environment)."""
+    needle = f"{RUN_MARK}={token}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+        except OSError:
+            continue
+        if needle in environ.split(b"\0"):
+            found.append(int(entry.name))
+    return found
+
+
+def stop_leftovers(token: str) -> list[int]:
+    """SIGKILL every process that still carries the run's mark; return their pids."""
+    killed = []
+    for _ in range(5):  # a dying parent may fork once more: look again until none is left
+        pids = _processes_marked(token)
+        if not pids:
+            break
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        killed += pids
+        time.sleep(0.1)
+    return sorted(set(killed))
+
+
+@dataclass
+class _Round:
+    """One run of a verifier process: its output and how it ended."""
+    output: str
+    code: int | None          # exit code, None when the runner stopped it
+    timed_out: str | None     # the check under way when its limit ran out ("" before the first or after the last)
+    limit: float = 0.0
+
+
+def _progress(text: str, order: list[str]) -> tuple[str | None, float | None, set[str]]:
+    """(the check the clock runs for, whether any check started yet, the checks reported) so far.
+    Between two checks the clock runs for the next one: its limit covers getting to it."""
+    reported = set(parse_tap(text))
+    current, started = None, False
+    for line in text.splitlines():
+        if line.startswith(START_MARK):
+            current, started = line[len(START_MARK):].strip(), True
+    if current in reported:
+        current = next((c for c in order if c not in reported), None) if started else None
+    return current, started, reported
+
+
+def _run_round(verifier: str, workdir: Path, limits: dict[str, float], log_path: Path, env: dict) -> _Round:
+    """Run the verifier once.  Each check gets its own limit from when it starts (tasks.json's timeout);
+    the time before the first check and after the last is bounded too.  When a limit runs out the
+    verifier's group is stopped, and afterwards anything else it started is stopped by its mark."""
+    token = secrets.token_hex(8)
+    env = dict(env, **{RUN_MARK: token})
+    start_offset = log_path.stat().st_size if log_path.exists() else 0
+    with open(log_path, "ab") as log:
         proc = subprocess.Popen([sys.executable, verifier], cwd=workdir, env=env, stdout=log,
                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
-        try:
-            code = proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            # TERM first so the verifier stops the servers it started, then KILL its group.
-            os.killpg(proc.pid, signal.SIGTERM)
+    seen_state, since = (None, frozenset()), time.monotonic()
+    timed_out, limit = None, 0.0
+    try:
+        while True:
             try:
-                proc.wait(timeout=5)
+                code = proc.wait(timeout=0.1)
+                break
             except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-            code = None
-    return log_path.read_text(encoding="utf-8", errors="replace"), code
+                pass
+            current, started, reported = _progress(_read_from(log_path, start_offset), list(limits))
+            state = (current, frozenset(reported))
+            if state != seen_state:  # progress: a check started or reported; its clock starts now
+                seen_state, since = state, time.monotonic()
+            if current is not None:
+                limit = limits.get(current, SETUP_LIMIT)
+            else:  # before the first check, or after the last
+                limit = TEARDOWN_LIMIT if started else SETUP_LIMIT
+            if time.monotonic() - since > limit:
+                timed_out = current if current is not None else ""
+                _stop_group(proc)
+                code = None
+                break
+    finally:
+        if proc.poll() is None:  # interrupted (Ctrl-C): never leave the verifier behind
+            _stop_group(proc)
+        stop_leftovers(token)
+    return _Round(_read_from(log_path, start_offset), code, timed_out, limit)
+
+
+def _read_from(path: Path, offset: int) -> str:
+    with open(path, "rb") as stream:
+        stream.seek(offset)
+        return stream.read().decode("utf-8", errors="replace")
+
+
+def _stop_group(proc: subprocess.Popen) -> None:
+    # TERM first so the verifier stops the servers it started, then KILL its group.
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def run_verifier(verifier: str, workdir: Path, checks: list[dict], log_path: Path, env: dict,
+                 by_id: dict[str, "CheckResult"]) -> None:
+    """Run a verifier until each of its checks has a verdict.  A check that overruns its limit is
+    TIMEOUT and the verifier is started again for the checks it had not reached, so one hang costs
+    one check, not every check after it."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    log_path.unlink(missing_ok=True)
+    pending = [c["id"] for c in checks]
+    limits = {c["id"]: float(c["timeout"]) for c in checks}
+    base_only = env.get("LAB_CHECKS")
+    while pending:
+        round_env = dict(env)
+        if len(pending) < len(checks) or base_only:
+            round_env["LAB_CHECKS"] = ",".join(pending)
+        result = _run_round(verifier, workdir, {k: limits[k] for k in pending}, log_path, round_env)
+        reported = parse_tap(result.output)
+        # Every line said ok, yet the verifier failed, or hung after its last check: do not trust the passes.
+        distrust = result.code != 0 and not result.timed_out and not any(r["status"] == FAIL for r in reported.values())
+        for check_id in list(pending):
+            seen = reported.get(check_id)
+            if seen is None:
+                continue
+            pending.remove(check_id)
+            res = by_id[check_id]
+            res.status, res.seconds, res.notes = seen["status"], seen["seconds"], seen["notes"]
+            res.message = seen["message"] or (seen["notes"][0] if res.status == FAIL and seen["notes"] else "")
+            if distrust:
+                res.status = ERROR
+                res.message = (f"{verifier} did not exit within {result.limit:g}s after reporting"
+                               if result.code is None else f"{verifier} exited with code {result.code} after reporting")
+                res.notes = _tail(result.output)
+        if not pending:
+            break
+        if result.timed_out:  # this check hung: TIMEOUT, then start again for the ones after it
+            res = by_id[result.timed_out]
+            res.status, res.seconds = TIMEOUT, result.limit
+            res.message = t(f"{verifier} 在本项的 {result.limit:g} 秒时限内没有给出结果",
+                            f"{verifier} ran past this check's {result.limit:g}s limit")
+            res.notes = _tail(result.output)
+            pending.remove(result.timed_out)
+            with open(log_path, "a", encoding="utf-8") as log:
+                log.write(f"\n--- {result.timed_out} timed out; the verifier starts again for {', '.join(pending)} ---\n")
+            continue
+        for check_id in pending:  # it ended (or hung outside any check) without reporting these
+            res = by_id[check_id]
+            if result.code is None:
+                res.status = TIMEOUT
+                res.message = t(f"{verifier} 在检查开始前或结束后超过 {result.limit:g} 秒没有进展",
+                                f"{verifier} made no progress for {result.limit:g}s outside any check")
+            else:
+                res.status = ERROR
+                res.message = t(f"{verifier} 以退出码 {result.code} 结束，没有报告本项",
+                                f"{verifier} exited with code {result.code} without reporting this check")
+            res.notes = _tail(result.output)
+        break
 
 
 def _tail(text: str, lines: int = 15) -> list[str]:
@@ -274,28 +432,7 @@ def _run_lesson(lesson, workdir, log_dir, source, started, results, only=None) -
                 for check in checks:
                     by_id[check["id"]].message = f"verifier {verifier} is missing from the work dir"
                 continue
-            timeout = sum(c["timeout"] for c in checks)
-            output, code = _run_verifier(verifier, workdir, timeout, log_path, env)
-            reported = parse_tap(output)
-            for check in checks:
-                result = by_id[check["id"]]
-                seen = reported.get(check["id"])
-                if seen is None:
-                    if code is None:
-                        result.status = TIMEOUT
-                        result.message = f"{verifier} ran past its {timeout:g}s limit before reporting this check"
-                    else:
-                        result.status = ERROR
-                        result.message = f"{verifier} exited with code {code} without reporting this check"
-                    result.notes = _tail(output)
-                    continue
-                result.status, result.seconds, result.notes = seen["status"], seen["seconds"], seen["notes"]
-                result.message = seen["message"] or (seen["notes"][0] if result.status == FAIL and seen["notes"] else "")
-                if code not in (0, None) and not any(r["status"] == FAIL for r in reported.values()):
-                    # Every line said ok, yet the verifier failed: do not trust the passes.
-                    result.status = ERROR
-                    result.message = f"{verifier} exited with code {code} after reporting"
-                    result.notes = _tail(output)
+            run_verifier(verifier, workdir, checks, log_path, env, by_id)
     finally:
         stop_processes(procs)
     logs += [log_dir / f"{p['name']}.log" for p in lesson.get("processes", [])]

@@ -275,8 +275,11 @@ class NativeService:
     def start(self, argv: list[str]) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
         log = open(self.log_file, "ab")
+        # The kit's servers outlive the run that started them: without the run's mark (see
+        # checks.runner.RUN_MARK) the runner's clean-up after that run never takes them for leftovers.
+        env = {k: v for k, v in os.environ.items() if k != "LAB_RUN_ID"}
         proc = subprocess.Popen(argv, cwd=self.dir, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True)
+                                start_new_session=True, env=env)
         log.close()
         _DETACHED.append(proc)  # the server outlives us; holding the handle keeps Popen from warning about it
         self.pid_file.write_text(f"{proc.pid}\n")

@@ -31,6 +31,9 @@ from shared.i18n import pick, t
 from shared.manifest import check_texts
 
 
+START_MARK = "@@ start"  # not a TAP line and not a diagnostic: see checks.runner
+
+
 class Skipped(Exception):
     """Raised inside a check to report it as skipped (e.g. an exercise not attempted)."""
 
@@ -54,6 +57,8 @@ class _Check:
             raise Skipped("not selected")
 
     def __enter__(self):
+        # Tell the runner which check is under way: it gives each check its own time limit.
+        print(f"{START_MARK} {self.id}", flush=True)
         self.started = time.monotonic()
         return self
 
@@ -120,6 +125,12 @@ def main_guard(run) -> None:
     # The runner stops a verifier that overruns with SIGTERM: turn it into SystemExit so
     # `with` blocks and atexit handlers stop the servers the verifier started.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    if sys.flags.optimize:
+        # -O or PYTHONOPTIMIZE strips every assert, and asserts are how checks fail: refuse to judge.
+        print("Bail out! " + t("检查器不能在优化模式（-O / PYTHONOPTIMIZE）下运行：断言会被删除",
+                               "a verifier must not run optimised (-O / PYTHONOPTIMIZE): asserts would vanish"),
+              flush=True)
+        sys.exit(2)
     tap = Tap()
     run(tap)
     sys.exit(tap.finish())

@@ -145,6 +145,55 @@ def test_timeout_is_timeout_and_stops_the_verifiers_servers(tmp_path):
         os.kill(child_pid, 0)
 
 
+def test_a_hung_check_costs_only_itself_and_leaves_nothing_running(tmp_path):
+    # 01.2 hangs with a daemon of its own (a new session, double-forked: outside the verifier's group).
+    # 01.2 is TIMEOUT on its own limit; the verifier starts again and 01.3 still passes; nothing is left.
+    code = """
+        import os, subprocess, sys, time
+        from shared.tap import Tap, main_guard
+        def main(tap):
+            for cid in ("01.1", "01.2", "01.3"):
+                with tap.check(cid) as c:
+                    c.skip_unless_selected()
+                    if cid == "01.2":
+                        subprocess.Popen([sys.executable, "-c",
+                                          "import os, time; open('daemon.pid', 'w').write(str(os.getpid())); time.sleep(120)"],
+                                         start_new_session=True)
+                        time.sleep(120)
+        main_guard(main)
+    """
+    checks = [_check("01.1", timeout=30), _check("01.2", timeout=2), _check("01.3", timeout=30)]
+    results = _run(tmp_path, _lesson(tmp_path, "01", {}, code, checks))
+    assert [results[c].status for c in ("01.1", "01.2", "01.3")] == [PASS, TIMEOUT, PASS]
+    assert "2s" in results["01.2"].message
+    daemon = int((tmp_path / "work" / "daemon.pid").read_text())
+    assert not Path(f"/proc/{daemon}").exists() or Path(f"/proc/{daemon}/stat").read_text().split()[2] == "Z"
+
+
+def test_verifier_never_runs_optimised(tmp_path, monkeypatch):
+    # With PYTHONOPTIMIZE the verifier's asserts would vanish and a failing check would pass.
+    monkeypatch.setenv("PYTHONOPTIMIZE", "1")
+    code = """
+        from shared.tap import Tap, main_guard
+        def main(tap):
+            with tap.check("01.1"):
+                assert False, "really failed"
+        main_guard(main)
+    """
+    results = _run(tmp_path, _lesson(tmp_path, "01", {}, code))
+    assert results["01.1"].status == FAIL and "really failed" in results["01.1"].message
+
+
+def test_verifier_refuses_dash_o(tmp_path):
+    import subprocess
+    import sys
+    script = tmp_path / "verify_fake.py"
+    script.write_text("from shared.tap import main_guard\nmain_guard(lambda tap: None)\n")
+    run = subprocess.run([sys.executable, "-O", str(script)], capture_output=True, text=True,
+                         env=dict(os.environ, PYTHONPATH=str(manifest.KIT_ROOT), LAB_LANG="en"))
+    assert run.returncode == 2 and "optimised" in run.stdout
+
+
 def test_failed_assert_and_unexpected_exception_fail_with_reason(tmp_path):
     code = """
         from shared.tap import Tap
