@@ -6,7 +6,7 @@ VPY := .venv/bin/python
 VENV_READY := .venv/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help venv check test doctor watch clean list bench soak services services-down services-status
+.PHONY: help venv check test test-all doctor watch clean list bench soak flake services services-down services-status
 
 help:
 	@$(PYTHON) -m checks help
@@ -40,6 +40,10 @@ doctor:
 test: $(VENV_READY)
 	@$(VPY) -m pytest -n 4
 
+# Everything make test runs, plus every check of every lesson run alone against the reference.
+test-all: $(VENV_READY)
+	@LAB_ALONE=all $(VPY) -m pytest -n 4
+
 clean:
 	@$(PYTHON) -m checks clean
 
@@ -51,6 +55,11 @@ bench: $(VENV_READY)
 # (make test runs the short form, 100 jobs.)
 soak: $(VENV_READY)
 	@$(VPY) -m checks soak --long $(if $(SEED),--seed $(SEED))
+
+# make flake [LESSON=NN] [ROUNDS=N] [PARALLEL=K] [BURN=C]: the reference, N rounds, K isolated runs side by
+# side, C processes burning CPU meanwhile; every non-pass is printed and written to .lab/flake/flake.json.
+flake: $(VENV_READY)
+	@$(VPY) -m checks flake $(or $(LESSON),all) --rounds $(or $(ROUNDS),3) --parallel $(or $(PARALLEL),2) --burn $(or $(BURN),0)
 
 # Redis + MySQL for lessons 08–16 (lessons start them on their own; these are for poking around).
 services: $(VENV_READY)

@@ -266,6 +266,9 @@ def cmd_help(args) -> int:
         ("make bench", t("运行教学用基准测试（表格 + JSON）", "run the teaching benchmarks (table + JSON)")),
         ("make soak", t("长时间混沌测试：杀 worker、重启服务，最后逐条对账（丢失必须为 0）",
                         "the long soak: killed workers, restarted servers, then a ledger (lost must be 0)")),
+        ("make flake [LESSON=NN] [ROUNDS=N] [PARALLEL=K] [BURN=C]",
+         t("找不稳定：参考答案多轮并行运行（可加 CPU 负载），列出每一次未通过",
+           "flake hunt: the reference in repeated parallel runs (optionally under CPU load); every non-pass listed")),
         ("make services", t("启动 Redis 与 MySQL（第 08–16 课）", "start Redis and MySQL (lessons 08–16)")),
         ("make clean", t("停止服务并删除 .lab/", "stop the services and remove .lab/")),
     ]
@@ -344,6 +347,18 @@ def cmd_soak(args) -> int:
     return 0 if code == 0 else 1
 
 
+def cmd_flake(args) -> int:
+    """Repeated parallel runs of the reference; every non-pass is a bug in a checker (or the kit)."""
+    from checks import flake
+    data = _load()
+    lessons = [l for l in _select(data, args.lessons, allow_planned=False) if l["status"] == "ready"]
+    out = Path(args.out) if args.out else LAB_DIR / "flake" / "flake.json"
+    try:
+        return flake.hunt([l["id"] for l in lessons], args.rounds, args.parallel, args.burn, out)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
 def cmd_clean(args) -> int:
     import shutil
 
@@ -395,12 +410,18 @@ def build_parser() -> argparse.ArgumentParser:
     soak.add_argument("--long", action="store_true", help="500 jobs instead of 100")
     soak.add_argument("--jobs", type=int, default=None, help=argparse.SUPPRESS)
     soak.add_argument("--seed", type=int, default=None, help="repeat a run's chaos (its seed is printed)")
+    flake = sub.add_parser("flake", help="run the reference N rounds in K parallel isolated runs; list every non-pass")
+    flake.add_argument("lessons", nargs="*", default=["all"], metavar="NN")
+    flake.add_argument("--rounds", type=int, default=3)
+    flake.add_argument("--parallel", type=int, default=2)
+    flake.add_argument("--burn", type=int, default=0, metavar="C", help="C extra processes burning CPU meanwhile")
+    flake.add_argument("--out", metavar="FILE.json")
     return parser
 
 
 COMMANDS = {"list": cmd_list, "run": cmd_run, "lesson": cmd_lesson, "grade": cmd_grade, "diff": cmd_diff,
             "watch": cmd_watch, "help": cmd_help, "table": cmd_table,
-            "clean": cmd_clean, "bench": cmd_bench, "soak": cmd_soak}
+            "clean": cmd_clean, "bench": cmd_bench, "soak": cmd_soak, "flake": cmd_flake}
 
 
 def main(argv: list[str] | None = None) -> int:
