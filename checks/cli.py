@@ -91,20 +91,29 @@ def print_lesson(result: LessonResult, evidence: bool = False, first_failure_onl
     for notice in result.notices:
         print(f"  ! {notice}")
     shown_failure = False
-    for c in result.checks:
-        print(f"  {MARKS[c.status]} {c.id:<6} {pick(c.text)}  ({c.seconds:.2f}s){LABELS[c.status]}")
-        if c.status in NOT_PASSED and not (first_failure_only and shown_failure):
-            shown_failure = True
-            if c.message:
-                print(f"      {t('原因', 'why')}: {c.message}")
-            for line in [n for n in c.notes if n != c.message][-10:]:
-                print(f"      | {line}")
-            print(f"      {t('提示', 'hint')}: {pick(c.hint)}")
-        elif c.status == SKIPPED and c.message:
-            print(f"      {c.message}")
-        elif evidence and c.status == PASS:
-            for line in c.notes[-6:]:
-                print(f"      · {line}")
+    own = [c for c in result.checks if not c.regression]
+    regressions = [c for c in result.checks if c.regression]
+    for heading, group in ((None, own), (t("回归（之前课程的检查，在本课的文件上重跑）：",
+                                            "Regressions (earlier lessons' checks, re-run on this lesson's files):"),
+                                          regressions)):
+        if heading and group:
+            print(f"  {heading}")
+        for c in group:
+            print(f"  {MARKS[c.status]} {c.id:<6} {pick(c.text)}  ({c.seconds:.2f}s){LABELS[c.status]}")
+            if c.status in NOT_PASSED and not (first_failure_only and shown_failure):
+                shown_failure = True
+                if c.message:
+                    print(f"      {t('原因', 'why')}: {c.message}")
+                for line in [n for n in c.notes if n != c.message][-10:]:
+                    print(f"      | {line}")
+                if c.regression:
+                    print("      " + t(f"第 {c.lesson} 课写的代码在这里坏了：先修它", f"code lesson {c.lesson} built broke here: fix it first"))
+                print(f"      {t('提示', 'hint')}: {pick(c.hint)}")
+            elif c.status == SKIPPED and c.message:
+                print(f"      {c.message}")
+            elif evidence and c.status == PASS:
+                for line in c.notes[-6:]:
+                    print(f"      · {line}")
     failed = [c for c in result.checks if c.status in NOT_PASSED]
     passed = sum(c.status == PASS for c in result.checks)
     summary = t(f"  {passed}/{len(result.checks)} 项通过，用时 {result.seconds:.1f}s",

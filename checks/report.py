@@ -26,6 +26,7 @@ def to_dict(lessons: list[LessonResult], source: str, error: str | None = None) 
         for c in lesson.checks:
             tests.append({
                 "lesson": c.lesson, "id": c.id, "name": f"{c.id} {c.text['en']}", "kind": c.kind,
+                "regression": c.regression,
                 "text": c.text, "status": c.status, "points": c.points, "score": c.score,
                 "seconds": round(c.seconds, 3), "message": c.message or None,
                 "hint": c.hint if c.status not in (PASS, SKIPPED) else None, "output": c.output or None,
@@ -72,7 +73,8 @@ def write_junit(path: Path, lessons: list[LessonResult], source: str, error: str
         suite = ET.SubElement(root, "testsuite", name=f"lesson {lesson.lesson['id']} {lesson.lesson['title']['en']}",
                               time=f"{lesson.seconds:.3f}", **{k: str(v) for k, v in counts.items()})
         for c in lesson.checks:
-            case = ET.SubElement(suite, "testcase", classname=f"lesson{c.lesson}", name=f"{c.id} {c.text['en']}",
+            name = f"{c.id} {c.text['en']}" + (" (regression)" if c.regression else "")
+            case = ET.SubElement(suite, "testcase", classname=f"lesson{c.lesson}", name=name,
                                  time=f"{c.seconds:.3f}")
             detail = "\n".join(filter(None, [c.output, "hint: " + pick(c.hint)]))
             if c.status == FAIL:

@@ -7,6 +7,7 @@ import json
 import os
 import re
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
@@ -14,6 +15,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from checks.workdir import verifier_files
 from shared.manifest import KIT_ROOT
 from shared.i18n import t
 from shared.proc import Process
@@ -35,6 +37,7 @@ class CheckResult:
     hint: dict
     points: int
     status: str = ERROR
+    regression: bool = False  # an earlier lesson's check re-run on this folder (shown apart, no points)
     seconds: float = 0.0
     message: str = ""
     notes: list[str] = field(default_factory=list)
@@ -298,11 +301,13 @@ def lab_slot() -> int:
     return int(raw)
 
 
-def prepare_services(lesson: dict, workdir: Path, schema_files: list[str] | None = None) -> list[str]:
+def prepare_services(lesson: dict, workdir: Path, schema_files: list[str] | None = None,
+                     schema_upto: str | None = None) -> list[str]:
     """Lessons 08–16: services up, the kit's .env.tasks in the work dir, a fresh database with the schemas.
 
     The database is rebuilt from the products sample data plus every lesson's schema_*.sql up to this
-    lesson, in lesson order, taken from the work dir (so a learner's own schema files are the ones used).
+    lesson (or up to `schema_upto`: a regression run uses the folder's own lesson), in lesson order, taken
+    from the work dir (so a learner's own schema files are the ones used).
     """
     notices: list[str] = []
     services = lesson.get("services") or []
@@ -324,7 +329,7 @@ def prepare_services(lesson: dict, workdir: Path, schema_files: list[str] | None
         return notices
     labctl.reset_database(S.slot_database(slot))
     schema_files = schema_files if schema_files is not None else [
-        name for item in load()["lessons"] if item["id"] <= lesson["id"]
+        name for item in load()["lessons"] if item["id"] <= (schema_upto or lesson["id"])
         for name in item.get("files", []) if name.startswith("schema_") and name.endswith(".sql")]
     conn = labctl.app_connect(secret, S.slot_database(slot))
     try:
@@ -386,25 +391,79 @@ def needs_exclusive(lesson: dict, only: set[str] | None = None) -> bool:
     return only is None or bool(marked & only)
 
 
+def regressions_of(lesson: dict, lessons: list[dict] | None = None) -> dict[str, list[dict]]:
+    """Earlier lesson id -> the checks of it that lesson NN re-runs as regressions (tasks.json's
+    `regressions`: checks of code an earlier lesson built that NN rewrites or still relies on)."""
+    wanted = lesson.get("regressions") or []
+    if not wanted:
+        return {}
+    if lessons is None:
+        from shared.manifest import load
+        lessons = load()["lessons"]
+    found: dict[str, list[dict]] = {}
+    for earlier in lessons:
+        for check in earlier["checks"]:
+            if check["id"] in wanted:
+                found.setdefault(earlier["id"], []).append(check)
+    return found
+
+
 def run_lesson(lesson: dict, workdir: Path, log_dir: Path, source: str = "reference",
-               only: set[str] | None = None) -> LessonResult:
-    """Run a lesson's checks.  `only` runs just those check ids (the rest are reported SKIP without
-    running): the mutant tests use it, because a mutant only has to prove its own checks fail."""
+               only: set[str] | None = None, lessons: list[dict] | None = None) -> LessonResult:
+    """Run a lesson's checks, then its regressions: the earlier lessons' checks it names, run by their
+    own verifiers against this same folder (with this lesson's whole schema).
+
+    `only` runs just those check ids (the rest are reported SKIP without running): the mutant tests use
+    it, because a mutant only has to prove its own checks fail."""
     started = time.monotonic()
-    results = [CheckResult(lesson=lesson["id"], id=c["id"], kind=c.get("kind", "core"), text=c["text"],
-                           hint=c["hint"], points=c["points"]) for c in lesson["checks"]]
+    own = [_new_result(lesson["id"], c) for c in lesson["checks"]]
+    earlier = regressions_of(lesson, lessons)
     if only is not None:
-        unknown = only - {r.id for r in results}
+        unknown = only - {r.id for r in own} - {c["id"] for checks in earlier.values() for c in checks}
         if unknown:
-            raise ValueError(f"lesson {lesson['id']} has no check {sorted(unknown)}")
+            raise ValueError(f"lesson {lesson['id']} has no check or regression {sorted(unknown)}")
+    result = _run_guarded(lesson, workdir, log_dir, own, only, lesson["id"])
+    for earlier_id, checks in earlier.items():
+        regression = dict(_lesson_by_id(earlier_id, lessons), checks=checks)
+        rows = [_new_result(earlier_id, c, regression=True) for c in checks]
+        for verifier in verifier_files(regression):  # the earlier lesson's verifiers, beside this folder's files
+            shutil.copy2(verifier, workdir / verifier.name)
+        done = _run_guarded(regression, workdir, log_dir / f"regression-{earlier_id}", rows, only, lesson["id"])
+        result.checks += done.checks
+        result.logs += done.logs
+    result.source, result.seconds = source, time.monotonic() - started
+    return result
+
+
+def _new_result(lesson_id: str, check: dict, regression: bool = False) -> "CheckResult":
+    return CheckResult(lesson=lesson_id, id=check["id"], kind=check.get("kind", "core"), text=check["text"],
+                       hint=check["hint"], points=0 if regression else check["points"], regression=regression)
+
+
+def _lesson_by_id(lesson_id: str, lessons: list[dict] | None) -> dict:
+    if lessons is None:
+        from shared.manifest import load
+        lessons = load()["lessons"]
+    return next(l for l in lessons if l["id"] == lesson_id)
+
+
+def _run_guarded(lesson: dict, workdir: Path, log_dir: Path, results: list, only: set[str] | None,
+                 schema_upto: str) -> LessonResult:
+    """One lesson's checks in `results`, under the services lock when the lesson has services."""
+    started = time.monotonic()
+    selected = None if only is None else only & {r.id for r in results}
+    if selected is not None and not selected:  # nothing of this lesson asked for: start nothing
+        for r in results:
+            r.status, r.message = SKIPPED, "not selected"
+        return LessonResult(lesson, "", results, 0.0)
     if lesson.get("services"):
         from shared.labctl import in_use
-        with in_use(exclusive=needs_exclusive(lesson, only)):
-            return _run_lesson(lesson, workdir, log_dir, source, started, results, only)
-    return _run_lesson(lesson, workdir, log_dir, source, started, results, only)
+        with in_use(exclusive=needs_exclusive(lesson, selected)):
+            return _run_lesson(lesson, workdir, log_dir, "", started, results, selected, schema_upto)
+    return _run_lesson(lesson, workdir, log_dir, "", started, results, selected, schema_upto)
 
 
-def _run_lesson(lesson, workdir, log_dir, source, started, results, only=None) -> LessonResult:
+def _run_lesson(lesson, workdir, log_dir, source, started, results, only=None, schema_upto=None) -> LessonResult:
     by_id = {r.id: r for r in results}
     verifiers: dict[str, list[dict]] = {}
     for check in lesson["checks"]:
@@ -417,7 +476,7 @@ def _run_lesson(lesson, workdir, log_dir, source, started, results, only=None) -
         extra["LAB_CHECKS"] = ",".join(sorted(only))
     env = verifier_env(extra)
     logs: list[Path] = []
-    notices = prepare_services(lesson, workdir)  # a service that cannot start is an environment error: it propagates
+    notices = prepare_services(lesson, workdir, schema_upto=schema_upto)  # a service that cannot start is an environment error: it propagates
     try:
         procs = start_processes(lesson, workdir, log_dir, env)
     except AssertionError as exc:  # a background process never became ready: every check is an error, with why

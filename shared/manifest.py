@@ -81,6 +81,13 @@ def validate(data: dict) -> None:
             # exclusive: this check stops or restarts a shared server, so runs that include it run alone
             _need(not check.get("exclusive") or lesson.get("exclusive_services") is True, f"check {cid}",
                   "'exclusive' checks need the lesson's 'exclusive_services': true")
+        # regressions: earlier lessons' checks re-run on this lesson's files (code NN rewrites or relies on)
+        regressions = lesson.get("regressions", [])
+        _need(isinstance(regressions, list) and all(isinstance(r, str) for r in regressions), where,
+              "regressions must be a list of check ids")
+        for rid in regressions:
+            _need(rid in seen_checks and rid.split(".")[0] < lid, where,
+                  f"regression {rid!r} must be a check of an earlier lesson")
 
 
 def lessons(data: dict | None = None) -> list[dict]:

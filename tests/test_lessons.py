@@ -33,8 +33,11 @@ def _cli(*args, cwd=KIT, home=None):
 
 def _expect_all_passed(report_path: Path, lessons: list[dict]) -> dict:
     data = json.loads(report_path.read_text())
-    expected = [c["id"] for lesson in lessons for c in lesson["checks"]]
-    assert [t["id"] for t in data["tests"]] == expected  # one record per check item, in order
+    # one record per check item, in order; then the lesson's regressions (earlier checks re-run on its files)
+    expected = [(cid, regression) for lesson in lessons
+                for cid, regression in [(c["id"], False) for c in lesson["checks"]]
+                + [(r, True) for r in sorted(lesson.get("regressions", []))]]
+    assert [(t["id"], t["regression"]) for t in data["tests"]] == expected
     not_passed = [(t["id"], t["status"], t["message"]) for t in data["tests"] if t["status"] != "pass"]
     assert not not_passed  # exercises included: the reference does them
     assert data["status"] == "pass" and data["score"] == data["max_score"]

@@ -2,7 +2,8 @@
 
 Each tests/mutants/lessonNN.py defines MUTANTS, a list of Mutant.  A mutant
 replaces `old` by `new` in `file` (old must occur exactly once) and names the
-check ids that must then fail — exactly those, no others.
+check ids that must then fail — exactly those, no others.  A mutant with `on="NN"` breaks lesson NN's
+folder and names checks of an earlier lesson: they must fail as regressions (tests/mutants/regressions.py).
 """
 
 from __future__ import annotations
@@ -21,10 +22,11 @@ class Mutant:
     new: str
     fails: tuple[str, ...]
     why: str = ""
+    on: str = ""  # the lesson whose folder it breaks, when its checks are an earlier lesson's (regressions)
 
     @property
     def lesson(self) -> str:
-        return self.fails[0].split(".")[0]
+        return self.on or self.fails[0].split(".")[0]
 
     def apply(self, workdir: Path) -> None:
         path = workdir / self.file
@@ -37,7 +39,7 @@ class Mutant:
 def all_mutants() -> list[Mutant]:
     found = []
     for info in sorted(pkgutil.iter_modules([str(Path(__file__).parent)]), key=lambda i: i.name):
-        if info.name.startswith("lesson"):
+        if info.name.startswith("lesson") or info.name == "regressions":
             module = importlib.import_module(f"{__name__}.{info.name}")
             found.extend(module.MUTANTS)
     return found
