@@ -60,3 +60,27 @@ def test_watch_runs_the_checks_and_stops_cleanly_on_ctrl_c(tmp_path):
     proc.send_signal(signal.SIGINT)
     out, _ = proc.communicate(timeout=30)
     assert proc.returncode == 0 and "stopped watching" in out
+
+
+def test_flake_hunt_lists_every_non_pass_and_stops_its_burners(tmp_path, monkeypatch):
+    import json as _json
+
+    from checks import flake
+    calls = []
+
+    def fake_run(lesson_id, slot, home, report):
+        calls.append((lesson_id, slot))
+        status = "fail" if len(calls) == 2 else "pass"  # the second run of four has one non-pass
+        return [{"id": f"{lesson_id}.1", "status": status, "message": "boom", "output": "evidence"}], 0.1, ""
+
+    monkeypatch.setattr(flake, "_one_run", fake_run)
+    started = []
+    real_burners = flake._burners
+    monkeypatch.setattr(flake, "_burners", lambda n, d: started.extend(real_burners(n, d)) or started)
+    out = tmp_path / "flake.json"
+    assert flake.hunt(["01", "02"], rounds=2, parallel=2, burn=1, out=out) == 1
+    summary = _json.loads(out.read_text())
+    assert summary["check_runs"] == 4 and len(summary["non_passes"]) == 1
+    assert summary["non_passes"][0]["message"] == "boom"
+    assert {slot for _, slot in calls} <= {1, 2}
+    assert len(started) == 1 and not started[0].alive()
