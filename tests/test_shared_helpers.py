@@ -1,0 +1,68 @@
+"""The verifiers' shared helpers, each with a small test of its own."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+from shared import handshake
+from shared.celerylab import read_events, short
+from shared.labctl import read_env_file
+from shared.manifest import KIT_ROOT
+from shared.proc import is_zombie, proc_stat
+
+
+def test_read_events_skips_a_half_written_line(tmp_path):
+    path = tmp_path / "events.jsonl"
+    path.write_text('{"kind": "start", "attempt": 0}\n{"kind": "end", "att')  # a writer is mid-line
+    assert read_events(path) == [{"kind": "start", "attempt": 0}]
+    assert read_events(tmp_path / "missing.jsonl") == []
+    path.write_text('[1, 2]\n\n{"kind": "x"}\n')  # not an object, a blank line: skipped
+    assert read_events(path) == [{"kind": "x"}]
+
+
+def test_short_id():
+    assert short("0123456789abcdef") == "01234567…"
+
+
+def test_read_env_file_strips_one_pair_of_quotes_like_dotenv(tmp_path):
+    path = tmp_path / ".env.tasks"
+    path.write_text("# comment\nA=plain\nB=\"double\"\nC='single'\nexport D=exported\nE=\"it's\"\nnot a pair\n")
+    assert read_env_file(path) == {"A": "plain", "B": "double", "C": "single", "D": "exported", "E": "it's"}
+    assert read_env_file(tmp_path / "missing") == {}
+
+
+def test_proc_stat_survives_spaces_and_parentheses_in_the_command_name(tmp_path):
+    # prctl-free: exec a copy of python under a name with ') (' in it.
+    odd = tmp_path / "a) (b c"
+    odd.symlink_to(sys.executable)
+    child = subprocess.Popen([str(odd), "-c", "import time; time.sleep(30)"])
+    try:
+        stat = proc_stat(child.pid)
+        assert stat is not None and stat[0] == str(child.pid)
+        assert stat[2] in "RSD" and stat[3] == str(os.getpid())  # state, then the parent's pid
+        assert not is_zombie(child.pid)
+    finally:
+        child.kill()
+        child.wait()
+    assert proc_stat(child.pid) is None and is_zombie(child.pid)
+
+
+def test_handshake_ready_go_result_between_processes(tmp_path):
+    helper = textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {str(KIT_ROOT)!r})
+        from shared import handshake
+        folder = sys.argv[1]
+        handshake.ready(folder, "h1")
+        plan = handshake.wait_go(folder, "h1", lifetime=30)
+        handshake.write_result(folder, "h1", [] if plan["n"] == 0 else list(range(plan["n"])))
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", helper, str(tmp_path)])
+    try:
+        handshake.wait_ready(tmp_path, ["h1"], timeout=30)
+        handshake.go(tmp_path, ["h1"], {"n": 0})
+        assert handshake.wait_result(tmp_path, "h1", timeout=30) == []  # a falsy result still arrives
+    finally:
+        handshake.stop(tmp_path)
+        assert proc.wait(timeout=30) == 0
