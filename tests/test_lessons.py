@@ -119,3 +119,19 @@ def test_diff_shows_what_a_lesson_adds():
     run = _cli("diff", "03")
     assert run.returncode == 0
     assert "+++ b/api_background.py" in run.stdout and "--- /dev/null" in run.stdout
+
+
+def test_pythonoptimize_cannot_turn_an_empty_lesson_01_into_a_pass(tmp_path):
+    # A new user's shell may carry PYTHONOPTIMIZE=1: with it the verifiers' asserts would vanish and an
+    # api_states.py that does nothing (an app with no routes) would pass 01.4.  The runner clears it (and
+    # the verifier refuses -O): every core check must still fail.
+    lab = tmp_path / "tasks_lab"
+    lab.mkdir()
+    (lab / "api_states.py").write_text("from fastapi import FastAPI\napp = FastAPI()\njobs = {}\n")  # does nothing
+    env_home = tmp_path / "home"
+    run = subprocess.run([sys.executable, "-m", "checks", "run", "01", "--lab", str(lab), "--report",
+                          str(tmp_path / "r.json")], cwd=KIT, capture_output=True, text=True, timeout=300,
+                         env=dict(os.environ, LAB_LANG="en", LAB_HOME=str(env_home), PYTHONOPTIMIZE="1"))
+    assert run.returncode == 1, run.stdout + run.stderr
+    statuses = {t["id"]: t["status"] for t in json.loads((tmp_path / "r.json").read_text())["tests"]}
+    assert all(statuses[c] != "pass" for c in ("01.1", "01.2", "01.3", "01.4")), statuses
