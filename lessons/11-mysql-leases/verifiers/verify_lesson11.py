@@ -5,8 +5,9 @@
       show it); the row is still queued with the submit-time payload; a new worker (same argv) runs
       the job, and the published file holds the old snapshot.  python submit_db_export.py then runs
       against the new worker and its job reaches succeeded.
-11.2  three jobs; for each, six threads and three processes call claim() at the same moment:
-      exactly one token, attempts == 1, and the row holds that token
+11.2  three jobs; for each, nine claimers (three lab11_claimer processes of three threads) call claim() at
+      once, and any that reads the row without a lock is held until all have read (the worst interleaving
+      for check-then-update): exactly one token, attempts == 1, and the row holds that token
 11.3  a foreign token, a token past deadline_at, a token whose lease expired (before recovery) and the
       old token after recovery and a new claim: finish() is False each time and nothing is published;
       the current token publishes, and the old one still cannot overwrite it
@@ -50,9 +51,11 @@ from uuid import uuid4
 
 import pymysql
 
-from shared.celerylab import LOG_DIR, WORK, DeclaredWorker, redact, setting, start_worker
+from shared import handshake
+from shared.celerylab import (LOG_DIR, WORK, DeclaredWorker, import_learner, read_events, redact, setting, short,
+                              start_worker)
 from shared.i18n import t
-from shared.labdb import db_settings, kit_db, sql
+from shared.labdb import db_settings, job_row, kit_db, sql, wait_status
 from shared.proc import Process, WaitTimeout, free_port, run_python, wait_until
 
 EVENTS = LOG_DIR / "lab11-events.jsonl"
@@ -65,12 +68,6 @@ TERMINAL = ("succeeded", "failed", "cancelled")
 def sql_count(query: str, args=()) -> int:
     with kit_db() as cur:
         return cur.execute(query, args)
-
-
-def job_row(job_id: str) -> dict | None:
-    rows = sql("SELECT id, status, attempts, lease_token, lease_until, next_attempt_at, deadline_at, "
-               "cancel_requested, result_ref, payload, NOW(6) AS now FROM export_jobs WHERE id=%s", (job_id,))
-    return rows[0] if rows else None
 
 
 def job_count() -> int:
@@ -99,10 +96,6 @@ def same_rows(got: list, expected: list[dict]) -> bool:
     return picked == expected
 
 
-def short(job_id: str) -> str:
-    return f"{job_id[:8]}…"
-
-
 def mariadb_hint() -> str:
     """What to do when a course-typed connect() meets MariaDB (the guide's one allowed change)."""
     return t("服务器是 MariaDB，不认识 max_execution_time：把 connect() 里那一行改成 "
@@ -114,24 +107,12 @@ def mariadb_hint() -> str:
 # ---------------------------------------------------------------- the learner's modules
 
 def store():
-    try:
-        import state_store
-    except Exception as exc:  # noqa: BLE001 - any import failure is the learner's to see
-        raise AssertionError(t(f"无法导入 state_store：{type(exc).__name__}: {redact(str(exc))}",
-                               f"cannot import state_store: {type(exc).__name__}: {redact(str(exc))}")) from None
-    for name in ("connect", "transaction", "decode_payload", "read_snapshot", "submit_snapshot", "claim", "finish"):
-        assert callable(getattr(state_store, name, None)), t(f"state_store 里没有 {name}",
-                                                             f"state_store has no {name}")
-    return state_store
+    return import_learner("state_store", ("connect", "transaction", "decode_payload", "read_snapshot",
+                                          "submit_snapshot", "claim", "finish"))
 
 
 def export_task():
-    try:
-        from export_tasks import export_products
-    except Exception as exc:  # noqa: BLE001
-        raise AssertionError(t(f"无法导入 export_tasks：{type(exc).__name__}: {redact(str(exc))}",
-                               f"cannot import export_tasks: {type(exc).__name__}: {redact(str(exc))}")) from None
-    return export_products
+    return import_learner("export_tasks", ("export_products",)).export_products
 
 
 def claimed_token(job) -> str | None:
@@ -176,15 +157,7 @@ class Workers:
 
 
 def events() -> list[dict]:
-    try:
-        lines = EVENTS.read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
-        return []
-    found = []
-    for line in lines:
-        with contextlib.suppress(ValueError):
-            found.append(json.loads(line))
-    return found
+    return read_events(EVENTS)
 
 
 def wait_task_end(result, seconds: float = 20) -> dict:
@@ -197,19 +170,6 @@ def wait_task_end(result, seconds: float = 20) -> dict:
         raise AssertionError(t(f"worker 在 {seconds:g} 秒内没有执行完消息 {short(result.id)}（看 worker 日志）",
                                f"the worker did not finish message {short(result.id)} within {seconds:g}s "
                                "(see the worker log)")) from None
-
-
-def wait_status(job_id: str, statuses: tuple[str, ...], seconds: float = 20) -> dict:
-    try:
-        return wait_until(lambda: (lambda row: row if row and row["status"] in statuses else None)(job_row(job_id)),
-                          seconds, f"job {job_id} to reach {statuses}", interval=0.1)
-    except WaitTimeout:
-        row = job_row(job_id)
-        raise AssertionError(t(
-            f"任务 {short(job_id)} 在 {seconds:g} 秒内没有变成 {'/'.join(statuses)}（现在："
-            f"{row and row['status']}，attempts={row and row['attempts']}）",
-            f"job {short(job_id)} did not reach {'/'.join(statuses)} within {seconds:g}s (now: "
-            f"{row and row['status']}, attempts={row and row['attempts']})")) from None
 
 
 def published_file(row: dict) -> tuple[Path, list]:
@@ -337,114 +297,43 @@ def check_durable(c, workers: Workers) -> None:
 
 # ---------------------------------------------------------------- 11.2
 
-CLAIMER = r"""
-import json, os, sys, time
-folder, rounds = sys.argv[1], int(sys.argv[2])
-import state_store
-open(os.path.join(folder, f"ready-{os.getpid()}"), "w").close()
-for k in range(rounds):
-    go = os.path.join(folder, f"go-{k}")
-    give_up = time.monotonic() + 30
-    while not os.path.exists(go):
-        if time.monotonic() > give_up:
-            sys.exit(3)
-        time.sleep(0.002)
-    job = open(go).read().strip()
-    try:
-        got = state_store.claim(job)
-        out = {"token": None if got is None else str(got["lease_token"])}
-    except Exception as exc:
-        out = {"error": f"{type(exc).__name__}: {exc}"[:200]}
-    tmp = os.path.join(folder, f".res-{k}-{os.getpid()}")
-    with open(tmp, "w") as handle:
-        json.dump(out, handle)
-    os.replace(tmp, os.path.join(folder, f"res-{k}-{os.getpid()}"))
-"""
-
-
-@contextlib.contextmanager
-def start_gate():
-    """Hold export_jobs' metadata lock (LOCK TABLES … READ) so every claimer queues up at the table.
-
-    Plain reads pass the gate; anything that locks or writes the table waits for it.  Opening it
-    lets all the waiting claimers reach the job row at the same moment, whatever the scheduler did
-    to their start times.  Held at most ~2 s, well inside the 3 s statement limits of connect().
-    """
-    conn = pymysql.connect(**db_settings(), charset="utf8mb4", autocommit=True, connect_timeout=3, read_timeout=10)
-    try:
-        with conn.cursor() as cur:
-            cur.execute("LOCK TABLES export_jobs READ")
-            try:
-                yield
-            finally:
-                cur.execute("UNLOCK TABLES")
-    finally:
-        conn.close()
-
-
-def waiting_at_gate() -> int:
-    database = db_settings()["database"]
-    with kit_db() as cur:
-        cur.execute("SHOW FULL PROCESSLIST")
-        return sum(1 for row in cur.fetchall()
-                   if row.get("db") == database and "metadata lock" in (row.get("State") or ""))
-
-
 def check_single_claim(c) -> None:
     state_store = store()
-    rounds, threads_n, procs_n = 3, 6, 3
+    procs_n, threads_n = 3, 3
+    names = [f"p{p}.{k}" for p in range(1, procs_n + 1) for k in range(1, threads_n + 1)]
     jobs = [state_store.submit_snapshot([n]) for n in (11, 12, 13)]
     folder = LOG_DIR / f"lab11-claim-{uuid4().hex[:8]}"
     folder.mkdir(parents=True)
-    procs = [Process([sys.executable, "-c", CLAIMER, str(folder), str(rounds)], cwd=WORK,
-                     log_path=LOG_DIR / f"lab11-claimer-{n}.log") for n in range(procs_n)]
+    procs = [Process([sys.executable, "lab11_claimer.py", str(folder), f"p{p}", str(threads_n)], cwd=WORK,
+                     log_path=folder / f"p{p}.log") for p in range(1, procs_n + 1)]
     try:
-        wait_until(lambda: len(list(folder.glob("ready-*"))) == procs_n or
-                   any(not p.alive() for p in procs), 30, "the claimer processes to import state_store")
+        wait_until(lambda: all((folder / f"ready-{n}").exists() for n in names)
+                   or any(not p.alive() for p in procs), 30, "the claimer processes to import state_store")
         dead = [p for p in procs if not p.alive()]
         assert not dead, t("claim 子进程启动失败：\n", "a claimer process failed to start:\n") + \
             redact(dead[0].log_tail(6))
-        for k, job_id in enumerate(jobs):
-            go = threading.Event()
-            outcomes: list[dict] = []
-
-            def claimer(job_id=job_id, go=go, outcomes=outcomes):
-                go.wait(10)
-                try:
-                    outcomes.append({"who": "thread", "token": claimed_token(state_store.claim(job_id))})
-                except Exception as exc:  # noqa: BLE001
-                    outcomes.append({"who": "thread", "error": f"{type(exc).__name__}: {exc}"[:200]})
-
-            pool = [threading.Thread(target=claimer) for _ in range(threads_n)]
-            for thread in pool:
-                thread.start()
-            with start_gate():
-                (folder / f".go-{k}").write_text(job_id)
-                os.replace(folder / f".go-{k}", folder / f"go-{k}")
-                go.set()
-                try:  # bounded: open the gate after 2 s even if not everyone arrived
-                    queued = wait_until(lambda: (lambda n: n if n >= threads_n + procs_n else 0)(waiting_at_gate()),
-                                        2, "every claimer to wait at the gate", interval=0.01)
-                except WaitTimeout:
-                    queued = waiting_at_gate()
-            for thread in pool:
-                thread.join(15)
-            wait_until(lambda k=k: len(list(folder.glob(f"res-{k}-*"))) == procs_n or
-                       any(not p.alive() for p in procs),
-                       20, "every claimer process to answer")
-            for path in folder.glob(f"res-{k}-*"):
-                outcomes.append({"who": "process", **json.loads(path.read_text())})
+        for k, job_id in enumerate(jobs, 1):
+            handshake.go(folder, names, {"job": job_id}, round_no=k)
+            # Released together; a claimer that read without a lock waits (transaction open) until every
+            # claimer has read or finished, so none of them writes before all have seen 'queued'.
+            wait_until(lambda k=k: all((folder / f"paused-{n}-{k}").exists() or (folder / f"res-{n}-{k}").exists()
+                                       for n in names), 30, "every claimer to read the job or finish")
+            paused = sum((folder / f"paused-{n}-{k}").exists() for n in names)
+            handshake.go(folder, ["release"], round_no=k)
+            outcomes = [handshake.wait_result(folder, n, 20, round_no=k) for n in names]
             errors = [o["error"] for o in outcomes if o.get("error")]
             winners = [o for o in outcomes if o.get("token")]
             row = job_row(job_id)
-            c.note(t(f"第 {k + 1} 轮（{short(job_id)}）：{threads_n} 个线程 + {procs_n} 个进程"
-                     f"（{queued} 个同时等在起跑线）→ {len(winners)} 个 token，"
+            how = (t(f"{paused} 个先做了不加锁的读取，等全部读完才放行", f"{paused} read without a lock and were held "
+                     "until all had read") if paused else t("每个都在读取时加锁", "each one locked as it read"))
+            c.note(t(f"第 {k} 轮（{short(job_id)}）：{procs_n} 个进程 × {threads_n} 个线程同时 claim"
+                     f"（{how}）→ {len(winners)} 个 token，"
                      f"{len(outcomes) - len(winners) - len(errors)} 个 None，{len(errors)} 个错误；"
                      f"行：{row['status']}，attempts={row['attempts']}",
-                     f"round {k + 1} ({short(job_id)}): {threads_n} threads + {procs_n} processes ({queued} lined up "
-                     f"at the gate) → {len(winners)} token(s), {len(outcomes) - len(winners) - len(errors)} None, "
-                     f"{len(errors)} error(s); row: {row['status']}, attempts={row['attempts']}"))
-            assert len(outcomes) == threads_n + procs_n, t("有的 claim 没有返回", "some claims never returned")
+                     f"round {k} ({short(job_id)}): {procs_n} processes × {threads_n} threads claim at once "
+                     f"({how}) → {len(winners)} "
+                     f"token(s), {len(outcomes) - len(winners) - len(errors)} None, {len(errors)} error(s); "
+                     f"row: {row['status']}, attempts={row['attempts']}"))
             assert not errors, t(f"claim 抛出异常：{redact(errors[0])}（行被锁住时应返回 None，而不是等待或报错）",
                                  f"claim raised {redact(errors[0])} (a locked row should give None, not a wait or "
                                  "an error)")
@@ -457,6 +346,7 @@ def check_single_claim(c) -> None:
                 "行的 lease_token / attempts 与唯一的赢家不一致",
                 "the row's lease_token / attempts do not match the one winner")
     finally:
+        handshake.stop(folder)
         for proc in procs:
             proc.stop(grace=3)
 
@@ -519,7 +409,23 @@ def check_old_token(c) -> None:
 # ---------------------------------------------------------------- 11.4
 
 def other_transactions() -> list[dict]:
-    """Open InnoDB transactions of the lesson's connections (same user and schema), ours excluded."""
+    """Open InnoDB transactions of the lesson's connections (same user and schema), ours excluded.
+
+    information_schema.innodb_trx is a server-wide cache, refreshed only when nobody has read it for 0.1 s:
+    one read may still show a transaction that committed a moment ago (the worker's claim).  So it is read
+    until two reads 0.25 s apart name the same transactions; one that is really held stays in both."""
+    previous: list | None = None
+
+    def settled():
+        nonlocal previous
+        found = transactions_now()
+        ids = sorted(str(row["trx_id"]) for row in found)
+        agreed, previous = ids == previous, ids
+        return (found,) if agreed else None
+    return wait_until(settled, 10, "two reads of innodb_trx that agree", interval=0.25)[0]
+
+
+def transactions_now() -> list[dict]:
     settings = db_settings()
     with kit_db() as cur:
         cur.execute("SELECT trx_id, trx_state, trx_started, trx_mysql_thread_id AS thread, trx_rows_locked, "
@@ -568,8 +474,13 @@ def check_no_transaction(c, workers: Workers) -> None:
         row = job_row(job_id)
         open_trx = other_transactions()
         lock_error = row_lockable(job_id)
+        # The probe holds the write for 25 s at most: what was seen counts only if it still holds it now.
+        ran_out = any(e.get("kind") == "release" and e.get("job") == job_id for e in events())
     finally:
         release.touch()
+    assert not ran_out, t("探针的暂停（最多 25 秒）在检查器观察完之前就结束了：这次观察不算数，请在机器较空闲时重试",
+                          "the probe's hold (25 s at most) ended before the checker had looked: this observation "
+                          "does not count; run the check again on a less busy machine")
     c.note(t(f"写文件期间：行 {row['status']}，attempts={row['attempts']}，"
              f"lease_token {'已' if row['lease_token'] else '未'}提交",
              f"during the write: row {row['status']}, attempts={row['attempts']}, lease_token "
@@ -920,6 +831,10 @@ def find_renewal(state_store):
     return None, None
 
 
+def server_now():
+    return sql("SELECT NOW(6) AS now")[0]["now"]
+
+
 def lease_seconds(job_id: str) -> float:
     row = sql("SELECT TIMESTAMPDIFF(MICROSECOND, NOW(6), lease_until) / 1e6 AS s FROM export_jobs WHERE id=%s",
               (job_id,))[0]
@@ -937,12 +852,18 @@ def check_renew(c) -> None:
     assert token, t("新任务第一次 claim 拿不到 token", "the first claim of a fresh job got no token")
 
     sql("UPDATE export_jobs SET lease_until=DATE_ADD(NOW(6), INTERVAL 5 SECOND) WHERE id=%s", (job_id,))
+    # The renewal's NOW(6) lies between the server's clock read just before and just after the call, so
+    # lease_until - 30 s must too, however slowly the call ran (1 s of slack for a clock read in Python).
+    before = server_now()
     ok = renew(job_id, token)
-    left = lease_seconds(job_id)
-    c.note(t(f"{name}：剩 5 秒的租约 → {ok}，之后剩 {left:.1f} 秒", f"{name}: a lease with 5 s left → {ok}, then "
-             f"{left:.1f} s left"))
-    assert ok is True and 28 <= left <= 31, t("有效租约应返回 True 并延长到约 30 秒后",
-                                             "a live lease must give True and end about 30 s from now")
+    after = server_now()
+    until = job_row(job_id)["lease_until"]
+    since_start, since_end = (until - before).total_seconds(), (until - after).total_seconds()
+    c.note(t(f"{name}：剩 5 秒的租约 → {ok}，lease_until = 调用开始后 {since_start:.2f} 秒 / 结束后 {since_end:.2f} 秒",
+             f"{name}: a lease with 5 s left → {ok}, lease_until = {since_start:.2f} s after the call began / "
+             f"{since_end:.2f} s after it returned"))
+    assert ok is True and since_start >= 29 and since_end <= 31, t(
+        "有效租约应返回 True 并延长到续租时刻之后 30 秒", "a live lease must give True and end 30 s after the renewal")
 
     before = lease_seconds(job_id)
     foreign = renew(job_id, str(uuid4()))
