@@ -1,72 +1,81 @@
 # Task Lab — thin targets; each calls one Python entry point.
 # Run `make help` for the lessons.
 
+# Keep the runner's exit codes (0 passed, 1 a check failed, 2 usage): in question mode (-q) make returns
+# its recipe's status itself instead of turning every failure into 2 with an "Error 1" line.  Question
+# mode runs only recipe lines marked `+`, so every recipe line here starts with `+`.
+MAKEFLAGS += -q
+
 PYTHON ?= python3
 VPY := .venv/bin/python
 VENV_READY := .venv/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help venv check test test-all doctor watch clean list bench soak flake services services-down services-status
+.PHONY: help venv check forget test test-all doctor watch clean list bench soak flake services services-down services-status
 
 help:
-	@$(PYTHON) -m checks help
+	+@$(PYTHON) -m checks help
 
 $(VENV_READY): requirements.txt requirements-dev.txt
-	@$(PYTHON) -m shared.bootstrap
+	+@$(PYTHON) -m shared.bootstrap
 
 venv: $(VENV_READY)
 
 lesson-%: $(VENV_READY)
-	@$(VPY) -m checks lesson $*
+	+@$(VPY) -m checks lesson $*
 
 diff-%:
-	@$(PYTHON) -m checks diff $*
+	+@$(PYTHON) -m checks diff $*
 
 list:
-	@$(PYTHON) -m checks list
+	+@$(PYTHON) -m checks list
 
-# make check [LESSON=NN] [LAB=DIR] [REPORT=FILE.json] [JUNIT=FILE.xml]
+# make check [LAB=DIR] [LESSON=NN|all] [REPORT=FILE.json] [JUNIT=FILE.xml]: YOUR folder, given once with
+# LAB= and remembered; without LESSON, the lesson you are on.  (make lesson-NN shows the reference.)
 check: $(VENV_READY)
-	@$(VPY) -m checks run $(or $(LESSON),all) $(if $(LAB),--lab "$(LAB)") $(if $(REPORT),--report "$(REPORT)") $(if $(JUNIT),--junit "$(JUNIT)")
+	+@$(VPY) -m checks check $(LESSON) $(if $(LAB),--lab "$(LAB)") $(if $(REPORT),--report "$(REPORT)") $(if $(JUNIT),--junit "$(JUNIT)")
+
+forget:
+	+@$(PYTHON) -m checks check --forget
 
 watch: $(VENV_READY)
-	@$(VPY) -m checks watch $(or $(LESSON),$(error set LESSON=NN)) $(if $(LAB),--lab "$(LAB)")
+	+@$(VPY) -m checks watch $(LESSON) $(if $(LAB),--lab "$(LAB)")
 
 doctor:
-	@if [ -x $(VPY) ]; then $(VPY) -m checks doctor; else $(PYTHON) -m checks doctor; fi
+	+@if [ -x $(VPY) ]; then $(VPY) -m checks doctor; else $(PYTHON) -m checks doctor; fi
 
 # Four workers: mutant runs mostly wait on real processes. Each worker has its own isolation slot
 # (Redis databases, MySQL schema) on the shared servers.
 test: $(VENV_READY)
-	@$(VPY) -m pytest -n 4
+	+@$(VPY) -m pytest -n 4
 
 # Everything make test runs, plus every check of every lesson run alone against the reference.
 test-all: $(VENV_READY)
-	@LAB_ALONE=all $(VPY) -m pytest -n 4
+	+@LAB_ALONE=all $(VPY) -m pytest -n 4
 
 clean:
-	@$(PYTHON) -m checks clean
+	+@$(PYTHON) -m checks clean
 
 # make bench [QUICK=1]: benchmarks print tables and write JSON; they are never asserted in tests.
 bench: $(VENV_READY)
-	@$(VPY) -m checks bench $(if $(QUICK),--quick)
+	+@$(VPY) -m checks bench $(if $(QUICK),--quick)
 
 # make soak [SEED=N]: 500 jobs while workers are killed and both servers restart; lost must be 0.
 # (make test runs the short form, 100 jobs.)
 soak: $(VENV_READY)
-	@$(VPY) -m checks soak --long $(if $(SEED),--seed $(SEED))
+	+@$(VPY) -m checks soak --long $(if $(SEED),--seed $(SEED))
 
 # make flake [LESSON=NN] [ROUNDS=N] [PARALLEL=K] [BURN=C]: the reference, N rounds, K isolated runs side by
 # side, C processes burning CPU meanwhile; every non-pass is printed and written to .lab/flake/flake.json.
 flake: $(VENV_READY)
-	@$(VPY) -m checks flake $(or $(LESSON),all) --rounds $(or $(ROUNDS),3) --parallel $(or $(PARALLEL),2) --burn $(or $(BURN),0)
+	+@$(VPY) -m checks flake $(or $(LESSON),all) --rounds $(or $(ROUNDS),3) --parallel $(or $(PARALLEL),2) --burn $(or $(BURN),0)
 
 # Redis + MySQL for lessons 08–16 (lessons start them on their own; these are for poking around).
 services: $(VENV_READY)
-	@$(VPY) -m shared.labctl up
+	+@$(VPY) -m shared.labctl up
 
 services-down: $(VENV_READY)
-	@$(VPY) -m shared.labctl down
+	+@$(VPY) -m shared.labctl down
 
 services-status: $(VENV_READY)
-	@$(VPY) -m shared.labctl status
+	+@$(VPY) -m shared.labctl status

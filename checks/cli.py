@@ -84,7 +84,7 @@ def run_many(lessons: list[dict], data: dict, lab: Path | None, scope: str, show
 
 def print_lesson(result: LessonResult, evidence: bool = False, first_failure_only: bool = False) -> None:
     lesson = result.lesson
-    print(f"\n{t('第', 'Lesson ')}{lesson['id']}{t(' 课', '')} — {pick(lesson['title'])}")
+    print(f"\n{t('第 ', 'Lesson ')}{lesson['id']}{t(' 课', '')} — {pick(lesson['title'])}")
     if result.source == "planned":
         print("  " + t("（计划中，尚未建成：不计为通过）", "(planned, not built yet: not counted as passed)"))
         return
@@ -115,6 +115,9 @@ def print_lesson(result: LessonResult, evidence: bool = False, first_failure_onl
                 for line in c.notes[-6:]:
                     print(f"      · {line}")
     failed = [c for c in result.checks if c.status in NOT_PASSED]
+    if first_failure_only and len(failed) > 1:
+        print("  " + t(f"（另有 {len(failed) - 1} 项失败的原因未显示：先修第一项；全部原因：make check）",
+                       f"({len(failed) - 1} more failure(s) not explained here: fix the first one; all reasons: make check)"))
     passed = sum(c.status == PASS for c in result.checks)
     summary = t(f"  {passed}/{len(result.checks)} 项通过，用时 {result.seconds:.1f}s",
                 f"  {passed}/{len(result.checks)} passed in {result.seconds:.1f}s")
@@ -138,13 +141,28 @@ def _exit_code(results: list[LessonResult]) -> int:
 
 def cmd_list(args) -> int:
     data = _load()
-    done = progress.load()
-    print(t("编号  状态     检查  上次结果         标题", "id  status   checks last result     title"))
+    reference = progress.load()
+    folder = progress.learner_folder()
+    mine = progress.load(str(folder)) if folder else {}
+
+    def last(entry):
+        return f"{entry['status']} {entry['passed']}/{entry['total']}" if entry else "—"
+    print(t(f"你的文件夹：{folder}" if folder else "你的文件夹：（尚未记住；make check LAB=目录）",
+            f"your folder: {folder}" if folder else "your folder: (none remembered yet; make check LAB=DIR)"))
+    print(t("编号  状态     检查  参考答案上次     你的文件夹上次   标题",
+            "id  status   checks reference last   your folder last  title"))
     for lesson in data["lessons"]:
-        last = done.get(lesson["id"])
-        last_text = f"{last['status']} {last['passed']}/{last['total']}" if last else "—"
-        print(f"{lesson['id']}  {lesson['status']:<8} {len(lesson['checks']):>4}   {last_text:<15}  {pick(lesson['title'])}")
+        print(f"{lesson['id']}  {lesson['status']:<8} {len(lesson['checks']):>4}   {last(reference.get(lesson['id'])):<15}  "
+              f"{last(mine.get(lesson['id'])):<16}  {pick(lesson['title'])}")
     return 0
+
+
+def _announce(lab: Path | None) -> None:
+    """The first line of every run: whose code is being checked."""
+    if lab:
+        print(t(f"检查你的文件夹：{lab}（只读取，不修改）", f"checking your folder: {lab} (read only, never changed)"))
+    else:
+        print(t("检查的是套件自带的参考答案，不是你的文件夹", "checking the kit's reference files, not your folder"))
 
 
 def cmd_run(args, evidence: bool = False) -> int:
@@ -152,8 +170,7 @@ def cmd_run(args, evidence: bool = False) -> int:
     lessons = _select(data, args.lessons, allow_planned=args.lessons == ["all"])
     lab = _lab_path(args.lab)
     scope = "lab" if lab else "reference"
-    if lab:
-        print(t(f"检查你的文件夹：{lab}（只读取，不修改）", f"checking your folder: {lab} (read only, never changed)"))
+    _announce(lab)
     results = run_many(lessons, data, lab, scope, show=lambda r: print_lesson(r, evidence=evidence))
     progress.record([r for r in results if r.source != "planned"])
     _write_reports(args, results, str(lab) if lab else "reference")
@@ -168,9 +185,79 @@ def cmd_lesson(args) -> int:
     code = cmd_run(args, evidence=True)
     lesson_id = args.lesson.zfill(2)
     where = os.path.relpath(LAB_DIR / "work" / "reference" / lesson_id)
-    print(t(f"\n参考文件在 {where}/。检查自己的文件夹：make check LESSON={lesson_id} LAB=~/tasks_lab",
-            f"\nThe reference files are in {where}/. Check your own folder: make check LESSON={lesson_id} LAB=~/tasks_lab"))
+    print(t(f"\n参考文件在 {where}/。检查自己的文件夹：make check LESSON={lesson_id} LAB=~/shop-service/tasks_lab",
+            f"\nThe reference files are in {where}/. Check your own folder: "
+            f"make check LESSON={lesson_id} LAB=~/shop-service/tasks_lab"))
     return code
+
+
+def reached_lesson(data: dict, folder: Path) -> str | None:
+    """The highest lesson whose own files (those it adds or rewrites) the folder already has."""
+    reached = None
+    for lesson in data["lessons"]:
+        if lesson["status"] == "ready" and any((folder / name).is_file() for name in lesson.get("files", [])):
+            reached = lesson["id"]
+    return reached
+
+
+def next_lesson(data: dict, folder: Path | None) -> tuple[str | None, str]:
+    """The lesson a learner is on, and why: one past the last lesson their folder passed (when their
+    files reach it), else the highest lesson their files reach."""
+    if folder is None:
+        return None, ""
+    reached = reached_lesson(data, folder)
+    done = progress.load(str(folder))
+    passed = sorted(lid for lid, entry in done.items() if entry["status"] == "pass")
+    ready = [l["id"] for l in data["lessons"] if l["status"] == "ready"]
+    if passed:
+        following = [lid for lid in ready if lid > passed[-1]]
+        if following and reached and following[0] <= reached:
+            return following[0], t(f"上次通过了第 {passed[-1]} 课", f"you last passed lesson {passed[-1]}")
+        return passed[-1], t(f"上次通过了第 {passed[-1]} 课，文件夹里还没有下一课的文件",
+                             f"you last passed lesson {passed[-1]}; your folder has no file of the next lesson yet")
+    if reached:
+        return reached, t(f"你的文件夹里最新的是第 {reached} 课的文件", f"your folder's files reach lesson {reached}")
+    return None, ""
+
+
+HOW_TO_GIVE_FOLDER = (
+    "还不知道你的文件夹在哪里。第一次请这样给出：make check LAB=~/shop-service/tasks_lab LESSON=01"
+    "（之后会记住；看参考答案请用 make lesson-01）",
+    "no folder of yours is known yet. Give it once: make check LAB=~/shop-service/tasks_lab LESSON=01 "
+    "(it is remembered; to see the reference work, use make lesson-01)")
+
+
+def cmd_check(args) -> int:
+    """The learner's command: check THEIR folder — given once with --lab, remembered afterwards."""
+    data = _load()
+    if args.forget:
+        progress.remember_folder(None)
+        print(t("已忘记你的文件夹", "forgot your folder"))
+        return 0
+    if args.lab:
+        lab = _lab_path(args.lab)
+        if lab != progress.learner_folder():
+            progress.remember_folder(lab)
+            print(t(f"记住了你的文件夹：{lab}（换一个：make check LAB=目录；忘记：make forget）",
+                    f"remembered your folder: {lab} (change: make check LAB=DIR; forget: make forget)"))
+    else:
+        lab = progress.learner_folder()
+        if lab is None:
+            raise UsageError(t(*HOW_TO_GIVE_FOLDER))
+        if not lab.is_dir():
+            raise UsageError(t(f"记住的文件夹 {lab} 不存在了：make check LAB=新目录，或 make forget",
+                               f"the remembered folder {lab} no longer exists: make check LAB=NEW_DIR, or make forget"))
+    lessons = args.lessons
+    if not lessons:
+        chosen, why = next_lesson(data, lab)
+        if chosen is None:
+            raise UsageError(t(f"{lab} 里没有任何一课的文件：请给出 LESSON=NN",
+                               f"{lab} has no file of any lesson yet: give LESSON=NN"))
+        print(t(f"检查第 {chosen} 课（{why}；指定其他课：LESSON=NN，全部：LESSON=all）",
+                f"checking lesson {chosen} ({why}; another: LESSON=NN, every lesson: LESSON=all)"))
+        lessons = [chosen]
+    args.lessons, args.lab = lessons, str(lab)
+    return cmd_run(args)
 
 
 def _student_name(path: Path) -> str:
@@ -241,9 +328,14 @@ def folder_signature(folder: Path) -> tuple:
 
 def cmd_watch(args) -> int:
     data = _load()
-    [lesson] = _select(data, [args.lesson], allow_planned=False)
-    lab = _lab_path(args.lab)
-    folder = lab or (manifest.KIT_ROOT / lesson["folder"])
+    lab = _lab_path(args.lab) if args.lab else progress.learner_folder()
+    if lab is None:
+        raise UsageError(t(*HOW_TO_GIVE_FOLDER))
+    lesson_id = args.lesson or next_lesson(data, lab)[0]
+    if lesson_id is None:
+        raise UsageError(t("请给出 LESSON=NN", "give LESSON=NN"))
+    [lesson] = _select(data, [lesson_id], allow_planned=False)
+    folder = lab
     seen, runs = None, 0
     try:
         while args.max_runs is None or runs < args.max_runs:
@@ -267,11 +359,16 @@ def cmd_help(args) -> int:
     print(t("Task Lab 常用命令：", "Task Lab commands:"))
     rows = [
         ("make lesson-NN", t("运行第 NN 课的参考文件与全部检查（首次会创建 .venv）", "run lesson NN's reference files and checks (creates .venv on first use)")),
-        ("make check LESSON=NN LAB=DIR", t("检查你自己的文件夹", "check your own folder")),
+        ("make check LAB=DIR [LESSON=NN]", t("检查你自己的文件夹（记住 DIR；之后 make check 即可）",
+                                              "check your own folder (DIR is remembered: later just make check)")),
+        ("make check LESSON=all", t("检查你的文件夹的全部课程", "check every lesson on your folder")),
+        ("make forget", t("忘记记住的文件夹", "forget the remembered folder")),
+        ("make list", t("各课状态：参考答案与你的文件夹的上次结果", "lessons with the last result of the reference and of your folder")),
         ("make watch LESSON=NN LAB=DIR", t("保存文件时自动重新检查", "re-check whenever you save")),
         ("make diff-NN", t("查看第 NN 课相对上一课的改动", "what lesson NN changes")),
         ("make doctor", t("检查本机环境", "check this machine")),
         ("make test", t("运行套件自身的全部测试", "run the kit's own test suite")),
+        ("make test-all", t("再加上每一项检查单独运行", "the same, plus every check run alone")),
         ("make bench", t("运行教学用基准测试（表格 + JSON）", "run the teaching benchmarks (table + JSON)")),
         ("make soak", t("长时间混沌测试：杀 worker、重启服务，最后逐条对账（丢失必须为 0）",
                         "the long soak: killed workers, restarted servers, then a ledger (lost must be 0)")),
@@ -279,6 +376,8 @@ def cmd_help(args) -> int:
          t("找不稳定：参考答案多轮并行运行（可加 CPU 负载），列出每一次未通过",
            "flake hunt: the reference in repeated parallel runs (optionally under CPU load); every non-pass listed")),
         ("make services", t("启动 Redis 与 MySQL（第 08–16 课）", "start Redis and MySQL (lessons 08–16)")),
+        ("make services-status", t("查看服务状态", "are the services up?")),
+        ("make services-down", t("停止本套件启动的服务", "stop the services the kit started")),
         ("make clean", t("停止服务并删除 .lab/", "stop the services and remove .lab/")),
     ]
     for cmd, text in rows:
@@ -393,6 +492,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--lab", metavar="DIR", help="check this learner folder instead of the reference")
     reports(run)
 
+    check = sub.add_parser("check", help="check YOUR folder (given once with --lab, then remembered)")
+    check.add_argument("lessons", nargs="*", metavar="NN", help="lesson ids, or all (default: the lesson you are on)")
+    check.add_argument("--lab", metavar="DIR", help="your tasks_lab folder (remembered)")
+    check.add_argument("--forget", action="store_true", help="forget the remembered folder")
+    reports(check)
+
     lesson = sub.add_parser("lesson", help="run one lesson's reference files and checks, showing the evidence")
     lesson.add_argument("lesson", metavar="NN")
     reports(lesson)
@@ -406,7 +511,7 @@ def build_parser() -> argparse.ArgumentParser:
     diff = sub.add_parser("diff", help="what lesson NN changes relative to the folder after NN-1")
     diff.add_argument("lesson", metavar="NN")
     watch = sub.add_parser("watch", help="re-run a lesson's checks whenever a file changes")
-    watch.add_argument("lesson", metavar="NN")
+    watch.add_argument("lesson", metavar="NN", nargs="?", help="default: the lesson you are on")
     watch.add_argument("--lab", metavar="DIR")
     watch.add_argument("--interval", type=float, default=1.0, help=argparse.SUPPRESS)
     watch.add_argument("--max-runs", type=int, default=None, help=argparse.SUPPRESS)
@@ -428,7 +533,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-COMMANDS = {"list": cmd_list, "run": cmd_run, "lesson": cmd_lesson, "grade": cmd_grade, "diff": cmd_diff,
+COMMANDS = {"list": cmd_list, "run": cmd_run, "check": cmd_check, "lesson": cmd_lesson, "grade": cmd_grade, "diff": cmd_diff,
             "watch": cmd_watch, "help": cmd_help, "table": cmd_table,
             "clean": cmd_clean, "bench": cmd_bench, "soak": cmd_soak, "flake": cmd_flake}
 
@@ -444,6 +549,9 @@ def main(argv: list[str] | None = None) -> int:
             from checks import doctor
             return doctor.run()
         return COMMANDS[args.command](args)
+    except BrokenPipeError:  # `make help | head`: the reader left; end quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except UsageError as exc:
         print(t("错误：", "error: ") + str(exc), file=sys.stderr)
         _write_reports(args, [], getattr(args, "lab", None) or "reference", str(exc))

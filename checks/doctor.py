@@ -107,13 +107,32 @@ def _ours(name: str) -> bool:
     return service is not None and service.pid() is not None
 
 
+def _next_lesson_needs_services() -> bool:
+    """Does the lesson the learner is on (their remembered folder's, else the reference's next) need
+    Redis and MySQL?  Unknown: assume it does."""
+    from checks import progress
+    from checks.cli import next_lesson
+    from shared import manifest
+    data = manifest.load()
+    folder = progress.learner_folder()
+    lesson_id = next_lesson(data, folder)[0] if folder else None
+    if lesson_id is None:
+        passed = sorted(lid for lid, e in progress.load().items() if e["status"] == "pass")
+        lesson_id = f"{int(passed[-1]) + 1:02d}" if passed else "01"
+    lesson = manifest.lesson(lesson_id, data)
+    return lesson is None or bool(lesson.get("services"))
+
+
 def check_ports():
     from shared import labctl
     with labctl.starting():  # never look half-way through a start
         taken = [f"{port} ({name})" for name, port in SERVICE_PORTS.items()
                  if not _port_free(port) and not _ours(name)]
     if taken:
-        return BAD, t(f"端口被其他程序占用：{', '.join(taken)}", f"ports held by another program: {', '.join(taken)}"), \
+        # Only lessons 08–16 need these ports: for a learner still on 01–07 it is a warning, not a blocker.
+        level = BAD if _next_lesson_needs_services() else WARN
+        return level, t(f"端口被其他程序占用：{', '.join(taken)}（第 08–16 课需要）",
+                        f"ports held by another program: {', '.join(taken)} (lessons 08–16 need them)"), \
             t("找出占用者：ss -ltnp | grep -E ':(6384|3307) '，停止它后再试", "find the holder: ss -ltnp | grep -E ':(6384|3307) ', stop it, retry")
     return OK, t("端口 6384/3307 空闲或属于本套件", "ports 6384/3307 free or ours"), None
 

@@ -1,34 +1,65 @@
-"""Remember the last result of each lesson in .lab/progress.json, for `list`."""
+"""What the kit remembers between runs, under .lab/ (LAB_HOME): the learner's folder, and the last
+result of each lesson — the kit's reference and the learner's folder kept apart, for `list` and for
+choosing the next lesson."""
 
 from __future__ import annotations
 
 import json
 from datetime import datetime, timezone
+from pathlib import Path
 
 from checks.runner import LessonResult
 from checks.workdir import LAB_DIR
 
 PROGRESS = LAB_DIR / "progress.json"
+REFERENCE = "reference"
 
 
-def load() -> dict:
+def _read() -> dict:
     try:
-        return json.loads(PROGRESS.read_text(encoding="utf-8"))
+        data = json.loads(PROGRESS.read_text(encoding="utf-8"))
     except (FileNotFoundError, json.JSONDecodeError):
         return {}  # no runs yet, or a damaged file: progress is a convenience, never a blocker
+    if not isinstance(data, dict) or ("results" not in data and data):
+        return {}  # an older layout: start afresh rather than mix reference and learner results
+    return data
 
 
-def record(results: list[LessonResult]) -> None:
-    data = load()
-    for result in results:
-        data[result.lesson["id"]] = {
-            "status": result.status,
-            "passed": sum(c.status == "pass" for c in result.checks),
-            "total": len(result.checks),
-            "source": result.source,
-            "at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        }
+def _write(data: dict) -> None:
     PROGRESS.parent.mkdir(parents=True, exist_ok=True)
     tmp = PROGRESS.with_suffix(".tmp")
     tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     tmp.replace(PROGRESS)
+
+
+def load(source: str = REFERENCE) -> dict:
+    """Lesson id -> last result, for the reference or for one learner folder (its resolved path)."""
+    return _read().get("results", {}).get(source, {})
+
+
+def record(results: list[LessonResult]) -> None:
+    data = _read()
+    data.setdefault("results", {})
+    for result in results:
+        data["results"].setdefault(result.source, {})[result.lesson["id"]] = {
+            "status": result.status,
+            "passed": sum(c.status == "pass" for c in result.checks),
+            "total": len(result.checks),
+            "at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        }
+    _write(data)
+
+
+def learner_folder() -> Path | None:
+    raw = _read().get("learner_folder")
+    return Path(raw) if raw else None
+
+
+def remember_folder(folder: Path | None) -> None:
+    data = _read()
+    data.setdefault("results", {})
+    if folder is None:
+        data.pop("learner_folder", None)
+    else:
+        data["learner_folder"] = str(folder)
+    _write(data)

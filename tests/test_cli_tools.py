@@ -1,6 +1,8 @@
 """doctor and watch, as a learner meets them."""
 
 import os
+import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -30,6 +32,7 @@ def test_doctor_names_the_fix_for_a_port_held_by_another_program(monkeypatch):
         holder.bind(("127.0.0.1", 0))
         holder.listen()
         monkeypatch.setattr(doctor, "SERVICE_PORTS", {"someone-else": holder.getsockname()[1]})
+        monkeypatch.setattr(doctor, "_next_lesson_needs_services", lambda: True)  # a learner on lesson 08+
         level, what, fix = doctor.check_ports()
     assert level == doctor.BAD and "held by another program" in what and "ss -ltnp" in fix
 
@@ -46,7 +49,8 @@ def test_doctor_warns_when_the_kit_lives_on_a_windows_drive(monkeypatch, tmp_pat
 
 
 def test_watch_runs_the_checks_and_stops_cleanly_on_ctrl_c(tmp_path):
-    proc = subprocess.Popen([sys.executable, "-m", "checks", "watch", "01", "--interval", "0.2"], cwd=KIT_ROOT,
+    lab = KIT_ROOT / "lessons" / "01-accept-202"  # lesson 01 as a learner would have typed it
+    proc = subprocess.Popen([sys.executable, "-m", "checks", "watch", "01", "--lab", str(lab), "--interval", "0.2"], cwd=KIT_ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env=dict(os.environ, LAB_LANG="en", LAB_HOME=str(tmp_path)))
     deadline = time.monotonic() + 60
@@ -84,3 +88,74 @@ def test_flake_hunt_lists_every_non_pass_and_stops_its_burners(tmp_path, monkeyp
     assert summary["non_passes"][0]["message"] == "boom"
     assert {slot for _, slot in calls} <= {1, 2}
     assert len(started) == 1 and not started[0].alive()
+
+
+def _lab_cli(home, *args):
+    return subprocess.run([sys.executable, "-m", "checks", *args], cwd=KIT_ROOT, capture_output=True, text=True,
+                          timeout=300, env=dict(os.environ, LAB_LANG="en", LAB_HOME=str(home)))
+
+
+def test_check_never_silently_checks_the_reference(tmp_path):
+    run = _lab_cli(tmp_path, "check", "01")
+    assert run.returncode == 2 and "no folder of yours is known yet" in run.stderr and "make lesson-01" in run.stderr
+    assert "passed" not in run.stdout
+
+
+def test_check_remembers_the_folder_and_chooses_the_lesson(tmp_path):
+    lab = tmp_path / "tasks_lab"
+    shutil.copytree(KIT_ROOT / "lessons" / "01-accept-202", lab, ignore=shutil.ignore_patterns("verifiers", "README.md"))
+    first = _lab_cli(tmp_path / "home", "check", "--lab", str(lab))
+    assert first.returncode == 0, first.stdout + first.stderr
+    lines = first.stdout.splitlines()
+    assert "remembered your folder" in lines[0] and "checking lesson 01" in lines[1]
+    assert f"checking your folder: {lab}" in first.stdout
+    (lab / "api_states.py").write_text("")  # broken now; the remembered folder is what `check` checks
+    second = _lab_cli(tmp_path / "home", "check")
+    assert second.returncode == 1 and "you last passed lesson 01" in second.stdout and str(lab) in second.stdout
+    listing = _lab_cli(tmp_path / "home", "list").stdout
+    assert f"your folder: {lab}" in listing and "fail 0/5" in listing.splitlines()[2]  # reference column: —
+    assert "—" in listing.splitlines()[2].split("fail")[0]
+    forget = _lab_cli(tmp_path / "home", "check", "--forget")
+    assert forget.returncode == 0 and _lab_cli(tmp_path / "home", "check").returncode == 2
+
+
+def test_reference_runs_say_so_first(tmp_path):
+    run = _lab_cli(tmp_path, "run", "01")
+    assert run.stdout.splitlines()[0] == "checking the kit's reference files, not your folder"
+
+
+def test_make_keeps_the_runners_exit_codes_without_its_own_error_line(tmp_path):
+    lab = tmp_path / "tasks_lab"
+    lab.mkdir()
+    (lab / "api_states.py").write_text("")
+    env = dict(os.environ, LAB_LANG="en", LAB_HOME=str(tmp_path / "home"))
+    failed = subprocess.run(["make", "check", f"LAB={lab}", "LESSON=01"], cwd=KIT_ROOT, env=env,
+                            capture_output=True, text=True, timeout=300)
+    assert failed.returncode == 1 and "make: ***" not in failed.stdout + failed.stderr
+    usage = subprocess.run(["make", "check", "LESSON=99"], cwd=KIT_ROOT, env=env, capture_output=True, text=True,
+                           timeout=300)
+    assert usage.returncode == 2 and "no lesson" in usage.stderr
+    shutil.copytree(KIT_ROOT / "lessons" / "01-accept-202", lab, dirs_exist_ok=True)
+    passed = subprocess.run(["make", "check", "LESSON=01"], cwd=KIT_ROOT, env=env, capture_output=True, text=True,
+                            timeout=300)
+    assert passed.returncode == 0, passed.stdout + passed.stderr
+
+
+def test_help_lists_every_target_and_a_closed_pipe_ends_quietly():
+    run = subprocess.run("make help | head -2", shell=True, cwd=KIT_ROOT, capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0 and "Traceback" not in run.stderr and len(run.stdout.splitlines()) == 2
+    full = subprocess.run(["make", "help"], cwd=KIT_ROOT, capture_output=True, text=True, timeout=60).stdout
+    makefile = (KIT_ROOT / "Makefile").read_text()
+    targets = {line.split(":")[0] for line in makefile.splitlines()
+               if re.match(r"^[a-z][a-z-]*(-%)?:", line) and not line.startswith(("venv:", "help:"))}
+    missing = [name for name in targets if f"make {name.replace('-%', '-NN')}" not in full]
+    assert not missing, missing
+
+
+def test_doctor_warns_only_about_ports_a_learner_on_lesson_03_does_not_need(monkeypatch):
+    monkeypatch.setattr(doctor, "_port_free", lambda port: False)
+    monkeypatch.setattr(doctor, "_ours", lambda name: False)
+    monkeypatch.setattr(doctor, "_next_lesson_needs_services", lambda: False)
+    assert doctor.check_ports()[0] == doctor.WARN
+    monkeypatch.setattr(doctor, "_next_lesson_needs_services", lambda: True)
+    assert doctor.check_ports()[0] == doctor.BAD

@@ -305,6 +305,7 @@ def test_progress_is_remembered(tmp_path, monkeypatch):
     work = materialise([lesson], lesson, tmp_path / "work")
     progress.record([run_lesson(lesson, work, tmp_path / "logs")])
     assert progress.load()["01"]["status"] == "pass" and progress.load()["01"]["passed"] == 1
+    assert progress.load("/some/learner") == {}  # the reference's results are never a learner's
 
 
 def test_watch_signature_sees_a_saved_file(tmp_path):
