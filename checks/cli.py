@@ -176,7 +176,13 @@ def cmd_run(args, evidence: bool = False) -> int:
     _write_reports(args, results, str(lab) if lab else "reference")
     total = sum(len(r.checks) for r in results)
     passed = sum(c.status == PASS for r in results for c in r.checks)
-    print("\n" + t(f"合计：{passed}/{total} 项通过", f"total: {passed}/{total} checks passed"))
+    m = report.marks([c for r in results for c in r.checks])
+    line = t(f"合计：{passed}/{total} 项通过；得分 {m['score']}/{m['max_score']}",
+             f"total: {passed}/{total} checks passed; score {m['score']}/{m['max_score']}")
+    if m["max_bonus"]:
+        line += t(f"（另有课程之外的扩展加分 {m['bonus']}/{m['max_bonus']}）",
+                  f" (plus bonus {m['bonus']}/{m['max_bonus']} from the kit's extensions beyond the course)")
+    print("\n" + line)
     return _exit_code(results)
 
 
@@ -275,20 +281,20 @@ def cmd_grade(args) -> int:
         except UsageError as exc:  # one missing folder must not stop the class: record it as an error
             name = _student_name(Path(raw))
             report.write_json(out / f"{name}.json", [], raw, str(exc))
-            rows.append((name, 0, sum(c["points"] for l in lessons for c in l["checks"]), "error"))
+            rows.append((name, 0, sum(c["points"] for l in lessons for c in l["checks"] if c.get("kind") != "extension"),
+                         "error", 0))
             worst = max(worst, 1)
             continue
         name = _student_name(lab)
         results = run_many(lessons, data, lab, f"grade/{name}")
         report.write_json(out / f"{name}.json", results, str(lab))
         report.write_junit(out / f"{name}.xml", results, str(lab))
-        score = sum(c.score for r in results for c in r.checks)
-        max_score = sum(c.points for r in results for c in r.checks)
-        rows.append((name, score, max_score, report.overall(results)))
+        m = report.marks([c for r in results for c in r.checks])
+        rows.append((name, m["score"], m["max_score"], report.overall(results), m["bonus"]))
         worst = max(worst, _exit_code(results))
-    print(t("学生                 得分      状态", "student              score     status"))
-    for name, score, max_score, status in rows:
-        print(f"{name:<20} {score:>3}/{max_score:<5} {status}")
+    print(t("学生                 得分      状态    扩展加分", "student              score     status  bonus"))
+    for name, score, max_score, status, bonus in rows:
+        print(f"{name:<20} {score:>3}/{max_score:<5} {status:<7} +{bonus}")
     print(t(f"报告写在 {out}/", f"reports written to {out}/"))
     return worst
 

@@ -20,13 +20,21 @@ def overall(lessons: list[LessonResult], error: str | None = None) -> str:
     return FAIL if any(l.status == FAIL for l in lessons) else PASS
 
 
+def marks(checks) -> dict:
+    """The course's marks (core + exercise) and the bonus (the kit's extensions), kept apart."""
+    course = [c for c in checks if not c.bonus]
+    extra = [c for c in checks if c.bonus]
+    return {"score": sum(c.score for c in course), "max_score": sum(c.points for c in course),
+            "bonus": sum(c.score for c in extra), "max_bonus": sum(c.points for c in extra)}
+
+
 def to_dict(lessons: list[LessonResult], source: str, error: str | None = None) -> dict:
     tests = []
     for lesson in lessons:
         for c in lesson.checks:
             tests.append({
                 "lesson": c.lesson, "id": c.id, "name": f"{c.id} {c.text['en']}", "kind": c.kind,
-                "regression": c.regression,
+                "regression": c.regression, "bonus": c.bonus,
                 "text": c.text, "status": c.status, "points": c.points, "score": c.score,
                 "seconds": round(c.seconds, 3), "message": c.message or None,
                 "hint": c.hint if c.status not in (PASS, SKIPPED) else None, "output": c.output or None,
@@ -38,10 +46,8 @@ def to_dict(lessons: list[LessonResult], source: str, error: str | None = None) 
         "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "status": overall(lessons, error),
         "message": error,
-        "score": sum(t["score"] for t in tests),
-        "max_score": sum(t["points"] for t in tests),
-        "lessons": [{"id": l.lesson["id"], "title": l.lesson["title"], "status": l.status,
-                     "score": sum(c.score for c in l.checks), "max_score": sum(c.points for c in l.checks),
+        **marks([c for l in lessons for c in l.checks]),
+        "lessons": [{"id": l.lesson["id"], "title": l.lesson["title"], "status": l.status, **marks(l.checks),
                      "seconds": round(l.seconds, 3)} for l in lessons],
         "tests": tests,
     }
@@ -73,7 +79,8 @@ def write_junit(path: Path, lessons: list[LessonResult], source: str, error: str
         suite = ET.SubElement(root, "testsuite", name=f"lesson {lesson.lesson['id']} {lesson.lesson['title']['en']}",
                               time=f"{lesson.seconds:.3f}", **{k: str(v) for k, v in counts.items()})
         for c in lesson.checks:
-            name = f"{c.id} {c.text['en']}" + (" (regression)" if c.regression else "")
+            name = (f"{c.id} {c.text['en']}" + (" (regression)" if c.regression else "")
+                    + (" (extension: bonus)" if c.bonus else ""))
             case = ET.SubElement(suite, "testcase", classname=f"lesson{c.lesson}", name=name,
                                  time=f"{c.seconds:.3f}")
             detail = "\n".join(filter(None, [c.output, "hint: " + pick(c.hint)]))

@@ -47,6 +47,11 @@ class CheckResult:
         return self.points if self.status == PASS else 0
 
     @property
+    def bonus(self) -> bool:
+        """The kit's extensions beyond the course: scored apart, never part of the course's marks."""
+        return self.kind == "extension"
+
+    @property
     def output(self) -> str:
         text = "\n".join(self.notes)
         return text if len(text) <= OUTPUT_CAP else text[: OUTPUT_CAP - 1] + "…"

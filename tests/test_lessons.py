@@ -40,7 +40,7 @@ def _expect_all_passed(report_path: Path, lessons: list[dict]) -> dict:
     assert [(t["id"], t["regression"]) for t in data["tests"]] == expected
     not_passed = [(t["id"], t["status"], t["message"]) for t in data["tests"] if t["status"] != "pass"]
     assert not not_passed  # exercises included: the reference does them
-    assert data["status"] == "pass" and data["score"] == data["max_score"]
+    assert data["status"] == "pass" and data["score"] == data["max_score"] and data["bonus"] == data["max_bonus"]
     return data
 
 

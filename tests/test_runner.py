@@ -252,20 +252,27 @@ def test_reports_one_record_per_check(tmp_path):
             pass
         with tap.check("01.2"):
             assert False, "nope"
+        with tap.check("01.4"):
+            pass
         raise SystemExit(tap.finish())
     """
-    lesson = _lesson(tmp_path, "01", {}, code, [_check("01.1"), _check("01.2"), _check("01.3")])
+    checks = [_check("01.1"), _check("01.2"), _check("01.3"), _check("01.4", kind="extension")]
+    lesson = _lesson(tmp_path, "01", {}, code, checks)
     work = materialise([lesson], lesson, tmp_path / "work")
     result = run_lesson(lesson, work, tmp_path / "logs")
     report.write_json(tmp_path / "r.json", [result], "reference")
     report.write_junit(tmp_path / "r.xml", [result], "reference")
     data = json.loads((tmp_path / "r.json").read_text())
     assert data["status"] == "fail" and data["score"] == 1 and data["max_score"] == 3
-    assert [(t["id"], t["status"]) for t in data["tests"]] == [("01.1", "pass"), ("01.2", "fail"), ("01.3", "error")]
+    assert data["bonus"] == 1 and data["max_bonus"] == 1  # an extension is scored apart, never in max_score
+    assert [(t["id"], t["status"]) for t in data["tests"]] == [("01.1", "pass"), ("01.2", "fail"), ("01.3", "error"),
+                                                                ("01.4", "pass")]
+    assert [t["bonus"] for t in data["tests"]] == [False, False, False, True]
     assert data["tests"][1]["message"] == "nope" and data["tests"][1]["hint"] == {"zh": "提示", "en": "hint"}
     assert data["tests"][0]["hint"] is None
     suite = ET.parse(tmp_path / "r.xml").getroot()
-    assert suite.get("tests") == "3" and suite.get("failures") == "1" and suite.get("errors") == "1"
+    assert suite.get("tests") == "4" and suite.get("failures") == "1" and suite.get("errors") == "1"
+    assert any(case.get("name").endswith("(extension: bonus)") for case in suite.iter("testcase"))
 
 
 def test_output_is_capped(tmp_path):
