@@ -3,11 +3,18 @@
 tasks.json starts the lesson's worker as `celery -A lab10_probe:app worker ...`: the learner's
 own app, settings and tasks, plus, in this process and its pool children only:
 
-- every execution, read and planned retry of products.retry_demo is recorded (message id, job id,
-  arguments, attempt, the countdown handed to self.retry) as JSON lines in
-  $LAB_LOG_DIR/retry-events.jsonl;
+- every execution, read and planned retry of products.retry_demo is recorded as JSON lines in
+  $LAB_LOG_DIR/retry-events.jsonl, each with the attempt it belongs to (self.request.retries):
+  the verifier counts by attempt number, never by the order of lines in the file;
+- an execution for attempt n > 0 starts only once attempt n - 1 has ended: `self.retry()`
+  publishes the next attempt *before* its own RETRY state reaches the result backend, so without
+  this the next attempt could end (SUCCESS, FAILURE) first and the late RETRY overwrite it;
 - fetch_snapshot raises ValueError("invalid export request") for the job ids listed in
   $LAB_LOG_DIR/retry-permanent.txt (the course's "temporarily raise ValueError" step);
+- for the job ids listed in $LAB_LOG_DIR/retry-budget.txt the read uses up the budget: after it
+  the task module's clock (`time.time()`) reads deadline_epoch - 0.05 s, as if the read had been
+  that slow, so the retry decision meets the exercise's 0.05 s budget however late the message
+  arrived — nothing waits the time out;
 - when the task declares backoff_base / backoff_max, they are shrunk (caps of 0.02, 0.04,
   0.08 s …) so the checks never wait out the lesson's real delays.  A task without them keeps
   its own delays (caps of 1, 2, 4 s).
@@ -16,32 +23,68 @@ Nothing is imported ahead of the worker: a module missing from include stays mis
 """
 
 import os
+import time
 from pathlib import Path
 
 from celery import signals
 
-from shared.celerylab import append_event
+from shared.celerylab import append_event, read_events
+from shared.proc import WaitTimeout, wait_until
 
 TASK_NAME = "products.retry_demo"
 FOLDER = Path(os.environ.get("LAB_LOG_DIR") or ".")
 EVENTS = FOLDER / "retry-events.jsonl"
 PERMANENT = FOLDER / "retry-permanent.txt"
+BUDGET = FOLDER / "retry-budget.txt"
+BUDGET_LEFT = 0.05  # seconds the task's clock leaves before the deadline after a budget-eating read
 FAST_BACKOFF = {"backoff_base": 0.02, "backoff_max": 0.16}
+PREVIOUS_ATTEMPT_WAIT = 60.0  # bound only: the previous attempt is past its retry() and ends in moments
+
+_skew = 0.0  # added to the learner module's clock; set by a budget-eating read, cleared at each start and end
 
 
 def record(kind: str, **fields) -> None:
     append_event(EVENTS, kind, **fields)
 
 
-def _current():
+def _listed(path: Path) -> list[str]:
+    try:
+        return path.read_text(encoding="utf-8").split()
+    except FileNotFoundError:
+        return []
+
+
+def _request():
     from celery import current_task
-    request = current_task.request if current_task else None
+    return current_task.request if current_task else None
+
+
+def _job_and_deadline(request):
     args = list(getattr(request, "args", None) or [])
-    return (getattr(request, "id", None), args[0] if args else None)
+    kwargs = dict(getattr(request, "kwargs", None) or {})
+    job = args[0] if args else kwargs.get("job_id")
+    deadline = args[1] if len(args) > 1 else kwargs.get("deadline_epoch")
+    return job, deadline
+
+
+class _Clock:
+    """The `time` module as the learner's task module sees it: the real one, except time() adds _skew."""
+
+    def __getattr__(self, name):
+        return getattr(time, name)
+
+    @staticmethod
+    def time() -> float:
+        return time.time() + _skew
+
+
+def _clock_time() -> float:
+    return time.time() + _skew
 
 
 def _instrument(task) -> None:
-    """Once per process: wrap the module's fetch_snapshot and shrink the task's backoff."""
+    """Once per process: wrap the module's fetch_snapshot and clock, and shrink the task's backoff."""
+    global _skew
     if getattr(task, "_lab_probe", False):
         return
     task._lab_probe = True
@@ -49,28 +92,62 @@ def _instrument(task) -> None:
     original = module_globals.get("fetch_snapshot")
     if callable(original):
         def fetch_snapshot(*args, **kwargs):
-            task_id, job = _current()
-            record("read", task_id=task_id, job=job, args=list(args), kwargs=kwargs)
-            permanent = PERMANENT.read_text().split() if PERMANENT.exists() else []
-            if job in permanent:
-                raise ValueError("invalid export request")
-            return original(*args, **kwargs)
+            global _skew
+            request = _request()
+            job, deadline = _job_and_deadline(request)
+            record("read", task_id=getattr(request, "id", None), job=job, retries=getattr(request, "retries", None),
+                   args=list(args), kwargs=kwargs)
+            try:
+                if job in _listed(PERMANENT):
+                    raise ValueError("invalid export request")
+                return original(*args, **kwargs)
+            finally:
+                if job in _listed(BUDGET) and isinstance(deadline, (int, float)):
+                    _skew = deadline - BUDGET_LEFT - time.time()
+                    record("budget-used", task_id=getattr(request, "id", None), left=BUDGET_LEFT)
         module_globals["fetch_snapshot"] = fetch_snapshot
+    # `import time` or `from time import time`: either name now reads the probe's clock.
+    clocks = []
+    for name, value in list(module_globals.items()):
+        if value is time:
+            module_globals[name] = _Clock()
+            clocks.append(name)
+        elif value is time.time:
+            module_globals[name] = _clock_time
+            clocks.append(name)
     knobs = {}
     for name, value in FAST_BACKOFF.items():
         if hasattr(task, name):
             setattr(task, name, value)
             knobs[name] = value
-    record("knobs", **knobs, max_retries=task.max_retries, wrapped=callable(original))
+    record("knobs", **knobs, max_retries=task.max_retries, wrapped=callable(original), clocks=clocks)
+
+
+def _previous_attempt_ended(task_id: str, attempt: int) -> bool:
+    return any(e["kind"] == "end" and e.get("task_id") == task_id and e.get("retries") == attempt
+               for e in read_events(EVENTS))
 
 
 @signals.task_prerun.connect
 def _on_start(task_id=None, task=None, args=None, kwargs=None, **_):
+    global _skew
     if task is None or task.name != TASK_NAME:
         return
     _instrument(task)
+    _skew = 0.0
+    attempt = task.request.retries
+    waited_out = False
+    if attempt:
+        # A handshake, not a pause: the previous attempt's end event is written after its RETRY state is
+        # stored, so every state this attempt stores lands after it.  (A pool child runs one task at a
+        # time, so the previous attempt is in another child, and it needs nothing from this one.)
+        try:
+            wait_until(lambda: _previous_attempt_ended(task_id, attempt - 1), PREVIOUS_ATTEMPT_WAIT,
+                       f"attempt {attempt - 1} of {task_id} to end", interval=0.01)
+        except WaitTimeout:
+            waited_out = True
     record("start", task_id=task_id, job=(list(args or []) or [None])[0], args=list(args or []),
-           kwargs=kwargs or {}, retries=task.request.retries)
+           kwargs=kwargs or {}, retries=attempt, previous_unended=waited_out)
 
 
 @signals.task_retry.connect
@@ -79,14 +156,18 @@ def _on_retry(sender=None, request=None, reason=None, **_):
         return
     when = getattr(reason, "when", None)
     record("retry", task_id=getattr(request, "id", None), retries=getattr(request, "retries", None),
-           when=when if isinstance(when, (int, float)) else repr(when), exc=repr(getattr(reason, "exc", None)))
+           when=when if isinstance(when, (int, float)) else repr(when), exc=repr(getattr(reason, "exc", None)),
+           **{name: getattr(sender, name, None) for name in FAST_BACKOFF})
 
 
 @signals.task_postrun.connect
 def _on_end(task_id=None, task=None, state=None, retval=None, **_):
+    global _skew
     if task is None or task.name != TASK_NAME:
         return
-    record("end", task_id=task_id, state=state, retval=retval if isinstance(retval, dict) else repr(retval)[:200])
+    _skew = 0.0
+    record("end", task_id=task_id, retries=task.request.retries, state=state,
+           retval=retval if isinstance(retval, dict) else repr(retval)[:200])
 
 
 from celery_app import app  # noqa: E402  the learner's app; the worker imports its include list
