@@ -1,9 +1,10 @@
 """Verifier for lesson 12: the transactional outbox — job and event in one commit, publish after it.
 
 12.1  submit_snapshot([5]) returns with a queued job (attempts 0) and exactly one unsent, unclaimed
-      outbox event of its own id; python submit_db_export.py prints "ready for publisher: <id>" and
-      leaves the same state; python publisher.py then sends both, and the worker receives each job
-      only as its outbox event (task id == event id): the submitter no longer sends anything itself
+      outbox event of its own id; python submit_db_export.py, run with the broker pointed at a closed
+      port (a submitter that still sends fails), prints "ready for publisher: <id>" and leaves the same
+      state; python publisher.py then sends both, and the worker receives each job only as its outbox
+      event (task id == event id)
 12.2  Redis is stopped (shared.labctl, by PID): a submit still records job + event; python
       publisher.py fails and sent_at stays NULL.  Redis comes back; the claim is moved into the past
       (an UPDATE, never a wait); python publisher.py prints "published True" and the worker completes it
@@ -11,11 +12,13 @@
       send), so python publisher.py sends without marking; the claim is moved into the past; python
       publisher.py sends it again.  The worker receives it twice, yet the job has attempts 1 and the
       same single result_ref it had after the first delivery
-12.4  1,000 pending events.  Publisher process A claims the oldest one and is held inside its claim
-      transaction (a kit trigger on its claim UPDATE waits on a user lock the kit holds): A has done its
-      SELECT … FOR UPDATE SKIP LOCKED.  Publisher process B, started now, must get a different event
-      while A still holds its locks — no wait, no error, no "nothing due".  Then two processes claim
-      25 events each at the same time: 50 different events, attempts 1 each
+12.4  1,000 pending events.  Publisher process A (lab12_claimer.py) claims the oldest one and stops
+      right after its first locking statement, its transaction open (it says so in a file, and waits for
+      the checker's word).  Publisher process B, released now, must return a different event while A still
+      holds every lock it took — not an error, not "nothing due"; a B that needed A's locks could not return
+      at all.  The rows A holds are counted (a SKIP LOCKED read by the checker) and A's claim is EXPLAINed,
+      so a B that got nothing is told which index made A lock them all and what to write instead.  Then
+      two processes claim 25 events each at the same time: 50 different events, attempts 1 each
 12.5  exercise: the outbox INSERT is made to fail (a kit trigger): submit_snapshot raises and neither
       export_jobs nor export_outbox has a new row
 
@@ -37,10 +40,11 @@ from uuid import uuid4
 
 import pymysql
 
-from shared.celerylab import LOG_DIR, WORK, import_learner, redact
+from shared import handshake
+from shared.celerylab import LOG_DIR, WORK, import_learner, read_events, redact, short
 from shared.i18n import t
-from shared.labdb import db_settings, kit_db, sql
-from shared.proc import Process, WaitTimeout, run_python, wait_until
+from shared.labdb import job_row, kit_db, make_marks_table, sql, trigger, wait_status
+from shared.proc import Process, WaitTimeout, free_port, run_python, wait_until
 
 EVENTS = LOG_DIR / "lab12-events.jsonl"
 TERMINAL = ("succeeded", "failed", "cancelled")
@@ -48,11 +52,6 @@ UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 
 
 # ---------------------------------------------------------------- the kit's own view of the database
-
-def job_row(job_id: str) -> dict | None:
-    rows = sql("SELECT id, status, attempts, lease_token, result_ref FROM export_jobs WHERE id=%s", (job_id,))
-    return rows[0] if rows else None
-
 
 def outbox_rows(job_id: str) -> list[dict]:
     return sql("SELECT id, job_id, sent_at, claim_token, claim_until, attempts, claim_until>NOW(6) AS live "
@@ -84,41 +83,8 @@ def expire_claims(job_id: str) -> int:
                            "WHERE job_id=%s AND sent_at IS NULL AND claim_until IS NOT NULL", (job_id,))
 
 
-def short(value: str) -> str:
-    return f"{str(value)[:8]}…"
-
-
-# ---------------------------------------------------------------- triggers: faults and gates, kit-owned
-
-GATE_TABLE = "lab12_kit_marks"
-
-
-def make_marks_table() -> None:
-    sql(f"CREATE TABLE IF NOT EXISTS {GATE_TABLE} (kind VARCHAR(16) NOT NULL, ref CHAR(36) CHARACTER SET ascii "
-        "NOT NULL, PRIMARY KEY (kind, ref)) ENGINE=InnoDB")
-    sql(f"DELETE FROM {GATE_TABLE}")
-
-
-@contextlib.contextmanager
-def trigger(name: str, body: str):
-    sql(f"DROP TRIGGER IF EXISTS {name}")
-    try:
-        sql(body)
-    except pymysql.MySQLError as exc:
-        raise AssertionError(t(f"检查器无法创建触发器（错误 {exc.args[0]}）：账号需要 TRIGGER 权限；MySQL 开启 binlog 时"
-                               "还需要 log_bin_trust_function_creators=1",
-                               f"the checker cannot create its trigger (error {exc.args[0]}): the account needs the "
-                               "TRIGGER privilege, and MySQL with binary logging on needs "
-                               "log_bin_trust_function_creators=1")) from None
-    try:
-        yield
-    finally:
-        sql(f"DROP TRIGGER IF EXISTS {name}")
-        sql(f"DELETE FROM {GATE_TABLE}")
-
-
-def gate_lock_name() -> str:
-    return f"lab12-gate-{db_settings()['database']}"  # user locks are server-wide: one per slot
+# Kit triggers (faults) fire only for the rows marked in this kit-owned table (shared.labdb.trigger).
+MARKS = "lab12_kit_marks"
 
 
 # ---------------------------------------------------------------- the learner's modules
@@ -161,15 +127,7 @@ def publish_until_sent(c, event_id: str, runs: int = 4) -> str:
 # ---------------------------------------------------------------- the worker's deliveries (probe events)
 
 def events() -> list[dict]:
-    try:
-        lines = EVENTS.read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
-        return []
-    found = []
-    for line in lines:
-        with contextlib.suppress(ValueError):
-            found.append(json.loads(line))
-    return found
+    return read_events(EVENTS)
 
 
 def deliveries(job_id: str, kind: str = "start") -> list[dict]:
@@ -192,17 +150,6 @@ def wait_deliveries(job_id: str, n: int, seconds: float) -> list[dict]:
                                f"within {seconds:g}s the worker finished {len(ended(job_id))} deliveries for job "
                                f"{short(job_id)} (expected {n}); see the worker log")) from None
     return ended(job_id)
-
-
-def wait_status(job_id: str, seconds: float) -> dict:
-    try:
-        return wait_until(lambda: (lambda row: row if row and row["status"] in TERMINAL else None)(job_row(job_id)),
-                          seconds, f"job {job_id} to finish", interval=0.1)
-    except WaitTimeout:
-        row = job_row(job_id)
-        raise AssertionError(t(f"任务 {short(job_id)} 在 {seconds:g} 秒内没有完成（现在 {row and row['status']}）",
-                               f"job {short(job_id)} did not finish within {seconds:g}s (now "
-                               f"{row and row['status']})")) from None
 
 
 # ---------------------------------------------------------------- Redis, stopped and started through labctl
@@ -250,28 +197,36 @@ def check_submit(c) -> None:
     c.note(t(f"submit_snapshot([5]) → 任务 {short(job_id)} queued，事件 {short(event['id'])} sent_at=NULL",
              f"submit_snapshot([5]) → job {short(job_id)} queued, event {short(event['id'])} sent_at=NULL"))
 
-    done = run_python(["submit_db_export.py"], cwd=WORK, timeout=30)
+    # The script runs with the broker pointed at a closed port: a submitter that writes MySQL only does not
+    # notice, one that still sends a message itself fails — whichever way a worker would have raced it.
+    closed = f"redis://127.0.0.1:{free_port()}/0"
+    done = run_python(["submit_db_export.py"], cwd=WORK, timeout=30, env=dict(os.environ, CELERY_BROKER_URL=closed))
     output = redact(done.stdout)
     found = re.findall(rf"ready for publisher:\s*({UUID})", output)
     if done.returncode != 0 or not found:
         for line in last_lines(output, 4):
             c.note("  " + line)
-    assert done.returncode == 0, t("python submit_db_export.py 失败（见下方输出）",
-                                   "python submit_db_export.py failed (see the output below)")
+    assert done.returncode == 0, t(
+        "python submit_db_export.py 失败（见下方输出）。检查器运行它时让 CELERY_BROKER_URL 指向一个没有服务的端口："
+        "只写 MySQL 的提交脚本不受影响；失败说明它仍在自己发消息（delay/send_task），发送应只由 publisher 做",
+        "python submit_db_export.py failed (see the output below). The checker runs it with CELERY_BROKER_URL "
+        "pointing at a closed port: a submitter that only writes MySQL does not notice; failing means it still "
+        "sends a message itself (delay/send_task), and only the publisher may send")
     assert found, t("submit_db_export.py 没有打印 ready for publisher: <job_id>",
                     "submit_db_export.py did not print ready for publisher: <job_id>")
     script_job = found[-1]
     script_event = one_event(script_job)
     assert script_event["sent_at"] is None, t("submit_db_export.py 的事件已被标记为发送",
                                               "submit_db_export.py's event is already marked sent")
-    c.note(t(f"python submit_db_export.py → ready for publisher: {short(script_job)}（事件未发送）",
-             f"python submit_db_export.py → ready for publisher: {short(script_job)} (event unsent)"))
+    c.note(t(f"python submit_db_export.py（broker 指向无服务的端口）→ ready for publisher: {short(script_job)}（事件未发送）",
+             f"python submit_db_export.py (broker pointed at a closed port) → ready for publisher: "
+             f"{short(script_job)} (event unsent)"))
 
     published = []
     for jid, ev in ((job_id, event["id"]), (script_job, script_event["id"])):
         published.append(publish_until_sent(c, ev))
     for jid, ev in ((job_id, event["id"]), (script_job, script_event["id"])):
-        row = wait_status(jid, 25)
+        row = wait_status(jid, TERMINAL, 25)
         assert row["status"] == "succeeded", t(f"任务 {short(jid)} 结束于 {row['status']}",
                                                f"job {short(jid)} ended {row['status']}")
         wait_until(lambda: ended(jid, ev), 15, f"the event delivery of {jid} to end", interval=0.05)
@@ -322,7 +277,7 @@ def check_broker_down(c) -> None:
         c.note(t("领取期用 UPDATE 移到过去（不等待 30 秒）", "the claim was moved into the past with an UPDATE (no 30 s wait)"))
     line = publish_until_sent(c, event["id"])
     c.note(f"python publisher.py → {line}")
-    row = wait_status(job_id, 40)
+    row = wait_status(job_id, TERMINAL, 40)
     assert row["status"] == "succeeded", t(f"任务结束于 {row['status']}", f"the job ended {row['status']}")
     c.note(t(f"worker 重新连上 Redis：Redis 恢复后 {time.monotonic() - back:.1f} 秒内任务 succeeded",
              f"the worker reconnected: the job succeeded {time.monotonic() - back:.1f}s after Redis came back"))
@@ -332,19 +287,19 @@ def check_broker_down(c) -> None:
 
 def check_skip_confirm(c) -> None:
     state_store = store()
-    make_marks_table()
+    make_marks_table(MARKS)
     job_id = state_store.submit_snapshot([9])
     event = one_event(job_id)
-    sql(f"INSERT INTO {GATE_TABLE} (kind, ref) VALUES ('no-confirm', %s)", (event["id"],))
+    sql(f"INSERT INTO {MARKS} (kind, ref) VALUES ('no-confirm', %s)", (event["id"],))
     # The confirm (sent_at NULL -> a time) of this one event fails, as if the publisher died right after the send.
     body = f"""CREATE TRIGGER lab12_kit_no_confirm BEFORE UPDATE ON export_outbox FOR EACH ROW
                BEGIN
                  IF OLD.sent_at IS NULL AND NEW.sent_at IS NOT NULL
-                    AND EXISTS (SELECT 1 FROM {GATE_TABLE} WHERE kind='no-confirm' AND ref=OLD.id) THEN
+                    AND EXISTS (SELECT 1 FROM {MARKS} WHERE kind='no-confirm' AND ref=OLD.id) THEN
                    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lab12 drill: the publisher stopped before confirming';
                  END IF;
                END"""
-    with trigger("lab12_kit_no_confirm", body):
+    with trigger("lab12_kit_no_confirm", body, MARKS):
         code, output = run_publisher()
     first = one_event(job_id)
     c.note(t(f"第 1 次 python publisher.py（确认被跳过）→ 退出码 {code}；sent_at={first['sent_at']}，attempts={first['attempts']}",
@@ -357,7 +312,7 @@ def check_skip_confirm(c) -> None:
         c.note(t("第 1 次运行什么也没送达：确认是否写在了发送之前？", "run 1 delivered nothing: is the confirm written "
                  "before the send?"))
         raise
-    row = wait_status(job_id, 20)
+    row = wait_status(job_id, TERMINAL, 20)
     assert row["status"] == "succeeded" and row["result_ref"], t(
         f"第一次送达后任务应 succeeded 并有 result_ref，实际 {row['status']}",
         f"after the first delivery the job should have succeeded with a result_ref, got {row['status']}")
@@ -388,73 +343,156 @@ def check_skip_confirm(c) -> None:
 
 # ---------------------------------------------------------------- 12.4
 
-CLAIMER = r"""
-import json, os, sys, time
-folder, name, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3])
-from publisher import claim_event
-open(os.path.join(folder, f"ready-{name}"), "w").close()
-go = os.path.join(folder, f"go-{name}")
-give_up = time.monotonic() + 30
-while not os.path.exists(go):
-    if time.monotonic() > give_up:
-        sys.exit(3)
-    time.sleep(0.002)
-out = []
-for _ in range(rounds):
-    started = time.monotonic()
-    try:
-        event = claim_event()
-        out.append({"event": None if event is None else str(event["id"]), "seconds": time.monotonic() - started})
-    except Exception as exc:
-        out.append({"error": f"{type(exc).__name__}: {exc}"[:200], "seconds": time.monotonic() - started})
-tmp = os.path.join(folder, f".res-{name}")
-with open(tmp, "w") as handle:
-    json.dump(out, handle)
-os.replace(tmp, os.path.join(folder, f"res-{name}"))
-"""
-
-
 class Claimers:
-    """Publisher processes running the learner's claim_event, each started by a go file."""
+    """lab12_claimer.py processes, each running the learner's claim_event when the checker says go."""
 
-    def __init__(self, names: list[str], rounds: int):
+    def __init__(self, names: list[str]):
         self.folder = LOG_DIR / f"lab12-claimers-{uuid4().hex[:8]}"
         self.folder.mkdir(parents=True)
-        script = self.folder / "claimer.py"
-        script.write_text(CLAIMER, encoding="utf-8")
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(WORK), os.environ.get("PYTHONPATH", "")]))
-        self.procs = {name: Process([sys.executable, str(script), str(self.folder), name, str(rounds)], cwd=WORK,
-                                    log_path=self.folder / f"{name}.log", env=env) for name in names}
+        self.procs = {name: Process([sys.executable, "lab12_claimer.py", str(self.folder), name], cwd=WORK,
+                                    log_path=self.folder / f"{name}.log") for name in names}
         try:
-            wait_until(lambda: all((self.folder / f"ready-{n}").exists() for n in names), 30,
-                       "the publisher processes to start", interval=0.02)
+            wait_until(lambda: all((self.folder / f"ready-{n}").exists() for n in names) or self.dead(), 30,
+                       "the publisher processes to import publisher.py", interval=0.02)
+            dead = self.dead()
+            assert not dead, t(f"publisher 进程 {dead[0]} 启动失败：\n", f"publisher process {dead[0]} failed to "
+                               "start:\n") + redact(self.procs[dead[0]].log_tail(6))
         except BaseException:
             self.stop()
             raise
 
-    def go(self, name: str) -> None:
-        (self.folder / f"go-{name}").write_text("go")
+    def dead(self) -> list[str]:
+        return [n for n, p in self.procs.items() if not p.alive() and not self.finished(n)]
+
+    def go(self, name: str, plan: dict) -> None:
+        handshake.go(self.folder, [name], plan)
+
+    def release(self, name: str) -> None:
+        """Let a held claimer go on (its round 2)."""
+        handshake.go(self.folder, [name], round_no=2)
+
+    def held(self, name: str) -> dict | None:
+        path = self.folder / f"held-{name}"
+        return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+
+    def finished(self, name: str) -> bool:
+        return (self.folder / f"res-{name}-1").exists()
 
     def result(self, name: str, seconds: float) -> list[dict] | None:
-        path = self.folder / f"res-{name}"
+        """The claimer's results; None if it has not finished within `seconds`."""
         try:
-            wait_until(path.exists, seconds, f"claimer {name}", interval=0.005)
+            wait_until(lambda: self.finished(name) or not self.procs[name].alive(), seconds, f"publisher {name}",
+                       interval=0.005)
         except WaitTimeout:
             return None
-        return json.loads(path.read_text())
+        assert self.finished(name), t(f"publisher 进程 {name} 没有给出结果就退出了：\n",
+                                      f"publisher process {name} ended without a result:\n") + \
+            redact(self.procs[name].log_tail(6))
+        return json.loads((self.folder / f"res-{name}-1").read_text(encoding="utf-8"))
 
     def stop(self) -> None:
+        handshake.stop(self.folder)
         for proc in self.procs.values():
             proc.stop(grace=3)
 
 
-def waiting_in_gate(database: str) -> bool:
-    with kit_db() as cur:
-        # MySQL shows the claim UPDATE, MariaDB the trigger's GET_LOCK statement: either, waiting on a lock.
-        cur.execute("SELECT COUNT(*) AS n FROM information_schema.PROCESSLIST WHERE DB=%s AND ID<>CONNECTION_ID() "
-                    "AND (INFO LIKE %s OR INFO LIKE %s) AND STATE LIKE %s",
-                    (database, "%UPDATE%export_outbox%", f"%GET_LOCK%{gate_lock_name()}%", "%lock%"))
-        return cur.fetchone()["n"] > 0
+# ---------------------------------------------------------------- 12.4: what a claim locks, and why
+
+COURSE_INDEX = ["sent_at", "available_at", "created_at"]  # schema_outbox.sql as the course text gives it
+FIXED_INDEX = "KEY export_outbox_pending (sent_at, created_at, id)"
+
+
+def held_by_others(table: str, ids: list[str]) -> int:
+    """How many of these rows another transaction holds locked now: a SKIP LOCKED read by primary key
+    takes all the others (and lets them go at once), exactly as a second claimer would find them."""
+    free = 0
+    with kit_db(autocommit=False) as cur:
+        cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
+        for start in range(0, len(ids), 500):
+            part = ids[start:start + 500]
+            free += cur.execute(f"SELECT id FROM {table} WHERE id IN ({','.join(['%s'] * len(part))}) "
+                                "FOR UPDATE SKIP LOCKED", part)
+        cur.connection.rollback()
+    return len(ids) - free
+
+
+def index_columns(table: str) -> dict[str, list[str]]:
+    rows = sql("SELECT INDEX_NAME AS name, COLUMN_NAME AS col FROM information_schema.STATISTICS "
+               "WHERE TABLE_SCHEMA=DATABASE() AND TABLE_NAME=%s ORDER BY INDEX_NAME, SEQ_IN_INDEX", (table,))
+    found: dict[str, list[str]] = {}
+    for row in rows:
+        found.setdefault(row["name"], []).append(row["col"])
+    return found
+
+
+def plan_of(statement: str, table: str) -> dict:
+    """EXPLAIN of a SELECT the learner's code sent (EXPLAIN runs nothing): the row for `table`, the index."""
+    row: dict = {}
+    if re.match(r"\s*SELECT\b", statement, re.I):
+        with contextlib.suppress(pymysql.MySQLError), kit_db() as cur:
+            cur.execute("EXPLAIN " + statement)  # no arguments: the statement is already complete
+            rows = list(cur.fetchall())
+            row = next((r for r in rows if r.get("table") == table), rows[0] if rows else {})
+    key = row.get("key")
+    columns = index_columns(table).get(key, []) if key else []
+    return {"key": key, "index": f"{key} ({', '.join(columns)})" if key else None, "columns": columns,
+            "filesort": "filesort" in (row.get("Extra") or ""),
+            "line": (f"table={row.get('table')} type={row.get('type')} key={key or 'NULL'} rows={row.get('rows')} "
+                     f"Extra: {row.get('Extra') or ''}") if row else t("（EXPLAIN 没有结果）", "(EXPLAIN gave nothing)")}
+
+
+def one_line(statement: str, limit: int = 150) -> str:
+    text = " ".join(statement.split())
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def all_locked_message(plan: dict, locked: int, pending: int) -> str:
+    """Why B got nothing, in one read: the rows A locked, the plan that made it lock them, the fix."""
+    seen = t(f"publisher B 什么都没领到：A 停在自己的领取事务里时，锁住了 {pending} 条待发事件中的 {locked} 条。",
+             f"publisher B got nothing: while A sat inside its claim transaction it held {locked} of the {pending} "
+             "pending events locked. ")
+    if not plan["filesort"]:
+        return seen + t(f"A 的 SELECT … FOR UPDATE SKIP LOCKED 的 EXPLAIN：{plan['line']}。领取只能锁住它返回的那一行："
+                        "给 export_outbox 一个与 WHERE 和 ORDER BY 一致的索引，如 (sent_at, created_at, id)",
+                        f"EXPLAIN of A's SELECT … FOR UPDATE SKIP LOCKED: {plan['line']}. A claim must lock only the "
+                        "row it returns: give export_outbox an index matching the WHERE and ORDER BY, such as "
+                        "(sent_at, created_at, id)")
+    indexes = index_columns("export_outbox")
+    course = next((name for name, cols in indexes.items() if cols == COURSE_INDEX), None)
+    course_text = f"{course} ({', '.join(COURSE_INDEX)})" if course else ""
+    if plan["key"]:
+        how = t(f"它经由索引 {plan['index']} 读取" + ("——正是课程原文给的索引" if plan["key"] == course else ""),
+                f"It reads through {plan['index']}" + (" — the index the course text gives" if plan["key"] == course
+                                                        else ""))
+    else:
+        how = t("它读整张表" + (f"；表上的 {course_text} 是课程原文给的索引，它排不出这个顺序，服务器干脆不用它"
+                              if course else ""),
+                "It reads the whole table" + (f"; the table's {course_text}, the index the course text gives, "
+                                              "cannot return that order, so the server does not even use it"
+                                              if course else ""))
+    drop = plan["key"] or ("export_outbox_pending" if "export_outbox_pending" in indexes else None)
+    alter = f"ALTER TABLE export_outbox {f'DROP INDEX {drop}, ' if drop else ''}ADD {FIXED_INDEX};"
+    return seen + t(
+        ("原因在课程给的索引，不是你打错了。" if course else "原因在索引。")
+        + f"A 的 SELECT … FOR UPDATE SKIP LOCKED 的 EXPLAIN：{plan['line']}。{how}。"
+        "Using filesort：没有索引能按 ORDER BY created_at, id 的顺序给出行，服务器先读出并排序全部待发行，再取 "
+        "LIMIT 1——FOR UPDATE 锁住了它读过的每一行。"
+        f"修改：schema_outbox.sql 里写 {FIXED_INDEX}（sent_at 等值在前，之后正好是 ORDER BY 的顺序）；"
+        f"已建好的表执行 {alter}（见本课指南“SKIP LOCKED 真的跳过了吗？”）",
+        ("The cause is the course's index, not your typing. " if course else "The cause is the index. ")
+        + f"EXPLAIN of A's SELECT … FOR UPDATE SKIP LOCKED: {plan['line']}. {how}. Using filesort: no index returns "
+        "rows in the order of ORDER BY created_at, id, so the server reads and sorts every pending row before "
+        "LIMIT 1, and FOR UPDATE locks every row it read. "
+        f"Fix: in schema_outbox.sql write {FIXED_INDEX} (sent_at's equality first, then exactly the ORDER BY); "
+        f"on the table you already have run {alter} (this lesson's guide: 'Does SKIP LOCKED really skip?')")
+
+
+def lock_waits() -> list[str]:
+    """Sessions of this schema waiting for a row lock (one read; innodb_trx is a cache, never polled)."""
+    rows = sql("SELECT t.trx_mysql_thread_id AS thread, LEFT(t.trx_query, 120) AS query "
+               "FROM information_schema.innodb_trx AS t JOIN information_schema.PROCESSLIST AS p "
+               "ON p.ID=t.trx_mysql_thread_id WHERE t.trx_state='LOCK WAIT' AND p.DB=DATABASE()")
+    return [f"thread {r['thread']}: {one_line(r['query'] or '', 80)}" for r in rows]
 
 
 def add_pending(n: int) -> tuple[list[str], list[str]]:
@@ -466,7 +504,8 @@ def add_pending(n: int) -> tuple[list[str], list[str]]:
                         "(%s, '[]', DATE_ADD(NOW(6), INTERVAL 10 MINUTE))", [(j,) for j in jobs])
         cur.executemany("INSERT INTO export_outbox (id, job_id, created_at, available_at) VALUES "
                         "(%s, %s, DATE_ADD(DATE_SUB(NOW(6), INTERVAL 1 HOUR), INTERVAL %s MICROSECOND), "
-                        "DATE_SUB(NOW(6), INTERVAL 1 HOUR))", [(e, j, k) for k, (e, j) in enumerate(zip(events_, jobs))])
+                        "DATE_SUB(NOW(6), INTERVAL 1 HOUR))",
+                        [(e, j, k) for k, (e, j) in enumerate(zip(events_, jobs, strict=True))])
     return jobs, events_
 
 
@@ -482,84 +521,67 @@ def remove_rows(jobs: list[str]) -> None:
 def check_skip_locked(c) -> None:
     store()
     _import("publisher", ("claim_event",))
-    make_marks_table()
     leftover = pending_ids()
     if leftover:  # earlier checks' events that were never sent would be claimed first: set them aside
         sql("UPDATE export_outbox SET available_at=DATE_ADD(NOW(6), INTERVAL 1 DAY) WHERE sent_at IS NULL")
     jobs, ids = add_pending(1000)
-    database, lock = db_settings()["database"], gate_lock_name()
+    oldest = ids[0]
     try:
-        oldest = ids[0]
-        sql(f"INSERT INTO {GATE_TABLE} (kind, ref) VALUES ('gate', %s)", (oldest,))
-        # A's claim UPDATE of the oldest event waits here for the kit's user lock (at most 2.5 s):
-        # by then A's SELECT ... FOR UPDATE SKIP LOCKED has run and holds whatever it locked.
-        body = f"""CREATE TRIGGER lab12_kit_gate BEFORE UPDATE ON export_outbox FOR EACH ROW
-                   BEGIN
-                     IF EXISTS (SELECT 1 FROM {GATE_TABLE} WHERE kind='gate' AND ref=OLD.id) THEN
-                       DO GET_LOCK('{lock}', 2.5);
-                       DO RELEASE_LOCK('{lock}');
-                     END IF;
-                   END"""
-        holder = pymysql.connect(**db_settings(), autocommit=True, connect_timeout=3, read_timeout=10)
-        claimers = None
+        claimers = Claimers(["A", "B"])
         try:
-            with holder.cursor() as cur:
-                cur.execute("SELECT GET_LOCK(%s, 2)", (lock,))
-                assert cur.fetchone()[0] == 1, "the kit could not take its own user lock"
-            with trigger("lab12_kit_gate", body):
-                claimers = Claimers(["A", "B"], rounds=1)
-                claimers.go("A")
-                try:
-                    wait_until(lambda: waiting_in_gate(database) or (claimers.folder / "res-A").exists(), 10,
-                               "publisher A to hold its claim", interval=0.01)
-                except WaitTimeout:
-                    raise AssertionError(t("publisher A 没有开始领取（10 秒内）", "publisher A never started its claim "
-                                           "(10 s)")) from None
-                held_a = waiting_in_gate(database)
-                claimers.go("B")
-                got_b = claimers.result("B", 1.5)  # A is still held meanwhile: B must not need A
-                with holder.cursor() as cur:
-                    cur.execute("SELECT RELEASE_LOCK(%s)", (lock,))
-                got_a = claimers.result("A", 10)
+            # A stops inside its claim right after its first locking statement, its transaction open.
+            claimers.go("A", {"hold": True})
+            wait_until(lambda: claimers.held("A") or claimers.finished("A") or claimers.dead(), 30,
+                       "publisher A to lock its event", interval=0.01)
+            held = claimers.held("A")
+            assert held, t("publisher A 的 claim_event 没有加锁的语句（SELECT … FOR UPDATE SKIP LOCKED）就结束了："
+                           "两个 publisher 会领到同一事件", "publisher A's claim_event finished without a statement that "
+                           "takes a row lock (SELECT … FOR UPDATE SKIP LOCKED): two publishers would claim one event")
+            c.note(t(f"1000 条待发事件；publisher A 停在领取事务里，刚执行完：{one_line(held['statement'])}",
+                     f"1,000 pending events; publisher A held inside its claim transaction, right after: "
+                     f"{one_line(held['statement'])}"))
+            # B runs while A holds every lock it took: if B needed any of them it could not return now.
+            claimers.go("B", {})
+            got_b = claimers.result("B", 20)
+            locked = held_by_others("export_outbox", ids)
+            plan = plan_of(held["statement"], "export_outbox")  # same rows, same moment as A's own read
+            waits = lock_waits() if got_b is None else []
+            claimers.release("A")
+            got_a = claimers.result("A", 20)
         finally:
-            holder.close()
-            if claimers:
-                claimers.stop()
+            claimers.stop()
+        c.note(t(f"EXPLAIN（A 的领取）：{plan['line']}", f"EXPLAIN of A's claim: {plan['line']}"))
+        c.note(t(f"A 持锁期间：{len(ids)} 条待发事件中有 {locked} 条被 A 锁住（检查器用 SKIP LOCKED 读能拿到其余 "
+                 f"{len(ids) - locked} 条）", f"while A holds its claim: {locked} of the {len(ids)} pending events are "
+                 f"locked by A (a SKIP LOCKED read by the checker gets the other {len(ids) - locked})"))
         assert got_a and got_a[0].get("event") == oldest, t(
             f"publisher A 应领取到最早的事件，实际 {got_a}", f"publisher A should claim the oldest event, got {got_a}")
-        assert held_a, t("publisher A 没有停在领取事务里（领取 UPDATE 没有发生？）",
-                         "publisher A was never held inside its claim transaction (no claim UPDATE?)")
         assert got_b is not None, t(
-            "publisher A 持有领取事务时，publisher B 1.5 秒内没有返回：它在等锁。用 FOR UPDATE SKIP LOCKED",
-            "publisher B did not return within 1.5 s while A held its claim: it waited for a lock. "
-            "Use FOR UPDATE SKIP LOCKED")
+            "publisher A 持有领取事务时，publisher B 没有返回：它在等 A 的锁"
+            + (f"（innodb_trx：{waits[0]}）" if waits else "") + "。用 FOR UPDATE SKIP LOCKED",
+            "publisher B did not return while A held its claim transaction: it is waiting for A's lock"
+            + (f" (innodb_trx: {waits[0]})" if waits else "") + ". Use FOR UPDATE SKIP LOCKED")
         b = got_b[0]
-        c.note(t(f"1000 条待发事件；A 停在领取事务中，B 用时 {b['seconds'] * 1000:.0f} ms → {b.get('event') or b.get('error')}",
-                 f"1,000 pending events; A held inside its claim, B took {b['seconds'] * 1000:.0f} ms → "
-                 f"{b.get('event') or b.get('error')}"))
+        c.note(t(f"A 仍持锁时 B → {b.get('event') or b.get('error')}",
+                 f"with A still holding its locks, B → {b.get('event') or b.get('error')}"))
         assert not b.get("error"), t(f"publisher B 出错：{b['error']}（在等 A 的锁？用 SKIP LOCKED）",
                                      f"publisher B failed: {b['error']} (waiting for A's lock? use SKIP LOCKED)")
-        assert b.get("event"), t(
-            "publisher B 什么都没领到：A 的 SELECT 锁住了所有待发行。排序没有走索引时，服务器会锁住它读过并排序的每一行；"
-            "给 export_outbox 一个与 WHERE 和 ORDER BY 一致的索引，如 (sent_at, created_at, id)",
-            "publisher B got nothing: A's SELECT locked every pending row. When the ORDER BY is not served by an index "
-            "the server locks every row it read to sort; give export_outbox an index matching the WHERE and ORDER BY, "
-            "such as (sent_at, created_at, id)")
+        assert b.get("event"), all_locked_message(plan, locked, len(ids))
         assert b["event"] != oldest, t("B 领到了 A 正持有的事件", "B claimed the event A is holding")
-        assert b["seconds"] < 1.0, t(f"B 用了 {b['seconds']:.2f} 秒：它被阻塞了", f"B took {b['seconds']:.2f}s: it was blocked")
-        c.note(t(f"A → 最早的事件 {short(oldest)}；B → {short(b['event'])}（不同，且没有等待）",
-                 f"A → the oldest event {short(oldest)}; B → {short(b['event'])} (different, no wait)"))
+        c.note(t(f"A → 最早的事件 {short(oldest)}；B → {short(b['event'])}（不同，且 A 的事务仍开着时就已返回）",
+                 f"A → the oldest event {short(oldest)}; B → {short(b['event'])} (different, returned while A's "
+                 "transaction was still open)"))
 
-        burst = Claimers(["P", "Q"], rounds=25)
+        burst = Claimers(["P", "Q"])
         try:
-            burst.go("P")
-            burst.go("Q")
-            got = {name: burst.result(name, 30) for name in ("P", "Q")}
+            burst.go("P", {"rounds": 25})
+            burst.go("Q", {"rounds": 25})
+            got = {name: burst.result(name, 60) for name in ("P", "Q")}
         finally:
             burst.stop()
         for name, result in got.items():
-            assert result is not None, t(f"publisher {name} 在 30 秒内没有完成 25 次领取",
-                                         f"publisher {name} did not finish 25 claims within 30 s")
+            assert result is not None, t(f"publisher {name} 在 60 秒内没有完成 25 次领取",
+                                         f"publisher {name} did not finish 25 claims within 60 s")
             errors = [r["error"] for r in result if r.get("error")]
             assert not errors, t(f"publisher {name} 出错：{errors[0]}", f"publisher {name} failed: {errors[0]}")
             assert all(r.get("event") for r in result), t(f"publisher {name} 有一次什么都没领到（还有 900 多条待发）",
@@ -573,10 +595,8 @@ def check_skip_locked(c) -> None:
         rows = sql(f"SELECT attempts, claim_token FROM export_outbox WHERE id IN ({marks})", p + q)
         assert all(r["attempts"] == 1 and r["claim_token"] for r in rows), t(
             "被领取的事件应各有 token 且 attempts=1", "each claimed event must have a token and attempts=1")
-        slowest = max(r["seconds"] for r in got["P"] + got["Q"])
-        c.note(t(f"两个 publisher 同时各领 25 条：50 个不同事件，attempts 都是 1，最慢一次 {slowest * 1000:.0f} ms",
-                 f"two publishers claiming 25 each at once: 50 different events, attempts 1 each, slowest "
-                 f"{slowest * 1000:.0f} ms"))
+        c.note(t("两个 publisher 同时各领 25 条：50 个不同事件，attempts 都是 1",
+                 "two publishers claiming 25 each at once: 50 different events, attempts 1 each"))
     finally:
         remove_rows(jobs)
         if leftover:
@@ -588,17 +608,17 @@ def check_skip_locked(c) -> None:
 
 def check_rollback(c) -> None:
     state_store = store()
-    make_marks_table()
-    sql(f"INSERT INTO {GATE_TABLE} (kind, ref) VALUES ('fail-outbox', 'all')")
+    make_marks_table(MARKS)
+    sql(f"INSERT INTO {MARKS} (kind, ref) VALUES ('fail-outbox', 'all')")
     body = f"""CREATE TRIGGER lab12_kit_fail_outbox BEFORE INSERT ON export_outbox FOR EACH ROW
                BEGIN
-                 IF EXISTS (SELECT 1 FROM {GATE_TABLE} WHERE kind='fail-outbox') THEN
+                 IF EXISTS (SELECT 1 FROM {MARKS} WHERE kind='fail-outbox') THEN
                    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lab12 drill: the outbox insert fails';
                  END IF;
                END"""
     before = counts()
     raised = None
-    with trigger("lab12_kit_fail_outbox", body):
+    with trigger("lab12_kit_fail_outbox", body, MARKS):
         try:
             state_store.submit_snapshot([11])
         except Exception as exc:  # noqa: BLE001 - any exception is what the drill expects

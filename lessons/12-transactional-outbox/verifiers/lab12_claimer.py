@@ -1,0 +1,71 @@
+"""Kit helper process for check 12.4 (not a lesson file): a publisher's claims, run on the checker's word.
+
+    python lab12_claimer.py FOLDER NAME
+
+Says it is ready and waits for the checker's go (shared/handshake.py); the plan says how many times to
+call the learner's publisher.claim_event() ({"rounds": n}); the results, [{"event": id or None} |
+{"error": …}], are written as this helper's result.
+
+With {"hold": true} in the plan, the first claim stops right after its first statement that takes row
+locks (a locking read or a write): its transaction stays open with every lock it took.  The helper writes
+held-NAME (that statement as sent to the server) and goes on only at the checker's go for round 2.  So
+"publisher A is inside its claim" is a file A wrote, not a moment the checker guessed, and A can be held
+as long as the checker needs: no statement is running, so no statement time limit applies.
+"""
+
+import re
+import sys
+from pathlib import Path
+
+from shared.handshake import ready, wait_go, write_json, write_result
+
+# A statement that takes row locks: a locking read, or a write.
+LOCKING_READ = re.compile(r"\bFOR\s+(?:UPDATE|SHARE)\b|\bLOCK\s+IN\s+SHARE\s+MODE\b", re.I)
+WRITE = re.compile(r"\s*(?:(?:--[^\n]*\n|#[^\n]*\n|/\*.*?\*/)\s*)*(?:UPDATE|DELETE|INSERT|REPLACE)\b", re.I | re.S)
+
+
+def takes_locks(statement: str) -> bool:
+    return bool(LOCKING_READ.search(statement) or WRITE.match(statement))
+
+
+def hold_after_first_lock(folder: Path, name: str) -> None:
+    """Wrap pymysql's Cursor.execute in this process: see the module docstring."""
+    import pymysql.cursors
+    real = pymysql.cursors.Cursor.execute
+    held = []
+
+    def execute(self, query, args=None):
+        result = real(self, query, args)
+        if not held:
+            sent = self._executed  # the statement as sent to the server
+            text = sent.decode(errors="replace") if isinstance(sent, bytes) else str(sent)
+            if takes_locks(text):
+                held.append(text)
+                write_json(folder / f"held-{name}", {"statement": text})
+                wait_go(folder, name, 2)
+        return result
+
+    pymysql.cursors.Cursor.execute = execute
+
+
+def main(folder: str, name: str) -> None:
+    from publisher import claim_event  # an import error ends the process before it says ready
+    folder_path = Path(folder)
+    ready(folder_path, name)
+    plan = wait_go(folder_path, name)
+    if plan is None:
+        return
+    if plan.get("hold"):
+        hold_after_first_lock(folder_path, name)
+    results = []
+    for _ in range(int(plan.get("rounds", 1))):
+        try:
+            event = claim_event()
+            results.append({"event": None if event is None else str(event["id"])})
+        except Exception as exc:  # noqa: BLE001 - reported to the checker, which decides
+            results.append({"error": f"{type(exc).__name__}: {exc}"[:200]})
+    write_result(folder_path, name, results)
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:3])
