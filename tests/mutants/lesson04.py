@@ -98,6 +98,32 @@ MUTANTS = [
         why="Pitfall: blocking while holding the lock makes the two threads take turns; the results stay "
             "right but the run is as slow as one thread.",
     ),
+    Mutant(
+        name="04-sleep-under-another-lock",
+        file="threaded_queue.py",
+        old=('def consume():\n'
+             '    """Take ids until a None arrives; every get() is settled with exactly one task_done()."""\n'
+             '    while True:\n'
+             '        product_id = pending.get()\n'
+             '        try:\n'
+             '            if product_id is None:\n'
+             '                return  # the stop signal; finally still settles this get()\n'
+             '            time.sleep(0.05)  # the slow part (a read, a request) runs with no lock held\n'),
+        new=('io_lock = Lock()  # "the client is not thread-safe": one request at a time\n'
+             '\n'
+             '\n'
+             'def consume():\n'
+             '    while True:\n'
+             '        product_id = pending.get()\n'
+             '        try:\n'
+             '            if product_id is None:\n'
+             '                return\n'
+             '            with io_lock:\n'
+             '                time.sleep(0.05)\n'),
+        fails=("04.3",),
+        why="The work left mutex but went under another lock: no sleep holds mutex, yet the two threads "
+            "still take turns -- they are never seen sleeping at the same time.",
+    ),
     # ---- 04.4: back-pressure on the producer
     Mutant(
         name="04-unbounded-queue",
