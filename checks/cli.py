@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from checks import progress, report
+from checks import preflight, progress, report
 from checks.runner import ERROR, FAIL, NOT_PASSED, PASS, SKIPPED, TIMEOUT, LessonResult, run_lesson
 from checks.workdir import LAB_DIR, UsageError, lesson_files, materialise, reference_files
 from shared import manifest
@@ -72,14 +72,31 @@ def run_many(lessons: list[dict], data: dict, lab: Path | None, scope: str, show
             workdir = LAB_DIR / "work" / scope / lesson["id"]
             log_dir = LAB_DIR / "logs" / scope / lesson["id"]
             materialise(data["lessons"], lesson, workdir, lab)
+            problems = preflight.diagnose(lesson, data["lessons"], lab) if lab else []
             try:
                 result = run_lesson(lesson, workdir, log_dir, source=str(lab) if lab else "reference")
-            except (ServiceError, FileNotFoundError) as exc:  # a service down, a schema file missing: says what to do
+            except ServiceError as exc:  # a service down: says what to do
                 raise UsageError(str(exc)) from None
+            if lab:
+                _speak_of_the_learners_folder(result, problems, workdir, lab)
         results.append(result)
         if show:
             show(result)
     return results
+
+
+def _speak_of_the_learners_folder(result: LessonResult, problems: list, workdir: Path, lab: Path) -> None:
+    """Paths in the scratch copy become the learner's own; a check that failed because of a problem with
+    the folder as a whole is shown as blocked by it instead of repeating the same traceback."""
+    result.problems = [p.message for p in problems]
+    for c in result.checks:
+        c.message = c.message.replace(str(workdir), str(lab))
+        c.notes = [n.replace(str(workdir), str(lab)) for n in c.notes]
+        if c.status in NOT_PASSED:
+            cause = preflight.blocked_by(problems, "\n".join([c.message, *c.notes]))
+            if cause is not None:
+                c.status, c.blocked, c.notes = ERROR, cause.file, []
+                c.message = t(f"被上面的问题挡住：先修好 {cause.file}", f"blocked by the problem above: fix {cause.file} first")
 
 
 def print_lesson(result: LessonResult, evidence: bool = False, first_failure_only: bool = False) -> None:
@@ -90,7 +107,12 @@ def print_lesson(result: LessonResult, evidence: bool = False, first_failure_onl
         return
     for notice in result.notices:
         print(f"  ! {notice}")
+    for problem in result.problems:
+        print(f"  ✗ {problem}")
+    if result.problems:
+        print("  " + t("先修好上面的问题：依赖它的检查都被挡住了。", "Fix the problem(s) above first: the checks that need them are blocked."))
     shown_failure = False
+    explained: dict[str, str] = {}  # a message already shown -> the check that showed it
     own = [c for c in result.checks if not c.regression]
     regressions = [c for c in result.checks if c.regression]
     for heading, group in ((None, own), (t("回归（之前课程的检查，在本课的文件上重跑）：",
@@ -99,9 +121,15 @@ def print_lesson(result: LessonResult, evidence: bool = False, first_failure_onl
         if heading and group:
             print(f"  {heading}")
         for c in group:
-            print(f"  {MARKS[c.status]} {c.id:<6} {pick(c.text)}  ({c.seconds:.2f}s){LABELS[c.status]}")
-            if c.status in NOT_PASSED and not (first_failure_only and shown_failure):
+            label = t(f" 被挡住（{c.blocked}）", f" BLOCKED ({c.blocked})") if c.blocked else LABELS[c.status]
+            print(f"  {MARKS[c.status]} {c.id:<6} {pick(c.text)}  ({c.seconds:.2f}s){label}")
+            if c.status in NOT_PASSED and c.blocked:
+                pass  # the problem is said once, above the checks
+            elif c.status in NOT_PASSED and c.message and c.message in explained:
+                print("      " + t(f"与 {explained[c.message]} 同一个原因：先修它", f"same cause as {explained[c.message]}: fix that first"))
+            elif c.status in NOT_PASSED and not (first_failure_only and shown_failure):
                 shown_failure = True
+                explained.setdefault(c.message, c.id)
                 if c.message:
                     print(f"      {t('原因', 'why')}: {c.message}")
                 for line in [n for n in c.notes if n != c.message][-10:]:

@@ -38,6 +38,7 @@ class CheckResult:
     points: int
     status: str = ERROR
     regression: bool = False  # an earlier lesson's check re-run on this folder (shown apart, no points)
+    blocked: str = ""         # the learner file whose problem (said once, above the checks) stopped this check
     seconds: float = 0.0
     message: str = ""
     notes: list[str] = field(default_factory=list)
@@ -65,6 +66,7 @@ class LessonResult:
     seconds: float
     logs: list[Path] = field(default_factory=list)
     notices: list[str] = field(default_factory=list)  # e.g. schema lines the server could not answer
+    problems: list[str] = field(default_factory=list)  # what is wrong with the learner's folder, said once
 
     @property
     def status(self) -> str:
@@ -306,6 +308,10 @@ def lab_slot() -> int:
     return int(raw)
 
 
+class SchemaError(Exception):
+    """A schema file in the folder being checked is missing or does not run: that folder's problem."""
+
+
 def prepare_services(lesson: dict, workdir: Path, schema_files: list[str] | None = None,
                      schema_upto: str | None = None) -> list[str]:
     """Lessons 08–16: services up, the kit's .env.tasks in the work dir, a fresh database with the schemas.
@@ -343,15 +349,18 @@ def prepare_services(lesson: dict, workdir: Path, schema_files: list[str] | None
             for name in dict.fromkeys(schema_files):
                 path = workdir / name
                 if not path.is_file():
-                    raise FileNotFoundError(f"{name} is missing from the folder being checked")
-                for statement in labctl.split_sql(path.read_text(encoding="utf-8")):
+                    raise SchemaError(t(f"文件夹里没有 {name}：本课的表由它建立", f"{name} is missing from the folder: "
+                                        "this lesson's tables are made by it"))
+                for statement in labctl.split_sql(path.read_text(encoding="utf-8", errors="replace")):
                     try:
                         cur.execute(statement)
                     except Exception as exc:
                         # A schema file may end with a look at what it made (SHOW CREATE TABLE …, SELECT
                         # @@…) that this server cannot answer: report it, keep going. DDL errors stop the run.
                         if statement.lstrip().split(None, 1)[0].upper() not in ("SELECT", "SHOW"):
-                            raise
+                            first = statement.strip().splitlines()[0][:100]
+                            raise SchemaError(t(f"{name} 执行失败：`{first}`：{exc}",
+                                                f"{name} failed on `{first}`: {exc}")) from None
                         first = statement.strip().splitlines()[0][:80]
                         notices.append(f"{name}: skipped informational statement `{first}`: {exc}")
     finally:
@@ -481,7 +490,12 @@ def _run_lesson(lesson, workdir, log_dir, source, started, results, only=None, s
         extra["LAB_CHECKS"] = ",".join(sorted(only))
     env = verifier_env(extra)
     logs: list[Path] = []
-    notices = prepare_services(lesson, workdir, schema_upto=schema_upto)  # a service that cannot start is an environment error: it propagates
+    try:  # a service that cannot start is an environment error: ServiceError propagates
+        notices = prepare_services(lesson, workdir, schema_upto=schema_upto)
+    except SchemaError as exc:  # the folder's own schema: every check of this run is an error, said once
+        for result in results:
+            result.status, result.message = ERROR, str(exc)
+        return LessonResult(lesson, source, results, time.monotonic() - started, [], [], [str(exc)])
     try:
         procs = start_processes(lesson, workdir, log_dir, env)
     except AssertionError as exc:  # a background process never became ready: every check is an error, with why

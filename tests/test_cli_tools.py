@@ -159,3 +159,55 @@ def test_doctor_warns_only_about_ports_a_learner_on_lesson_03_does_not_need(monk
     assert doctor.check_ports()[0] == doctor.WARN
     monkeypatch.setattr(doctor, "_next_lesson_needs_services", lambda: True)
     assert doctor.check_ports()[0] == doctor.BAD
+
+
+# --- one diagnosis per cause (a learner's folder as a whole) ----------------------------------------
+
+def _lesson01_folder(tmp_path):
+    lab = tmp_path / "shop-service" / "tasks_lab"
+    shutil.copytree(KIT_ROOT / "lessons" / "01-accept-202", lab, ignore=shutil.ignore_patterns("verifiers", "README.md"))
+    return lab
+
+
+def _statuses(run_stdout):
+    return [line.split()[1] for line in run_stdout.splitlines() if re.match(r"^  [✓✗!⏱–] \d\d\.\d+", line)]
+
+
+def test_a_misnamed_file_is_said_once_and_blocks_the_checks(tmp_path):
+    lab = _lesson01_folder(tmp_path)
+    (lab / "api_states.py").rename(lab / "api_state.py")
+    run = _lab_cli(tmp_path / "home", "run", "01", "--lab", str(lab))
+    assert run.returncode == 1
+    assert f"api_states.py not found in your folder: expected at {lab / 'api_states.py'}" in run.stdout
+    assert "is api_state.py the same file, misnamed?" in run.stdout
+    assert run.stdout.count("BLOCKED (api_states.py)") == 5 and "Traceback" not in run.stdout
+
+
+def test_a_syntax_error_points_at_the_learners_own_file_and_line(tmp_path):
+    lab = _lesson01_folder(tmp_path)
+    source = (lab / "api_states.py").read_text().replace("app = FastAPI(", "app = FastAPI((", 1)
+    (lab / "api_states.py").write_text(source)
+    run = _lab_cli(tmp_path / "home", "run", "01", "--lab", str(lab))
+    assert run.returncode == 1 and f"api_states.py does not compile: {lab / 'api_states.py'}:" in run.stdout
+    assert ".lab/work" not in run.stdout and run.stdout.count("BLOCKED (api_states.py)") == 5
+
+
+def test_a_file_shadowing_a_standard_module_is_named(tmp_path):
+    lab = _lesson01_folder(tmp_path)
+    (lab / "logging.py").write_text("x = 1\n")
+    run = _lab_cli(tmp_path / "home", "run", "01", "--lab", str(lab))
+    assert f"{lab / 'logging.py'} has the name of Python's logging module" in run.stdout
+
+
+def test_lab_one_folder_too_high_says_where_the_files_are(tmp_path):
+    lab = _lesson01_folder(tmp_path)
+    run = _lab_cli(tmp_path / "home", "run", "01", "--lab", str(lab.parent))
+    assert run.returncode == 1 and f"point LAB= at {lab}" in run.stdout
+
+
+def test_one_runtime_cause_is_explained_once(tmp_path):
+    lab = _lesson01_folder(tmp_path)
+    (lab / "api_states.py").write_text((lab / "api_states.py").read_text() + "\nraise RuntimeError('typo at import')\n")
+    run = _lab_cli(tmp_path / "home", "run", "01", "--lab", str(lab))
+    assert run.returncode == 1 and run.stdout.count("typo at import") >= 1
+    assert run.stdout.count("same cause as 01.1: fix that first") >= 3, run.stdout

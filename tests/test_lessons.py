@@ -135,3 +135,17 @@ def test_pythonoptimize_cannot_turn_an_empty_lesson_01_into_a_pass(tmp_path):
     assert run.returncode == 1, run.stdout + run.stderr
     statuses = {t["id"]: t["status"] for t in json.loads((tmp_path / "r.json").read_text())["tests"]}
     assert all(statuses[c] != "pass" for c in ("01.1", "01.2", "01.3", "01.4")), statuses
+
+
+def test_a_missing_schema_file_is_that_folders_error_never_a_stop(tmp_path):
+    # Grading a class must go on past one learner's missing schema_jobs.sql: its checks are errors that
+    # say which file, and the run is a failed lesson (exit 1), not a usage error (exit 2).
+    lab = tmp_path / "tasks_lab"
+    for rel, src in reference_files(DATA["lessons"], "11").items():
+        (lab / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src, lab / rel)
+    (lab / "schema_jobs.sql").unlink()
+    run = _cli("run", "11", "--lab", str(lab), "--report", str(tmp_path / "r.json"), home=tmp_path / "home")
+    assert run.returncode == 1, run.stdout + run.stderr
+    tests = [t for t in json.loads((tmp_path / "r.json").read_text())["tests"] if not t["regression"]]
+    assert {t["status"] for t in tests} == {"error"} and all("schema_jobs.sql" in t["message"] for t in tests)
