@@ -1,32 +1,40 @@
 """Verifier for lesson 03: who owns background work, and what a crash takes with it.
 
-03.1  a real uvicorn runs api_background:app; POST /exports/background answers 202 and
-      polling shows queued/running → succeeded with result.rows == 2
+03.1  a real uvicorn runs the learner's api_background app; POST /exports/background answers 202,
+      the job reads running while its work is held, and succeeded with result.rows == 2 once released
 03.2  python registry_demo.py prints cleanup before remaining 0 and leaves no task behind
 03.3  task_registry.start with a failing coroutine: the done callback logs the ValueError,
       `running` empties, and asyncio never says "exception was never retrieved"
 03.4  restart drill: a job is queryable, the server gets SIGKILL, a new process starts on
-      the same port, and the old id answers 404 — the loss boundary of in-memory jobs
+      the same port, and the old id answers 404 -- the loss boundary of in-memory jobs
 
-The uvicorn started for 03.1 is reused by 03.4, so the lesson starts uvicorn twice in all.
-Server logs go to .lab-logs/03/ in the working directory.
+uvicorn runs `lab03_app:app`: the learner's app, whose export's `asyncio.sleep` (its stand-in for
+work) waits for this verifier's word when it runs after the response (shared.handshake files), and
+notes when it runs before the response instead.  So "running" is seen while the work is provably
+under way, and work done inside the request is a recorded fact -- no poll has to land in a time
+window.  The uvicorn started for 03.1 is reused by 03.4 when both run.  Server logs and handshake
+files go to .lab-logs/03/ in the working directory.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import shutil
 import subprocess
 import time
 from pathlib import Path
 
+from shared import handshake
 from shared.i18n import t
 from shared.proc import Process, WaitTimeout, run_python, start_uvicorn, wait_until
 
 WORK = Path.cwd()
 LOGS = WORK / ".lab-logs" / "03"
-APP = "api_background:app"
+APP = "lab03_app:app"  # the learner's api_background:app, its export's wait held (see above)
 TERMINAL = {"succeeded", "failed", "cancelled"}
-POLL_LIMIT = 10.0  # the export sleeps 1 s; 10 s leaves room for a loaded machine
+BOUND = 30.0  # backstop for waits that facts end in well under a second
 
 
 def _log_path(name: str) -> Path:
@@ -48,17 +56,25 @@ def _log_tail(proc: Process | None, lines: int = 10) -> list[str]:
 
 
 class Servers:
-    """The uvicorn processes this verifier started; every one is stopped by its PID at the end."""
+    """The uvicorn processes this verifier started; every one is stopped by its PID at the end.
+    Each gets its own handshake folder (`gate`), since each counts its held sleeps from 1."""
 
     def __init__(self):
         self.started: list[Process] = []
+        self.gates: list[Path] = []
         self.current: Process | None = None
         self.port: int | None = None
+        self.gate: Path | None = None
 
     def start(self, log_name: str, port: int | None = None) -> tuple[Process, int]:
-        proc, port = start_uvicorn(APP, cwd=WORK, log_path=_log_path(log_name), port=port)
+        gate = LOGS / f"gate-{Path(log_name).stem}"
+        shutil.rmtree(gate, ignore_errors=True)
+        gate.mkdir(parents=True)
+        os.environ["LAB03_GATE"] = str(gate)  # the server inherits it
+        proc, port = start_uvicorn(APP, cwd=WORK, log_path=_log_path(log_name), port=port, timeout=BOUND)
         self.started.append(proc)
-        self.current, self.port = proc, port
+        self.gates.append(gate)
+        self.current, self.port, self.gate = proc, port, gate
         return proc, port
 
     def running(self, log_name: str) -> tuple[Process, int]:
@@ -68,8 +84,32 @@ class Servers:
         return self.start(log_name)
 
     def stop_all(self) -> None:
+        for gate in self.gates:
+            handshake.stop(gate)  # a held sleep goes on at once
         for proc in self.started:
             proc.stop()
+
+
+def held_export(gate: Path, client, job_id: str) -> tuple[str, str | None]:
+    """Wait until the export's work is under way, as the gate files and the job say:
+    ("held", name): its sleep runs after the response and waits for our go;
+    ("inside", None): its sleep ran before the response was sent (the work ran inside the request);
+    ("ended", None): the job ended without a sleep through api_background's asyncio (nothing to hold)."""
+    def seen():
+        for path in sorted(gate.glob("seen-sleep-*")):
+            if not path.name[len("seen-sleep-"):].isdigit():
+                continue  # a file still being written (tmp name): whole files only
+            record = json.loads(path.read_text(encoding="utf-8"))
+            if not record.get("after_response"):
+                return "inside", None
+            name = path.name[len("seen-"):]
+            if (gate / f"ready-{name}").exists():
+                return "held", name
+        reply = client.get(f"/exports/{job_id}")
+        if reply.status_code == 200 and reply.json().get("status") in TERMINAL:
+            return "ended", None
+        return None
+    return wait_until(seen, BOUND, "the export's work to start", interval=0.01)
 
 
 # ---------------------------------------------------------------- 03.1
@@ -80,7 +120,7 @@ def check_background(c, servers: Servers) -> None:
     proc, port = servers.start("uvicorn-first.log")
     c.note(t(f"uvicorn {APP} 已启动：pid {proc.pid}，端口 {port}",
              f"uvicorn {APP} is up: pid {proc.pid}, port {port}"))
-    with httpx2.Client(base_url=f"http://127.0.0.1:{port}", timeout=5.0) as client:
+    with httpx2.Client(base_url=f"http://127.0.0.1:{port}", timeout=BOUND) as client:
         started = time.monotonic()
         response = client.post("/exports/background", json={"product_ids": [1, 2]})
         post_seconds = time.monotonic() - started
@@ -99,12 +139,11 @@ def check_background(c, servers: Servers) -> None:
                  f"POST answered 202 in {post_seconds * 1000:.0f} ms with status {body.get('status')!r}, "
                  f"Location {location}"))
 
-        seen: list[str] = []  # distinct statuses in the order the polls saw them
+        seen: list[str] = [body.get("status")]  # distinct statuses in the order we saw them
         last: dict = {}
-
         dropped: list[str] = []  # polls whose connection the server closed
 
-        def finished() -> bool:
+        def poll() -> str | None:
             try:
                 reply = client.get(location)
             except httpx2.TransportError as exc:
@@ -112,38 +151,70 @@ def check_background(c, servers: Servers) -> None:
                 # poll again on a fresh one, unless the server itself is gone.
                 assert proc.alive(), t("uvicorn 在轮询期间退出了", "uvicorn exited while we were polling")
                 dropped.append(f"{type(exc).__name__}: {exc}")
-                return False
+                return None
             assert reply.status_code == 200, t(
                 f"轮询 GET {location} 应返回 200，实际 {_short(reply)}",
                 f"polling GET {location} should answer 200, got {_short(reply)}")
             last.clear()
             last.update(reply.json())
             status = last.get("status")
-            if not seen or seen[-1] != status:
+            if seen[-1] != status:
                 seen.append(status)
-            return status in TERMINAL
+            return status
 
-        try:
-            wait_until(finished, POLL_LIMIT, "a terminal status")
-        except WaitTimeout:
+        def server_log_notes() -> None:
             if dropped:
                 c.note(t(f"{len(dropped)} 次轮询遇到连接被服务器关闭（{dropped[0]}）",
                          f"{len(dropped)} poll(s) found the connection closed by the server ({dropped[0]})"))
             for line in _log_tail(proc):
                 c.note(line)
+
+        try:
+            where, name = held_export(servers.gate, client, job_id)
+        except WaitTimeout:
+            server_log_notes()
             raise AssertionError(t(
-                f"{POLL_LIMIT:g} 秒内没有到达终态，看到的状态：{' → '.join(map(str, seen))}。"
-                "local_export 可能没有被安排，或在 transition 处抛错——响应已发出，错误只会出现在服务器日志里。",
-                f"no terminal status within {POLL_LIMIT:g} s; statuses seen: {' → '.join(map(str, seen))}. "
-                "local_export was not scheduled, or it raised at a transition — the response is already sent, "
-                "so that error only shows in the server log.")) from None
-        c.note(t(f"轮询看到：{' → '.join(seen)}", f"polls saw: {' → '.join(seen)}"))
+                f"导出一直没有开始（状态 {poll()!r}）：local_export 可能没有被安排，或在 transition 处抛错——"
+                "响应已发出，错误只会出现在服务器日志里。",
+                f"the export never got under way (status {poll()!r}): local_export was not scheduled, or it "
+                "raised at a transition -- the response is already sent, so that error only shows in the server "
+                "log.")) from None
+        assert where != "inside", t(
+            f"导出的等待在响应发出之前就开始了（POST 用了 {post_seconds:.2f} 秒）：工作在请求里运行，客户端要等它做完。"
+            "用 background.add_task 登记，让它在响应之后运行。",
+            f"the export's wait began before the response was sent (the POST took {post_seconds:.2f} s): the "
+            "work ran inside the request and the client waited for it. Register it with background.add_task so "
+            "it runs after the response.")
+        if where == "held":
+            during = poll()
+            c.note(t(f"导出的工作在响应之后开始并被验证器挡住：此时 GET 看到 {during!r}",
+                     f"the export's work began after the response and is held by the verifier: GET now reads "
+                     f"{during!r}"))
+            assert during == "running", t(
+                f"工作进行中任务却是 {during!r}：local_export 开始工作时要先 transition 到 running。",
+                f"the job reads {during!r} while its work is under way: local_export must move to running "
+                "when it starts.")
+            handshake.go(servers.gate, [name])
+        else:
+            c.note(t("导出没有经过 api_background 的 asyncio.sleep，无法挡住它：只能按轮询看到的状态判断",
+                     "the export does not wait through api_background's asyncio.sleep, so it cannot be held: "
+                     "judging by what the polls saw"))
+        try:
+            wait_until(lambda: poll() in TERMINAL, BOUND, "a terminal status", interval=0.02)
+        except WaitTimeout:
+            server_log_notes()
+            raise AssertionError(t(
+                f"放行后没有到达终态，看到的状态：{' → '.join(map(str, seen))}。local_export 可能在 transition 处抛错——"
+                "响应已发出，错误只会出现在服务器日志里。",
+                f"no terminal status after the release; statuses seen: {' → '.join(map(str, seen))}. local_export "
+                "may have raised at a transition -- the response is already sent, so that error only shows in the "
+                "server log.")) from None
+        c.note(t(f"看到的状态：{' → '.join(map(str, seen))}", f"statuses seen: {' → '.join(map(str, seen))}"))
 
     assert "running" in seen, t(
-        f"从未观察到 running（POST 用了 {post_seconds:.2f} 秒）。工作要用 background.add_task 放到响应之后，"
-        "并在开始时先 transition 到 running。",
-        f"running was never observed (the POST took {post_seconds:.2f} s). The work must go through "
-        "background.add_task so it runs after the response, and it must move to running when it starts.")
+        "从未观察到 running。工作要用 background.add_task 放到响应之后，并在开始时先 transition 到 running。",
+        "running was never observed. The work must go through background.add_task so it runs after the "
+        "response, and it must move to running when it starts.")
     if seen[-1] != "succeeded":
         for line in _log_tail(proc):
             c.note(line)
@@ -166,12 +237,13 @@ def check_background(c, servers: Servers) -> None:
 def check_registry_demo(c) -> None:
     started = time.monotonic()
     try:
-        done = run_python(["registry_demo.py"], cwd=WORK, timeout=15)
+        done = run_python(["registry_demo.py"], cwd=WORK, timeout=BOUND)
     except subprocess.TimeoutExpired:
         raise AssertionError(t(
-            "registry_demo.py 15 秒内没有结束：等待窗口之后要 cancel 剩余任务，再 gather 等它们退出。",
-            "registry_demo.py did not end within 15 s: after the grace window cancel what is left, "
-            "then gather it so it can leave.")) from None
+            f"registry_demo.py {BOUND:g} 秒内没有结束（它本该约 3 秒结束）：等待窗口之后要 cancel 剩余任务，"
+            "再 gather 等它们退出。",
+            f"registry_demo.py did not end within {BOUND:g} s (it should take about 3 s): after the grace window "
+            "cancel what is left, then gather it so it can leave.")) from None
     seconds = time.monotonic() - started
     out = done.stdout
     lines = [line.strip() for line in out.splitlines()]
@@ -204,63 +276,13 @@ def check_registry_demo(c) -> None:
 
 # ---------------------------------------------------------------- 03.3
 
-# Runs in a fresh interpreter so the learner's `running` set and the loop start clean.
-# The task is never awaited here and its exception never read here: only observe() may do it.
-FAILING_TASK = r'''
-import asyncio, gc, json, logging, sys
-
-class Keep(logging.Handler):
-    def __init__(self):
-        super().__init__(logging.INFO)
-        self.records = []
-    def emit(self, record):
-        self.records.append(record)
-
-keep = Keep()
-root = logging.getLogger()
-root.addHandler(keep)
-root.addHandler(logging.StreamHandler(sys.stderr))
-root.setLevel(logging.INFO)
-
-import task_registry
-
-async def boom(raised):
-    await asyncio.sleep(0.05)
-    raised.set()
-    raise ValueError("drill-03")
-
-async def main():
-    raised = asyncio.Event()
-    task = task_registry.start(boom(raised))
-    await asyncio.wait_for(raised.wait(), 5)
-    for _ in range(20):          # a few loop turns: the done callbacks run on the next one
-        await asyncio.sleep(0)
-    left = len(task_registry.running)
-    del task                     # our last reference: an unread exception is reported now ...
-    gc.collect()
-    return left
-
-left = asyncio.run(main())
-gc.collect()                     # ... or at the latest here
-
-def text(record):
-    extra = record.exc_info[1] if record.exc_info and record.exc_info[1] else None
-    return record.getMessage() + (f" [{extra!r}]" if extra is not None else "")
-
-print("RESULT " + json.dumps({
-    "left": left,
-    "logged": [text(r) for r in keep.records if r.name != "asyncio" and r.levelno >= logging.ERROR],
-    "loop": [r.getMessage()[:200] for r in keep.records if r.name == "asyncio"],
-}), flush=True)
-'''
-
-
 def check_failure_logged(c) -> None:
     try:
-        done = run_python(["-c", FAILING_TASK], cwd=WORK, timeout=15)
+        done = run_python(["lab03_failing_task.py"], cwd=WORK, timeout=BOUND)
     except subprocess.TimeoutExpired:
-        raise AssertionError(t("失败任务实验 15 秒内没有结束。",
-                               "the failing-task run did not end within 15 s.")) from None
+        raise AssertionError(t(f"失败任务实验 {BOUND:g} 秒内没有结束（task_registry.start 有没有把协程交给事件循环？）",
+                               f"the failing-task run did not end within {BOUND:g} s (does task_registry.start "
+                               "hand the coroutine to the loop?)")) from None
     out = done.stdout
     result_lines = [line for line in out.splitlines() if line.startswith("RESULT ")]
     if done.returncode != 0 or not result_lines:
@@ -301,7 +323,7 @@ def check_restart(c, servers: Servers) -> None:
     import httpx2
 
     proc, port = servers.running("uvicorn-first.log")
-    with httpx2.Client(base_url=f"http://127.0.0.1:{port}", timeout=5.0) as client:
+    with httpx2.Client(base_url=f"http://127.0.0.1:{port}", timeout=BOUND) as client:
         response = client.post("/exports", json={"product_ids": [3, 4]})
         assert response.status_code == 202, t(f"POST /exports 应返回 202，实际 {_short(response)}",
                                               f"POST /exports should answer 202, got {_short(response)}")
@@ -313,18 +335,14 @@ def check_restart(c, servers: Servers) -> None:
         c.note(t(f"崩溃前：{job_id} 可查询，status={before.json().get('status')}",
                  f"before the crash: {job_id} is queryable, status={before.json().get('status')}"))
 
-        # Extra evidence, not required: catch a background export mid-run, as in the 30 s drill.
+        # Extra evidence, not required: a background export caught mid-run (its work held), as in the drill.
         running_id = None
         busy = client.post("/exports/background", json={"product_ids": [5, 6]})
-        if busy.status_code in (200, 202) and isinstance(busy.json(), dict) and busy.json().get("id"):
+        with contextlib.suppress(WaitTimeout, ValueError, KeyError, AttributeError, httpx2.HTTPError):
             candidate = busy.json()["id"]
-            try:
-                wait_until(lambda: client.get(f"/exports/{candidate}").json().get("status") != "queued",
-                           2.0, "the background export to start")
-                if client.get(f"/exports/{candidate}").json().get("status") == "running":
-                    running_id = candidate
-            except (WaitTimeout, ValueError, httpx2.HTTPError):
-                pass
+            if held_export(servers.gate, client, candidate)[0] == "held" \
+                    and client.get(f"/exports/{candidate}").json().get("status") == "running":
+                running_id = candidate
 
     old_pid = proc.pid
     proc.kill()  # SIGKILL: no shutdown, no CancelledError, no finally — like a crash or OOM kill
@@ -345,7 +363,7 @@ def check_restart(c, servers: Servers) -> None:
     c.note(t(f"重启：新进程 pid {new_proc.pid}，同一端口 {port}",
              f"restarted: new process pid {new_proc.pid} on the same port {port}"))
 
-    with httpx2.Client(base_url=f"http://127.0.0.1:{port}", timeout=5.0) as client:
+    with httpx2.Client(base_url=f"http://127.0.0.1:{port}", timeout=BOUND) as client:
         for old_id in filter(None, (job_id, running_id)):
             after = client.get(f"/exports/{old_id}")
             c.note(f"GET /exports/{old_id} → {after.status_code}")
