@@ -26,6 +26,15 @@ MUTANTS = [
         fails=("02.1",),
         why="cleanup reported on the sentinel and again in finally: each consumer must clean up once",
     ),
+    Mutant(
+        name="one-sentinel-short",
+        file="bounded_async.py",
+        old="        for _ in range(CONSUMERS):\n            await queue.put(None)  # one sentinel per consumer\n",
+        new="        for _ in range(CONSUMERS - 1):\n            await queue.put(None)  # one sentinel per consumer\n",
+        fails=("02.1", "02.2", "02.5"),
+        why="one consumer never gets its None: it waits in get() forever and the TaskGroup never exits "
+            "(the stall is seen on the event loop: nothing to run, no timer pending)",
+    ),
     # ---- 02.2 limits
     Mutant(
         name="unbounded-queue",

@@ -1,15 +1,23 @@
 """Verifier for lesson 02: prove checks 02.1–02.10.
 
 02.1–02.5 run the learner's bounded_async.main() in a child process ("probe"), one
-per scenario: normal, a 0.15 s budget, and a ValueError on item 3.  A child, so a
-batch that never ends (a swallowed cancellation) is killed by its PID after a
-bounded wait instead of hanging the verifier.  Inside the child the verifier only
-wraps things the learner's code looks up at call time:
+per scenario: normal, a 0.15 s budget, and a ValueError on item 3 (only the budget run has a
+deadline; the learner's own budget is recorded, not used, so no machine is too slow for the others).
+Inside the child the verifier only wraps things the learner's code looks up at call time:
 
   - bounded_async.read_product     -> counts reads running at once, injects the error
   - bounded_async.collect_products -> records whether it returned rows or raised
-  - asyncio.Queue                  -> records maxsize, the largest qsize and which tasks call get()
+  - asyncio.Queue                  -> records maxsize, the largest qsize and which tasks call get();
+                                      a task that calls get() again after it was asked to cancel
+                                      has swallowed its CancelledError -- the batch would never end --
+                                      so that get() notes the fact and ends the task instead
   - bounded_async.asyncio          -> a view of asyncio whose timeout() uses 0.15 s (timeout scenario)
+                                      or no deadline at all (the others)
+  - the event loop                 -> notices a stall: main() still runs, yet no task can run and no
+                                      timer is pending, so every task waits for another forever
+
+So a hang is a recorded fact, not a wait that ran out; the child is still killed by its PID
+after a generous bound, for any other way of never ending.
 
 02.6–02.10 run the asyncio note's demo and experiment scripts and read their lines.
 """
@@ -21,7 +29,8 @@ import sys
 from pathlib import Path
 
 PROBE_MARK = "@@probe "
-PROBE_TIMEOUT = 8.0  # a normal batch takes about 1 s; a hung batch is killed after this
+PROBE_TIMEOUT = 30.0  # a normal batch takes about 1 s; a batch that never ends is killed after this
+SCRIPT_TIMEOUT = 30.0  # the note's scripts take about half a second
 SHORT_BUDGET = 0.15
 
 # Names the exercise counters may have (the guide asks for in_flight and peak).
@@ -59,6 +68,9 @@ def run_probe(kind: str) -> dict:
     state = {"active": 0, "peak": 0, "reads": [], "max_alive": 0, "queues": [], "getters": set()}
     root_holder: list = []
 
+    class Swallowed(BaseException):
+        """Ends a consumer that swallowed its cancellation (a BaseException: `except Exception` passes it on)."""
+
     class SpyQueue(asyncio.Queue):
         def __init__(self, *args, **kwargs):
             super().__init__(*args, **kwargs)
@@ -70,7 +82,13 @@ def run_probe(kind: str) -> dict:
             self.largest = max(self.largest, self.qsize())
 
         async def get(self):
-            state["getters"].add(asyncio.current_task())
+            task = asyncio.current_task()
+            state["getters"].add(task)
+            if task is not None and task.cancelling():
+                # Asked to cancel, yet back for more work: the CancelledError was swallowed, and
+                # nothing would ever stop this consumer.  Note it, and end the task so the run ends.
+                report.setdefault("swallowed", []).append(task.get_name())
+                raise Swallowed()
             return await super().get()
 
     real_read = module.read_product
@@ -111,8 +129,10 @@ def run_probe(kind: str) -> dict:
             return getattr(asyncio, name)
 
         def timeout(self, delay):
+            # Only the timeout run has a deadline, a short one.  The others run without: a slow machine
+            # can never make a normal batch time out, and a stall shows as a loop with nothing to wait for.
             report["budget_requested"] = delay
-            return asyncio.timeout(SHORT_BUDGET if kind == "timeout" else delay)
+            return asyncio.timeout(SHORT_BUDGET if kind == "timeout" else None)
 
     counter, peak = exercise_names(module)
     for name in (counter, peak):
@@ -139,9 +159,36 @@ def run_probe(kind: str) -> dict:
         report["leftover_tasks"] = [repr(t)[:120] for t in leftovers]
         report["consumers_done"] = all(t.done() for t in state["getters"])
 
+    def waiting_places() -> list[str]:
+        """Where each unfinished task of the learner's module waits: function, line and source."""
+        import linecache
+        places = []
+        for task in asyncio.all_tasks():
+            frames = [f for f in task.get_stack() if f.f_code.co_filename.endswith("bounded_async.py")]
+            if frames and task not in root_holder:
+                frame = frames[-1]
+                source = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
+                places.append(f"{frame.f_code.co_name} at line {frame.f_lineno}: {source}")
+        return sorted(set(places))
+
+    class WatchedLoop(asyncio.SelectorEventLoop):
+        """Notices a stall: main() still runs, yet nothing is ready to run and no timer is pending.
+        Only I/O could wake such a loop and the batch does none: every task waits for another, forever."""
+
+        def _run_once(self):
+            try:
+                idle = not self._ready and self._default_executor is None \
+                    and all(handle.cancelled() for handle in self._scheduled)
+            except AttributeError:  # not CPython's loop: no stall detection, the bound still applies
+                idle = False
+            if idle and "stalled" not in report and root_holder and not root_holder[0].done():
+                report["stalled"] = waiting_places()
+                root_holder[0].cancel()  # ends the run: main() gets CancelledError, the rest is cleaned up
+            super()._run_once()
+
     try:
-        with contextlib.redirect_stdout(buffer):
-            asyncio.run(drive())
+        with contextlib.redirect_stdout(buffer), asyncio.Runner(loop_factory=WatchedLoop) as runner:
+            runner.run(drive())
     except BaseException:
         report["error"] = traceback.format_exc(limit=6)
     report["lines"] = [line.strip() for line in buffer.getvalue().splitlines() if line.strip()]
@@ -192,10 +239,22 @@ def probe(kind: str) -> dict:
                 _probes[kind] = {"error": f"probe exited {done.returncode}:\n{done.stdout[-1500:]}"}
     report = _probes[kind]
     assert not report.get("hung"), t(
-        f"{kind} 场景 {PROBE_TIMEOUT:g} 秒内没有结束：是否有消费者吞掉了 CancelledError，或缺少 None 哨兵？",
-        f"the {kind} run did not finish within {PROBE_TIMEOUT:g} s: is a consumer swallowing CancelledError, "
-        "or is a None sentinel missing?")
+        f"{kind} 场景 {PROBE_TIMEOUT:g} 秒内没有结束（正常约 1 秒）：是否有任务一直在忙、从不让出事件循环？",
+        f"the {kind} run did not finish within {PROBE_TIMEOUT:g} s (it takes about 1 s): does a task keep busy "
+        "without ever giving the event loop back?")
     assert "error" not in report, t("运行 bounded_async 出错：\n", "running bounded_async failed:\n") + report["error"]
+    assert not report.get("stalled"), t(
+        f"{kind} 场景停住了：main() 还没返回，事件循环里却没有可运行的任务、也没有待触发的计时器——每个任务都在等另一个，"
+        f"永远等下去：{'; '.join(report['stalled'])}。是不是少给了某个消费者一个 None 哨兵？",
+        f"the {kind} run stalled: main() had not returned, yet nothing on the event loop could run and no timer "
+        f"was pending -- every task waited for another, forever: {'; '.join(report['stalled'])}. Is a consumer "
+        "missing its None sentinel?")
+    assert not report.get("swallowed"), t(
+        f"{kind} 场景中，消费者 {report.get('swallowed')} 被要求取消后又回到 queue.get() 取下一项：它吞掉了 "
+        "CancelledError，没有什么能让它停下，批次会永远挂起。让 CancelledError 离开消费者（清理放在 finally）。",
+        f"in the {kind} run, consumer(s) {report.get('swallowed')} came back to queue.get() for more work after "
+        "being asked to cancel: the CancelledError was swallowed, nothing can stop them, and the batch would hang "
+        "forever. Let CancelledError leave the consumer (clean up in finally).")
     return report
 
 
@@ -344,7 +403,7 @@ def script_lines(c, name: str) -> list[str]:
     if not path.exists():  # the note's scripts are optional practice beside the curriculum
         c.skip(t(f"未做：没有 {name}（见本课 README 的 asyncio 笔记部分）",
                  f"not attempted: no {name} (see the asyncio note part of this lesson's README)"))
-    done = run_python([name], cwd=HERE, timeout=15)
+    done = run_python([name], cwd=HERE, timeout=SCRIPT_TIMEOUT)
     lines = [line.strip() for line in done.stdout.splitlines() if line.strip()]
     c.note(f"python {name} -> exit {done.returncode}: {lines[-8:]}")
     assert done.returncode == 0, t(f"{name} 退出码 {done.returncode}", f"{name} exited {done.returncode}")
