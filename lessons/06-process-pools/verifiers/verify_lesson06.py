@@ -44,6 +44,10 @@ MARK = "LAB06-RESULT "
 ROUNDS_EXERCISE = (10, 2000)
 # The learner prints perf_counter() differences; allow for a value printed with 2 decimals.
 PRINT_ROUNDING = 0.06
+# Backstops for a probe that never ends; a probe takes a few seconds (the real computation runs
+# 4 x 2000 rounds twice), and a busy machine may take many times that.
+PROBE_BOUND = 60.0
+HEAVY_PROBE_BOUND = 120.0
 
 
 # ====================================================================== probe side
@@ -368,7 +372,7 @@ class Probes:
     def __init__(self):
         self.cache: dict[tuple, dict] = {}
 
-    def get(self, *args: str, timeout: float = 30) -> dict:
+    def get(self, *args: str, timeout: float = PROBE_BOUND) -> dict:
         if args not in self.cache:
             name = "probe-" + "-".join(a.replace(".py", "") for a in args) + ".log"
             code, lines = _run([sys.executable, "-c", f"import {MODULE} as v; v.probe()", *args],
@@ -388,8 +392,7 @@ class Probes:
         return report
 
     def script(self, path: str, fake: str) -> dict:
-        # the real run computes 4 x 2000 rounds twice: give a loaded machine room
-        return self.get("script", path, fake, timeout=60 if fake == "real" else 30)
+        return self.get("script", path, fake, timeout=HEAVY_PROBE_BOUND if fake == "real" else PROBE_BOUND)
 
 
 def _error_text(error: dict | None) -> str:
@@ -625,7 +628,7 @@ def check_timings(c, probes: Probes) -> None:
 # ---------------------------------------------------------------- 06.4
 
 def check_local_function(c, probes: Probes) -> None:
-    code, lines = _run([sys.executable, "process_pool_review.py"], "process_pool_review.log", 20)
+    code, lines = _run([sys.executable, "process_pool_review.py"], "process_pool_review.log", PROBE_BOUND)
     c.note(t(f"python process_pool_review.py → 退出码 {code}", f"python process_pool_review.py → exit code {code}"))
     for line in lines[-4:]:
         c.note("  " + line)
@@ -705,7 +708,7 @@ def check_exercise(c, probes: Probes) -> None:
     base_rounds = _rounds_seen(base)
     reuse = (base["error"] is None and base_rounds == ({2000}, {2000}) and bool(base["pool_results"]))
     wanted = [r for r in ROUNDS_EXERCISE if not (reuse and r == 2000)]
-    report = probes.get("rounds", *map(str, wanted), timeout=60)
+    report = probes.get("rounds", *map(str, wanted), timeout=HEAVY_PROBE_BOUND)
     if report["error"] is not None and not report["runs"]:
         raise AssertionError(t(f"无法导入 process_export：{_error_text(report['error'])}",
                                f"process_export could not be imported: {_error_text(report['error'])}"))
