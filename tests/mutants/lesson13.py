@@ -74,9 +74,10 @@ MUTANTS = [
                   queue=event["queue_name"], retry=False).get(timeout=30)  # "confirm once it really ran"
     with transaction() as cur:
 """,
-        fails=("13.5",),
-        why="The publisher waits for each job to finish before it sends the next event: one long bulk job stalls "
-            "every short one upstream of the split queues.",
+        fails=("13.4", "13.5"),
+        why="The publisher waits for each job to finish before it sends the next event: with the workers stopped "
+            "the backlog never leaves the outbox, and one long bulk job stalls every short one upstream of the "
+            "split queues.",
     ),
     # ---- 13.6: one limit, really used
     Mutant(
@@ -87,5 +88,16 @@ MUTANTS = [
         fails=("13.6",),
         why="The limit parameter is accepted but the comparison keeps the literal 100: lowering the limit to 5 "
             "changes nothing.",
+    ),
+    # ---- 13.7: claim one known row by waiting for it
+    Mutant(
+        name="13-claim-skip-locked",
+        file="state_store.py",
+        old="""        cur.execute(f"SELECT id FROM export_jobs WHERE id=%s AND {CLAIMABLE} FOR UPDATE",""",
+        new="""        cur.execute(f"SELECT id FROM export_jobs WHERE id=%s AND {CLAIMABLE} FOR UPDATE SKIP LOCKED",""",
+        fails=("13.7",),
+        why="The course's claim: SKIP LOCKED on one known id.  The publisher's confirm share-locks the job row "
+            "for a moment (its foreign-key check) while the message is already out; a claim landing then returns "
+            "None and the job stays queued for good.",
     ),
 ]

@@ -1,10 +1,12 @@
 """Kit helper processes for lesson 13's checks (not a lesson file).  Each runs the learner's code.
 
-    python lab13_tools.py produce FOLDER NAME   a producer: submit_snapshot in rounds, each started by a go file
-    python lab13_tools.py publish FOLDER        a publisher loop: publish_one() until FOLDER/stop exists
-    python lab13_tools.py admit                 admit_export(cur) inside transaction(), the way a schedule
-                                                or a replay calls it; prints {"ok": "admitted"} or {"capacity": …}
-    python lab13_tools.py limit                 the default of admit_export's limit parameter in this environment
+    python lab13_tools.py produce FOLDER NAME      a producer: submit_snapshot in rounds, each started by the
+                                                   checker's go (shared/handshake.py); the plan says how often
+    python lab13_tools.py claim FOLDER NAME JOB    a claimer: claim(JOB) once per round, on the checker's go
+    python lab13_tools.py publish FOLDER           a publisher loop: publish_one() until FOLDER/stop exists
+    python lab13_tools.py admit                    admit_export(cur) inside transaction(), the way a schedule
+                                                   or a replay calls it; prints {"ok": "admitted"} or {"capacity": …}
+    python lab13_tools.py limit                    the default of admit_export's limit parameter in this environment
 
 Every loop is bounded (no file, no work: the process ends by itself).
 """
@@ -14,7 +16,16 @@ import os
 import sys
 import time
 
-LIFETIME = 60.0  # no helper outlives this, whatever happens to the checker
+from shared.handshake import HELPER_LIFETIME, ready, wait_go, write_result
+
+# Server errors that end a wait by time, not by what the statement found: a lock wait (1205), a statement
+# limit (MySQL 3024, MariaDB 1969), a socket read that timed out (2013).
+WAIT_TIMEOUTS = (1205, 3024, 1969, 2013)
+
+
+def error_of(exc: Exception) -> dict:
+    code = exc.args[0] if exc.args and isinstance(exc.args[0], int) else None
+    return {"error": f"{type(exc).__name__}: {exc}"[:300], "code": code}
 
 
 def outcome(fn) -> dict:
@@ -24,43 +35,87 @@ def outcome(fn) -> dict:
     except state_store.CapacityExceeded as exc:
         return {"capacity": str(exc)[:200]}
     except Exception as exc:  # noqa: BLE001 - reported to the checker, which decides
-        code = exc.args[0] if exc.args and isinstance(exc.args[0], int) else None
-        return {"error": f"{type(exc).__name__}: {exc}"[:300], "code": code}
+        return error_of(exc)
 
 
-def write_json(path: str, value) -> None:
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as handle:
-        json.dump(value, handle)
-    os.replace(tmp, path)
+def wait_while_the_kit_holds(state_store) -> None:
+    """In this helper process only: the learner's sessions wait as long as the checker holds its lock.
+
+    The lesson bounds every wait (innodb_lock_wait_timeout 1 s, a 3 s statement limit, a 3 s socket
+    read) — right for a service.  Here the checker holds a lock on purpose until it has seen every helper
+    arrive, and on a busy machine that can take longer than those limits: a timeout must not decide the
+    check.  The checker's own bounded waits (and the helper's lifetime) bound it instead.  The learner's
+    statements run unchanged; a folder without state_store.connect keeps its own limits.
+    """
+    learner_connect = getattr(state_store, "connect", None)
+    if not callable(learner_connect):
+        return
+
+    def connect(*args, **kwargs):
+        conn = learner_connect(*args, **kwargs)
+        with conn.cursor() as cur:
+            cur.execute("SET SESSION innodb_lock_wait_timeout = %s", (int(HELPER_LIFETIME),))
+            if "mariadb" in conn.get_server_info().lower():
+                cur.execute("SET SESSION max_statement_time = 0")
+            else:
+                cur.execute("SET SESSION max_execution_time = 0")
+        conn._read_timeout = None  # PyMySQL applies it to every read; the helper's lifetime bounds us
+        return conn
+
+    state_store.connect = connect
+
+
+def rounds(folder: str, name: str, act) -> None:
+    """Say ready, then one act(plan) per round, each started by the checker's go, until told to stop."""
+    ready(folder, name)
+    give_up = time.monotonic() + HELPER_LIFETIME
+    round_no = 1
+    while True:
+        plan = wait_go(folder, name, round_no, lifetime=max(0.0, give_up - time.monotonic()))
+        if plan is None:
+            return
+        write_result(folder, name, act(plan), round_no)
+        round_no += 1
 
 
 def produce(folder: str, name: str) -> None:
     import state_store
-    open(os.path.join(folder, f"ready-{name}"), "w").close()
-    give_up = time.monotonic() + LIFETIME
-    round_no = 1
-    while time.monotonic() < give_up and not os.path.exists(os.path.join(folder, "stop")):
-        go = os.path.join(folder, f"go-{name}-{round_no}")
-        if not os.path.exists(go):
-            time.sleep(0.002)
-            continue
-        with open(go, encoding="utf-8") as handle:
-            plan = json.load(handle)
+    wait_while_the_kit_holds(state_store)
+
+    def act(plan: dict) -> list[dict]:
         results = []
         for _ in range(plan["n"]):
             started = time.monotonic()
             result = outcome(lambda: state_store.submit_snapshot(list(plan["ids"])))
             result["seconds"] = round(time.monotonic() - started, 4)
             results.append(result)
-        write_json(os.path.join(folder, f"res-{name}-{round_no}"), results)
-        round_no += 1
+        return results
+
+    rounds(folder, name, act)
+
+
+def claim(folder: str, name: str, job_id: str) -> None:
+    import state_store
+    wait_while_the_kit_holds(state_store)
+
+    def act(plan: dict) -> dict:
+        try:
+            job = state_store.claim(job_id)
+        except Exception as exc:  # noqa: BLE001 - reported to the checker, which decides
+            return error_of(exc)
+        if job is None:
+            return {"none": True}
+        if not isinstance(job, dict):
+            return {"other": repr(job)[:200]}
+        return {"job": {key: str(job.get(key)) for key in ("id", "lease_token", "attempts")}}
+
+    rounds(folder, name, act)
 
 
 def publish(folder: str) -> None:
     from publisher import publish_one
     sent = 0
-    give_up = time.monotonic() + LIFETIME
+    give_up = time.monotonic() + 3 * HELPER_LIFETIME  # the checker stops it; this only bounds an orphan
     print("publisher loop running", flush=True)
     while time.monotonic() < give_up and not os.path.exists(os.path.join(folder, "stop")):
         try:
@@ -97,4 +152,4 @@ def limit() -> None:
 
 if __name__ == "__main__":
     command, args = sys.argv[1], sys.argv[2:]
-    {"produce": produce, "publish": publish, "admit": admit, "limit": limit}[command](*args)
+    {"produce": produce, "claim": claim, "publish": publish, "admit": admit, "limit": limit}[command](*args)
