@@ -4,7 +4,8 @@ Check 14.2 starts the workers and the one beat as `celery -A lab14_probe:app ...
 app, settings and tasks, plus two kit additions in those processes only:
 
 - every task start and end is appended as a JSON line to $LAB_LOG_DIR/lab14-events.jsonl (pid,
-  worker name, the queue the message came from, message id, arguments, return value);
+  worker name, the queue the message came from, message id, arguments, return value), marked with
+  $LAB14_RUN: the check that started these processes reads only its own run's events;
 - in the beat process, when LAB14_TICK_SECONDS is set, every beat_schedule entry that sends
   products.schedule_tick runs at that interval instead of the configured one, so the check sees
   ticks within seconds.  The lesson's file keeps its 60 s; nothing else in the entry changes.
@@ -18,10 +19,11 @@ from shared.celerylab import append_event
 
 EVENTS = os.path.join(os.environ.get("LAB_LOG_DIR") or ".", "lab14-events.jsonl")
 TICK_TASK = "products.schedule_tick"
+RUN = os.environ.get("LAB14_RUN")
 
 
 def record(kind: str, **fields) -> None:
-    append_event(EVENTS, kind, **fields)
+    append_event(EVENTS, kind, run=RUN, **fields)
 
 
 @signals.task_prerun.connect

@@ -7,7 +7,8 @@
       shortened to 1 s in that process only — the lesson's file keeps 60 s) sends
       products.schedule_tick; the fast worker (-Q exports.fast) runs it and creates the slot's job;
       `python publisher.py` sends its event; the bulk worker (-Q exports.bulk) writes the file and
-      finishes the job.  The file holds the job's payload; beat itself runs no task
+      finishes the job.  The file holds the job's payload; beat itself runs no task.  The probe marks
+      every event with this check's run id (LAB14_RUN), so only these processes' events are read
 14.3  execution_slot refuses a naive datetime; in two processes with different local time zones the
       same instant written in +08:00, UTC and -05:00 gives one and the same name, a different instant
       gives another (a name taken from local or wall-clock time differs between them)
@@ -20,9 +21,11 @@
       160 ASCII characters are accepted
 14.7  the admission gate is filled to its limit (kit rows): a new slot raises CapacityExceeded, the
       existing slot still returns None (that it writes nothing is 14.1's count)
-14.8  exercise: four processes call schedule_once for one fresh key; the kit holds the gate table
-      (LOCK TABLES … READ) until all four are waiting at it, then lets them go together: exactly one
-      job_id, three None, no error, one slot, one job
+14.8  exercise: four processes (lab14_racer.py) call schedule_once for one fresh key; the kit holds the
+      gate table (LOCK TABLES … READ) until the server shows all four waiting at it (or done), then lets
+      them go together: exactly one job_id, three None, no error, one slot, one job.  The racers let the
+      learner's sessions wait as long as the kit holds, so a slow machine cannot turn the hold into a
+      timeout
 
 Every check cleans up the rows it created.  The kit reads the database through its own connections
 and never prints credentials.  No server is stopped or restarted.
@@ -43,11 +46,11 @@ import types
 from pathlib import Path
 from uuid import uuid4
 
-import pymysql
-
-from shared.celerylab import LOG_DIR, READY_MARK, WORK, import_learner, log_lines, redact, redis_client
+from shared import handshake
+from shared.celerylab import (LOG_DIR, READY_MARK, WORK, import_learner, log_lines, read_events, redact,
+                              redis_client, short)
 from shared.i18n import t
-from shared.labdb import db_settings, kit_db, sql
+from shared.labdb import db_settings, job_row, kit_db, sql
 from shared.proc import Process, WaitTimeout, run_python, wait_until
 
 UTC = dtmod.timezone.utc
@@ -57,10 +60,6 @@ UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12
 
 
 # ---------------------------------------------------------------- the kit's own view of the database
-
-def short(value) -> str:
-    return f"{str(value)[:8]}…"
-
 
 def counts() -> dict:
     with kit_db() as cur:
@@ -84,11 +83,6 @@ def slot_of(key: str) -> dict | None:
 
 def slots_of_job(job_id: str) -> list[str]:
     return [r["slot_key"] for r in sql("SELECT slot_key FROM export_schedule_slots WHERE job_id=%s", (job_id,))]
-
-
-def job_row(job_id: str) -> dict | None:
-    rows = sql("SELECT id, status, payload, result_ref FROM export_jobs WHERE id=%s", (job_id,))
-    return rows[0] if rows else None
 
 
 def events_of(job_id: str) -> list[dict]:
@@ -209,18 +203,9 @@ WORKER_ARGV = ["-m", "celery", "-A", "lab14_probe:app", "worker", "-l", "INFO", 
                "--without-mingle", "--without-gossip", "--without-heartbeat"]
 
 
-def probe_events(since: float) -> list[dict]:
-    try:
-        lines = EVENTS.read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
-        return []
-    found = []
-    for line in lines:
-        with contextlib.suppress(ValueError):
-            event = json.loads(line)
-            if event.get("at", 0) >= since:
-                found.append(event)
-    return found
+def probe_events(run: str) -> list[dict]:
+    """The events of one run of 14.2: the probe marks each with the LAB14_RUN its processes were given."""
+    return [e for e in read_events(EVENTS) if e.get("run") == run]
 
 
 def tick_entries(app) -> list[tuple[str, dict]]:
@@ -298,11 +283,11 @@ def check_beat_chain(c) -> None:
     schedule_store()
     schedule_tasks()
     before = slot_keys()
-    since = time.time()
+    run = uuid4().hex  # every event of the processes below carries it (lab14_probe.py)
     schedule_file = LOG_DIR / "lab14-beat-schedule"
     for old in LOG_DIR.glob("lab14-beat-schedule*"):
         old.unlink()
-    env = dict(os.environ, LAB14_TICK_SECONDS="1")
+    env = dict(os.environ, LAB14_RUN=run)
     procs: dict[str, Process] = {}
     with own_rows():
         try:
@@ -310,11 +295,12 @@ def check_beat_chain(c) -> None:
                                 ("bulk", ["-Q", "exports.bulk", "-n", "bulk@%h"])):
                 log = LOG_DIR / f"lab14-{role}.log"
                 log.unlink(missing_ok=True)
-                procs[role] = Process([sys.executable, *WORKER_ARGV, *extra], cwd=WORK, log_path=log)
+                procs[role] = Process([sys.executable, *WORKER_ARGV, *extra], cwd=WORK, log_path=log, env=env)
             beat_log = LOG_DIR / "lab14-beat.log"
             beat_log.unlink(missing_ok=True)
             procs["beat"] = Process([sys.executable, "-m", "celery", "-A", "lab14_probe:app", "beat", "-l", "INFO",
-                                     f"--schedule={schedule_file}"], cwd=WORK, log_path=beat_log, env=env)
+                                     f"--schedule={schedule_file}"], cwd=WORK, log_path=beat_log,
+                                    env=dict(env, LAB14_TICK_SECONDS="1"))
             for role in ("fast", "bulk"):
                 procs[role].wait_ready(40, log_contains=READY_MARK)
             procs["beat"].wait_ready(20, log_contains="beat: Starting")
@@ -337,7 +323,7 @@ def check_beat_chain(c) -> None:
                 got = wait_until(first_slot, 20, "a tick to create a slot", interval=0.1)
             except WaitTimeout:
                 sent = log_lines(procs["beat"].log_text(), "Sending due task")
-                ran = [e for e in probe_events(since) if e.get("task") == TICK and e.get("kind") == "end"]
+                ran = [e for e in probe_events(run) if e.get("task") == TICK and e.get("kind") == "end"]
                 for line in sent[-2:]:
                     c.note("  beat: " + line)
                 for e in ran[-2:]:
@@ -388,7 +374,7 @@ def check_beat_chain(c) -> None:
             c.note(t(f"任务 succeeded，文件 {path.name[:44]} 含 {len(written)} 个商品",
                      f"job succeeded, file {path.name[:44]} holds {len(written)} products"))
 
-            seen = probe_events(since)
+            seen = probe_events(run)
             ticks = [e for e in seen if e.get("task") == TICK and e.get("kind") == "start"]
             made = [e for e in seen if e.get("task") == TICK and e.get("kind") == "end" and e.get("retval") == job_id]
             exports = [e for e in seen if e.get("task") == "products.export" and e.get("kind") == "start"
@@ -420,42 +406,11 @@ def check_beat_chain(c) -> None:
 
 # ---------------------------------------------------------------- 14.3
 
-ZONES_PROBE = r"""
-import json, sys
-from datetime import datetime, timedelta, timezone
-from schedule_tasks import execution_slot
-def zone(hours):
-    return timezone(timedelta(hours=hours))
-moments = {
-    "plus8": datetime(2026, 1, 1, 18, 0, 59, tzinfo=zone(8)),
-    "utc": datetime(2026, 1, 1, 10, 0, 59, tzinfo=timezone.utc),
-    "minus5": datetime(2026, 1, 1, 5, 0, 59, tzinfo=zone(-5)),
-    "wall_as_utc": datetime(2026, 1, 1, 18, 0, 59, tzinfo=timezone.utc),
-    "new_year_plus8": datetime(2026, 1, 1, 3, 30, tzinfo=zone(8)),
-    "new_year_utc": datetime(2025, 12, 31, 19, 30, tzinfo=timezone.utc),
-}
-out = {}
-for name, when in moments.items():
-    try:
-        out[name] = execution_slot(when)
-    except Exception as exc:
-        out[name] = "error: " + type(exc).__name__ + ": " + str(exc)[:120]
-try:
-    out["naive"] = "accepted: " + str(execution_slot(datetime(2026, 1, 1, 10, 0, 59)))
-except (ValueError, TypeError) as exc:
-    out["naive"] = "refused: " + type(exc).__name__
-except Exception as exc:
-    out["naive"] = "error: " + type(exc).__name__ + ": " + str(exc)[:120]
-print("SLOTS " + json.dumps(out))
-"""
-
-
 def zone_run(tz: str) -> Process:
     log = LOG_DIR / f"lab14-zones-{tz.replace('+', 'p').replace('-', 'm')}.log"
     log.unlink(missing_ok=True)
     # POSIX TZ strings need no tz database: "LAB-8" is UTC+8, "LAB+5" is UTC-5.
-    return Process([sys.executable, "-c", ZONES_PROBE], cwd=WORK, log_path=log,
-                   env=dict(os.environ, TZ=tz, PYTHONPATH=os.pathsep.join([str(WORK), os.environ.get("PYTHONPATH", "")])))
+    return Process([sys.executable, str(WORK / "lab14_zones.py")], cwd=WORK, log_path=log, env=dict(os.environ, TZ=tz))
 
 
 def check_utc(c) -> None:
@@ -765,45 +720,19 @@ def check_full_gate(c) -> None:
 
 # ---------------------------------------------------------------- 14.8
 
-RACER = r"""
-import json, os, sys, time
-folder, key, product = sys.argv[1], sys.argv[2], int(sys.argv[3])
-import schedule_store
-open(os.path.join(folder, f"ready-{os.getpid()}"), "w").close()
-go = os.path.join(folder, "go")
-give_up = time.monotonic() + 30
-while not os.path.exists(go):
-    if time.monotonic() > give_up:
-        sys.exit(3)
-    time.sleep(0.002)
-try:
-    out = {"job": schedule_store.schedule_once(key, [product])}
-except Exception as exc:
-    out = {"error": f"{type(exc).__name__}: {exc}"[:200]}
-tmp = os.path.join(folder, f".res-{os.getpid()}")
-with open(tmp, "w") as handle:
-    json.dump(out, handle)
-os.replace(tmp, os.path.join(folder, f"res-{os.getpid()}"))
-"""
-
-
 @contextlib.contextmanager
 def hold_gate():
     """LOCK TABLES export_admission_gate READ: every FOR UPDATE on the gate waits for the kit.
 
     Plain reads of other tables pass; whoever wants to lock the gate row queues up at the table's
-    metadata lock.  Held at most ~2 s, well inside the 3 s statement limit of connect().
+    metadata lock until the kit unlocks (the racers' sessions may wait that long: lab14_racer.py).
     """
-    conn = pymysql.connect(**db_settings(), charset="utf8mb4", autocommit=True, connect_timeout=3, read_timeout=10)
-    try:
-        with conn.cursor() as cur:
-            cur.execute("LOCK TABLES export_admission_gate READ")
-            try:
-                yield
-            finally:
-                cur.execute("UNLOCK TABLES")
-    finally:
-        conn.close()
+    with kit_db() as cur:
+        cur.execute("LOCK TABLES export_admission_gate READ")
+        try:
+            yield
+        finally:
+            cur.execute("UNLOCK TABLES")
 
 
 def waiting_at_gate() -> int:
@@ -818,40 +747,43 @@ def check_race(c) -> None:
     schedule_store()
     product = first_product()
     key = f"kit14-8:{uuid4()}"
-    n = 4
+    names = [f"R{k}" for k in range(4)]
     folder = LOG_DIR / f"lab14-race-{uuid4().hex[:8]}"
     folder.mkdir(parents=True)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(WORK), os.environ.get("PYTHONPATH", "")]))
     with own_rows():
-        procs = [Process([sys.executable, "-c", RACER, str(folder), key, str(product)], cwd=WORK,
-                         log_path=folder / f"racer-{k}.log", env=env) for k in range(n)]
+        procs = {name: Process([sys.executable, str(WORK / "lab14_racer.py"), str(folder), name, key, str(product)],
+                               cwd=WORK, log_path=folder / f"{name}.log") for name in names}
         try:
-            wait_until(lambda: len(list(folder.glob("ready-*"))) == n or any(not p.alive() for p in procs), 30,
-                       "the four processes to import schedule_store")
-            dead = [p for p in procs if not p.alive()]
+            wait_until(lambda: all((folder / f"ready-{n}").exists() or not p.alive() for n, p in procs.items()), 30,
+                       "the four processes to import schedule_store", interval=0.02)
+            dead = [p for p in procs.values() if not p.alive()]
             assert not dead, t("schedule_once 子进程启动失败：\n", "a schedule_once process failed to start:\n") \
                 + redact(dead[0].log_tail(6))
+
+            def answered() -> int:
+                return sum((folder / f"res-{n}-1").exists() for n in names)  # shared/handshake.py's result file
+
             with hold_gate():
-                (folder / ".go").write_text("go")
-                os.replace(folder / ".go", folder / "go")
-                try:  # bounded: open the gate after 2 s even if not everyone arrived
-                    queued = wait_until(lambda: (lambda k: k if k >= n else 0)(waiting_at_gate()), 2,
-                                        "all four to wait at the gate", interval=0.01)
+                handshake.go(folder, names)
+                try:  # every racer waits at the gate, or (a design without the gate) has already answered
+                    wait_until(lambda: waiting_at_gate() + answered() >= len(names), 30,
+                               "all four to wait at the gate", interval=0.02)
                 except WaitTimeout:
-                    queued = waiting_at_gate()
-            wait_until(lambda: len(list(folder.glob("res-*"))) == n or any(not p.alive() and not
-                       (folder / f"res-{p.pid}").exists() for p in procs), 20, "every process to answer")
-            results = [json.loads(path.read_text()) for path in folder.glob("res-*")]
+                    c.note(t("  （30 秒内没有看到 4 个进程都在门闩前等待；照常放行）",
+                             "  (not all four were seen waiting at the gate within 30 s; released anyway)"))
+                queued = waiting_at_gate()
+            results = [handshake.wait_result(folder, name, 30) for name in names]
         finally:
-            for proc in procs:
+            handshake.stop(folder)
+            for proc in procs.values():
                 proc.stop(grace=3)
         winners = [r["job"] for r in results if r.get("job")]
         nones = [r for r in results if "job" in r and r["job"] is None]
         errors = [r["error"] for r in results if r.get("error")]
+        n = len(names)
         c.note(t(f"{n} 个进程（{queued} 个同时等在门闩前）→ {len(winners)} 个 job_id，{len(nones)} 个 None，{len(errors)} 个错误",
                  f"{n} processes ({queued} lined up at the gate together) → {len(winners)} job_id(s), {len(nones)} None, "
                  f"{len(errors)} error(s)"))
-        assert len(results) == n, t("有的进程没有返回结果", "some processes never answered")
         assert not errors, t(
             f"schedule_once 抛出 {redact(errors[0])}：多个进程都通过了槽检查。所有调用先锁同一门闩，再查槽",
             f"schedule_once raised {redact(errors[0])}: several processes passed the slot check. Every call must lock "
