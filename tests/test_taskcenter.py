@@ -4,6 +4,7 @@ import asyncio
 import sqlite3
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ from taskcenter.store import IdempotencyConflict, Store, connect  # noqa: E402
 from taskcenter.worker import Worker  # noqa: E402
 
 P, R, S, F, C = State.PENDING, State.RUNNING, State.SUCCESS, State.FAILED, State.CANCELED
+BOUND = 60.0  # backstop for waits that end in milliseconds; a busy machine never gets near it
 EXPECTED_MOVES = {(P, R), (P, C), (R, P), (R, S), (R, F), (R, C)}
 
 
@@ -127,15 +129,16 @@ def test_concurrent_submits_on_two_connections_make_one_row(db):
     ids = []
 
     def submit(s):
-        barrier.wait(5)
+        barrier.wait(BOUND)
         ids.append(s.submit("http://x/", b"{}", "shared", 3).id)
 
     threads = [threading.Thread(target=submit, args=(s,)) for s in stores]
     for th in threads:
         th.start()
     for th in threads:
-        th.join(10)
+        th.join(BOUND)
     try:
+        assert not any(th.is_alive() for th in threads)
         assert len(ids) == 4 and len(set(ids)) == 1
         assert stores[0].count() == 1
     finally:
@@ -159,8 +162,9 @@ def test_claim_one_is_exclusive_across_two_connections(db):
     for th in threads:
         th.start()
     for th in threads:
-        th.join(20)
+        th.join(BOUND)
     try:
+        assert not any(th.is_alive() for th in threads)
         together = claimed[0] + claimed[1]
         assert len(together) == len(set(together)) == 200  # nobody claimed a task twice
         assert set(together) == all_ids
@@ -211,9 +215,8 @@ def test_worker_retries_a_503_and_logs_the_fields(store):
 
     async def run():
         loop = asyncio.create_task(worker.run_forever())
-        for _ in range(500):
-            if store.get(task.id).terminal:
-                break
+        deadline = time.monotonic() + BOUND
+        while not store.get(task.id).terminal and time.monotonic() < deadline:
             await asyncio.sleep(0.005)
         await worker.stop()
         await loop

@@ -125,6 +125,15 @@ MUTANTS = [
         why="Spawning a job per claim without taking a slot lets every pending task hit the "
             "downstream at once.",
     ),
+    Mutant(
+        name="07-tc-run-inline",
+        file=WORKER,
+        old='                self._inflight[task.id] = asyncio.create_task(self._guarded(task), name=f"task-{task.id}")\n',
+        new="                await self._guarded(task)  # one at a time is simpler to reason about\n",
+        fails=("07.9",),
+        why="Awaiting each job in the claim loop runs the calls one after another: the Semaphore allows N, "
+            "but N calls are never in flight together (the server's barrier for N never opens).",
+    ),
     # ---- 07.10: HTTP surface
     Mutant(
         name="07-tc-attempts-unbounded",
