@@ -29,6 +29,9 @@ import time
 from pathlib import Path
 from uuid import uuid4
 
+from shared.handshake import go, ready, wait_go, wait_result, write_result
+from shared.proc import WaitTimeout
+
 HERE = Path.cwd()
 LOG_DIR = Path(os.environ.get("LAB_LOG_DIR") or HERE / ".lab-logs")
 BIG_LIMIT = "1000000"
@@ -56,14 +59,12 @@ if os.environ.get("BENCH_DURABLE_WORKER") == "1":  # imported by `celery -A benc
 # ---------------------------------------------------------------- helper processes (roles)
 
 def role_producer(folder: Path, name: str, count: int, product: int) -> None:
-    """Wait for the go file, then submit_snapshot `count` times; a refusal is retried after a pause."""
+    """Wait for the checker's go (shared/handshake.py), then submit_snapshot `count` times; a refusal is
+    retried after a pause."""
     import state_store
-    (folder / f"ready-{name}").touch()
-    give_up = time.monotonic() + 120
-    while not (folder / "go").exists():
-        if time.monotonic() > give_up:
-            sys.exit(3)
-        time.sleep(0.001)
+    ready(folder, name)
+    if wait_go(folder, name, lifetime=120) is None:
+        sys.exit(3)
     started, refused = time.monotonic(), 0
     for _ in range(count):
         while True:
@@ -73,7 +74,7 @@ def role_producer(folder: Path, name: str, count: int, product: int) -> None:
             except state_store.CapacityExceeded:
                 refused += 1
                 time.sleep(0.01)
-    (folder / f"res-{name}").write_text(json.dumps({"seconds": time.monotonic() - started, "refused": refused}))
+    write_result(folder, name, {"seconds": time.monotonic() - started, "refused": refused})
 
 
 # ---------------------------------------------------------------- the measurements
@@ -165,11 +166,10 @@ def producers(names: list[str], per: int, product: int):
 
 def wait_files(folder: Path, names: list[str], seconds: float) -> list[dict]:
     deadline = time.monotonic() + seconds
-    while not all((folder / f"res-{n}").exists() for n in names):
-        if time.monotonic() > deadline:
-            raise SystemExit("the producers did not finish in time")
-        time.sleep(0.005)
-    return [json.loads((folder / f"res-{n}").read_text()) for n in names]
+    try:
+        return [wait_result(folder, n, max(0.0, deadline - time.monotonic())) for n in names]
+    except WaitTimeout:
+        raise SystemExit("the producers did not finish in time") from None
 
 
 def measure_durable(count: int, n_producers: int = 2, n_publishers: int = 1) -> dict:
@@ -190,7 +190,7 @@ def measure_durable(count: int, n_producers: int = 2, n_publishers: int = 1) -> 
                     raise SystemExit(f"the publisher did not start:\n{publisher.log_tail()}")
                 time.sleep(0.01)
         started = time.monotonic()
-        (folder / "go").touch()
+        go(folder, names)
         submitted_at, sent_at, last, moved = None, None, None, time.monotonic()
         while True:
             now = db_counts(since)
@@ -221,7 +221,7 @@ def measure_admissions(count: int, n_producers: int = 4) -> dict:
     folder, procs = producers(names, per, product=2)
     try:
         started = time.monotonic()
-        (folder / "go").touch()
+        go(folder, names)
         results = wait_files(folder, names, 300)
         elapsed = time.monotonic() - started
     finally:
