@@ -4,10 +4,13 @@ The matrix starts its workers as `celery -A lab16_probe:app worker ...`: the lea
 settings and tasks, plus, in the worker process and its pool children only:
 
 - every task start and end is appended (pid, message id, arguments, state, return value) as a
-  JSON line to $LAB_LOG_DIR/lab16-events.jsonl: how the matrix counts deliveries of one job;
+  JSON line to $LAB_LOG_DIR/lab16-events.jsonl: how the matrix counts deliveries of one job.  A task
+  that raised is recorded with the exception's type, its first argument (a MySQL error number) and
+  whether it was a database error (pymysql.OperationalError: the database refused or dropped it);
 - a held write: the first write-mode open() of a path holding a job id listed in
-  $LAB_LOG_DIR/lab16-hold.txt records a "hold" event and waits (at most 25 s) for
-  $LAB_LOG_DIR/lab16-release-<job_id>.  The matrix kills, cancels or overtakes the job meanwhile;
+  $LAB_LOG_DIR/lab16-hold.txt records a "hold" event and waits for $LAB_LOG_DIR/lab16-release-<job_id>
+  (the matrix kills, cancels or overtakes the job meanwhile).  The release event says whether the
+  matrix released it; a hold never outlasts HOLD_SECONDS, so a worker whose matrix died goes on;
 - a database outage before claim: for a job listed in $LAB_LOG_DIR/lab16-fail-claim.txt, the
   first call of state_store.claim raises OperationalError(2003) before it touches the database,
   once per job — the worker loses its database as it enters claim (whether its connections are
@@ -32,7 +35,7 @@ FOLDER = os.environ.get("LAB_LOG_DIR") or "."
 EVENTS = os.path.join(FOLDER, "lab16-events.jsonl")
 HOLD_LIST = os.path.join(FOLDER, "lab16-hold.txt")
 FAIL_LIST = os.path.join(FOLDER, "lab16-fail-claim.txt")
-HOLD_SECONDS = 25.0
+HOLD_SECONDS = 600.0  # far beyond any row: the release file, not this limit, ends a hold
 
 _current = {"job": None}  # the job id of the task running in this process (prefork: one at a time)
 
@@ -126,8 +129,15 @@ def _on_start(task_id=None, task=None, args=None, kwargs=None, **_):
 @signals.task_postrun.connect
 def _on_end(task_id=None, task=None, state=None, retval=None, **_):
     _current["job"] = None
+    fields = {}
+    if isinstance(retval, BaseException):  # the task raised: what, and whether the database refused it
+        code = retval.args[0] if retval.args and isinstance(retval.args[0], int) else None
+        fields = {"error_type": type(retval).__name__, "error_code": code, "error": str(retval)[:200],
+                  "database_error": isinstance(retval, pymysql.err.OperationalError)}
+        retval = None
     record("end", task=getattr(task, "name", None), task_id=task_id, state=state,
-           retval=retval if isinstance(retval, (dict, list, str, int, float, bool, type(None))) else repr(retval)[:200])
+           retval=retval if isinstance(retval, (dict, list, str, int, float, bool, type(None))) else repr(retval)[:200],
+           **fields)
 
 
 from celery_app import app  # noqa: E402  the learner's app, tasks and settings

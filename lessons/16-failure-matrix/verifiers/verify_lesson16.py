@@ -27,33 +27,42 @@
       deliveries of the same message id to the job with two different lease tokens; the old token's
       line reports no success, and the one result_ref is the new token's file
 
-The matrix (failure_matrix.py) runs at most once per verifier run, only the rows the selected checks
-need; its record is $LAB_LOG_DIR/verification-record.json.  Times that can be set are moved, never
-waited out.  Credentials are never printed.
+The matrix's lab (private broker, workers) starts once, before the first check, when a selected check
+needs it; each matrix row runs at most once per verifier run, when the first check that needs it asks
+(16.3 and 16.4 their own rows, 16.8 the rest); its record is $LAB_LOG_DIR/verification-record.json.
+Times that can be set are moved, never waited out; waits poll facts (rows, the probe's events, files a
+helper writes) within generous bounds.  Credentials are never printed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import sys
 from uuid import uuid4
 
-import failure_matrix as fm
 import pymysql
+from failure_matrix import Matrix
+from lab16_cases import CASE_IDS
+from lab16_fixture import (Lab, advance, artifact_evidence, claim_seconds_left, confirm_lost, dead_letters, deliveries,
+                           ended, events_of, hold, holds, learner, park, payload_of, pending_of, release, seconds_until)
+from lab16_record import RECORD, RESULTS, row_problems, rows_of
+from lab16_row import Row, scan_until, settle, unclaimed_reason
 
-from shared.celerylab import WORK, env_file_values, redact, secrets_in
+from shared.celerylab import WORK, env_file_values, redact, secrets_in, short
 from shared.i18n import t
-from shared.labdb import db_settings
+from shared.labdb import db_settings, job_row, sql
 from shared.proc import run_python, wait_until
 
 ROWS_FOR = {
     "16.3": ["result_cache_expired", "queue_full", "same_slot_concurrent"],
     "16.4": ["sent_not_claimed", "duplicate_during_backoff", "cross_minute_redelivery"],
-    "16.8": fm.CASE_IDS,
+    "16.8": CASE_IDS,
     "16.9": ["worker_exit_with_lease", "sent_not_claimed", "fail_before_claim"],
 }
+NEEDS_LAB = {"16.2", "16.3", "16.4", "16.6", "16.8", "16.9", "16.10"}
 DESCRIPTION = re.compile(r"sample product \d+ for export drills")
 CREDENTIAL_URL = re.compile(r"[a-z][a-z0-9+.-]*://[^\s/@:]*:(?!\*\*@)[^\s/@]+@", re.I)
 
@@ -63,40 +72,42 @@ def selected() -> set[str] | None:
     return set(raw.split(",")) if raw else None
 
 
-def rows_needed() -> list[str]:
-    chosen = selected()
-    wanted = {row for check, rows in ROWS_FOR.items() if chosen is None or check in chosen for row in rows}
-    return [case for case in fm.CASE_IDS if case in wanted]
-
-
 class Shared:
-    """The Lab (broker, workers) and the matrix record: made once, when a check first needs them."""
+    """The Lab (broker, workers) and the matrix run on it: made once per verifier run."""
 
-    lab: fm.Lab | None = None
+    lab: Lab | None = None
     lab_error: str | None = None
-    record: dict | None = None
+    matrix: Matrix | None = None
 
     @classmethod
-    def get_lab(cls) -> fm.Lab:
-        if cls.lab_error:
-            raise AssertionError(cls.lab_error)
+    def prepare(cls) -> None:
+        """Start the lab before the first check, when a selected check needs it: starting workers is set-up,
+        not part of any one check.  A lab that cannot start fails each check that needs it, with why."""
+        chosen = selected()
+        if chosen is not None and not chosen & NEEDS_LAB:
+            return
+        rows = {row for check, names in ROWS_FOR.items() if chosen is None or check in chosen for row in names}
+        lab = Lab(cache_worker="result_cache_expired" in rows)
+        try:
+            lab.start()
+        except AssertionError as exc:
+            lab.stop()
+            cls.lab_error = t("无法启动故障矩阵环境：", "cannot start the failure-matrix environment: ") + redact(str(exc))
+            return
+        cls.lab, cls.matrix = lab, Matrix(lab)
+
+    @classmethod
+    def get_lab(cls) -> Lab:
         if cls.lab is None:
-            lab = fm.Lab(cache_worker="result_cache_expired" in rows_needed())
-            try:
-                lab.start()
-            except AssertionError as exc:
-                lab.stop()
-                cls.lab_error = t("无法启动故障矩阵环境：", "cannot start the failure-matrix environment: ") + redact(str(exc))
-                raise AssertionError(cls.lab_error) from None
-            cls.lab = lab
+            raise AssertionError(cls.lab_error or t("故障矩阵环境没有启动", "the failure-matrix environment was not started"))
         return cls.lab
 
     @classmethod
-    def get_record(cls) -> dict:
-        if cls.record is None:
-            lab = cls.get_lab()
-            cls.record = fm.run_matrix(rows_needed(), lab=lab)
-        return cls.record
+    def rows(cls, names: list[str]) -> dict[str, dict]:
+        """The matrix rows named, run now unless this verifier run has run them already."""
+        cls.get_lab()
+        record = cls.matrix.run(names)
+        return {row["case"]: row for row in record["cases"] if row["case"] in names}
 
     @classmethod
     def stop(cls) -> None:
@@ -104,19 +115,16 @@ class Shared:
             cls.lab.stop()
 
 
-def case_rows(names: list[str]) -> dict[str, dict]:
-    record = Shared.get_record()
-    return {row["case"]: row for row in record["cases"] if row["case"] in names}
-
-
 def describe(row: dict) -> str:
     states = "→".join(row.get("observed_states") or []) or "-"
     sha = (row.get("artifact_sha256") or "")[:10]
-    text = (f"{row['result']:<5} {row['case']}: job {fm.short(row['job_id']) if row.get('job_id') else '-'} "
+    text = (f"{row['result']:<5} {row['case']}: job {short(row['job_id']) if row.get('job_id') else '-'} "
             f"[{states}] deliveries {row.get('deliveries')} (dup {row.get('duplicate_deliveries')}) "
             f"attempts {row.get('attempts')} recovery {row.get('recovery_seconds')} s")
     if row.get("time_moved_seconds"):
         text += t(f"（其中移动时间 {row['time_moved_seconds']} s）", f" (of which {row['time_moved_seconds']} s moved)")
+    if row.get("redispatches"):
+        text += t(f"；重新派发 {len(row['redispatches'])} 次", f"; re-dispatched {len(row['redispatches'])}×")
     if sha:
         text += f" sha256 {sha}…"
     return text
@@ -144,14 +152,14 @@ def check_record_file(c) -> None:
     except ValueError as exc:
         raise AssertionError(t(f"verification-record.json 不是合法 JSON：{exc}",
                                f"verification-record.json is not valid JSON: {exc}")) from None
-    rows = fm.rows_of(document)
+    rows = rows_of(document)
     assert rows, t("verification-record.json 没有任何故障案例行", "verification-record.json holds no case rows")
     names = [r.get("case") for r in rows if isinstance(r, dict)]
     repeated = sorted({n for n in names if names.count(n) > 1 and n})
-    tally = {r: sum(1 for row in rows if isinstance(row, dict) and row.get("result") == r) for r in fm.RESULTS}
+    tally = {r: sum(1 for row in rows if isinstance(row, dict) and row.get("result") == r) for r in RESULTS}
     c.note(t(f"{len(rows)} 行：pass {tally['pass']}，fail {tally['fail']}，not_run {tally['not_run']}",
              f"{len(rows)} rows: pass {tally['pass']}, fail {tally['fail']}, not_run {tally['not_run']}"))
-    problems = [p for row in rows for p in fm.row_problems(row)]
+    problems = [p for row in rows for p in row_problems(row)]
     for problem in problems[:6]:
         c.note("  " + problem)
     assert not repeated, t(f"case 名称重复：{repeated}", f"repeated case names: {repeated}")
@@ -172,7 +180,7 @@ def run_terminal(job_id: str) -> tuple[int, str]:
 
 def forge(status: str, payload, result_ref: str | None, cancel: bool = False) -> str:
     job_id = str(uuid4())
-    fm.sql("INSERT INTO export_jobs (id, status, payload, attempts, deadline_at, result_ref, cancel_requested) "
+    sql("INSERT INTO export_jobs (id, status, payload, attempts, deadline_at, result_ref, cancel_requested) "
            "VALUES (%s, %s, %s, 1, DATE_ADD(NOW(6), INTERVAL 10 MINUTE), %s, %s)",
            (job_id, status, json.dumps(payload, ensure_ascii=False), result_ref, cancel))
     return job_id
@@ -187,16 +195,16 @@ def check_terminal(c) -> None:
     assert (WORK / "verify_terminal.py").is_file(), t("文件夹里没有 verify_terminal.py",
                                                       "the folder has no verify_terminal.py")
     lab = Shared.get_lab()
-    helper = fm.Row(None, lab)
+    helper = Row(None, lab)
     job = lab.state_store.submit_snapshot(lab.product(3))
-    real = fm.settle(helper, job)
+    real = settle(helper, job)
     for line in helper.notes:
         c.note(line)
-    sha, where = fm.artifact_evidence(real)  # the kit's own look first: inside artifacts/, JSON == payload
-    c.note(t(f"worker 完成的任务 {fm.short(job)}：{where}（sha256 {sha[:10]}…）在 artifacts 内，内容等于 payload",
-             f"job {fm.short(job)} run by the worker: {where} (sha256 {sha[:10]}…) inside artifacts, content == "
+    sha, where = artifact_evidence(real)  # the kit's own look first: inside artifacts/, JSON == payload
+    c.note(t(f"worker 完成的任务 {short(job)}：{where}（sha256 {sha[:10]}…）在 artifacts 内，内容等于 payload",
+             f"job {short(job)} run by the worker: {where} (sha256 {sha[:10]}…) inside artifacts, content == "
              f"payload"))
-    payload = fm.payload_of(real)
+    payload = payload_of(real)
     folder = WORK / "artifacts"
     folder.mkdir(exist_ok=True)
 
@@ -242,41 +250,45 @@ def check_terminal(c) -> None:
 # ---------------------------------------------------------------- 16.3 / 16.4 / 16.8 / 16.9
 
 def check_rows(c, names: list[str]) -> None:
-    rows = case_rows(names)
+    rows = Shared.rows(names)
     require_pass(c, rows, names)
 
 
 def check_all_rows(c) -> None:
-    record = Shared.get_record()
-    rows = record["cases"]
-    c.note(t(f"记录：{fm.RECORD}", f"record: {fm.RECORD}"))
+    Shared.rows(CASE_IDS)
+    rows = Shared.matrix.record()["cases"]
+    c.note(t(f"记录：{RECORD}", f"record: {RECORD}"))
     for row in rows:
         c.note(describe(row) + (f" — {row['error'][:140]}" if row.get("error") else ""))
-    assert [r["case"] for r in rows] == fm.CASE_IDS, t("记录应按矩阵顺序含 15 行", "the record must hold the 15 rows in order")
+    assert [r["case"] for r in rows] == CASE_IDS, t("记录应按矩阵顺序含 15 行", "the record must hold the 15 rows in order")
     failed = [r for r in rows if r["result"] != "pass"]
     assert not failed, t(f"{15 - len(failed)}/15 通过；未通过：{', '.join(r['case'] for r in failed)}",
                          f"{15 - len(failed)}/15 pass; not passed: {', '.join(r['case'] for r in failed)}")
-    problems = [p for r in rows for p in fm.row_problems(r)]
+    problems = [p for r in rows for p in row_problems(r)]
     assert not problems, t(f"记录与规则不符：{problems[0]}", f"the record breaks the rules: {problems[0]}")
     assert all(r.get("faults_injected") == 1 for r in rows), t("每行必须恰好注入一个故障", "each row must inject exactly one fault")
     mains = [r["job_id"] for r in rows]
     every = [j for r in rows for j in r.get("job_ids", [])]
     assert len(set(every)) == len(every), t("不同的行共用了任务：每行要用新任务", "rows shared a job: each row needs fresh jobs")
     for row in rows:  # the evidence is still true now: the database and the disk say the same
-        now = fm.job_row(row["job_id"])
+        now = job_row(row["job_id"])
         assert now is not None and now["status"] == row["final_status"], t(
             f"{row['case']}：记录的终态与数据库不一致", f"{row['case']}: the recorded end state differs from the database")
         if row.get("artifact_sha256"):
-            assert fm.artifact_evidence(now)[0] == row["artifact_sha256"], t(
+            assert artifact_evidence(now)[0] == row["artifact_sha256"], t(
                 f"{row['case']}：结果文件的 sha256 与记录不同", f"{row['case']}: the artifact's sha256 differs from the record")
-    c.note(t(f"15/15 pass；15 个不同的主任务（{len(set(mains))}），每行一个故障；记录与数据库、文件一致",
+    redispatched = [f"{r['case']}: {d['reason']}" for r in rows for d in r.get("redispatches") or []]
+    for line in redispatched:
+        c.note(t("  重新派发 ", "  re-dispatched ") + line)
+    c.note(t(f"15/15 pass；15 个不同的主任务（{len(set(mains))}），每行一个故障；记录与数据库、文件一致；"
+             f"重新派发 {len(redispatched)} 次（只在数据库拒绝了 claim 之后）",
              f"15/15 pass; 15 distinct main jobs ({len(set(mains))}), one fault per row; the record agrees with the "
-             "database and the files"))
+             f"database and the files; {len(redispatched)} re-dispatch(es) (only after the database refused a claim)"))
 
 
 def check_budgets(c) -> None:
     names = ROWS_FOR["16.9"]
-    rows = case_rows(names)
+    rows = Shared.rows(names)
     over = []
     for name in names:
         row = rows[name]
@@ -294,8 +306,16 @@ def check_budgets(c) -> None:
             if row.get("unclaimed_age_seconds") is not None:
                 detail += t(f"（扫描在派发 {row['unclaimed_age_seconds']:.0f} s 后补发）",
                             f" (the scan resent {row['unclaimed_age_seconds']:.0f} s after the dispatch)")
-        ok = row["recovery_seconds"] <= budget
-        c.note(f"{name}: {what} {row['recovery_seconds']} s {'≤' if ok else '>'} {budget:g} s — {detail}")
+        # A re-dispatch after the database refused a claim is a second fault, not the path this budget
+        # measures: its seconds are shown, and left out of the comparison.
+        extra = round(sum(r["seconds"] for r in row.get("redispatches") or [] if r.get("during_recovery")), 3)
+        path = round(row["recovery_seconds"] - extra, 3)
+        if extra:
+            detail += t(f"；其中 {extra} s 来自 claim 被数据库拒绝后的重新派发，不计入本路径",
+                        f"; {extra} s of it came from re-dispatching after the database refused a claim, left out of "
+                        "this path")
+        ok = path <= budget
+        c.note(f"{name}: {what} {path} s {'≤' if ok else '>'} {budget:g} s — {detail}")
         if not ok:
             over.append(name)
     assert not over, t(f"超出恢复预算：{', '.join(over)}。检查扫描周期、退避（过期租约 10 秒）、未领取阈值（60 秒）与队列等待",
@@ -306,21 +326,21 @@ def check_budgets(c) -> None:
 # ---------------------------------------------------------------- 16.5
 
 def check_durable_waits(c) -> None:
-    store = fm.learner("state_store")
-    recovery = fm.learner("recovery")
-    product = [int(fm.sql("SELECT MIN(id) AS id FROM products")[0]["id"])]
+    store = learner("state_store")
+    recovery = learner("recovery")
+    product = [int(sql("SELECT MIN(id) AS id FROM products")[0]["id"])]
     made: list[str] = []
     try:
         # (a) a re-dispatch: sent, lost, overdue → a new event, attempts untouched; only the claim counts
         lost = store.submit_snapshot(product)
         made.append(lost)
-        fm.sql("UPDATE export_outbox SET sent_at=NOW(6), claim_until=NULL WHERE job_id=%s", (lost,))
-        fm.sql("UPDATE export_jobs SET last_dispatched_at=NOW(6) WHERE id=%s", (lost,))
-        fm.advance(lost, 61)
+        sql("UPDATE export_outbox SET sent_at=NOW(6), claim_until=NULL WHERE job_id=%s", (lost,))
+        sql("UPDATE export_jobs SET last_dispatched_at=NOW(6) WHERE id=%s", (lost,))
+        advance(lost, 61)
         recovery.recover_batch()
         recovery.recover_batch()
-        after = fm.job_row(lost)
-        pending = fm.pending_of(lost)
+        after = job_row(lost)
+        pending = pending_of(lost)
         c.note(t(f"已派发 61 秒未领取 → 扫描 2 次：待发事件 {len(pending)}，attempts {after['attempts']}，{after['status']}",
                  f"dispatched 61 s ago, unclaimed → 2 scans: {len(pending)} pending event(s), attempts "
                  f"{after['attempts']}, {after['status']}"))
@@ -339,11 +359,11 @@ def check_durable_waits(c) -> None:
         made.append(slow)
         first = store.claim(slow)
         assert first is not None, t("新任务应能被领取", "a fresh job must be claimable")
-        fm.advance(slow, fm.seconds_until(slow, "lease_until") + 0.001)
+        advance(slow, seconds_until(slow, "lease_until") + 0.001)
         recovery.recover_batch()
-        row = fm.job_row(slow)
-        wait = fm.seconds_until(slow, "next_attempt_at")
-        newest = fm.sql("SELECT available_at, (available_at > NOW(6)) AS later, "
+        row = job_row(slow)
+        wait = seconds_until(slow, "next_attempt_at")
+        newest = sql("SELECT available_at, (available_at > NOW(6)) AS later, "
                         "(available_at = (SELECT next_attempt_at FROM export_jobs WHERE id=%s)) AS same "
                         "FROM export_outbox WHERE job_id=%s AND sent_at IS NULL ORDER BY created_at DESC, id LIMIT 1",
                         (slow, slow))
@@ -359,7 +379,7 @@ def check_durable_waits(c) -> None:
         assert newest and newest[0]["later"] and newest[0]["same"], t(
             "恢复事件的 available_at 应等于 next_attempt_at（publisher 不会提前发送）",
             "the recovery event's available_at must equal next_attempt_at (the publisher must not send early)")
-        assert early is None and fm.job_row(slow)["attempts"] == 1, t(
+        assert early is None and job_row(slow)["attempts"] == 1, t(
             "退避期内的 claim 不能成功，也不能增加 attempts", "a claim during the backoff must fail and leave attempts alone")
 
         # (c) past the deadline: a queued job and an expired running job both end failed, never re-sent
@@ -367,13 +387,13 @@ def check_durable_waits(c) -> None:
         running_late = store.submit_snapshot(product)
         made += [queued_late, running_late]
         assert store.claim(running_late) is not None, t("新任务应能被领取", "a fresh job must be claimable")
-        events_before = {j: len(fm.events_of(j)) for j in (queued_late, running_late)}
-        fm.advance([queued_late, running_late], 601)  # ten minutes and a second pass
+        events_before = {j: len(events_of(j)) for j in (queued_late, running_late)}
+        advance([queued_late, running_late], 601)  # ten minutes and a second pass
         recovery.recover_batch()
         for job_id, label in ((queued_late, "queued"), (running_late, "running")):
-            row = fm.job_row(job_id)
-            letters = fm.dead_letters(job_id)
-            new_events = len(fm.events_of(job_id)) - events_before[job_id]
+            row = job_row(job_id)
+            letters = dead_letters(job_id)
+            new_events = len(events_of(job_id)) - events_before[job_id]
             c.note(t(f"{label} 任务超过 deadline → {row['status']}，dead letter {[d['reason'] for d in letters]}，"
                      f"新事件 {new_events}", f"{label} job past its deadline → {row['status']}, dead letter "
                      f"{[d['reason'] for d in letters]}, new events {new_events}"))
@@ -382,7 +402,7 @@ def check_durable_waits(c) -> None:
                 f"a {label} job past its deadline must become failed with a dead letter, never re-sent")
             assert store.claim(job_id) is None, t("超过 deadline 的任务不能再被领取", "a job past its deadline cannot be claimed")
     finally:
-        fm.park(made)
+        park(made)
 
 
 # ---------------------------------------------------------------- 16.6
@@ -402,7 +422,7 @@ def phase_lines(text: str) -> list[dict]:
     return found
 
 
-def worker_logs(lab: fm.Lab) -> str:
+def worker_logs(lab: Lab) -> str:
     texts = []
     for proc in (lab.worker, lab.cache_worker):
         if proc is not None:
@@ -412,14 +432,13 @@ def worker_logs(lab: fm.Lab) -> str:
 
 def check_phase_logs(c) -> None:
     lab = Shared.get_lab()
-    helper = fm.Row(None, lab)
+    helper = Row(None, lab)
     job = lab.state_store.submit_snapshot(lab.product(2))
-    final = fm.settle(helper, job)
-    lab.wait_idle()
-    delivered = [d["task_id"] for d in fm.deliveries(job)]
-    # the worker writes its log line before the task returns; wait (bounded) until it is there
-    wait_until(lambda: len([p for p in phase_lines(lab.worker.log_text()) if p.get("job_id") == job]) >= 2, 10,
-               "the phase lines of the job", interval=0.05) if phase_lines(lab.worker.log_text()) else None
+    final = settle(helper, job)
+    delivered = [d["task_id"] for d in deliveries(job)]
+    # The task writes its phase lines before it returns, and the probe writes a delivery's end after
+    # the task returned: once every delivery has ended, every line is in the log.
+    lab.wait_ended(job, len(delivered))
     lines = [p for p in phase_lines(lab.worker.log_text()) if p.get("job_id") == job]
     for line in lines[:4]:
         c.note("  " + json.dumps(line, ensure_ascii=False)[:220])
@@ -470,14 +489,25 @@ SCHEMAS = ("schema_jobs.sql", "schema_outbox.sql", "schema_capacity.sql", "schem
 
 
 def scratch_connection(database: str | None):
+    """The kit's connection settings (UTC, loopback without TLS) on another database of the same server."""
     from pymysql.cursors import DictCursor
-    settings = dict(db_settings())
-    settings["database"] = database
-    conn = pymysql.connect(**settings, charset="utf8mb4", cursorclass=DictCursor, autocommit=True,
-                           connect_timeout=3, read_timeout=15, write_timeout=15)
-    with conn.cursor() as cur:
-        cur.execute("SET time_zone = '+00:00'")
-    return conn
+    settings = dict(db_settings(), database=database)
+    return pymysql.connect(**settings, charset="utf8mb4", cursorclass=DictCursor, autocommit=True,
+                           connect_timeout=3, read_timeout=15, write_timeout=15, init_command="SET time_zone = '+00:00'")
+
+
+def server_now(cur):
+    cur.execute("SELECT NOW(6) AS now")
+    return cur.fetchone()["now"]
+
+
+def age_bounds(origins: list, before, after) -> tuple[float, float]:
+    """The ages a query run between `before` and `after` (server clock) can report for rows that started
+    waiting at `origins`: from the latest origin at `before` to the earliest at `after`.  A second of slack
+    below lets whole-second arithmetic through; nothing depends on how fast the machine is."""
+    low = (before - max(origins)).total_seconds() - 1
+    high = (after - min(origins)).total_seconds() + 0.001
+    return low, high
 
 
 def run_monitor(cur, statements: list[str]) -> list[tuple[list[str], list[dict]]]:
@@ -561,7 +591,16 @@ def check_monitor(c) -> None:
                             "(%s, 'failed', '[]', 3, DATE_ADD(NOW(6), INTERVAL 1 DAY))", (ids["failed"],))
                 cur.execute("INSERT INTO export_dead_letters (job_id, reason) VALUES (%s, 'attempts_exhausted')",
                             (ids["failed"],))
+                before = server_now(cur)
                 full = run_monitor(cur, statements)
+                after = server_now(cur)
+                # When each known row started waiting, as stored (the monitor may read the job or its event).
+                cur.execute("SELECT j.created_at AS job, o.created_at AS event FROM export_jobs AS j "
+                            "JOIN export_outbox AS o ON o.job_id=j.id WHERE j.id=%s", (ids["q_new"],))
+                waiting = list(cur.fetchone().values())
+                cur.execute("SELECT j.last_dispatched_at AS job, o.sent_at AS event FROM export_jobs AS j "
+                            "JOIN export_outbox AS o ON o.job_id=j.id WHERE j.id=%s", (ids["q_sent"],))
+                dispatched = list(cur.fetchone().values())
         finally:
             conn.close()
         statuses = {r["status"]: int(r["total"]) for r in pick(full, "total")}
@@ -580,14 +619,19 @@ def check_monitor(c) -> None:
                  f"oldest {age_sent} s; list {len(listing)} rows"))
         assert statuses == {"queued": 2, "running": 1, "failed": 1}, t(f"状态计数不对：{statuses}",
                                                                        f"wrong status counts: {statuses}")
-        assert int(unpublished["unpublished"]) == 1 and age_new is not None and 41 <= age_new <= 55, t(
-            f"未发事件应为 1 个、最老约 42 秒，实际 {unpublished['unpublished']} / {age_new}",
-            f"expected 1 unpublished event about 42 s old, got {unpublished['unpublished']} / {age_new}")
+        low, high = age_bounds(waiting, before, after)
+        assert int(unpublished["unpublished"]) == 1 and age_new is not None and low <= age_new <= high, t(
+            f"未发事件应为 1 个、最老约 42 秒（{low:.3f}…{high:.3f}），实际 {unpublished['unpublished']} / {age_new}",
+            f"expected 1 unpublished event about 42 s old ({low:.3f}…{high:.3f}), got {unpublished['unpublished']} / "
+            f"{age_new}")
         assert expired == 1, t(f"过期租约应为 1，实际 {expired}", f"expected 1 expired lease, got {expired}")
         assert reasons == {"attempts_exhausted": 1}, t(f"失败原因计数不对：{reasons}", f"wrong failure reasons: {reasons}")
-        assert int(dispatch["queued_without_pending"]) == 1 and age_sent is not None and 74 <= age_sent <= 90, t(
-            f"已派发无待发应为 1 个、约 75 秒，实际 {dispatch['queued_without_pending']} / {age_sent}",
-            f"expected 1 queued job without pending, about 75 s, got {dispatch['queued_without_pending']} / {age_sent}")
+        low, high = age_bounds(dispatched, before, after)
+        assert int(dispatch["queued_without_pending"]) == 1 and age_sent is not None and low <= age_sent <= high, t(
+            f"已派发无待发应为 1 个、约 75 秒（{low:.3f}…{high:.3f}），实际 {dispatch['queued_without_pending']} / "
+            f"{age_sent}",
+            f"expected 1 queued job without pending, about 75 s ({low:.3f}…{high:.3f}), got "
+            f"{dispatch['queued_without_pending']} / {age_sent}")
         assert listing == [ids["q_sent"], ids["q_new"], ids["running"]], t(
             "最后一个查询应按 created_at 列出 queued/running 任务", "the last query must list queued/running jobs by created_at")
     finally:
@@ -601,59 +645,51 @@ def check_monitor(c) -> None:
 def check_two_deliveries(c) -> None:
     lab = Shared.get_lab()
     job = lab.state_store.submit_snapshot(lab.product(4))
-    event = fm.pending_of(job)[0]["id"]
-    body = f"""CREATE TRIGGER lab16_kit_fail_confirm BEFORE UPDATE ON export_outbox FOR EACH ROW
-               BEGIN
-                 IF NEW.sent_at IS NOT NULL AND OLD.sent_at IS NULL
-                    AND EXISTS (SELECT 1 FROM {fm.MARKS} WHERE kind='fail-confirm' AND ref=OLD.id) THEN
-                   SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lab16 drill: the confirm write is lost';
-                 END IF;
-               END"""
-    helper = fm.Row(None, lab)
-    fm.hold(job)
+    event = pending_of(job)[0]["id"]
+    helper = Row(None, lab)
+    hold(job)
     try:
-        # Delivery 1 of the event: the confirm write is lost, so the event stays unsent.  (Should that
-        # delivery find the row busy and claim nothing, the event is simply sent again, still unmarked.)
-        with fm.trigger("lab16_kit_fail_confirm", body, "fail-confirm", event):
-            for _ in range(3):
-                seen = len(fm.ended(job))
-                try:
+        # Delivery 1 of the event: the confirm write is lost, so the event stays unsent.
+        with confirm_lost(event):
+            for sent in (1, 2):
+                with contextlib.suppress(Exception):  # the lost confirm is the drill
                     lab.publisher.publish_one()
-                except Exception:  # noqa: BLE001 - the lost confirm is the drill
-                    pass
-                wait_until(lambda seen=seen: fm.holds(job) or len(fm.ended(job)) > seen, 15, "the first delivery",
-                           interval=0.05)
-                if fm.holds(job):
+                wait_until(lambda sent=sent: holds(job) or len(ended(job)) >= sent, 60,
+                           "the delivery to claim (hold its write) or end", interval=0.05)
+                if holds(job):
                     break
-                fm.advance(job, fm.claim_seconds_left(job) + 0.001)
-        assert fm.holds(job), t("worker 一直没有领取这个任务", "the worker never claimed the job")
-        token_a = fm.job_row(job)["lease_token"]
+                # It ended without a claim.  Only a claim the database refused is the system's to repeat:
+                # the unconfirmed event goes out again once the publisher's claim runs out (moved).
+                reason = unclaimed_reason(job, {"task_id": event, "end": ended(job)[-1]})
+                assert sent == 1, reason
+                c.note(t("再次发送未确认的事件：", "the unconfirmed event is sent again: ") + reason)
+                advance(job, claim_seconds_left(job) + 0.001)
+        assert holds(job), t("worker 一直没有领取这个任务", "the worker never claimed the job")
+        token_a = job_row(job)["lease_token"]
         # The first execution is slow: its lease runs out while it writes, recovery requeues the job and
         # the unmarked event goes out again once the publisher's claim is over (all moved, not waited).
-        fm.advance(job, fm.seconds_until(job, "lease_until") + 0.001)
-        fm.scan_until(lab, job, ("queued",))
-        fm.advance(job, max(fm.seconds_until(job, "next_attempt_at"), fm.claim_seconds_left(job)) + 0.001)
-        final = fm.settle(helper, job)
+        advance(job, seconds_until(job, "lease_until") + 0.001)
+        scan_until(lab, job, ("queued",))
+        advance(job, max(seconds_until(job, "next_attempt_at"), claim_seconds_left(job)) + 0.001)
+        final = settle(helper, job)
     finally:
-        fm.release(job)
+        release(job)
     lab.drain()
-    starts = fm.deliveries(job)
+    starts = deliveries(job)
+    # Every delivery ended (the held one too, once released): each wrote its phase lines before that.
     lab.wait_ended(job, len(starts))
-    wait_until(lambda: len([p for p in phase_lines(lab.worker.log_text()) if p.get("job_id") == job and
-                            p.get("lease_token") == token_a and p.get("phase") != "claimed"]) >= 1, 10,
-               "the old execution's last line", interval=0.05)
     lines = [p for p in phase_lines(lab.worker.log_text()) if p.get("job_id") == job]
     for line in lines[:8]:
         c.note("  " + json.dumps({k: line.get(k) for k in line if k != "event"}, ensure_ascii=False)[:200])
     claims = [p for p in lines if p.get("lease_token")]
     tokens = list(dict.fromkeys(str(p["lease_token"]) for p in claims))
     messages = {p.get("message_id") for p in claims}
-    c.note(t(f"投递 {len(starts)} 次（message id：{sorted({fm.short(s['task_id']) for s in starts})}）；日志里的 token："
-             f"{[fm.short(x) for x in tokens]}；数据库 result_ref 属于 token {fm.short(final['lease_token'])}",
-             f"{len(starts)} deliveries (message ids {sorted({fm.short(s['task_id']) for s in starts})}); tokens in "
+    c.note(t(f"投递 {len(starts)} 次（message id：{sorted({short(s['task_id']) for s in starts})}）；日志里的 token："
+             f"{[short(x) for x in tokens]}；数据库 result_ref 属于 token {short(final['lease_token'])}",
+             f"{len(starts)} deliveries (message ids {sorted({short(s['task_id']) for s in starts})}); tokens in "
              f"the "
-             f"logs {[fm.short(x) for x in tokens]}; the database result_ref belongs to token "
-             f"{fm.short(final['lease_token'])}"))
+             f"logs {[short(x) for x in tokens]}; the database result_ref belongs to token "
+             f"{short(final['lease_token'])}"))
     delivered = {d["task_id"] for d in starts}
     again = [d for d in starts if d["task_id"] == event]
     assert len(tokens) >= 2, t("日志里应能看到两个不同的 lease_token（两次领取）",
@@ -672,8 +708,8 @@ def check_two_deliveries(c) -> None:
         return values[-1] if values else None
 
     old, new = outcome(str(token_a)), outcome(str(final["lease_token"]))
-    c.note(t(f"旧 token {fm.short(token_a)} 的结果行：success={old}；新 token 的结果行：success={new}",
-             f"old token {fm.short(token_a)}'s outcome line: success={old}; the new token's: success={new}"))
+    c.note(t(f"旧 token {short(token_a)} 的结果行：success={old}；新 token 的结果行：success={new}",
+             f"old token {short(token_a)}'s outcome line: success={old}; the new token's: success={new}"))
     assert str(final["lease_token"]) != str(token_a), t("最终结果应属于新 token",
                                                         "the final result must belong to the new token")
     assert old is False, t("旧 token 的完成日志应报告没有发布（finish 返回 False）：记录 finish 的真实返回值",
@@ -681,8 +717,8 @@ def check_two_deliveries(c) -> None:
                            "finish's "
                            "real return value")
     assert new is True, t("新 token 的完成日志应报告发布成功", "the new token's completion line must report the publish")
-    now = fm.job_row(job)
-    sha, where = fm.artifact_evidence(now)
+    now = job_row(job)
+    sha, where = artifact_evidence(now)
     assert now["lease_token"] == final["lease_token"] and str(token_a) not in where, t(
         "result_ref 应是新 token "
         "的文件，旧执行写的文件不被引用", "result_ref must be the new token's file; the old run's file stays unreferenced")
@@ -694,6 +730,7 @@ def check_two_deliveries(c) -> None:
 
 def main(tap) -> None:
     try:
+        Shared.prepare()
         with tap.check("16.1") as c:
             c.skip_unless_selected()
             check_record_file(c)

@@ -1,0 +1,546 @@
+"""Lesson 16's failure-matrix lab (kit module, not a lesson file): the processes, the servers and the
+kit's view of what happened.
+
+- Lab: a private redis-server as broker (the broker row stops and restarts it, touching no one else's
+  Redis), the matrix's Celery worker(s) running the learner's app through lab16_probe, the result-cache
+  row's publisher (lab16_cache_publisher, a file handshake), and the learner's state_store, publisher
+  and recovery imported into this process.  Every process is owned and stopped by its PID.
+- The database as the kit reads it (shared.labdb): jobs, outbox events, dead letters, and the job's
+  committed state changes, which a kit trigger writes into lab16_kit_transitions inside the very
+  transaction that makes them — facts in commit order, not a poll's guess.
+- The worker as the kit sees it: lab16_probe's start/end events per delivery, with how each ended
+  (claimed, claimed nothing, or raised — and whether the database refused it).
+- Durable times that can be set are moved into the past (advance), never waited out.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+from shared import handshake
+from shared.celerylab import LOG_DIR, WORK, import_learner, pid_running, read_events, redact, setting, short
+from shared.i18n import t
+from shared.labdb import close_kit_connection, job_row, kept_db, make_marks_table, sql, trigger
+from shared.proc import Process, WaitTimeout, free_port, port_open, wait_until
+
+EVENTS = LOG_DIR / "lab16-events.jsonl"
+HOLD_LIST = LOG_DIR / "lab16-hold.txt"
+FAIL_LIST = LOG_DIR / "lab16-fail-claim.txt"
+MARKS = "lab16_kit_marks"
+TRANSITIONS = "lab16_kit_transitions"
+QUEUES = ("exports.fast", "exports.bulk")
+RESULT_TTL = 2        # result_expires of the result-cache row's worker, in seconds
+START_LIMIT = 120.0   # a worker or helper process that is not ready by then has failed to start (generous)
+
+
+def learner(module: str):
+    """One of the learner's modules; a failure to import is the learner's to see, secrets masked."""
+    return import_learner(module, ())
+
+
+# ================================================================ the database, as the kit reads it
+
+def status_of(job_id: str) -> str | None:
+    row = job_row(job_id)
+    return row and row["status"]
+
+
+def events_of(job_id: str) -> list[dict]:
+    return sql("SELECT id, sent_at, available_at, claim_until, created_at, NOW(6) AS now FROM export_outbox "
+               "WHERE job_id=%s ORDER BY created_at, id", (job_id,))
+
+
+def pending_of(job_id: str) -> list[dict]:
+    return [e for e in events_of(job_id) if e["sent_at"] is None]
+
+
+def dead_letters(job_id: str) -> list[dict]:
+    return sql("SELECT job_id, reason FROM export_dead_letters WHERE job_id=%s", (job_id,))
+
+
+def counts() -> tuple[int, int]:
+    row = sql("SELECT (SELECT COUNT(*) FROM export_jobs) AS jobs, (SELECT COUNT(*) FROM export_outbox) AS events")[0]
+    return int(row["jobs"]), int(row["events"])
+
+
+def active_jobs() -> int:
+    return int(sql("SELECT COUNT(*) AS n FROM export_jobs WHERE status IN ('queued','running')")[0]["n"])
+
+
+def due_events() -> int:
+    return int(sql("SELECT COUNT(*) AS n FROM export_outbox WHERE sent_at IS NULL AND available_at<=NOW(6) "
+                   "AND (claim_until IS NULL OR claim_until<NOW(6))")[0]["n"])
+
+
+def seconds_until(job_id: str, column: str) -> float:
+    """How far in the future export_jobs.<column> of this job is (0 when past or NULL)."""
+    rows = sql(f"SELECT TIMESTAMPDIFF(MICROSECOND, NOW(6), {column}) AS us FROM export_jobs WHERE id=%s", (job_id,))
+    us = rows[0]["us"] if rows else None
+    return max(0.0, (us or 0) / 1e6)
+
+
+def claim_seconds_left(job_id: str) -> float:
+    """How long the publisher's claim on the job's unsent event still runs (0 when none is live)."""
+    rows = sql("SELECT MAX(TIMESTAMPDIFF(MICROSECOND, NOW(6), claim_until)) AS us FROM export_outbox "
+               "WHERE job_id=%s AND sent_at IS NULL", (job_id,))
+    return max(0.0, (rows[0]["us"] or 0) / 1e6)
+
+
+def payload_of(row: dict):
+    value = row["payload"]
+    return json.loads(value) if isinstance(value, (str, bytes, bytearray)) else value
+
+
+def artifact_evidence(job: dict) -> tuple[str, str]:
+    """(sha256, path) of a succeeded job's file, after the kit's own checks: inside artifacts/, JSON == payload."""
+    ref = job.get("result_ref")
+    assert ref, t(f"任务 {short(job['id'])} succeeded 却没有 result_ref",
+                  f"job {short(job['id'])} succeeded without result_ref")
+    root = (WORK / "artifacts").resolve()
+    path = Path(ref)
+    target = (path if path.is_absolute() else WORK / path).resolve()
+    assert target.is_relative_to(root), t(f"结果文件不在 artifacts 内：{ref}", f"the artifact is outside artifacts: {ref}")
+    assert target.is_file(), t(f"result_ref 指向的文件不存在：{ref}", f"result_ref points at no file: {ref}")
+    data = target.read_bytes()
+    try:
+        content = json.loads(data)
+    except ValueError:
+        raise AssertionError(t(f"结果文件不是 JSON：{ref}", f"the artifact is not JSON: {ref}")) from None
+    assert content == payload_of(job), t(f"结果文件内容与 payload 不同：{ref}",
+                                         f"the artifact's content differs from the payload: {ref}")
+    return hashlib.sha256(data).hexdigest(), str(target.relative_to(WORK))
+
+
+def advance(job_ids, seconds: float) -> float:
+    """Let `seconds` pass for these jobs only: every durable time of the job and its events moves back.
+
+    Used instead of waiting: a lease running out, a backoff ending, a dispatch growing old.  The
+    caller adds the seconds to its measured time, so the evidence shows what a real clock would."""
+    if isinstance(job_ids, str):
+        job_ids = [job_ids]
+    us = int(round(seconds * 1e6))
+    if us <= 0:
+        return 0.0
+    marks = ",".join(["%s"] * len(job_ids))
+    shift = "{0}=DATE_SUB({0}, INTERVAL %s MICROSECOND)"
+    with kept_db() as cur:
+        cols = ("created_at", "updated_at", "next_attempt_at", "lease_until", "last_dispatched_at", "deadline_at")
+        cur.execute(f"UPDATE export_jobs SET {', '.join(shift.format(c) for c in cols)} WHERE id IN ({marks})",
+                    [us] * len(cols) + list(job_ids))
+        cols = ("created_at", "available_at", "sent_at", "claim_until")
+        cur.execute(f"UPDATE export_outbox SET {', '.join(shift.format(c) for c in cols)} WHERE job_id IN ({marks})",
+                    [us] * len(cols) + list(job_ids))
+    return us / 1e6
+
+
+def park(job_ids) -> None:
+    """Take leftover jobs out of every later path (a failed row's or a check's own): failed, nothing due."""
+    if not job_ids:
+        return
+    marks = ",".join(["%s"] * len(job_ids))
+    with kept_db() as cur:
+        cur.execute(f"UPDATE export_outbox SET sent_at=NOW(6), claim_until=NULL WHERE sent_at IS NULL "
+                    f"AND job_id IN ({marks})", list(job_ids))
+        cur.execute(f"UPDATE export_jobs SET status='failed', error_code='lab16_parked', lease_token=NULL, "
+                    f"lease_until=NULL, result_ref=NULL WHERE status IN ('queued','running') AND id IN ({marks})",
+                    list(job_ids))
+
+
+# ---------------------------------------------------------------- the job's committed state changes
+
+def install_transitions() -> None:
+    """Triggers that write every committed change of a job's status, attempts or lease_token, in the
+    changing transaction itself: a rolled-back change leaves no line, and the row lock orders the lines
+    of one job as the changes were made (seq)."""
+    sql(f"CREATE TABLE IF NOT EXISTS {TRANSITIONS} (seq BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY, "
+        "job_id CHAR(36) CHARACTER SET ascii NOT NULL, status VARCHAR(16) NOT NULL, attempts INT NOT NULL, "
+        "lease_token CHAR(36) CHARACTER SET ascii NULL, KEY lab16_transitions_job (job_id, seq)) ENGINE=InnoDB")
+    remember = (f"INSERT INTO {TRANSITIONS} (job_id, status, attempts, lease_token) "
+                "VALUES (NEW.id, NEW.status, NEW.attempts, NEW.lease_token)")
+    bodies = {
+        "lab16_kit_job_created": f"CREATE TRIGGER lab16_kit_job_created AFTER INSERT ON export_jobs FOR EACH ROW "
+                                 f"{remember}",
+        "lab16_kit_job_changed": f"""CREATE TRIGGER lab16_kit_job_changed AFTER UPDATE ON export_jobs FOR EACH ROW
+                                     BEGIN
+                                       IF NOT (NEW.status <=> OLD.status) OR NOT (NEW.attempts <=> OLD.attempts)
+                                          OR NOT (NEW.lease_token <=> OLD.lease_token) THEN
+                                         {remember};
+                                       END IF;
+                                     END""",
+    }
+    import pymysql
+    for name, body in bodies.items():
+        sql(f"DROP TRIGGER IF EXISTS {name}")
+        try:
+            sql(body)
+        except pymysql.MySQLError as exc:
+            raise AssertionError(t(f"检查器无法创建触发器（错误 {exc.args[0]}）：账号需要 TRIGGER 权限",
+                                   f"the checker cannot create its trigger (error {exc.args[0]}): the account "
+                                   "needs the TRIGGER privilege")) from None
+
+
+def remove_transitions() -> None:
+    for name in ("lab16_kit_job_created", "lab16_kit_job_changed"):
+        with contextlib.suppress(Exception):
+            sql(f"DROP TRIGGER IF EXISTS {name}")
+
+
+def transitions_of(job_id: str) -> list[dict]:
+    return sql(f"SELECT seq, status, attempts, lease_token FROM {TRANSITIONS} WHERE job_id=%s ORDER BY seq",
+               (job_id,))
+
+
+def last_seq(job_id: str | None) -> int:
+    """The newest committed change of the job so far (0: none, or no job yet)."""
+    if not job_id:
+        return 0
+    rows = sql(f"SELECT MAX(seq) AS seq FROM {TRANSITIONS} WHERE job_id=%s", (job_id,))
+    return int(rows[0]["seq"] or 0)
+
+
+# ---------------------------------------------------------------- kit triggers: faults in the database
+
+FAIL_OUTBOX = "lab16_kit_fail_outbox"
+FAIL_CONFIRM = "lab16_kit_fail_confirm"
+
+
+@contextlib.contextmanager
+def outbox_insert_fails():
+    """Every export_outbox INSERT fails before the commit, while the block runs."""
+    body = f"""CREATE TRIGGER {FAIL_OUTBOX} BEFORE INSERT ON export_outbox FOR EACH ROW
+               BEGIN
+                 IF EXISTS (SELECT 1 FROM {MARKS} WHERE kind='fail-outbox') THEN
+                   SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lab16 drill: the outbox insert fails before commit';
+                 END IF;
+               END"""
+    with _marked("fail-outbox", "all"), trigger(FAIL_OUTBOX, body, MARKS):
+        yield
+
+
+@contextlib.contextmanager
+def confirm_lost(event_id: str):
+    """The publisher's confirm of this one event (sent_at set) fails, while the block runs."""
+    body = f"""CREATE TRIGGER {FAIL_CONFIRM} BEFORE UPDATE ON export_outbox FOR EACH ROW
+               BEGIN
+                 IF NEW.sent_at IS NOT NULL AND OLD.sent_at IS NULL
+                    AND EXISTS (SELECT 1 FROM {MARKS} WHERE kind='fail-confirm' AND ref=OLD.id) THEN
+                   SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lab16 drill: the confirm write is lost';
+                 END IF;
+               END"""
+    with _marked("fail-confirm", event_id), trigger(FAIL_CONFIRM, body, MARKS):
+        yield
+
+
+@contextlib.contextmanager
+def _marked(kind: str, ref: str):
+    make_marks_table(MARKS)  # created if needed, emptied: only this mark is in place
+    sql(f"INSERT INTO {MARKS} (kind, ref) VALUES (%s, %s)", (kind, ref))
+    try:
+        yield
+    finally:
+        sql(f"DELETE FROM {MARKS}")
+
+
+def drop_kit_triggers() -> None:
+    """No fault trigger left in place (the transition triggers stay: they observe, they inject nothing)."""
+    for name in (FAIL_OUTBOX, FAIL_CONFIRM):
+        sql(f"DROP TRIGGER IF EXISTS {name}")
+    make_marks_table(MARKS)
+
+
+# ================================================================ the worker, as lab16_probe saw it
+
+def probe_events() -> list[dict]:
+    return read_events(EVENTS)
+
+
+def delivery_log(job_id: str, events: list[dict] | None = None) -> list[dict]:
+    """Each delivery of the job the worker started: {task_id, pid, start, end (None while running or
+    killed)}.  One process writes a delivery's start before its end, so the k-th start of a (task id,
+    pid) pair ends with the k-th end of that pair."""
+    events = probe_events() if events is None else events
+    ends: dict[tuple, list[dict]] = {}
+    for event in events:
+        if event.get("kind") == "end":
+            ends.setdefault((event.get("task_id"), event.get("pid")), []).append(event)
+    found, used = [], {}
+    for event in events:
+        if (event.get("kind") == "start" and event.get("task") == "products.export"
+                and (event.get("args") or [None])[:1] == [job_id]):
+            key = (event.get("task_id"), event.get("pid"))
+            index = used.get(key, 0)
+            used[key] = index + 1
+            mine = ends.get(key, [])
+            found.append({"task_id": key[0], "pid": key[1], "start": event,
+                          "end": mine[index] if index < len(mine) else None})
+    return found
+
+
+def deliveries(job_id: str) -> list[dict]:
+    return [d["start"] for d in delivery_log(job_id)]
+
+
+def ended(job_id: str) -> list[dict]:
+    return [d["end"] for d in delivery_log(job_id) if d["end"] is not None]
+
+
+def outcome(end: dict) -> str:
+    """How a delivery ended, from the probe's record of its end: claimed / not_claimed / database_error /
+    raised / other."""
+    if end.get("error_type"):
+        return "database_error" if end.get("database_error") else "raised"
+    retval = end.get("retval")
+    if isinstance(retval, dict) and isinstance(retval.get("claimed"), bool):
+        return "claimed" if retval["claimed"] else "not_claimed"
+    return "other"
+
+
+def describe_end(end: dict) -> str:
+    if end.get("error_type"):
+        return redact(f"{end['error_type']} {end.get('error') or ''}")[:160]
+    return redact(f"{end.get('state')} {json.dumps(end.get('retval'), default=str)}")[:160]
+
+
+def holds(job_id: str) -> list[dict]:
+    return [e for e in probe_events() if e.get("kind") == "hold" and e.get("job") == job_id]
+
+
+def open_deliveries() -> list[dict]:
+    """Task starts with no end whose process still lives (a killed child's start stays open forever)."""
+    events = probe_events()
+    done = {(e.get("task_id"), e.get("pid")) for e in events if e.get("kind") == "end"}
+    return [e for e in events if e.get("kind") == "start" and (e.get("task_id"), e.get("pid")) not in done
+            and pid_running(e["pid"])]
+
+
+def _add_line(path: Path, value: str) -> None:
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write(value + "\n")
+
+
+def hold(job_id: str) -> None:
+    """The worker's first write of this job's file will wait for release(job_id) (lab16_probe)."""
+    _add_line(HOLD_LIST, job_id)
+
+
+def release(job_id: str) -> None:
+    (LOG_DIR / f"lab16-release-{job_id}").write_text("go")
+
+
+def fail_claim(job_id: str) -> None:
+    """The worker's first claim of this job raises a database error before it reaches the database."""
+    _add_line(FAIL_LIST, job_id)
+
+
+# ================================================================ the lab: broker, workers, learner code
+
+def _redis_binary() -> str | None:
+    return shutil.which("redis-server", path=os.environ.get("PATH", "") + ":/usr/sbin:/usr/local/sbin:/usr/bin")
+
+
+class Lab:
+    """One private broker, the matrix's worker(s), the learner's modules in this process.
+
+    The broker is a redis-server on a free loopback port, owned here (by PID), with AOF on so a
+    restart keeps what it held.  Results stay in the slot's result database (CELERY_RESULT_BACKEND
+    from .env.tasks), so a publisher never waits on a result backend that is down.
+    """
+
+    def __init__(self, cache_worker: bool = False):
+        self.cache_worker_wanted = cache_worker
+        self.redis: Process | None = None
+        self.redis_argv: list[str] = []
+        self.port = 0
+        self.broker_url = ""
+        self.cache_url = ""
+        self.private = False
+        self.worker: Process | None = None
+        self.cache_worker: Process | None = None
+        self.cache_publisher: Process | None = None
+        self.cache_folder = LOG_DIR / "lab16-cache-publisher"
+        self.modules: dict = {}
+        self.setup_seconds = 0.0
+        self._redis_client = None
+
+    # ------------------------------------------------------------ start and stop
+
+    def start(self) -> None:
+        started = time.monotonic()
+        for path in (EVENTS, HOLD_LIST, FAIL_LIST):
+            path.unlink(missing_ok=True)
+        # LAB16_BROKER=slot forces the fallback (the slot's own broker database), as with docker services.
+        binary = None if os.environ.get("LAB16_BROKER") == "slot" else _redis_binary()
+        if binary:
+            self.private = True
+            self.port = free_port()
+            folder = LOG_DIR / "lab16-broker"
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir(parents=True)
+            self.redis_argv = [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+                               "--appendonly", "yes", "--appendfsync", "always", "--dir", str(folder)]
+            self.broker_url = f"redis://127.0.0.1:{self.port}/0"
+            self.cache_url = f"redis://127.0.0.1:{self.port}/1"
+            self.broker_start()
+        else:  # docker/external services with no redis-server here: the slot's own broker database
+            self.broker_url = setting("CELERY_BROKER_URL") or ""
+            self.cache_url = ""
+        assert self.broker_url, t("没有 CELERY_BROKER_URL", "CELERY_BROKER_URL is missing")
+        install_transitions()
+        # The learner's celery_app reads the environment first (load_dotenv never overrides it).
+        os.environ["CELERY_BROKER_URL"] = self.broker_url
+        env = dict(os.environ)
+        node = f"lab16-{os.getpid()}"
+        argv = [sys.executable, "-m", "celery", "-A", "lab16_probe:app", "worker", "-l", "INFO",
+                "-Q", ",".join(QUEUES), "--without-mingle", "--without-gossip", "--without-heartbeat"]
+        if not self.private:  # no second broker database: this worker keeps results briefly itself
+            env["LAB16_RESULT_EXPIRES"] = str(RESULT_TTL)
+        self.worker = Process([*argv, "--concurrency=2", "-n", f"{node}-main@%h"], cwd=WORK,
+                              log_path=LOG_DIR / "lab16-worker.log", env=env)
+        if self.cache_worker_wanted and self.private:
+            cache_env = dict(env, CELERY_BROKER_URL=self.cache_url, LAB16_RESULT_EXPIRES=str(RESULT_TTL))
+            self.cache_worker = Process([*argv, "--pool=solo", "-n", f"{node}-cache@%h"], cwd=WORK,
+                                        log_path=LOG_DIR / "lab16-cache-worker.log", env=cache_env)
+            shutil.rmtree(self.cache_folder, ignore_errors=True)
+            self.cache_folder.mkdir(parents=True)
+            helper = Path(__file__).with_name("lab16_cache_publisher.py")
+            pub_env = dict(cache_env)
+            pub_env.pop("LAB16_RESULT_EXPIRES", None)
+            self.cache_publisher = Process([sys.executable, str(helper), str(self.cache_folder)], cwd=WORK,
+                                           log_path=self.cache_folder / "publisher.log", env=pub_env)
+        for proc in (self.worker, self.cache_worker):
+            if proc is not None:
+                proc.wait_ready(START_LIMIT, log_contains=" ready.")
+        if self.cache_publisher is not None:
+            from lab16_cache_publisher import NAME
+            ready = self.cache_folder / f"ready-{NAME}"
+            wait_until(lambda: ready.exists() or not self.cache_publisher.alive(), START_LIMIT,
+                       "the result-cache row's publisher to start", interval=0.05)
+            assert ready.exists(), t("result-cache 行的 publisher 没有启动：",
+                                     "the result-cache row's publisher did not start: ") + \
+                redact(self.cache_publisher.log_tail(5))
+        self._import_learner()
+        self.setup_seconds = time.monotonic() - started
+
+    def _import_learner(self) -> None:
+        loaded = sys.modules.get("celery_app")
+        if loaded is not None:  # imported earlier in this process: point it at this broker too
+            loaded.app.conf.broker_url = self.broker_url
+        for name in ("state_store", "publisher", "recovery"):
+            self.modules[name] = learner(name)
+
+    def stop(self) -> None:
+        if self.cache_publisher is not None:
+            handshake.stop(self.cache_folder)
+        for proc in (self.cache_publisher, self.worker, self.cache_worker):
+            if proc is not None:
+                proc.stop(grace=10)
+        with contextlib.suppress(Exception):
+            remove_transitions()
+        close_kit_connection()
+        if self._redis_client is not None:
+            with contextlib.suppress(Exception):
+                self._redis_client.close()
+        if self.redis is not None:
+            self.redis.stop(grace=5)
+
+    def __getattr__(self, name):  # lab.state_store, lab.publisher, lab.recovery
+        modules = self.__dict__.get("modules") or {}
+        if name in modules:
+            return modules[name]
+        raise AttributeError(name)
+
+    @property
+    def broker(self) -> str:
+        return f"private redis-server 127.0.0.1:{self.port}" if self.private else "the slot's broker database"
+
+    # ------------------------------------------------------------ the private broker
+
+    def broker_client(self, url: str | None = None):
+        import redis
+        return redis.Redis.from_url(url or self.broker_url, socket_connect_timeout=2, socket_timeout=3)
+
+    def _client(self):
+        if self._redis_client is None:
+            self._redis_client = self.broker_client()
+        return self._redis_client
+
+    def broker_ping(self) -> bool:
+        try:
+            return bool(self._client().ping())
+        except Exception:  # noqa: BLE001 - any failure means "not answering"
+            return False
+
+    def broker_start(self) -> None:
+        self.redis = Process(self.redis_argv, cwd=WORK, log_path=LOG_DIR / "lab16-broker.log")
+        self.redis.wait_ready(START_LIMIT, port=self.port)
+        wait_until(self.broker_ping, START_LIMIT, "the private broker to answer", interval=0.05)
+
+    def broker_stop(self) -> int:
+        assert self.redis is not None
+        pid = self.redis.pid
+        self.redis.stop(grace=5)
+        wait_until(lambda: not port_open(self.port), 30, "the private broker to stop listening", interval=0.05)
+        return pid
+
+    def broker_idle(self) -> bool:
+        if not self.broker_ping():
+            return False
+        client = self._client()
+        waiting = sum(client.llen(q) for q in QUEUES)
+        return waiting == 0 and client.hlen("unacked") == 0
+
+    # ------------------------------------------------------------ publisher and recovery, driven here
+
+    def pump(self, limit: int = 40) -> int:
+        """python publisher.py, in this process: publish_one until nothing is due."""
+        sent = 0
+        for _ in range(limit):
+            if self.publisher.publish_one():
+                sent += 1
+            elif not due_events():
+                break
+        return sent
+
+    def scan(self) -> int:
+        return int(self.recovery.recover_batch() or 0)
+
+    def wait_idle(self, seconds: float = 60) -> None:
+        """Nothing waiting in the broker and no delivery under way (before a row: the worker is free)."""
+        wait_until(lambda: self.broker_idle() and not open_deliveries(), seconds,
+                   "the worker to finish its messages", interval=0.05)
+
+    def drain(self, seconds: float = 90) -> None:
+        """Publish what is due and let the worker finish it, until nothing is left to do."""
+        deadline = time.monotonic() + seconds
+        while True:
+            self.pump()
+            self.wait_idle(max(1.0, deadline - time.monotonic()))
+            if not due_events():
+                return
+            assert time.monotonic() < deadline, t("事件一直在到期，无法排空", "events keep coming due; cannot drain")
+
+    def wait_status(self, job_id: str, wanted, seconds: float = 60) -> dict:
+        from shared.labdb import wait_status
+        return wait_status(job_id, (wanted,) if isinstance(wanted, str) else tuple(wanted), seconds)
+
+    def wait_ended(self, job_id: str, n: int, seconds: float = 60) -> list[dict]:
+        """The job's deliveries once at least n of them have ended (the probe wrote their end)."""
+        try:
+            wait_until(lambda: len(ended(job_id)) >= n, seconds, f"{n} deliveries of {job_id}", interval=0.05)
+        except WaitTimeout:
+            raise AssertionError(t(f"worker 在 {seconds:g} 秒内只执行完任务 {short(job_id)} 的 {len(ended(job_id))} 次投递"
+                                   f"（应至少 {n} 次）",
+                                   f"within {seconds:g}s the worker finished {len(ended(job_id))} deliveries of job "
+                                   f"{short(job_id)} (expected at least {n})")) from None
+        return ended(job_id)
+
+    def product(self, n: int = 1) -> list[int]:
+        rows = sql("SELECT id FROM products WHERE is_active=1 ORDER BY id LIMIT %s", (n,))
+        return [int(r["id"]) for r in rows]

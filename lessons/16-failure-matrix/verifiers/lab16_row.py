@@ -1,0 +1,307 @@
+"""One failure-matrix row as it runs (kit module, not a lesson file): baseline → inject → recover.
+
+Row keeps what the row did and saw; the drivers below move a job along the way the deployed system
+would — publish what is due (settle, await_hold), run the recovery scan (scan_until), let a dispatch
+grow old (age_until_requeued) — and judge by facts, never by how long something took:
+
+- a job's states are its committed changes (lab16_kit_transitions), in commit order;
+- a delivery's outcome is what lab16_probe recorded when it ended (claimed, claimed nothing, raised);
+- a job counts as left behind by its messages only when every message its events produced has been
+  delivered and has ended, and the job, read after those ends, is still queued and due.  Only then may
+  the system's own unclaimed recovery dispatch it again — and only when the last delivery's claim was
+  refused by the database (the export task's documented path); the row records each such re-dispatch
+  with its reason.  A delivery that claimed nothing from a claimable job fails the row instead.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+
+from lab16_fixture import (advance, delivery_log, describe_end, events_of, holds, last_seq, outcome, pending_of,
+                           transitions_of)
+from lab16_record import now_iso
+
+from shared.celerylab import pid_running, short
+from shared.i18n import t
+from shared.labdb import job_row, sql
+from shared.proc import WaitTimeout, wait_until
+
+SCAN_PERIOD = 0.5      # how often the kit's recovery loop runs recover_batch
+MAX_REDISPATCHES = 2   # per job: a claim the database refuses every time is a failure, not bad luck
+WAIT_LIMIT = 60.0      # bound on waiting for one dispatch to be run by the worker (generous: costs nothing)
+
+
+class Row:
+    """What one row did and saw.  The case function drives it; the evidence is filled from real reads."""
+
+    def __init__(self, case, lab):
+        self.case, self.lab = case, lab
+        self.jobs: list[str] = []
+        self.known: set[str] = set()
+        self.labels: list[tuple[int, int, str]] = []   # (the main job's last change seen, order, label)
+        self.notes: list[str] = []
+        self.phases: dict[str, str] = {}
+        self.faults: list[str] = []
+        self.redispatches: list[dict] = []
+        self.lost_messages: set[str] = set()       # events the row itself marked sent without sending
+        self.operated_at: str | None = None
+        self.t_fault: float | None = None
+        self.t_clock: float | None = None   # where recovery is measured from (the fault, unless moved)
+        self.skipped = 0.0                   # durable seconds moved instead of waited (counted)
+        self.setup_moved = 0.0               # seconds moved to set the scene (not part of recovery)
+        self.recovery_seconds: float | None = None
+        self.measured_seconds: float | None = None
+        self.baseline: dict = {}
+        self.extra: dict = {}
+
+    # --- the job(s) of this row
+    def job(self, job_id: str) -> str:
+        assert job_id not in self.known, t(f"任务 {short(job_id)} 在本行开始前就存在（不是新任务）",
+                                           f"job {short(job_id)} existed before this row (not a fresh job)")
+        if job_id not in self.jobs:
+            self.jobs.append(job_id)
+        return job_id
+
+    def submit(self, product_ids: list[int] | None = None) -> str:
+        return self.job(self.lab.state_store.submit_snapshot(product_ids or self.products()))
+
+    def products(self) -> list[int]:
+        index = getattr(self.case, "index", 0)
+        return [int(sql("SELECT id FROM products ORDER BY id LIMIT 1 OFFSET %s", (index % 25,))[0]["id"])]
+
+    # --- phases
+    @contextlib.contextmanager
+    def fault(self, text: str):
+        assert not self.faults, t("一行只能注入一个故障", "a row may inject one fault only")
+        self.faults.append(text)
+        self.operated_at = self.phases["inject"] = now_iso()
+        self.t_fault = self.t_clock = time.monotonic()
+        yield
+
+    def recover(self) -> None:
+        self.phases["recover"] = now_iso()
+
+    def clock_from_here(self) -> None:
+        """Recovery is measured from now (e.g. the moment the lease ran out), not from the fault."""
+        self.t_clock = time.monotonic()
+        self.skipped = 0.0
+
+    def recovered(self) -> None:
+        assert self.t_clock is not None, "recovered() before the fault"
+        self.phases["recovered"] = now_iso()
+        self.measured_seconds = round(time.monotonic() - self.t_clock, 3)
+        self.recovery_seconds = round(self.measured_seconds + self.skipped, 3)
+
+    def advance(self, job_ids, seconds: float, setup: bool = False) -> float:
+        moved = advance(job_ids, seconds)
+        if setup:
+            self.setup_moved += moved
+        else:
+            self.skipped += moved
+        return moved
+
+    # --- evidence
+    def observe(self, label: str) -> None:
+        """Something the kit saw, placed after the main job's last committed change at this moment."""
+        self.labels.append((last_seq(self.jobs[0] if self.jobs else None), len(self.labels), label))
+
+    def note(self, text: str) -> None:
+        self.notes.append(text)
+
+    def expect(self, condition, zh: str, en: str) -> None:
+        if not condition:
+            raise AssertionError(t(zh, en))
+
+    def transitions(self) -> list[dict]:
+        main = self.jobs[0] if self.jobs else None
+        return [{"seq": int(r["seq"]), "status": r["status"], "attempts": int(r["attempts"]),
+                 "lease_token": r["lease_token"] and short(r["lease_token"])}
+                for r in (transitions_of(main) if main else [])]
+
+    def observed_states(self, changes: list[dict] | None = None) -> list[str]:
+        """The main job's committed statuses in commit order, the kit's labels after the change they followed."""
+        changes = self.transitions() if changes is None else changes
+        merged = [((c["seq"], 0, 0), c["status"]) for c in changes]
+        merged += [((seq, 1, order), label) for seq, order, label in self.labels]
+        states = [label for _, label in sorted(merged)]
+        # A change of attempts or token alone repeats the status: one entry per status run.
+        return [s for i, s in enumerate(states) if i == 0 or s != states[i - 1]]
+
+
+# ================================================================ the recovery drivers
+
+def scan_until(lab, job_id: str, wanted: tuple[str, ...], seconds: float = 30) -> dict:
+    """The kit's recovery loop: recover_batch every SCAN_PERIOD until the job reaches a wanted state."""
+    def step():
+        row = job_row(job_id)
+        if row and row["status"] in wanted:
+            return row
+        lab.scan()
+        row = job_row(job_id)
+        if row and row["status"] in wanted:
+            return row
+        time.sleep(SCAN_PERIOD)  # the deployed loop's period (it only ever runs again; nothing waits on it)
+        return None
+    try:
+        return wait_until(step, seconds, f"recovery to make {job_id} {'/'.join(wanted)}", interval=0)
+    except WaitTimeout:
+        row = job_row(job_id)
+        raise AssertionError(t(f"recover_batch 运行 {seconds:g} 秒后任务 {short(job_id)} 仍是 {row and row['status']}"
+                               f"（应为 {'/'.join(wanted)}）",
+                               f"after {seconds:g}s of recover_batch job {short(job_id)} is still "
+                               f"{row and row['status']} (expected {'/'.join(wanted)})")) from None
+
+
+def age_until_requeued(row: Row, job_id: str, start: float = 55.0, step: float = 1.0, limit: float = 300.0) -> float:
+    """Let the dispatch grow old (moved, 1 s per step from 55 s) with a scan after each step, until
+    recovery gives the job a new pending event.  Returns the age at which it did.  Time moved before
+    the row's fault is scene-setting; after it, it counts towards recovery.  Only a queued job can be
+    re-dispatched: a job that is anything else stops the wait at once, with what it is."""
+    setup = row.t_fault is None
+    before = {e["id"] for e in events_of(job_id)}
+    age = row.advance(job_id, start, setup=setup)
+    while True:
+        row.lab.scan()
+        if any(e["id"] not in before for e in pending_of(job_id)):
+            return age
+        now = job_row(job_id)
+        if not now or now["status"] != "queued":
+            raise AssertionError(t(f"等待未领取恢复时任务 {short(job_id)} 已是 {now and now['status']}（不再是 queued）",
+                                   f"while waiting for the unclaimed recovery, job {short(job_id)} became "
+                                   f"{now and now['status']} (no longer queued)"))
+        if age >= limit:
+            raise AssertionError(t(f"派发 {limit:g} 秒后恢复扫描仍没有给任务 {short(job_id)} 新事件",
+                                   f"{limit:g}s after the dispatch the recovery scan still gave job "
+                                   f"{short(job_id)} no new event"))
+        age += row.advance(job_id, step, setup=setup)
+
+
+def left_behind(job_id: str, lost: set[str] = frozenset()) -> list[dict] | None:
+    """The job's deliveries when its messages are used up and it is still queued and due; else None.
+
+    Facts, read in an order that cannot race: every event is sent; the last delivery of each sent
+    event has ended (the probe wrote its end) — except the events in `lost`, which the row itself
+    marked sent without sending; then the job's row; then the deliveries again, which must be the
+    same.  So the row is judged after every delivery it could have been claimed by had ended, and no
+    new delivery began meanwhile.  (Reading the row first and the deliveries after would count a
+    delivery that claimed and finished in between as one that claimed nothing.)"""
+    events = events_of(job_id)
+    if not events or any(e["sent_at"] is None for e in events):
+        return None  # an event is still to be sent: the publisher will wake the job
+    log = delivery_log(job_id)
+    for event in events:
+        if event["id"] in lost:
+            continue
+        mine = [d for d in log if d["task_id"] == event["id"]]
+        if not mine or mine[-1]["end"] is None:
+            # Not delivered yet, under way, or killed (task_reject_on_worker_lost sends it back).
+            return None
+    if any(d["end"] is None and pid_running(d["pid"]) for d in log):
+        return None  # some delivery of the job is still under way
+    current = job_row(job_id)
+    if (not current or current["status"] != "queued" or current["cancel_requested"]
+            or current["next_attempt_at"] > current["now"]):
+        return None
+    if delivery_log(job_id) != log:
+        return None  # a delivery began or ended while the row was read: judge again
+    return log
+
+
+def redispatch_reason(job_id: str, log: list[dict]) -> tuple[dict, str]:
+    """(the delivery, why re-dispatching is the system's answer) — or an AssertionError with the facts.
+
+    The job's newest event is the one that should have woken it; its last delivery decides."""
+    newest = events_of(job_id)[-1]["id"]
+    last = [d for d in log if d["task_id"] == newest][-1]
+    return last, unclaimed_reason(job_id, last)
+
+
+def unclaimed_reason(job_id: str, last: dict) -> str:
+    """Why a delivery that ended without a claim may be followed by another dispatch: only when the
+    database refused its claim (nothing was held).  Anything else is an AssertionError with the facts."""
+    end = last["end"]
+    how, facts = outcome(end), describe_end(end)
+    if how == "database_error":
+        return t(f"投递 {short(last['task_id'])} 的 claim 被数据库拒绝（{facts}）：什么都没持有，只能再派发一次",
+                 f"delivery {short(last['task_id'])}'s claim was refused by the database ({facts}): nothing was "
+                 "held, so only another dispatch can wake the job")
+    if how == "not_claimed":
+        raise AssertionError(t(
+            f"任务 {short(job_id)} 的投递 {short(last['task_id'])} 什么都没领取（{facts}），但它结束后任务仍是 queued、"
+            "已到期、没有其他消息在路上：claim 遇到短暂加锁的行要等待（FOR UPDATE，不要 SKIP LOCKED），并读取最新的行",
+            f"delivery {short(last['task_id'])} of job {short(job_id)} claimed nothing ({facts}), yet after it ended "
+            "the job was queued and due with no other message on its way: claim must wait for a briefly locked "
+            "row (FOR UPDATE, not SKIP LOCKED) and read the latest row"))
+    raise AssertionError(t(
+        f"任务 {short(job_id)} 的最后一次投递 {short(last['task_id'])} 结束于 {how}（{facts}），之后任务仍是 queued、"
+        "没有新事件：没有任何机制会再唤醒它",
+        f"the last delivery {short(last['task_id'])} of job {short(job_id)} ended {how} ({facts}) and left the job "
+        "queued with no new event: nothing will wake it again"))
+
+
+def redispatch(row: Row, job_id: str, log: list[dict]) -> None:
+    """The system's own answer to a job whose claim the database refused: the unclaimed recovery
+    re-dispatches it once the dispatch is 60 s old (moved, counted).  Recorded with its reason."""
+    delivery, reason = redispatch_reason(job_id, log)
+    done = [r for r in row.redispatches if r["job_id"] == job_id]
+    assert len(done) < MAX_REDISPATCHES, t(
+        f"任务 {short(job_id)} 已被重新派发 {len(done)} 次，claim 仍每次都被拒绝：{reason}",
+        f"job {short(job_id)} was re-dispatched {len(done)} times and its claim was refused every time: {reason}")
+    counted = row.t_clock is not None and row.recovery_seconds is None  # inside the row's measured recovery
+    started = time.monotonic()
+    age = age_until_requeued(row, job_id)
+    row.redispatches.append({"job_id": job_id, "delivery": delivery["task_id"], "reason": reason,
+                             "unclaimed_age_seconds": round(age, 3), "during_recovery": counted,
+                             "seconds": round(age + time.monotonic() - started, 3)})
+    row.note(t(f"重新派发（第 {len(done) + 1} 次，派发 {age:.0f} 秒后，时间已计入）：{reason}",
+               f"re-dispatched (#{len(done) + 1}, {age:.0f} s after the dispatch, time counted): {reason}"))
+
+
+def _stuck(job_id: str, what: tuple[str, str], seconds: float) -> AssertionError:
+    current = job_row(job_id)
+    seen = "; ".join(f"{short(d['task_id'])}: {describe_end(d['end']) if d['end'] else 'no end'}"
+                     for d in delivery_log(job_id)[-4:]) or "-"
+    return AssertionError(t(
+        f"任务 {short(job_id)} 在 {seconds:g} 秒内没有{what[0]}（现在 {current and current['status']}，attempts "
+        f"{current and current['attempts']}，待发事件 {len(pending_of(job_id))}；投递：{seen}）",
+        f"job {short(job_id)} did not {what[1]} within {seconds:g}s (now {current and current['status']}, attempts "
+        f"{current and current['attempts']}, pending events {len(pending_of(job_id))}; deliveries: {seen})"))
+
+
+def _drive(row: Row, job_id: str, reached, what: tuple[str, str], seconds: float):
+    """Publish what is due until reached() gives a value; a job its messages left behind goes through
+    the unclaimed recovery (see redispatch).  Each dispatch gets its own bound."""
+    deadline = time.monotonic() + seconds
+    while True:
+        row.lab.pump()
+        value = reached()
+        if value:
+            return value
+        log = left_behind(job_id, row.lost_messages)
+        if log is not None:
+            redispatch(row, job_id, log)
+            deadline = time.monotonic() + seconds
+            continue
+        if time.monotonic() > deadline:
+            raise _stuck(job_id, what, seconds)
+        time.sleep(0.05)
+
+
+def settle(row: Row, job_id: str, wanted=("succeeded",), seconds: float = WAIT_LIMIT, condition=None) -> dict:
+    """Publish what is due until the job reaches a wanted status (or condition(row) holds)."""
+    wanted = (wanted,) if isinstance(wanted, str) else tuple(wanted)
+    done = condition or (lambda r: r["status"] in wanted)
+
+    def reached():
+        current = job_row(job_id)
+        return current if current and done(current) else None
+    return _drive(row, job_id, reached, ("到达预期状态", "reach the expected state"), seconds)
+
+
+def await_hold(row: Row, job_id: str, seconds: float = WAIT_LIMIT) -> dict:
+    """Publish until the worker is holding this job's write (lab16_probe's hold event)."""
+    def reached():
+        held = holds(job_id)
+        return held[0] if held else None
+    return _drive(row, job_id, reached, ("开始写文件", "start writing its file"), seconds)
