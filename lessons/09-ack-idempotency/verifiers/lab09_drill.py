@@ -4,32 +4,32 @@ A worker started as `celery -A lab09_drill:app worker ...` runs the learner's ow
 settings.  Two things are added, both in this process and its pool children only:
 
 - os.replace is wrapped: right after the real rename onto a file whose name holds
-  LAB_DRILL_JOB, the first execution (across processes) records a "held" event and waits,
-  up to LAB_DRILL_HOLD seconds, so the verifier can SIGKILL it between the side effect and the ack;
+  LAB_DRILL_JOB, the first execution (across processes) records a "held" event and waits for
+  the verifier's word (shared.handshake, in LAB_DRILL_DIR).  The word to go never comes on the
+  drill's path: the verifier SIGKILLs the held process between the side effect and the ack.  On a
+  failed check it says stop instead, and a lifetime bounds the wait whatever happens;
 - every task start and end is recorded (pid, message id, redelivered flag).
 
-Events are JSON lines appended to LAB_DRILL_EVENTS.  Nothing here touches the broker.
+Events are JSON lines appended to LAB_DRILL_DIR/events.jsonl.  Nothing here touches the broker.
 """
 
-import json
 import os
-import time
+from pathlib import Path
 
 from celery import signals
 
-EVENTS = os.environ["LAB_DRILL_EVENTS"]
+from shared import handshake
+from shared.celerylab import append_event
+
+DRILL_DIR = Path(os.environ["LAB_DRILL_DIR"])
+EVENTS = DRILL_DIR / "events.jsonl"
 HOLD_JOB = os.environ["LAB_DRILL_JOB"]
-HOLD_SECONDS = float(os.environ.get("LAB_DRILL_HOLD", "30"))
-HELD_ONCE = EVENTS + ".held"  # created with O_EXCL: only the first execution ever pauses
+HELD_ONCE = DRILL_DIR / "held"  # created with O_EXCL: only the first execution ever pauses
+HOLD_LIFETIME = 300.0  # a bound for a verifier that vanished, far beyond the check's own limit
 
 
 def record(kind: str, **fields) -> None:
-    line = json.dumps({"kind": kind, "pid": os.getpid(), "ppid": os.getppid(), "at": time.time(), **fields})
-    fd = os.open(EVENTS, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-    try:
-        os.write(fd, (line + "\n").encode())
-    finally:
-        os.close(fd)
+    append_event(EVENTS, kind, **fields)
 
 
 _real_replace = os.replace
@@ -45,10 +45,8 @@ def _replace_then_hold(src, dst, *args, **kwargs):
         record("replaced", path=os.fspath(dst))
         return
     record("held", path=os.fspath(dst))
-    until = time.monotonic() + HOLD_SECONDS
-    while time.monotonic() < until:  # the verifier kills this process during the wait
-        time.sleep(0.02)
-    record("hold-expired", path=os.fspath(dst))
+    handshake.wait_go(DRILL_DIR, "held", lifetime=HOLD_LIFETIME)  # the verifier kills this process meanwhile
+    record("hold-ended", path=os.fspath(dst))
 
 
 # Before the learner's modules load, so even `from os import replace` binds the wrapper.

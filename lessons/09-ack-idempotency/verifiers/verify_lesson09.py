@@ -33,24 +33,36 @@ import threading
 from pathlib import Path
 from uuid import uuid4
 
-from shared.celerylab import LOG_DIR, WORK, DeclaredWorker, children_of, log_lines, redact, start_worker, with_nodename
-
+from shared import handshake
+from shared.celerylab import (LOG_DIR, WORK, DeclaredWorker, children_of, import_learner, log_lines, read_events,
+                              redact, start_worker, with_nodename)
 from shared.i18n import t
 from shared.proc import WaitTimeout, run_python, wait_until
 
 ARTIFACTS = WORK / "artifacts"
 VISIBILITY = 60
 TERMINAL = ("SUCCESS", "FAILURE", "REVOKED")
+REPLY_SECONDS = 45  # bound on getting one worker's control reply; a pass takes milliseconds
 
 
 def _import():
+    app = getattr(import_learner("celery_app", ()), "app", None)
+    assert app is not None, t("celery_app.py 里没有 app", "celery_app.py has no app")
+    return app, import_learner("export_tasks", ("export_products",)).export_products
+
+
+def _ask(app, node: str, method: str, **arguments):
+    """One worker's reply to a control command (inspect conf, active …), asked again until it answers
+    (bounded).  A broadcast sent before the worker's control channel is subscribed is dropped, not queued
+    (right after `ready.` that can happen), so one unanswered broadcast proves nothing."""
+    def reply():
+        answers = getattr(app.control.inspect(destination=[node], timeout=3), method)(**arguments) or {}
+        return (answers[node],) if node in answers else None  # wrapped: the reply itself may be empty
     try:
-        from celery_app import app
-        from export_tasks import export_products
-    except Exception as exc:  # noqa: BLE001 - any import failure is the learner's to see
-        raise AssertionError(t(f"无法导入 celery_app / export_tasks：{type(exc).__name__}: {exc}",
-                               f"cannot import celery_app / export_tasks: {type(exc).__name__}: {exc}")) from None
-    return app, export_products
+        return wait_until(reply, REPLY_SECONDS, f"{node} to answer inspect {method}", interval=0.1)[0]
+    except WaitTimeout:
+        raise AssertionError(t(f"worker {node} 在 {REPLY_SECONDS} 秒内没有回答 inspect {method}",
+                               f"worker {node} did not answer inspect {method} within {REPLY_SECONDS} s")) from None
 
 
 def _rows(count: int, tag: str) -> list[dict]:
@@ -274,10 +286,7 @@ def check_atomic(c) -> None:
 def check_config(c, worker: DeclaredWorker) -> None:
     app, _ = _import()
     assert worker.alive(), t(f"worker（pid {worker.pid}）已退出", f"the worker (pid {worker.pid}) has exited")
-    replies = app.control.inspect(destination=[worker.nodename], timeout=5).conf(with_defaults=False) or {}
-    conf = replies.get(worker.nodename)
-    assert conf is not None, t(f"worker {worker.nodename} 没有回答 inspect conf",
-                               f"worker {worker.nodename} did not answer inspect conf")
+    conf = _ask(app, worker.nodename, "conf", with_defaults=False) or {}
     broker_opts = conf.get("broker_transport_options") or {}
     backend_opts = conf.get("result_backend_transport_options") or {}
     seen = {
@@ -319,10 +328,10 @@ def check_config(c, worker: DeclaredWorker) -> None:
 
 def check_redelivery(c, worker: DeclaredWorker) -> None:
     app, export_products = _import()
-    events_path = LOG_DIR / "drill-events.jsonl"
-    for stale in (events_path, Path(str(events_path) + ".held")):
-        stale.unlink(missing_ok=True)
     job_id = str(uuid4())
+    drill_dir = LOG_DIR / f"drill-{job_id[:8]}"  # this drill's events and handshake files, nobody else's
+    drill_dir.mkdir(parents=True)
+    events_path = drill_dir / "events.jsonl"
     # A queue of our own: the declared worker never sees this message.  One fixed name, so repeated
     # runs leave no trail of queue bindings in Redis.
     queue = "lab09-drill"
@@ -336,13 +345,10 @@ def check_redelivery(c, worker: DeclaredWorker) -> None:
     else:
         argv += ["-Q", queue]
     argv += ["--concurrency=1"]
-    env = dict(os.environ, LAB_DRILL_EVENTS=str(events_path), LAB_DRILL_JOB=job_id, LAB_DRILL_HOLD="20")
+    env = dict(os.environ, LAB_DRILL_DIR=str(drill_dir), LAB_DRILL_JOB=job_id)
 
-    def events(kind: str | None = None) -> list[dict]:
-        if not events_path.exists():
-            return []
-        found = [json.loads(line) for line in events_path.read_text().splitlines() if line.strip()]
-        return [e for e in found if kind is None or e["kind"] == kind]
+    def events(kind: str) -> list[dict]:
+        return [e for e in read_events(events_path) if e.get("kind") == kind]
 
     proc = start_worker(argv, "worker-drill.log", env=env)
     try:
@@ -352,7 +358,7 @@ def check_redelivery(c, worker: DeclaredWorker) -> None:
         rows = _rows(40, "drill")
         result = export_products.apply_async(args=[job_id, rows], task_id=message_id, queue=queue)
         try:
-            held = wait_until(lambda: events("held"), 15, "the first execution to reach os.replace")[0]
+            held = wait_until(lambda: events("held"), 30, "the first execution to reach os.replace")[0]
         except WaitTimeout:
             raise AssertionError(t(
                 f"第一次执行没有在 os.replace 处停下（结果状态 {result.state}）：export_products 要先写临时文件再 "
@@ -363,7 +369,8 @@ def check_redelivery(c, worker: DeclaredWorker) -> None:
         assert child in children_of(proc.pid), t(f"pid {child} 不是演练 worker {proc.pid} 的子进程，不会杀它",
                                                  f"pid {child} is not a child of drill worker {proc.pid}; not killing "
                                                  "it")
-        active = (app.control.inspect(destination=[node], timeout=3).active() or {}).get(node, [])
+        # The held execution waits for our word (it never comes: the child is killed), so this is no race.
+        active = _ask(app, node, "active") or []
         running = [task for task in active if task.get("id") == message_id]
         assert running and running[0].get("worker_pid") == child, t(
             f"inspect active 没有显示 {message_id} 在子进程 {child} 上运行：{active}",
@@ -384,7 +391,7 @@ def check_redelivery(c, worker: DeclaredWorker) -> None:
             again = [e for e in events("start") if e.get("task_id") == message_id and e["pid"] != child]
             return again or result.state in ("FAILURE", "REVOKED")
         try:
-            wait_until(second_run_or_end, 20, "the message to come back")
+            wait_until(second_run_or_end, 30, "the message to come back")
         except WaitTimeout:
             pass
         again = [e for e in events("start") if e.get("task_id") == message_id and e["pid"] != child]
@@ -400,7 +407,7 @@ def check_redelivery(c, worker: DeclaredWorker) -> None:
                  f"second execution: child {again[0]['pid']}, redelivered={again[0]['redelivered']}"))
         assert again[0]["redelivered"], t("第二次执行的消息没有 redelivered 标记",
                                           "the second execution's message is not marked redelivered")
-        value = _get(result, 20)
+        value = _get(result, 30)
         final = target.read_bytes()
         json.loads(final)
         final_digest = hashlib.sha256(final).hexdigest()
@@ -413,6 +420,7 @@ def check_redelivery(c, worker: DeclaredWorker) -> None:
         if lost:
             c.note(t("worker 日志：", "worker log: ") + lost[0].split("] ", 1)[-1])
     finally:
+        handshake.stop(drill_dir)  # a held execution (a failed check) lets go before the worker stops
         proc.stop(grace=10)
 
 
