@@ -83,6 +83,19 @@ MUTANTS = [
         fails=("08.5",),
         why="Calling the task function runs the export inside the API process; no message ever reaches the broker.",
     ),
+    Mutant(
+        name="08-api-peeks-at-result",
+        file="api_submit.py",
+        old="        export_products.apply_async(args=[job_id, rows], task_id=job_id)\n",
+        new="        result = export_products.apply_async(args=[job_id, rows], task_id=job_id)\n"
+            "        try:\n"
+            "            result.get(timeout=0.5)  # a quick look at the outcome; answer 202 either way\n"
+            "        except Exception:\n"
+            "            pass\n",
+        fails=("08.5",),
+        why="A short result.get before answering still ties every request to the worker (here half a second "
+            "each while it is down); the answer comes, a little late, so only the recorded wait gives it away.",
+    ),
     # ---- 08.6: prepare_broker.py
     Mutant(
         name="08-prepare-prints-password",
@@ -133,6 +146,6 @@ MUTANTS = [
         new='@app.task(name="products.export", expires=2)',
         fails=("08.7",),
         why="A short expires drops every message that waited longer than 2 s: work queued while the worker "
-            "was down is REVOKED instead of done.",
+            "was down is REVOKED instead of done (the waiting message carries that expiry).",
     ),
 ]
