@@ -87,4 +87,13 @@ MUTANTS = [
         fails=("10.6",),
         why="Without the budget check a retry is scheduled that cannot finish in time.",
     ),
+    Mutant(
+        name="10-budget-from-stale-remaining",
+        file="retry_tasks.py",
+        old="        if time.time() + delay + 0.1 >= deadline_epoch:\n",
+        new="        if delay + 0.1 >= remaining:  # remaining was measured on entry, before the read\n",
+        fails=("10.6",),
+        why="The budget measured before the read ignores the time the read took: a slow read leaves too little "
+            "for the wait, yet a retry is scheduled.",
+    ),
 ]
