@@ -28,7 +28,7 @@ import subprocess
 import threading
 import time
 from pathlib import Path
-from queue import Full, Queue
+from queue import Queue
 
 from lab04_stuck import STUCK_EXIT, STUCK_MARK, deadlocked
 from shared.i18n import t
