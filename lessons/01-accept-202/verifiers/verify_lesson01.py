@@ -6,11 +6,11 @@ except verify_states.py, which is the learner's own script and runs as a subproc
 
 from __future__ import annotations
 
-import importlib
 import json
 import uuid
 from pathlib import Path
 
+from shared.celerylab import import_learner
 from shared.i18n import t
 from shared.proc import run_python
 from shared.tap import Tap
@@ -18,9 +18,9 @@ from shared.tap import Tap
 HERE = Path.cwd()
 
 
-def load():
+def load(*functions: str):
     """Import the learner's module (inside a check, so an import error fails only that check)."""
-    return importlib.import_module("api_states")
+    return import_learner("api_states", functions)
 
 
 def client_for(module):
@@ -41,7 +41,8 @@ def submit(client, ids=(1, 2)):
     return response, body["id"]
 
 
-def short(value) -> str:
+def as_json(value) -> str:
+    """A value as JSON text for a note, cut at 200 characters."""
     return json.dumps(value, ensure_ascii=False)[:200]
 
 
@@ -54,7 +55,7 @@ def check_submit(tap: Tap) -> None:
             for ids in ([1, 2], [7]):
                 response, job_id = submit(client, ids)
                 location = response.headers.get("location")
-                c.note(f"POST {short({'product_ids': ids})} -> {response.status_code}, Location: {location}")
+                c.note(f"POST {as_json({'product_ids': ids})} -> {response.status_code}, Location: {location}")
                 assert response.status_code == 202, t(
                     f"提交应返回 202（已受理、未完成），实际 {response.status_code}",
                     f"the submit should answer 202 (accepted, not done), got {response.status_code}")
@@ -62,7 +63,7 @@ def check_submit(tap: Tap) -> None:
                     f"Location 应为 /exports/{job_id}，实际 {location!r}",
                     f"Location should be /exports/{job_id}, got {location!r}")
                 follow = client.get(location)
-                c.note(f"GET {location} -> {follow.status_code} {short(follow.json())}")
+                c.note(f"GET {location} -> {follow.status_code} {as_json(follow.json())}")
                 assert follow.status_code == 200, t(
                     f"按 Location 查询应返回 200，实际 {follow.status_code}",
                     f"following Location should answer 200, got {follow.status_code}")
@@ -107,7 +108,7 @@ def check_queued_and_404(tap: Tap) -> None:
 def check_transitions(tap: Tap) -> None:
     with tap.check("01.3") as c:
         c.skip_unless_selected()
-        api = load()
+        api = load("transition")
         with client_for(api) as client:
             _, job_id = submit(client)
             # Start from a known state, so this check is about transition() alone
@@ -124,8 +125,8 @@ def check_transitions(tap: Tap) -> None:
                 raise AssertionError(t("queued→succeeded 应抛 ValueError（必须先 running）",
                                        "queued → succeeded should raise ValueError (running comes first)"))
             assert api.jobs[job_id] == before, t(
-                f"被拒绝的转换改动了记录：{short(api.jobs[job_id])}",
-                f"a refused transition changed the record: {short(api.jobs[job_id])}")
+                f"被拒绝的转换改动了记录：{as_json(api.jobs[job_id])}",
+                f"a refused transition changed the record: {as_json(api.jobs[job_id])}")
 
             api.transition(job_id, "running")
             api.transition(job_id, "succeeded")

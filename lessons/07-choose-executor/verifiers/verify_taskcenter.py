@@ -42,6 +42,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 from lab07_loopback import HOLD_CAP, Loopback
+from shared.celerylab import short
 from shared.i18n import t
 from shared.proc import Process, free_port, wait_until
 
@@ -170,8 +171,8 @@ def check_state_and_idempotency(c, lab: Loopback) -> None:
         again = stores[1].submit(url, b'{"n": 1}', "same-key", 3)
         assert again.id == tid, t(f"任务未终结时再次提交应返回同一 id {tid}，实际 {again.id}",
                                   f"resubmitting while live must return the same id {tid}, got {again.id}")
-        c.note(t(f"两个连接同时提交 same-key → 同一 id {tid[:8]}…，表里 1 行；再提交一次仍是它",
-                 f"two connections submitting same-key at once → one id {tid[:8]}…, 1 row; a third submit returns it too"))
+        c.note(t(f"两个连接同时提交 same-key → 同一 id {short(tid)}，表里 1 行；再提交一次仍是它",
+                 f"two connections submitting same-key at once → one id {short(tid)}, 1 row; a third submit returns it too"))
 
         store = stores[0]
 
