@@ -42,6 +42,11 @@ PREVIOUS_ATTEMPT_WAIT = 60.0  # bound only: the previous attempt is past its ret
 
 _skew = 0.0  # added to the learner module's clock; set by a budget-eating read, cleared at each start and end
 
+# Fresh records for this worker: the worker imports this module once, before any task (its pool children
+# are forked after), and the verifier never clears them, so a verifier started again mid-run loses nothing.
+for _stale in (EVENTS, PERMANENT, BUDGET):
+    _stale.unlink(missing_ok=True)
+
 
 def record(kind: str, **fields) -> None:
     append_event(EVENTS, kind, **fields)
