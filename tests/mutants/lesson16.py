@@ -71,6 +71,16 @@ MUTANTS = [
         fails=("16.7",),
         why="COALESCE(..., 0) turns 'nothing is waiting' into 'waited 0 seconds', two different facts.",
     ),
+    # ---- 16.7: milliseconds reported as seconds — the age must match the server's own clock
+    Mutant(
+        name="16-monitor-age-in-milliseconds",
+        file="monitor_exports.sql",
+        old="NOW(6)) / 1000000\n         AS oldest_dispatch_age",
+        new="NOW(6)) / 1000\n         AS oldest_dispatch_age",
+        fails=("16.7",),
+        why="Dividing microseconds by 1000 gives milliseconds: a dispatch 75 s old reads as 75000 s, outside what "
+            "the server's clock before and after the query allows.",
+    ),
     # ---- 16.9: a generous backoff pushes the expired-lease path past its 60 s budget
     Mutant(
         name="16-backoff-over-budget",

@@ -62,6 +62,7 @@ class Matrix:
             "scan_period_seconds": SCAN_PERIOD,
             "budgets_seconds": {"expired_lease": LEASE_BUDGET, "sent_not_claimed": QUEUED_BUDGET},
             "max_redispatches_per_job": MAX_REDISPATCHES,
+            "lab_setup_seconds": round(self.lab.setup_seconds, 3),
         })
 
 

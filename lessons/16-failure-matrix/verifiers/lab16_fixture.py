@@ -375,6 +375,9 @@ class Lab:
         started = time.monotonic()
         for path in (EVENTS, HOLD_LIST, FAIL_LIST):
             path.unlink(missing_ok=True)
+        for pattern in ("lab16-held-*", "lab16-failed-*", "lab16-release-*"):  # the probe's once-only markers
+            for path in LOG_DIR.glob(pattern):
+                path.unlink(missing_ok=True)
         # LAB16_BROKER=slot forces the fallback (the slot's own broker database), as with docker services.
         binary = None if os.environ.get("LAB16_BROKER") == "slot" else _redis_binary()
         if binary:
