@@ -23,6 +23,22 @@ CONFIRM = '''        cur.execute("SELECT id FROM export_jobs WHERE id=%s FOR UPD
         confirmed = cur.rowcount == 1
 '''
 
+SCAN_WHERE = """    WHERE (j.status='running' AND j.lease_until<NOW(6))
+       OR (j.status='queued'
+           AND (j.cancel_requested=TRUE OR j.deadline_at<=NOW(6) OR j.attempts>=%(max)s))
+       OR (j.status='queued' AND j.next_attempt_at<=NOW(6)
+           AND j.cancel_requested=FALSE AND j.deadline_at>NOW(6) AND j.attempts<%(max)s
+           -- an unsent event means a dispatch is already on its way: do not add another
+           AND NOT EXISTS (SELECT 1 FROM export_outbox AS pending
+                           WHERE pending.job_id=j.id AND pending.sent_at IS NULL)
+           -- the last sign of life (change, due time, dispatch) is older than the unclaimed budget
+           AND GREATEST(j.updated_at, j.next_attempt_at,
+                        COALESCE(j.last_dispatched_at,
+                                 (SELECT MAX(o.sent_at) FROM export_outbox AS o WHERE o.job_id=j.id),
+                                 j.created_at))
+               < DATE_SUB(NOW(6), INTERVAL %(unclaimed)s SECOND))
+"""
+
 MUTANTS = [
     # ---- 15.1: a cancel must stop the work and can never end in a success
     Mutant(
@@ -105,6 +121,17 @@ MUTANTS = [
         fails=("15.4",),
         why="The ORDER BY is no longer served by export_jobs_recovery_scan: the server sorts every candidate and "
             "FOR UPDATE locks them all, so a second scanner finds nothing to do.",
+    ),
+    Mutant(
+        name="15-recovery-scan-as-in-the-course",
+        file="recovery.py",
+        old="    FROM export_jobs AS j FORCE INDEX (export_jobs_recovery_scan)\n" + SCAN_WHERE
+            + "    -- status first: the index returns rows in this order, so only the rows returned get locked\n"
+            "    ORDER BY j.status, j.updated_at, j.id\n",
+        new="    FROM export_jobs AS j\n" + SCAN_WHERE + "    ORDER BY j.updated_at, j.id\n",
+        fails=("15.4",),
+        why="The course's scan as written (no FORCE INDEX, ORDER BY j.updated_at, j.id): the server sorts every "
+            "candidate and FOR UPDATE locks them all; the failure must name the plan, the rows locked and the fix.",
     ),
     # ---- 15.5: the durable backoff holds against duplicate messages
     Mutant(

@@ -10,7 +10,7 @@ settings and tasks, plus, in this process and its pool children only:
                       task has not reached its work boundary yet);
     `write <job_id>`  at the first write-mode open() of a file whose path holds the job id (the task
                       has passed its boundary check and is writing).
-  A pause records a "hold" event and waits, at most 25 s, until $LAB_LOG_DIR/lab15-release-<phase>-<job_id>
+  A pause records a "hold" event and waits, at most 60 s, until $LAB_LOG_DIR/lab15-release-<phase>-<job_id>
   exists.  Only the first pause of each phase and job waits (across pool children).
 
 claim() is wrapped on the state_store module before the learner's task module imports it; the
@@ -29,7 +29,7 @@ from shared.celerylab import append_event
 FOLDER = os.environ.get("LAB_LOG_DIR") or "."
 EVENTS = os.path.join(FOLDER, "lab15-events.jsonl")
 HOLD_LIST = os.path.join(FOLDER, "lab15-hold.txt")
-HOLD_SECONDS = 25.0
+HOLD_SECONDS = 60.0
 
 
 def record(kind: str, **fields) -> None:

@@ -1,0 +1,130 @@
+"""Kit helper processes for lesson 15's checks (not a lesson file).  Each runs the learner's code.
+
+    python lab15_tools.py fast-forward          python verify_retry_gate.py, its sleeps fast-forwarded (15.5):
+                                               each sleep moves the script's jobs' next_attempt_at back by
+                                               as much instead of waiting; prints LAB15-FAST-FORWARD {…}
+    python lab15_tools.py scan FOLDER NAME      one recovery.recover_batch() on the checker's go (15.4)
+    python lab15_tools.py publish FOLDER NAME   one publisher.publish_one() on the checker's go (15.6)
+
+scan and publish say they are ready and wait for the checker's go (shared/handshake.py), then write
+{"value": …} or {"error": …} as their result.  With {"hold": true} in the plan they stop right after the
+first statement that takes row locks (a locking read or a write) — for publish, the first one after the
+send — with the transaction open and every lock it took held: they write held-NAME (the statement as sent
+to the server) and go on only at the checker's go for round 2.  No statement is running meanwhile, so no
+statement time limit cuts the hold short, and every wait is bounded (shared.handshake.HELPER_LIFETIME).
+"""
+
+import json
+import re
+import runpy
+import sys
+import time
+from pathlib import Path
+
+from shared.handshake import ready, wait_go, write_json, write_result
+
+# A statement that takes row locks: a locking read, or a write.
+LOCKING_READ = re.compile(r"\bFOR\s+(?:UPDATE|SHARE)\b|\bLOCK\s+IN\s+SHARE\s+MODE\b", re.I)
+WRITE = re.compile(r"\s*(?:(?:--[^\n]*\n|#[^\n]*\n|/\*.*?\*/)\s*)*(?:UPDATE|DELETE|INSERT|REPLACE)\b", re.I | re.S)
+
+
+def takes_locks(statement: str) -> bool:
+    return bool(LOCKING_READ.search(statement) or WRITE.match(statement))
+
+
+def hold_after_first_lock(folder: Path, name: str, armed=lambda: True) -> None:
+    """Wrap pymysql's Cursor.execute in this process: once armed(), hold after the first locking statement."""
+    import pymysql.cursors
+    real = pymysql.cursors.Cursor.execute
+    held = []
+
+    def execute(self, query, args=None):
+        result = real(self, query, args)
+        if not held and armed():
+            sent = self._executed  # the statement as sent to the server
+            text = sent.decode(errors="replace") if isinstance(sent, bytes) else str(sent)
+            if takes_locks(text):
+                held.append(text)
+                write_json(folder / f"held-{name}", {"statement": text})
+                wait_go(folder, name, 2)
+        return result
+
+    pymysql.cursors.Cursor.execute = execute
+
+
+def after_send():
+    """A test that turns true once this process has handed a message to the broker (Celery.send_task,
+    which apply_async and delay also go through)."""
+    from celery import Celery
+    real = Celery.send_task
+    sent = []
+
+    def send_task(self, *args, **kwargs):
+        result = real(self, *args, **kwargs)
+        sent.append(True)
+        return result
+
+    Celery.send_task = send_task
+    return lambda: bool(sent)
+
+
+def run_once(folder: str, name: str, call, armed=None) -> None:
+    folder_path = Path(folder)
+    ready(folder_path, name)
+    plan = wait_go(folder_path, name)
+    if plan is None:
+        return
+    if plan.get("hold"):
+        hold_after_first_lock(folder_path, name, armed or (lambda: True))
+    try:
+        result = {"value": call()}
+    except Exception as exc:  # noqa: BLE001 - reported to the checker, which decides
+        result = {"error": f"{type(exc).__name__}: {exc}"[:300]}
+    write_result(folder_path, name, result)
+
+
+def scan(folder: str, name: str) -> None:
+    from recovery import recover_batch  # an import error ends the process before it says ready
+    run_once(folder, name, recover_batch)
+
+
+def publish(folder: str, name: str) -> None:
+    from publisher import publish_one
+    run_once(folder, name, publish_one, after_send())
+
+
+def fast_forward() -> None:
+    import state_store
+
+    from shared.labdb import kit_db
+    created, skipped = [], [0.0]
+    real_submit, real_sleep = state_store.submit_snapshot, time.sleep
+
+    def submit_snapshot(*args, **kwargs):
+        job_id = real_submit(*args, **kwargs)
+        created.append(str(job_id))
+        return job_id
+
+    def sleep(seconds):
+        # The time passes for the jobs this script made, at once: their next_attempt_at moves back by it.
+        if created and seconds >= 0.05:
+            marks = ",".join(["%s"] * len(created))
+            with kit_db() as cur:
+                cur.execute(f"UPDATE export_jobs SET next_attempt_at=DATE_SUB(next_attempt_at, INTERVAL %s "
+                            f"MICROSECOND) WHERE id IN ({marks})", [int(seconds * 1_000_000), *created])
+            skipped[0] += seconds
+            real_sleep(0.005)
+        else:
+            real_sleep(seconds)
+
+    state_store.submit_snapshot = submit_snapshot
+    time.sleep = sleep
+    try:
+        runpy.run_path("verify_retry_gate.py", run_name="__main__")
+    finally:
+        print("LAB15-FAST-FORWARD " + json.dumps({"jobs": created, "seconds": round(skipped[0], 2)}), flush=True)
+
+
+if __name__ == "__main__":
+    command, args = sys.argv[1], sys.argv[2:]
+    {"fast-forward": fast_forward, "scan": scan, "publish": publish}[command](*args)
