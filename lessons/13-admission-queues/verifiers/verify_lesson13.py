@@ -790,15 +790,16 @@ def check_backlog(c) -> None:
                  f"{show(sent_outbox)}"))
         start_age, oldest_before = sent_jobs["queued"][1], oldest_queued()
         pause(procs, signal.SIGCONT)
-        first = first_held(jobs[:short_jobs], 30, "fast")
+        first = first_held(jobs[:short_jobs], 30, "fast")  # a short job's first file write, held
         during_jobs, _ = backlog()
         oldest_now = oldest_queued()
         waiting = during_jobs.get("queued", (0, 0.0))
         moved = (oldest_now["created_at"] - oldest_before["created_at"]).total_seconds() if oldest_now else 0.0
-        c.note(t(f"恢复 worker：fast worker 先取的是 {ages[jobs.index(first)]} 秒前提交的任务（按住在写文件）；"
+        node = next((str(e.get("node")) for e in starts(first)), "?")
+        c.note(t(f"恢复 worker：{node} 先取的是 {ages[jobs.index(first)]} 秒前提交的任务（按住在写文件）；"
                  f"queued 最老等待 {start_age:.1f} 秒 → {waiting[1]:.1f} 秒，还有 {waiting[0]} 个在等"
                  f"（最老的 created_at 向后移了 {moved:.0f} 秒）",
-                 f"workers resumed: the fast worker took the job submitted {ages[jobs.index(first)]} s ago first "
+                 f"workers resumed: {node} took the job submitted {ages[jobs.index(first)]} s ago first "
                  f"(held while writing); oldest queued age {start_age:.1f}s → {waiting[1]:.1f}s while {waiting[0]} "
                  f"still wait (the oldest created_at moved {moved:.0f} s forward)"))
         release(jobs)
