@@ -2,10 +2,11 @@
 
 A thread waits forever when it waits, without a timeout, for something only another thread can bring:
 an item from an empty queue, room in a full queue, a task_done() that brings the count to zero, the end
-of another thread.  When every thread of a group waits like that, and each is still parked in the very
-same frame a moment later (so none of them ran in between, and none put, took or settled anything),
-none of them can ever move again.  That is a deadlock proved from the threads themselves, not from how
-long they have been quiet.  A wait this module does not know is never called stuck.
+of another thread.  When every thread of a group waits like that, what it waits for is still missing, and
+each is still parked in the very same frame after that was read (so none of them moved in between, and
+none put, took or settled anything), none of them can ever move again.  That is a deadlock proved from the
+threads themselves, not from how long they have been quiet.  A wait this module does not know is never
+called stuck.
 
     python lab04_stuck.py threaded_queue.py     runs the script as `python threaded_queue.py` would; if its
                                                 threads deadlock, prints one "LAB04-STUCK {json}" line
@@ -91,8 +92,7 @@ def deadlocked(threads: list[threading.Thread]) -> dict[str, str] | None:
         if found is None or not _still_blocked(*found):
             return None
         waits[th] = (frame, found)
-    time.sleep(LOOK_EVERY)  # let anyone who was about to move move
-    second = sys._current_frames()
+    second = sys._current_frames()  # taken after the reads above: a thread that moved has a new frame
     if any(second.get(th.ident) is not frame or not _still_blocked(*found) for th, (frame, found) in waits.items()):
         return None
     return {th.name: describe(*found) for th, (_, found) in waits.items()}
