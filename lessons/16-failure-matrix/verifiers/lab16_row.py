@@ -16,6 +16,7 @@ grow old (age_until_requeued) — and judge by facts, never by how long somethin
 from __future__ import annotations
 
 import contextlib
+import sys
 import time
 
 from lab16_fixture import (advance, delivery_log, describe_end, events_of, holds, last_seq, outcome, pending_of,
@@ -200,20 +201,25 @@ def left_behind(job_id: str, lost: set[str] = frozenset()) -> list[dict] | None:
     if any(d["end"] is None and pid_running(d["pid"]) for d in log):
         return None  # some delivery of the job is still under way
     current = job_row(job_id)
+    limit = getattr(sys.modules.get("state_store"), "MAX_ATTEMPTS", 3)  # the learner's, once imported
     if (not current or current["status"] != "queued" or current["cancel_requested"]
-            or current["next_attempt_at"] > current["now"]):
-        return None
+            or current["next_attempt_at"] > current["now"] or current["deadline_at"] <= current["now"]
+            or current["attempts"] >= limit):
+        return None  # not claimable now: no delivery could have claimed it (recovery decides instead)
     if delivery_log(job_id) != log:
         return None  # a delivery began or ended while the row was read: judge again
     return log
 
 
-def redispatch_reason(job_id: str, log: list[dict]) -> tuple[dict, str]:
+def redispatch_reason(job_id: str, log: list[dict], lost: set[str] = frozenset()) -> tuple[dict, str]:
     """(the delivery, why re-dispatching is the system's answer) — or an AssertionError with the facts.
 
-    The job's newest event is the one that should have woken it; its last delivery decides."""
-    newest = events_of(job_id)[-1]["id"]
-    last = [d for d in log if d["task_id"] == newest][-1]
+    The job's newest delivered event is the one that should have woken it; its last delivery decides."""
+    sent = [e["id"] for e in events_of(job_id) if e["id"] not in lost]
+    assert sent, t(f"任务 {short(job_id)} 唯一的消息是这一行自己弄丢的：恢复应由这一行驱动",
+                   f"the only message of job {short(job_id)} is the one this row lost itself: the row must drive "
+                   "its recovery")
+    last = [d for d in log if d["task_id"] == sent[-1]][-1]
     return last, unclaimed_reason(job_id, last)
 
 
@@ -243,7 +249,7 @@ def unclaimed_reason(job_id: str, last: dict) -> str:
 def redispatch(row: Row, job_id: str, log: list[dict]) -> None:
     """The system's own answer to a job whose claim the database refused: the unclaimed recovery
     re-dispatches it once the dispatch is 60 s old (moved, counted).  Recorded with its reason."""
-    delivery, reason = redispatch_reason(job_id, log)
+    delivery, reason = redispatch_reason(job_id, log, row.lost_messages)
     done = [r for r in row.redispatches if r["job_id"] == job_id]
     assert len(done) < MAX_REDISPATCHES, t(
         f"任务 {short(job_id)} 已被重新派发 {len(done)} 次，claim 仍每次都被拒绝：{reason}",
