@@ -68,6 +68,10 @@ KNOWN_GAPS = {
     # Likewise the recovery scan: ORDER BY j.updated_at, j.id has no index to walk, so the first scanner
     # locks every candidate and a second recovers nothing. Lesson 15's guide teaches the index and ORDER BY.
     "15.4": "curriculum recovery scan has no index serving its ORDER BY",
+    # The curriculum's claim of one known id uses FOR UPDATE SKIP LOCKED: while the publisher's confirm
+    # holds the job row for its foreign-key check, claim returns None and the job is stranded. 13.7 forces
+    # that moment; lesson 13's guide teaches the plain FOR UPDATE.
+    "13.7": "curriculum claim skips the row the publisher's confirm briefly locks",
 }
 
 
