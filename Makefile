@@ -38,8 +38,10 @@ check: $(VENV_READY)
 forget:
 	+@$(PYTHON) -m checks check --forget
 
+# exec: no shell stays between make and watch, so Ctrl-C ends watch quietly (a waiting shell would
+# re-raise the interrupt and make would print its own error line).
 watch: $(VENV_READY)
-	+@$(VPY) -m checks watch $(LESSON) $(if $(LAB),--lab "$(LAB)")
+	+@exec $(VPY) -m checks watch $(LESSON) $(if $(LAB),--lab "$(LAB)")
 
 doctor:
 	+@if [ -x $(VPY) ]; then $(VPY) -m checks doctor; else $(PYTHON) -m checks doctor; fi

@@ -211,3 +211,34 @@ def test_one_runtime_cause_is_explained_once(tmp_path):
     run = _lab_cli(tmp_path / "home", "run", "01", "--lab", str(lab))
     assert run.returncode == 1 and run.stdout.count("typo at import") >= 1
     assert run.stdout.count("same cause as 01.1: fix that first") >= 3, run.stdout
+
+
+def test_ctrl_c_in_make_watch_ends_quietly(tmp_path):
+    # As a learner does it: make watch in a terminal, then Ctrl-C — no traceback, no make error line.
+    import pty
+    lab = _lesson01_folder(tmp_path)
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: make in a terminal of its own
+        os.chdir(KIT_ROOT)
+        os.environ.update(LAB_LANG="en", LAB_HOME=str(tmp_path / "home"))
+        os.execvp("make", ["make", "watch", "LESSON=01", f"LAB={lab}"])
+    seen = b""
+    deadline = time.monotonic() + 120
+    while b"watching" not in seen and time.monotonic() < deadline:
+        try:
+            seen += os.read(fd, 4096)
+        except OSError:
+            break
+    assert b"watching" in seen, seen
+    os.write(fd, b"\x03")
+    while time.monotonic() < deadline:
+        try:
+            chunk = os.read(fd, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        seen += chunk
+    os.waitpid(pid, 0)
+    text = seen.decode(errors="replace")
+    assert "stopped watching" in text and "make: ***" not in text and "Traceback" not in text, text
