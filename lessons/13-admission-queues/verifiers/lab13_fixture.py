@@ -1,0 +1,320 @@
+"""Lesson 13's lab as its checks use it (not a lesson file): the kit's view of the database and a clean
+backlog, the learner's modules, the lesson's two workers (paused and resumed by PID), the publisher loop,
+the probe's events (who consumed what, which job is held), and the HTTP submit.
+
+Nothing here decides a check: these are the facts and the fixtures verify_lesson13.py judges by.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import os
+import sys
+from uuid import uuid4
+
+from shared.celerylab import LOG_DIR, WORK, import_learner, read_events, redact, redis_client
+from shared.i18n import t
+from shared.labdb import job_row, kit_db, sql
+from shared.proc import Process, WaitTimeout, free_port, wait_until
+
+EVENTS = LOG_DIR / "lab13-events.jsonl"
+HOLD_LIST = LOG_DIR / "lab13-hold.txt"
+TOOLS = str(WORK / "lab13_tools.py")
+TERMINAL = ("succeeded", "failed", "cancelled")
+QUEUES = ("exports.fast", "exports.bulk")
+TRIGGER = "lab13_kit_slow_insert"  # lab13_gate.insert_hold's trigger, dropped by reset()
+
+
+# ---------------------------------------------------------------- the kit's own view of the database
+
+def active_count() -> int:
+    return int(sql("SELECT COUNT(*) AS n FROM export_jobs WHERE status IN ('queued','running')")[0]["n"])
+
+
+def counts() -> tuple[int, int]:
+    row = sql("SELECT (SELECT COUNT(*) FROM export_jobs) AS jobs, (SELECT COUNT(*) FROM export_outbox) AS events")[0]
+    return int(row["jobs"]), int(row["events"])
+
+
+def event_of(job_id: str) -> dict | None:
+    rows = sql("SELECT id, queue_name, sent_at, claim_until > NOW(6) AS claim_live FROM export_outbox WHERE job_id=%s "
+               "ORDER BY created_at, id", (job_id,))
+    return rows[0] if rows else None
+
+
+def reset() -> None:
+    """A clean backlog for the check that calls it (each check must stand alone)."""
+    sql(f"DROP TRIGGER IF EXISTS {TRIGGER}")  # a verifier killed mid-check leaves it behind
+    with kit_db() as cur:
+        cur.execute("UPDATE export_jobs SET status='cancelled', cancel_requested=TRUE, updated_at=NOW(6) "
+                    "WHERE status IN ('queued','running')")
+        # Their events need no sending any more: marked sent, nothing goes to the broker.
+        cur.execute("UPDATE export_outbox SET sent_at=NOW(6), claim_until=NULL WHERE sent_at IS NULL")
+    client = redis_client()
+    try:
+        client.delete(*QUEUES)
+    finally:
+        client.close()
+    HOLD_LIST.unlink(missing_ok=True)
+
+
+def add_filler(n: int, running: int = 0, with_events: int = 0, age_seconds: int = 0) -> list[str]:
+    """n kit rows that hold capacity like leftovers of earlier exercises: `running` of them running
+    (a live lease of 10 minutes, so nothing claims them), `with_events` of the queued ones with an
+    unsent event, the rest bare queued rows."""
+    ids = [str(uuid4()) for _ in range(n)]
+    with kit_db() as cur:
+        for k, job in enumerate(ids):
+            status = "running" if k < running else "queued"
+            cur.execute(
+                "INSERT INTO export_jobs (id, status, payload, attempts, lease_token, lease_until, deadline_at, "
+                "created_at) VALUES (%s, %s, '[]', IF(%s='running', 1, 0), IF(%s='running', UUID(), NULL), "
+                "IF(%s='running', DATE_ADD(NOW(6), INTERVAL 10 MINUTE), NULL), "
+                "DATE_ADD(NOW(6), INTERVAL 10 MINUTE), DATE_SUB(NOW(6), INTERVAL %s SECOND))",
+                (job, status, status, status, status, age_seconds))
+        events = [job for k, job in enumerate(ids) if k >= running][:with_events]
+        if events:
+            cur.executemany("INSERT INTO export_outbox (id, job_id) VALUES (%s, %s)",
+                            [(str(uuid4()), job) for job in events])
+    return ids
+
+
+# ---------------------------------------------------------------- the learner's modules
+
+def store():
+    """The learner's state_store with the functions the capacity checks need."""
+    return import_learner("state_store", ("transaction", "submit_snapshot", "admit_export", "lock_admission",
+                                          "CapacityExceeded"))
+
+
+def configured_limit(state_store) -> int:
+    param = inspect.signature(state_store.admit_export).parameters.get("limit")
+    default = None if param is None else param.default
+    assert type(default) is int and default >= 1, t(
+        f"admit_export 需要一个带正整数默认值的 limit 参数（现在：{default!r}）：它就是所有提交路径共用的容量",
+        f"admit_export needs a limit parameter with a positive integer default (found {default!r}): it is the one "
+        "capacity every submit path uses")
+    return default
+
+
+def submit_quietly(state_store, product_ids: list[int]) -> str:
+    try:
+        return state_store.submit_snapshot(product_ids)
+    except state_store.CapacityExceeded:
+        raise AssertionError(t(f"提交被 CapacityExceeded 拒绝，而排队+执行中只有 {active_count()} 个",
+                               f"the submit was refused with CapacityExceeded while only {active_count()} jobs are "
+                               "queued or running")) from None
+
+
+# ---------------------------------------------------------------- workers and the publisher loop
+
+_WORKERS: dict[str, Process] = {}
+
+
+def workers() -> dict[str, Process]:
+    """The lesson's two workers, started once (when a check first needs them) and shared."""
+    if not _WORKERS:
+        procs = {}
+        for kind in ("fast", "bulk"):
+            log = LOG_DIR / f"worker-{kind}.log"
+            log.unlink(missing_ok=True)
+            procs[kind] = Process([sys.executable, "-m", "celery", "-A", "lab13_probe:app", "worker", "-l", "INFO",
+                                   "-Q", f"exports.{kind}", "--concurrency=1", "--prefetch-multiplier=1",
+                                   "-n", f"{kind}@%h", "--without-mingle", "--without-gossip"],
+                                  cwd=WORK, log_path=log)
+        try:
+            for proc in procs.values():
+                proc.wait_ready(40, log_contains=" ready.")
+        except BaseException:
+            for proc in procs.values():
+                proc.stop()
+            raise
+        _WORKERS.update(procs)
+    for kind, proc in _WORKERS.items():
+        assert proc.alive(), t(f"{kind} worker 已退出：{redact(proc.log_tail(4))}",
+                               f"the {kind} worker exited: {redact(proc.log_tail(4))}")
+    return _WORKERS
+
+
+def stop_workers() -> None:
+    """At the verifier's end: the workers it started, by PID."""
+    for proc in _WORKERS.values():
+        proc.stop(grace=10)
+
+
+def pause(procs, sig: int) -> None:
+    for proc in procs.values():
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, sig)
+
+
+@contextlib.contextmanager
+def publisher_loop():
+    """The learner's publish_one, called in a loop by a kit process until the check is done."""
+    folder = LOG_DIR / f"lab13-publisher-{uuid4().hex[:8]}"
+    folder.mkdir(parents=True)
+    proc = Process([sys.executable, TOOLS, "publish", str(folder)], cwd=WORK, log_path=folder / "publisher.log")
+    try:
+        proc.wait_ready(20, log_contains="publisher loop running")
+        yield proc
+    finally:
+        (folder / "stop").write_text("stop")
+        proc.stop(grace=5)
+
+
+# ---------------------------------------------------------------- the probe's events (lab13_probe.py)
+
+def events() -> list[dict]:
+    return read_events(EVENTS)
+
+
+def starts(job_id: str) -> list[dict]:
+    return [e for e in events() if e.get("kind") == "start" and e.get("task") == "products.export"
+            and (e.get("args") or [None])[0] == job_id]
+
+
+def delivered(event_id: str) -> bool:
+    """A worker ran this event's message to its end (the probe's "end" event; the event id is the task id)."""
+    return any(e.get("kind") == "end" and e.get("task_id") == event_id for e in events())
+
+
+def held(job_id: str) -> bool:
+    return any(e.get("kind") == "hold" and e.get("job") == job_id for e in events())
+
+
+def released(job_id: str) -> bool:
+    return any(e.get("kind") == "release" and e.get("job") == job_id for e in events())
+
+
+def hold(job_ids: list[str]) -> None:
+    """The probe keeps each of these jobs' first file write waiting until release() (lab13_probe.py)."""
+    HOLD_LIST.write_text("\n".join(job_ids) + "\n")
+
+
+def release(job_ids: list[str]) -> None:
+    for job in job_ids:
+        (LOG_DIR / f"lab13-release-{job}").write_text("go")
+
+
+def first_held(job_ids: list[str], seconds: float, who: str) -> str:
+    """The first of these jobs a worker took and is now held writing (the probe's "hold" event)."""
+    try:
+        return wait_until(lambda: next((j for j in job_ids if held(j)), None), seconds,
+                          f"the {who} worker to start a held job", interval=0.05)
+    except WaitTimeout:
+        raise AssertionError(t(f"{who} worker {seconds:g} 秒内没有开始任何一个任务：{stuck_reason(job_ids[0])}",
+                               f"the {who} worker did not start any of the jobs within {seconds:g}s: "
+                               f"{stuck_reason(job_ids[0])}")) from None
+
+
+def wait_confirmed(c, job_ids: list[str], publisher: Process, seconds: float = 20) -> None:
+    """Every job's outbox event confirmed (sent_at set) while the workers are paused.  Its confirm has
+    committed, so no worker's claim can meet its lock any more (that race is 13.7's).  A publisher only
+    sends: one that waits for a worker to run the job never gets here."""
+    def unsent():
+        return [j for j in job_ids if not ((e := event_of(j)) and e["sent_at"] is not None)]
+    try:
+        wait_until(lambda: not unsent(), seconds, "the publisher to confirm the events", interval=0.05)
+    except WaitTimeout:
+        left = unsent()
+        for line in publisher.log_tail(3).splitlines():
+            c.note("  publisher: " + redact(line)[:200])
+        raise AssertionError(t(
+            f"worker 暂停时，publisher {seconds:g} 秒内只确认了 {len(job_ids) - len(left)}/{len(job_ids)} 个事件："
+            "publisher 只负责发送（send_task，然后写 sent_at），不能等 worker 执行完任务再发下一个。"
+            f"未确认的那个：{stuck_reason(left[0])}",
+            f"with the workers paused, the publisher confirmed only {len(job_ids) - len(left)} of {len(job_ids)} "
+            f"events within {seconds:g}s: a publisher only sends (send_task, then sent_at) and never waits for a "
+            f"worker to run the job before it sends the next. The first unconfirmed one: "
+            f"{stuck_reason(left[0])}")) from None
+
+
+def wait_done(job_ids: list[str], seconds: float) -> dict[str, dict]:
+    def all_done():
+        rows = {j: job_row(j) for j in job_ids}
+        return rows if all(r and r["status"] in TERMINAL for r in rows.values()) else None
+    try:
+        return wait_until(all_done, seconds, "the jobs to finish", interval=0.05)
+    except WaitTimeout:
+        return {j: job_row(j) for j in job_ids}
+
+
+def stuck_reason(job_id: str) -> str:
+    """Why a job did not finish: its event, the broker's queues, the deliveries (bilingual pieces)."""
+    event = event_of(job_id)
+    if event is None:
+        return t("它没有 outbox 事件", "it has no outbox event")
+    if event["sent_at"] is None and event["claim_live"]:
+        return t(f"publisher 已领取它的事件（queue_name={event['queue_name']}），却一直没有确认：它卡在发送和确认之间"
+                 "（比如在等任务的执行结果）",
+                 f"the publisher claimed its event (queue_name={event['queue_name']}) but has not confirmed it: it is "
+                 "stuck between its send and its confirm (waiting for the job's result, for example)")
+    if event["sent_at"] is None:
+        return t(f"它的事件（queue_name={event['queue_name']}）还没有发出：publisher 卡住了或出错（见 publisher 日志）",
+                 f"its event (queue_name={event['queue_name']}) is still unsent: the publisher is stuck or failing "
+                 "(see the publisher log)")
+    from shared.celerylab import queued_task_ids
+    for queue in ("exports", *QUEUES):
+        if event["id"] in queued_task_ids(queue):
+            if queue == "exports":
+                return t('消息在 Redis 队列 exports 里等着，没有 worker 消费这个队列：send_task 要用 queue=event["queue_name"]',
+                         'its message waits in the Redis queue exports, which no worker consumes: send_task needs '
+                         'queue=event["queue_name"]')
+            return t(f"消息在 Redis 队列 {queue} 里等着", f"its message waits in the Redis queue {queue}")
+    seen = starts(job_id)
+    unclaimed = [e for e in events() if e.get("kind") == "end" and e.get("task_id") == event["id"]
+                 and isinstance(e.get("retval"), dict) and e["retval"].get("claimed") is False]
+    row = job_row(job_id)
+    if unclaimed and row and row["status"] == "queued":
+        return t("worker 收到了消息，但 claim 返回 None（claimed False），而任务仍是 queued：那一刻这行被锁住了。"
+                 "用 FOR UPDATE SKIP LOCKED 时，outbox 确认（更新 sent_at）的外键检查会让 claim 跳过它；"
+                 "按 id 领取一个已知的行请用 FOR UPDATE（检查 13.7，以及本课指南）",
+                 "the worker got the message but claim returned None (claimed False) while the job is still queued: "
+                 "the row was locked at that instant. With FOR UPDATE SKIP LOCKED, the outbox confirm's foreign-key "
+                 "check (it updates sent_at) makes claim skip it; claim one known row with FOR UPDATE (check 13.7, "
+                 "and the guide)")
+    if seen:
+        return t(f"它由 {seen[-1].get('node')} 从 {seen[-1].get('queue')} 取走，但还没结束",
+                 f"{seen[-1].get('node')} took it from {seen[-1].get('queue')} but has not finished it")
+    return t("它的事件已发出，但没有 worker 开始执行", "its event was sent but no worker started it")
+
+
+# ---------------------------------------------------------------- HTTP submit path
+
+def http_app() -> tuple[str, str]:
+    """The folder's api_db:app when it has POST /exports, else the kit's route around accept_export."""
+    import_learner("admission_adapter", ("accept_export",))
+    with contextlib.suppress(Exception):
+        import api_db
+        for route in getattr(api_db.app, "routes", []):
+            if getattr(route, "path", None) == "/exports" and "POST" in (getattr(route, "methods", None) or ()):
+                return "api_db:app", "api_db.py POST /exports"
+    return "lab13_api:app", t("套件的 POST /exports 路由包着你的 accept_export（api_db.py 里没有 POST /exports）",
+                              "the kit's POST /exports route around your accept_export "
+                              "(api_db.py has no POST /exports)")
+
+
+@contextlib.contextmanager
+def serve(app: str, env: dict | None = None):
+    port = free_port()
+    log = LOG_DIR / f"lab13-http-{port}.log"
+    proc = Process([sys.executable, "-m", "uvicorn", app, "--host", "127.0.0.1", "--port", str(port)],
+                   cwd=WORK, log_path=log, env=env)
+    try:
+        proc.wait_ready(20, port=port)
+        import httpx2
+        with httpx2.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as client:
+            yield client
+    except WaitTimeout as exc:
+        raise AssertionError(t(f"HTTP 服务没有启动：{redact(str(exc))[-300:]}",
+                               f"the HTTP app did not start: {redact(str(exc))[-300:]}")) from None
+    finally:
+        proc.stop()
+
+
+def body_of(response) -> object:
+    try:
+        return response.json()
+    except ValueError:
+        return response.text[:200]

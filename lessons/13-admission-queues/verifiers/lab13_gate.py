@@ -1,0 +1,207 @@
+"""The capacity gate's races for lesson 13's checks (not a lesson file): the kit's hold on the first job
+INSERT, what the server shows waiting (a user lock, a row lock, a metadata lock), and the producer
+processes (lab13_tools.py produce) that submit at the same moment, each round started by the checker's go.
+
+Races are forced, never hoped for: the kit holds its lock until the server shows every helper waiting
+for it (or finished), then lets go; the outcomes (admitted, CapacityExceeded, errors) decide.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from uuid import uuid4
+
+from lab13_fixture import TOOLS, TRIGGER, active_count, add_filler, reset
+
+from shared import handshake
+from shared.celerylab import LOG_DIR, WORK, redact
+from shared.i18n import t
+from shared.labdb import db_settings, gate_lock_name, kit_db, make_marks_table, sql, trigger
+from shared.proc import Process, WaitTimeout, wait_until
+
+LOCK_WAIT_TIMEOUT = 1205  # both servers: a gate waiter that ran out of innodb_lock_wait_timeout
+INNODB_TRX_POLL = 0.15  # INNODB_TRX is a cache the server refreshes at most every 0.1 s: poll it no faster
+
+
+# ---------------------------------------------------------------- kit trigger: hold the first INSERT
+
+MARKS = "lab13_kit_marks"
+HOLD_BACKSTOP = 60  # seconds a held INSERT waits if the kit never lets go (it always does, in a finally)
+
+
+@contextlib.contextmanager
+def insert_hold():
+    """While active, every job INSERT waits for the kit's user lock, which the kit holds until release().
+
+    The trigger changes nothing else: it only stretches the moment between a submit's count and its
+    insert, as a slow disk or a busy server would.  The producers' sessions may wait that long
+    (lab13_tools.py lifts the lesson's time limits in those processes only).
+    """
+    lock = gate_lock_name("lab13")
+    make_marks_table(MARKS)
+    body = f"""CREATE TRIGGER {TRIGGER} BEFORE INSERT ON export_jobs FOR EACH ROW
+               BEGIN
+                 IF EXISTS (SELECT 1 FROM {MARKS} WHERE kind='hold') THEN
+                   DO GET_LOCK('{lock}', {HOLD_BACKSTOP});
+                   DO RELEASE_LOCK('{lock}');
+                 END IF;
+               END"""
+    with kit_db() as holder, trigger(TRIGGER, body, MARKS):
+        holder.execute("SELECT GET_LOCK(%s, 10) AS got", (lock,))
+        assert holder.fetchone()["got"] == 1, "the kit could not take its own user lock"
+        released = False
+
+        def release() -> None:
+            nonlocal released
+            if not released:
+                holder.execute("SELECT RELEASE_LOCK(%s)", (lock,))
+                released = True
+
+        sql(f"INSERT INTO {MARKS} (kind, ref) VALUES ('hold', 'every-insert')")
+        try:
+            yield release
+        finally:
+            with contextlib.suppress(Exception):  # closing the holder's connection frees the lock anyway
+                release()
+
+
+def waiting_sessions() -> dict:
+    """Sessions of this schema inside a statement right now, by what holds them: the kit's user lock
+    (a held INSERT), a lock they wait for (with the gate: its SELECT … FOR UPDATE, in LOCK WAIT; or a
+    table's metadata lock), or nothing yet (still running).  Poll no faster than INNODB_TRX_POLL."""
+    rows = sql("SELECT p.STATE AS state, LEFT(p.INFO, 200) AS info, t.trx_state AS trx "
+               "FROM information_schema.PROCESSLIST p "
+               "LEFT JOIN information_schema.INNODB_TRX t ON t.trx_mysql_thread_id = p.ID "
+               "WHERE p.DB=%s AND p.ID<>CONNECTION_ID() AND p.COMMAND='Query'", (db_settings()["database"],))
+    insert = [r for r in rows if "user lock" in (r["state"] or "").lower()]
+    waiting = [r for r in rows if r not in insert
+               and (r["trx"] == "LOCK WAIT" or "metadata lock" in (r["state"] or "").lower())]
+    return {"insert": len(insert), "waiting": len(waiting), "running": len(rows) - len(insert) - len(waiting),
+            "statements": sorted({" ".join(str(r["info"] or "").split())[:70] for r in waiting})}
+
+
+def lock_waits() -> list[str]:
+    """The statements of this schema waiting for a row lock right now (poll no faster than INNODB_TRX_POLL)."""
+    rows = sql("SELECT LEFT(t.trx_query, 200) AS query FROM information_schema.INNODB_TRX t "
+               "JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id "
+               "WHERE p.DB=%s AND t.trx_state='LOCK WAIT'", (db_settings()["database"],))
+    return [" ".join(str(r["query"] or "").split()) for r in rows]
+
+
+# ---------------------------------------------------------------- producer processes (the learner's submit_snapshot)
+
+def classify(results: list[dict]) -> dict:
+    out = {"ok": [], "capacity": 0, "lock_wait": 0, "errors": []}
+    for r in results:
+        if "ok" in r:
+            out["ok"].append(r["ok"])
+        elif "capacity" in r:
+            out["capacity"] += 1
+        elif r.get("code") == LOCK_WAIT_TIMEOUT:
+            out["lock_wait"] += 1
+        else:
+            out["errors"].append(redact(r.get("error", "?")))
+    return out
+
+
+def helpers_ready(folder, procs: dict[str, Process]) -> None:
+    """Every helper said it is ready (shared/handshake.py), or one exited: a failed check with its log."""
+    wait_until(lambda: all((folder / f"ready-{n}").exists() or not p.alive() for n, p in procs.items()),
+               30, "the helper processes to start", interval=0.02)
+    dead = [n for n, p in procs.items() if not p.alive()]
+    assert not dead, t(f"检查器的辅助进程无法启动：{redact(procs[dead[0]].log_tail(4))}",
+                       f"a helper process of the checker could not start: {redact(procs[dead[0]].log_tail(4))}")
+
+
+def answered(folder, name: str, round_no: int) -> bool:
+    return (folder / f"res-{name}-{round_no}").exists()  # shared/handshake.py's result file
+
+
+class Producers:
+    """Producer processes (lab13_tools.py produce), each round started by the checker's go, all at once."""
+
+    def __init__(self, names: list[str], env: dict | None = None):
+        self.names = names
+        self.folder = LOG_DIR / f"lab13-producers-{uuid4().hex[:8]}"
+        self.folder.mkdir(parents=True)
+        self.round = 0
+        self.procs = {name: Process([sys.executable, TOOLS, "produce", str(self.folder), name], cwd=WORK,
+                                    log_path=self.folder / f"{name}.log", env=env) for name in names}
+        try:
+            helpers_ready(self.folder, self.procs)
+        except BaseException:
+            self.stop()
+            raise
+
+    def go(self, n: int, ids: list[int]) -> int:
+        self.round += 1
+        handshake.go(self.folder, self.names, {"n": n, "ids": ids}, self.round)
+        return self.round
+
+    def done(self, round_no: int) -> int:
+        return sum(answered(self.folder, n, round_no) for n in self.names)
+
+    def results(self, round_no: int, seconds: float) -> list[dict]:
+        try:
+            wait_until(lambda: self.done(round_no) == len(self.names), seconds, "the producers' results", interval=0.01)
+        except WaitTimeout:
+            raise AssertionError(t(f"{seconds:g} 秒内只有 {self.done(round_no)}/{len(self.names)} 个生产者完成提交",
+                                   f"only {self.done(round_no)}/{len(self.names)} producers finished their submits "
+                                   f"within {seconds:g}s")) from None
+        found = []
+        for name in self.names:
+            found.extend(handshake.wait_result(self.folder, name, 1, round_no))
+        return found
+
+    def stop(self) -> None:
+        handshake.stop(self.folder)
+        for proc in self.procs.values():
+            proc.stop(grace=3)
+
+
+def race_at_edge(c, producers: Producers, limit: int, running: int, bare: int) -> dict:
+    """limit-1 places taken; every producer submits once at the same moment; the first INSERT is held
+    until the server shows every producer held in its INSERT, waiting for a lock (the gate) or done.
+    Returns the outcomes and what the kit saw waiting."""
+    reset()
+    add_filler(limit - 1, running=running, with_events=max(0, limit - 1 - running - bare))
+    size = len(producers.names)
+    with insert_hold() as release:
+        round_no = producers.go(1, [2])
+
+        def all_arrived():
+            now = waiting_sessions()
+            done = producers.done(round_no)
+            return now["insert"] >= 1 and now["insert"] + now["waiting"] + done >= size or done == size
+        try:
+            wait_until(all_arrived, 30, "every producer to reach the database", interval=INNODB_TRX_POLL)
+        except WaitTimeout:  # a design the kit cannot see waiting (the outcomes below still decide)
+            c.note(t("  （30 秒内没有看到所有生产者同时等待；照常放行）",
+                     "  (not every producer was seen waiting within 30 s; released anyway)"))
+        seen = waiting_sessions()
+        release()
+        outcome = classify(producers.results(round_no, 30))
+    return {**outcome, "seen": seen, "active": active_count()}
+
+
+def outcome_text(o: dict) -> str:
+    parts = [f"{len(o['ok'])} admitted", f"{o['capacity']} CapacityExceeded"]
+    if o["lock_wait"]:
+        parts.append(f"{o['lock_wait']} lock wait timeout")
+    if o["errors"]:
+        parts.append(f"{len(o['errors'])} errors")
+    return ", ".join(parts)
+
+
+def outcome_zh(o: dict) -> str:
+    parts = [f"受理 {len(o['ok'])}", f"CapacityExceeded {o['capacity']}"]
+    if o["lock_wait"]:
+        parts.append(f"锁等待超时 {o['lock_wait']}")
+    if o["errors"]:
+        parts.append(f"错误 {len(o['errors'])}")
+    return "，".join(parts)
+
+
+def assert_no_errors(o: dict) -> None:
+    assert not o["errors"], t(f"提交出错：{o['errors'][0]}", f"a submit failed: {o['errors'][0]}")
