@@ -1,0 +1,238 @@
+"""Lesson 11's lab as its checks use it (not a lesson file): the kit's own view of the database, the
+learner's modules, the worker the runner declared (and the one 11.1 starts after stopping it), the probe's
+events, the database server restarted through shared.labctl, and the server's view of open transactions.
+
+The checks (verify_lesson11.py, lab11_interfaces.py) judge by what these return; an assert here only stops
+a helper that cannot go on (a result file that is missing, a database that did not restart).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from pathlib import Path
+
+import pymysql
+
+from shared.celerylab import LOG_DIR, WORK, DeclaredWorker, import_learner, read_events, short, start_worker
+from shared.i18n import t
+from shared.labdb import db_settings, kit_db, sql
+from shared.proc import Process, WaitTimeout, wait_until
+
+EVENTS = LOG_DIR / "lab11-events.jsonl"
+HOLD_LIST = LOG_DIR / "lab11-hold.txt"
+TERMINAL = ("succeeded", "failed", "cancelled")
+
+
+# ---------------------------------------------------------------- the kit's own view of the database
+
+def sql_count(query: str, args=()) -> int:
+    with kit_db() as cur:
+        return cur.execute(query, args)
+
+
+def job_count() -> int:
+    return sql("SELECT COUNT(*) AS n FROM export_jobs")[0]["n"]
+
+
+def payload_of(row: dict) -> list:
+    value = row["payload"]
+    return json.loads(value) if isinstance(value, (str, bytes, bytearray)) else value
+
+
+def products(ids: list[int]) -> list[dict]:
+    marks = ",".join(["%s"] * len(ids))
+    rows = sql(f"SELECT id, name, description, is_active, price_cents FROM products WHERE id IN ({marks}) "
+               "ORDER BY id", ids)
+    return [{**row, "is_active": bool(row["is_active"]), "price_cents": int(row["price_cents"])} for row in rows]
+
+
+def same_rows(got: list, expected: list[dict]) -> bool:
+    """The product rows, compared field by field (key order and extra fields do not matter)."""
+    try:
+        picked = sorted(({key: (bool(row[key]) if key == "is_active" else row[key]) for key in expected[0]}
+                         for row in got), key=lambda row: row["id"])
+    except (KeyError, TypeError, IndexError):
+        return False
+    return picked == expected
+
+
+def mariadb_hint() -> str:
+    """What to do when a course-typed connect() meets MariaDB (the guide's one allowed change)."""
+    return t("服务器是 MariaDB，不认识 max_execution_time：把 connect() 里那一行改成 "
+             "cur.execute(\"SET SESSION max_statement_time = 3\")（见本课指南）",
+             "the server is MariaDB, which has no max_execution_time: change that line in connect() to "
+             "cur.execute(\"SET SESSION max_statement_time = 3\") (see this lesson's guide)")
+
+
+# ---------------------------------------------------------------- the learner's modules
+
+def store():
+    return import_learner("state_store", ("connect", "transaction", "decode_payload", "read_snapshot",
+                                          "submit_snapshot", "claim", "finish"))
+
+
+def export_task():
+    return import_learner("export_tasks", ("export_products",)).export_products
+
+
+def claimed_token(job) -> str | None:
+    if job is None:
+        return None
+    assert isinstance(job, dict) and job.get("lease_token"), t(
+        f"claim 应返回含 lease_token 的行或 None，实际 {job!r}"[:200],
+        f"claim must return a row with lease_token or None, got {job!r}"[:200])
+    return str(job["lease_token"])
+
+
+# ---------------------------------------------------------------- workers and their events
+
+class Workers:
+    """The worker the runner declared; after 11.1 restarts it, an equivalent one we own."""
+
+    def __init__(self):
+        self._declared: DeclaredWorker | None = None
+        self.own: Process | None = None
+
+    @property
+    def declared(self) -> DeclaredWorker:
+        if self._declared is None:
+            self._declared = DeclaredWorker()
+        return self._declared
+
+    def stop_declared(self) -> float:
+        return self.declared.stop()
+
+    def start_own(self) -> Process:
+        self.own = start_worker(self.declared.argv, "worker-restarted.log")
+        return self.own
+
+    def ensure(self) -> None:
+        if (self.own is not None and self.own.alive()) or self.declared.alive():
+            return
+        self.start_own()
+
+    def stop_all(self) -> None:
+        if self.own is not None:
+            self.own.stop(grace=10)
+
+
+def events() -> list[dict]:
+    return read_events(EVENTS)
+
+
+def wait_task_end(result, seconds: float = 20) -> dict:
+    """The worker's record of this message's execution (probe event), once it has ended."""
+    def ended():
+        return next((e for e in events() if e.get("kind") == "end" and e.get("task_id") == result.id), None)
+    try:
+        return wait_until(ended, seconds, f"task {result.id} to end", interval=0.05)
+    except WaitTimeout:
+        raise AssertionError(t(f"worker 在 {seconds:g} 秒内没有执行完消息 {short(result.id)}（看 worker 日志）",
+                               f"the worker did not finish message {short(result.id)} within {seconds:g}s "
+                               "(see the worker log)")) from None
+
+
+def published_file(row: dict) -> tuple[Path, list]:
+    ref = row.get("result_ref")
+    assert ref, t("任务已 succeeded，但 result_ref 为空", "the job succeeded but result_ref is empty")
+    path = Path(ref) if Path(ref).is_absolute() else WORK / ref
+    assert path.is_file(), t(f"result_ref 指向的文件不存在：{ref}", f"result_ref points to no file: {ref}")
+    return path, json.loads(path.read_text(encoding="utf-8"))
+
+
+# ---------------------------------------------------------------- restarting the database server
+
+def server_state() -> dict:
+    with kit_db() as cur:
+        cur.execute("SHOW GLOBAL STATUS LIKE 'Uptime'")
+        uptime = int(cur.fetchone()["Value"])
+        cur.execute("SELECT VERSION() AS v")
+        version = cur.fetchone()["v"]
+    return {"uptime": uptime, "version": version}
+
+
+def database_answers() -> bool:
+    try:
+        with kit_db() as cur:
+            cur.execute("SELECT 1")
+        return True
+    except pymysql.MySQLError:
+        return False
+
+
+def restart_database() -> str:
+    """Stop and start the lab's database server through shared.labctl; return what shows it happened."""
+    from shared import labctl
+    before, old_pid = server_state(), labctl.MYSQL.pid()
+    try:
+        how = labctl.stop_service("mysql")
+        labctl.up(["mysql"])
+    except labctl.ServiceError as exc:  # external mode: a server the learner runs is never stopped
+        raise AssertionError(t(f"无法证明本项：{exc}", f"this item cannot be proved: {exc}")) from None
+    wait_until(database_answers, 60, "the database to answer again", interval=0.2)
+    after = server_state()
+    new_pid = labctl.MYSQL.pid()
+    assert after["uptime"] < before["uptime"] or (old_pid and new_pid and new_pid != old_pid), t(
+        "数据库似乎没有真正重启", "the database server does not look restarted")
+    return f"{how}, uptime {before['uptime']} s → {after['uptime']} s ({after['version']})"
+
+
+
+# ---------------------------------------------------------------- transactions and row locks, as the server shows them
+
+def other_transactions() -> list[dict]:
+    """Open InnoDB transactions of the lesson's connections (same user and schema), ours excluded.
+
+    information_schema.innodb_trx is a server-wide cache, refreshed only when nobody has read it for 0.1 s:
+    one read may still show a transaction that committed a moment ago (the worker's claim).  So it is read
+    until two reads 0.25 s apart name the same transactions; one that is really held stays in both."""
+    previous: list | None = None
+
+    def settled():
+        nonlocal previous
+        found = transactions_now()
+        ids = sorted(str(row["trx_id"]) for row in found)
+        agreed, previous = ids == previous, ids
+        return (found,) if agreed else None
+    return wait_until(settled, 10, "two reads of innodb_trx that agree", interval=0.25)[0]
+
+
+def transactions_now() -> list[dict]:
+    settings = db_settings()
+    with kit_db() as cur:
+        cur.execute("SELECT trx_id, trx_state, trx_started, trx_mysql_thread_id AS thread, trx_rows_locked, "
+                    "trx_query FROM information_schema.innodb_trx WHERE trx_mysql_thread_id <> CONNECTION_ID()")
+        trx = list(cur.fetchall())
+        cur.execute("SHOW FULL PROCESSLIST")
+        threads = {row["Id"]: row for row in cur.fetchall()}
+    mine = []
+    for row in trx:
+        thread = threads.get(row["thread"], {})
+        if thread.get("User") in (None, settings["user"]) and thread.get("db") in (None, settings["database"]):
+            mine.append(row)
+    return mine
+
+
+def row_lockable(job_id: str) -> str | None:
+    """None when we can lock the row at once; the server's error otherwise."""
+    try:
+        with kit_db(autocommit=False) as cur:
+            cur.execute("SELECT id FROM export_jobs WHERE id=%s FOR UPDATE NOWAIT", (job_id,))
+            cur.connection.rollback()
+        return None
+    except pymysql.MySQLError as exc:
+        return f"{exc.args[0]}: {exc.args[1] if len(exc.args) > 1 else ''}"
+
+
+# ---------------------------------------------------------------- the one known server mismatch
+
+@contextlib.contextmanager
+def explained():
+    """Turn the one known server mismatch into a pointer to the guide instead of a bare traceback."""
+    try:
+        yield
+    except pymysql.err.OperationalError as exc:
+        if exc.args and exc.args[0] == 1193 and "max_execution_time" in str(exc):
+            raise AssertionError(mariadb_hint()) from None
+        raise

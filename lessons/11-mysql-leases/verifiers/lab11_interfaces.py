@@ -1,0 +1,285 @@
+"""Lesson 11's checks of the lesson's edges (not a lesson file): the HTTP read path (11.7), submit's input
+checks (11.8), connect()'s DATABASE_URL checks (11.9, run in lab11_urlprobe.py) and the renewal
+exercise (11.10).  verify_lesson11.py runs them; the lab they use is lab11_fixture.py.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import json
+import os
+import re
+import sys
+from urllib.parse import quote, unquote, urlsplit, urlunsplit
+from uuid import uuid4
+
+from lab11_fixture import claimed_token, export_task, job_count, store
+
+from shared.celerylab import LOG_DIR, WORK, redact, setting, short
+from shared.i18n import t
+from shared.labdb import job_row, sql
+from shared.proc import Process, free_port, run_python
+
+
+# ---------------------------------------------------------------- 11.7
+
+def http_get(port: int, job_id: str):
+    import httpx2
+    return httpx2.get(f"http://127.0.0.1:{port}/exports/{job_id}", timeout=10)
+
+
+def start_api(log_name: str, env: dict | None = None) -> tuple[Process, int]:
+    port = free_port()
+    proc = Process([sys.executable, "-m", "uvicorn", "api_db:app", "--host", "127.0.0.1", "--port", str(port)],
+                   cwd=WORK, log_path=LOG_DIR / log_name, env=env)
+    try:
+        proc.wait_ready(20, port=port)
+    except BaseException:
+        proc.stop()
+        raise
+    return proc, port
+
+
+def check_http(c) -> None:
+    if not (WORK / "api_db.py").is_file():
+        c.skip(t("没有 api_db.py（课程正文只要求“另行接入”；按本课指南添加后会检查）",
+                 "no api_db.py (the course text only says to add an HTTP adapter; add it from this lesson's guide "
+                 "to have it checked)"))
+    state_store, export_products = store(), export_task()
+    queued = state_store.submit_snapshot([55])
+    direct = str(uuid4())
+    sql("INSERT INTO export_jobs (id, status, payload, attempts, deadline_at, result_ref) VALUES "
+        "(%s, 'succeeded', '[]', 1, DATE_ADD(NOW(6), INTERVAL 10 MINUTE), 'artifacts/written-by-sql.json')", (direct,))
+    missing = str(uuid4())
+    celery_state = export_products.AsyncResult(queued).state
+    proc, port = start_api("api_db.log")
+    try:
+        answers = {}
+        for name, job_id in (("queued", queued), ("sql", direct), ("missing", missing)):
+            response = http_get(port, job_id)
+            answers[name] = response
+            c.note(f"GET /exports/{short(job_id)} → {response.status_code} {redact(response.text)[:120]}")
+        sql("UPDATE export_jobs SET status='failed', error_code='drill' WHERE id=%s", (queued,))
+        changed = http_get(port, queued)
+        c.note(t(f"用 SQL 把它改成 failed 后 → {changed.status_code} {redact(changed.text)[:80]}",
+                 f"after SQL sets it to failed → {changed.status_code} {redact(changed.text)[:80]}"))
+    finally:
+        proc.stop()
+
+    def status_of(response) -> str | None:
+        with contextlib.suppress(ValueError, AttributeError):
+            return response.json().get("status")
+        return None
+
+    assert answers["queued"].status_code == 200 and status_of(answers["queued"]) == "queued", t(
+        f"没人执行过的 queued 任务（Celery 显示 {celery_state}）应为 200 且 status=queued：PENDING 不等于不存在",
+        f"a queued job nobody ran (Celery says {celery_state}) must be 200 with status=queued: PENDING is not "
+        "missing")
+    assert answers["sql"].status_code == 200 and status_of(answers["sql"]) == "succeeded", t(
+        "只用 SQL 写入的行应为 200 succeeded：查询路径要读 export_jobs", "a row written by SQL alone must be 200 "
+        "succeeded: the read path must use export_jobs")
+    assert changed.status_code == 200 and status_of(changed) == "failed", t(
+        "SQL 改了状态，接口没有反映：每次请求都要读数据库",
+        "SQL changed the status and the API did not show it: read the "
+        "database on every request")
+    assert answers["missing"].status_code == 404, t(f"不存在的 id 应为 404，实际 {answers['missing'].status_code}",
+                                                    f"an unknown id must be 404, got {answers['missing'].status_code}")
+
+    url = urlsplit(setting("DATABASE_URL"))
+    closed = free_port()
+    dead_url = urlunsplit(url._replace(netloc=url.netloc.rsplit(":", 1)[0] + f":{closed}"))
+    proc, port = start_api("api_db-no-database.log", env=dict(os.environ, DATABASE_URL=dead_url))
+    try:
+        unreachable = http_get(port, queued)
+    finally:
+        proc.stop()
+    c.note(t(f"数据库不可达时（端口 {closed} 无服务）同一个 id → {unreachable.status_code}",
+             f"with the database unreachable (nothing on port {closed}) the same id → {unreachable.status_code}"))
+    assert unreachable.status_code != 404 and unreachable.status_code >= 500, t(
+        f"数据库不可达时应是 5xx，而不是 {unreachable.status_code}：404 只表示没有这一行",
+        f"with the database unreachable the answer must be 5xx, not {unreachable.status_code}: 404 means only "
+        "that no row exists")
+
+
+# ---------------------------------------------------------------- 11.8
+
+def check_bad_input(c) -> None:
+    state_store = store()
+    # 101 products that all exist, so "over 100" is refused for its size and not for a missing id.
+    sql("INSERT INTO products (id, name, description, is_active, price_cents) VALUES " +
+        ",".join(f"({n}, 'bulk-{n}', 'lesson 11 size drill', 1, {n})" for n in range(1001, 1102)))
+    cases = [
+        (t("空列表", "empty list"), []),
+        (t("101 个存在的编号", "101 existing ids"), list(range(1001, 1102))),
+        ("0", [0]),
+        ("-3", [5, -3]),
+        ('"7"', ["7"]),
+        ("7.0", [7.0]),
+        ("True", [True]),
+        (t("不存在的 999999", "missing 999999"), [5, 999999]),
+    ]
+    problems = []
+    for label, ids in cases:
+        before = job_count()
+        try:
+            job_id = state_store.submit_snapshot(ids)
+            outcome, message = "accepted", job_id
+        except (ValueError, TypeError) as exc:
+            outcome, message = type(exc).__name__, str(exc)
+        except Exception as exc:  # noqa: BLE001 - the wrong kind of error is a finding, not a crash
+            outcome, message = f"{type(exc).__name__} (unexpected)", str(exc)
+        left = job_count() - before
+        c.note(f"{label:<20} → {outcome}: {redact(message)[:70]}" + (t(f"，多出 {left} 行", f", {left} row(s) left")
+                                                                     if left else ""))
+        if outcome not in ("ValueError", "TypeError") or not message.strip() or left:
+            problems.append((label, outcome, left))
+    before = job_count()
+    hundred = state_store.submit_snapshot(list(range(1001, 1101)))
+    c.note(t(f"恰好 100 个存在的编号 → 接受（{short(hundred)}）",
+             f"exactly 100 existing ids → accepted ({short(hundred)})"))
+    assert job_count() == before + 1
+    assert not problems, t(
+        f"这些输入没有明确报错或留下了任务行：{problems}（先在同一事务里 read_snapshot 校验，再 INSERT）",
+        f"these inputs got no clear error or left a job row: {problems} (validate with read_snapshot before the "
+        "INSERT, in the same transaction)")
+
+
+# ---------------------------------------------------------------- 11.9
+
+def check_url(c) -> None:
+    store()
+    marker = "Lab11" + uuid4().hex[:10]  # a fake password: it must never come back in any output
+    good = urlsplit(setting("DATABASE_URL"))
+    host, database = f"{good.hostname}:{good.port}", unquote(good.path.lstrip("/"))
+    cases = [
+        ("real", None),
+        ("scheme mysql://", f"mysql://app_user:{marker}@{host}/{database}"),
+        ("scheme postgresql://", f"postgresql://app_user:{marker}@{host}/{database}"),
+        ("no host", f"mysql+pymysql://app_user:{marker}@:3307/{database}"),
+        ("no user", f"mysql+pymysql://:{marker}@{host}/{database}"),
+        ("no password", f"mysql+pymysql://app_user@{host}/{database}"),
+        ("port not a number", f"mysql+pymysql://app_user:{marker}@{good.hostname}:3x07/{database}"),
+        ("#fragment", f"mysql+pymysql://app_user:{marker}@{host}/{database}#x"),
+        ("?ssl=false", f"mysql+pymysql://app_user:{marker}@{host}/{database}?ssl=false"),
+        ("database 'shop lab'", f"mysql+pymysql://app_user:{marker}@{host}/shop%20lab"),
+        ("no database", f"mysql+pymysql://app_user:{marker}@{host}/"),
+        ("password %zz", f"mysql+pymysql://app_user:{marker}%zz@{host}/{database}"),
+        ("password ends in %", f"mysql+pymysql://app_user:{marker}%@{host}/{database}"),
+        ("password %E9 (not UTF-8)", f"mysql+pymysql://app_user:{marker}%E9@{host}/{database}"),
+    ]
+    done = run_python(["lab11_urlprobe.py", json.dumps(cases)], cwd=WORK, timeout=60)
+    results = {}
+    for line in done.stdout.splitlines():
+        with contextlib.suppress(ValueError):
+            item = json.loads(line)
+            results[item["name"]] = item
+    assert results, t("探测进程没有输出：\n", "the probe printed nothing:\n") + redact(done.stdout)[-400:]
+    leaks, wrong = [], []
+    secret_forms = {marker, quote(marker, safe="")}
+    for name, _ in cases:
+        item = results.get(name)
+        if item is None:
+            wrong.append((name, "no result"))
+            continue
+        everything = item["error"] + item["trace"] + item["output"]
+        leaked = any(form in everything for form in secret_forms)
+        c.note(f"{name:<26} → {item['outcome']}: {redact(item['error']).replace(marker, '<PASSWORD>')[:80]}"
+               + (t("  ← 泄露了密码", "  ← reveals the password") if leaked else ""))
+        if leaked:
+            leaks.append(name)
+        if name == "real":
+            if item["outcome"] != "connected":
+                wrong.append((name, item["outcome"]))
+        elif not item["value_error"]:
+            wrong.append((name, item["outcome"]))
+    assert not leaks, t(f"错误信息或输出里出现了密码：{leaks}（只说哪部分不对，不回显 URL）",
+                        f"the password appears in the error or output: {leaks} (name the wrong part, never echo "
+                        "the URL)")
+    assert not wrong, t(f"这些 URL 没有在连接前以 ValueError 拒绝（或真实 URL 连不上）：{wrong}",
+                        f"these URLs were not refused with a ValueError before connecting (or the real URL did not "
+                        f"connect): {wrong}")
+
+
+# ---------------------------------------------------------------- 11.10
+
+def find_renewal(state_store):
+    for name, fn in inspect.getmembers(state_store, inspect.isfunction):
+        if fn.__module__ == state_store.__name__ and re.search(r"renew|extend|heartbeat", name, re.I):
+            return name, fn
+    return None, None
+
+
+def server_now():
+    return sql("SELECT NOW(6) AS now")[0]["now"]
+
+
+def lease_seconds(job_id: str) -> float:
+    row = sql("SELECT TIMESTAMPDIFF(MICROSECOND, NOW(6), lease_until) / 1e6 AS s FROM export_jobs WHERE id=%s",
+              (job_id,))[0]
+    return float(row["s"])
+
+
+def check_renew(c) -> None:
+    state_store = store()
+    name, renew = find_renewal(state_store)
+    if renew is None:
+        c.skip(t("state_store 里没有续租函数（名字含 renew，如 renew_lease(job_id, token)）",
+                 "state_store has no renewal function (a name with renew, e.g. renew_lease(job_id, token))"))
+    job_id = state_store.submit_snapshot([58])
+    token = claimed_token(state_store.claim(job_id))
+    assert token, t("新任务第一次 claim 拿不到 token", "the first claim of a fresh job got no token")
+
+    sql("UPDATE export_jobs SET lease_until=DATE_ADD(NOW(6), INTERVAL 5 SECOND) WHERE id=%s", (job_id,))
+    # The renewal's NOW(6) lies between the server's clock read just before and just after the call, so
+    # lease_until - 30 s must too, however slowly the call ran (1 s of slack for a clock read in Python).
+    before = server_now()
+    ok = renew(job_id, token)
+    after = server_now()
+    until = job_row(job_id)["lease_until"]
+    since_start, since_end = (until - before).total_seconds(), (until - after).total_seconds()
+    c.note(t(f"{name}：剩 5 秒的租约 → {ok}，lease_until = 调用开始后 {since_start:.2f} 秒 / 结束后 {since_end:.2f} 秒",
+             f"{name}: a lease with 5 s left → {ok}, lease_until = {since_start:.2f} s after the call began / "
+             f"{since_end:.2f} s after it returned"))
+    assert ok is True and since_start >= 29 and since_end <= 31, t(
+        "有效租约应返回 True 并延长到续租时刻之后 30 秒", "a live lease must give True and end 30 s after the renewal")
+
+    before = lease_seconds(job_id)
+    foreign = renew(job_id, str(uuid4()))
+    c.note(t(f"陌生 token → {foreign}", f"a foreign token → {foreign}"))
+    assert foreign is False and lease_seconds(job_id) <= before, t("陌生 token 也能续租", "a foreign token renewed")
+
+    sql("UPDATE export_jobs SET deadline_at=DATE_ADD(NOW(6), INTERVAL 10 SECOND) WHERE id=%s", (job_id,))
+    first, second = renew(job_id, token), renew(job_id, token)
+    capped = sql("SELECT lease_until = deadline_at AS capped FROM export_jobs WHERE id=%s", (job_id,))[0]["capped"]
+    c.note(t(f"deadline_at 在 10 秒后：续租 → {first}，再续一次（同一截止值）→ {second}，"
+             f"lease_until = deadline_at：{bool(capped)}",
+             f"deadline_at 10 s ahead: renew → {first}, again (same end time) → {second}, lease_until = "
+             f"deadline_at: {bool(capped)}"))
+    assert capped, t("续租超过了 deadline_at：用 LEAST(…, deadline_at)", "the renewal went past deadline_at: use "
+                     "LEAST(…, deadline_at)")
+    assert first is True and second is True, t(
+        "租约仍有效却返回 False：同一截止值会让 rowcount 为 0，要在同一事务里再 SELECT 确认",
+        "False although the lease is live: the same end time gives rowcount 0, so confirm with a SELECT in the same "
+        "transaction")
+
+    sql("UPDATE export_jobs SET deadline_at=DATE_ADD(NOW(6), INTERVAL 10 MINUTE), cancel_requested=TRUE WHERE id=%s",
+        (job_id,))
+    cancelled = renew(job_id, token)
+    sql("UPDATE export_jobs SET cancel_requested=FALSE WHERE id=%s", (job_id,))
+    c.note(t(f"已请求取消 → {cancelled}", f"cancel requested → {cancelled}"))
+    assert cancelled is False, t("已取消的任务仍能续租", "a cancelled job was renewed")
+
+    sql("UPDATE export_jobs SET lease_until=DATE_SUB(NOW(6), INTERVAL 1 SECOND) WHERE id=%s", (job_id,))
+    revived = renew(job_id, token)
+    still = lease_seconds(job_id)
+    c.note(t(f"租约已过期 → {revived}，lease_until 仍在过去（{still:.1f} 秒）",
+             f"lease expired → {revived}, lease_until stays in the past ({still:.1f} s)"))
+    assert revived is False and still < 0, t("过期租约被续活了：过期后必须重新领取",
+                                             "an expired lease came back to life: "
+                                             "after expiry only a new claim helps")
+
+    queued = state_store.submit_snapshot([59])
+    idle = renew(queued, token)
+    c.note(t(f"queued 任务（没有租约）→ {idle}", f"a queued job (no lease) → {idle}"))
+    assert idle is False, t("没有租约的 queued 任务也能续租", "a queued job without a lease was renewed")
