@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import threading
 from urllib.parse import unquote, urlsplit
 
@@ -148,3 +149,62 @@ def trigger(name: str, body: str, marks_table: str):
 def gate_lock_name(prefix: str) -> str:
     """A GET_LOCK name for a kit gate: user locks are server-wide, so one per schema (slot)."""
     return f"{prefix}-gate-{db_settings()['database']}"
+
+
+# ---------------------------------------------------------------- what a first claimer locks, and why
+
+def held_by_others(table: str, ids: list[str]) -> int:
+    """How many of these rows another transaction holds locked now: a SKIP LOCKED read by primary key
+    takes all the others (and lets them go at once), exactly as a second claimer would find them."""
+    free = 0
+    with kit_db(autocommit=False) as cur:
+        cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
+        for start in range(0, len(ids), 500):
+            part = ids[start:start + 500]
+            free += cur.execute(f"SELECT id FROM {table} WHERE id IN ({','.join(['%s'] * len(part))}) "
+                                "FOR UPDATE SKIP LOCKED", part)
+        cur.connection.rollback()
+    return len(ids) - free
+
+
+def index_columns(table: str) -> dict[str, list[str]]:
+    """The indexes of `table` in this schema: name -> its columns, in index order."""
+    rows = sql("SELECT INDEX_NAME AS name, COLUMN_NAME AS col FROM information_schema.STATISTICS "
+               "WHERE TABLE_SCHEMA=DATABASE() AND TABLE_NAME=%s ORDER BY INDEX_NAME, SEQ_IN_INDEX", (table,))
+    found: dict[str, list[str]] = {}
+    for row in rows:
+        found.setdefault(row["name"], []).append(row["col"])
+    return found
+
+
+def plan_of(statement: str, table: str, alias: str | None = None) -> dict:
+    """EXPLAIN of a SELECT the learner's code sent (EXPLAIN runs nothing): for the row of `table` (or its
+    `alias`) the index used (key, "name (columns)", columns), whether it sorts (filesort), and one line."""
+    import pymysql
+    names = (table,) if alias is None else (table, alias)
+    row: dict = {}
+    if re.match(r"\s*SELECT\b", statement, re.I):
+        with contextlib.suppress(pymysql.MySQLError), kit_db() as cur:
+            cur.execute("EXPLAIN " + statement)  # no arguments: the statement is already complete
+            rows = list(cur.fetchall())
+            row = next((r for r in rows if r.get("table") in names), rows[0] if rows else {})
+    key = row.get("key")
+    columns = index_columns(table).get(key, []) if key else []
+    return {"key": key, "index": f"{key} ({', '.join(columns)})" if key else None, "columns": columns,
+            "filesort": "filesort" in (row.get("Extra") or ""),
+            "line": (f"table={row.get('table')} type={row.get('type')} key={key or 'NULL'} rows={row.get('rows')} "
+                     f"Extra: {row.get('Extra') or ''}") if row else t("（EXPLAIN 没有结果）", "(EXPLAIN gave nothing)")}
+
+
+def one_line(statement: str, limit: int = 150) -> str:
+    """A statement on one line (whitespace runs folded), cut to `limit` characters for a note."""
+    text = " ".join(statement.split())
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def lock_waits() -> list[str]:
+    """Sessions of this schema waiting for a row lock (one read; innodb_trx is a cache, never polled)."""
+    rows = sql("SELECT t.trx_mysql_thread_id AS thread, LEFT(t.trx_query, 120) AS query "
+               "FROM information_schema.innodb_trx AS t JOIN information_schema.PROCESSLIST AS p "
+               "ON p.ID=t.trx_mysql_thread_id WHERE t.trx_state='LOCK WAIT' AND p.DB=DATABASE()")
+    return [f"thread {r['thread']}: {one_line(r['query'] or '', 80)}" for r in rows]

@@ -29,7 +29,6 @@ runs and are dropped in `finally`.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
@@ -38,12 +37,11 @@ import time
 from pathlib import Path
 from uuid import uuid4
 
-import pymysql
-
 from shared import handshake
 from shared.celerylab import LOG_DIR, WORK, import_learner, read_events, redact, short
 from shared.i18n import t
-from shared.labdb import job_row, kit_db, make_marks_table, sql, trigger, wait_status
+from shared.labdb import (held_by_others, index_columns, job_row, kit_db, lock_waits, make_marks_table, one_line,
+                          plan_of, sql, trigger, wait_status)
 from shared.proc import Process, WaitTimeout, free_port, run_python, wait_until
 
 EVENTS = LOG_DIR / "lab12-events.jsonl"
@@ -402,50 +400,6 @@ COURSE_INDEX = ["sent_at", "available_at", "created_at"]  # schema_outbox.sql as
 FIXED_INDEX = "KEY export_outbox_pending (sent_at, created_at, id)"
 
 
-def held_by_others(table: str, ids: list[str]) -> int:
-    """How many of these rows another transaction holds locked now: a SKIP LOCKED read by primary key
-    takes all the others (and lets them go at once), exactly as a second claimer would find them."""
-    free = 0
-    with kit_db(autocommit=False) as cur:
-        cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
-        for start in range(0, len(ids), 500):
-            part = ids[start:start + 500]
-            free += cur.execute(f"SELECT id FROM {table} WHERE id IN ({','.join(['%s'] * len(part))}) "
-                                "FOR UPDATE SKIP LOCKED", part)
-        cur.connection.rollback()
-    return len(ids) - free
-
-
-def index_columns(table: str) -> dict[str, list[str]]:
-    rows = sql("SELECT INDEX_NAME AS name, COLUMN_NAME AS col FROM information_schema.STATISTICS "
-               "WHERE TABLE_SCHEMA=DATABASE() AND TABLE_NAME=%s ORDER BY INDEX_NAME, SEQ_IN_INDEX", (table,))
-    found: dict[str, list[str]] = {}
-    for row in rows:
-        found.setdefault(row["name"], []).append(row["col"])
-    return found
-
-
-def plan_of(statement: str, table: str) -> dict:
-    """EXPLAIN of a SELECT the learner's code sent (EXPLAIN runs nothing): the row for `table`, the index."""
-    row: dict = {}
-    if re.match(r"\s*SELECT\b", statement, re.I):
-        with contextlib.suppress(pymysql.MySQLError), kit_db() as cur:
-            cur.execute("EXPLAIN " + statement)  # no arguments: the statement is already complete
-            rows = list(cur.fetchall())
-            row = next((r for r in rows if r.get("table") == table), rows[0] if rows else {})
-    key = row.get("key")
-    columns = index_columns(table).get(key, []) if key else []
-    return {"key": key, "index": f"{key} ({', '.join(columns)})" if key else None, "columns": columns,
-            "filesort": "filesort" in (row.get("Extra") or ""),
-            "line": (f"table={row.get('table')} type={row.get('type')} key={key or 'NULL'} rows={row.get('rows')} "
-                     f"Extra: {row.get('Extra') or ''}") if row else t("（EXPLAIN 没有结果）", "(EXPLAIN gave nothing)")}
-
-
-def one_line(statement: str, limit: int = 150) -> str:
-    text = " ".join(statement.split())
-    return text if len(text) <= limit else text[:limit - 1] + "…"
-
-
 def all_locked_message(plan: dict, locked: int, pending: int) -> str:
     """Why B got nothing, in one read: the rows A locked, the plan that made it lock them, the fix."""
     seen = t(f"publisher B 什么都没领到：A 停在自己的领取事务里时，锁住了 {pending} 条待发事件中的 {locked} 条。",
@@ -485,14 +439,6 @@ def all_locked_message(plan: dict, locked: int, pending: int) -> str:
         "LIMIT 1, and FOR UPDATE locks every row it read. "
         f"Fix: in schema_outbox.sql write {FIXED_INDEX} (sent_at's equality first, then exactly the ORDER BY); "
         f"on the table you already have run {alter} (this lesson's guide: 'Does SKIP LOCKED really skip?')")
-
-
-def lock_waits() -> list[str]:
-    """Sessions of this schema waiting for a row lock (one read; innodb_trx is a cache, never polled)."""
-    rows = sql("SELECT t.trx_mysql_thread_id AS thread, LEFT(t.trx_query, 120) AS query "
-               "FROM information_schema.innodb_trx AS t JOIN information_schema.PROCESSLIST AS p "
-               "ON p.ID=t.trx_mysql_thread_id WHERE t.trx_state='LOCK WAIT' AND p.DB=DATABASE()")
-    return [f"thread {r['thread']}: {one_line(r['query'] or '', 80)}" for r in rows]
 
 
 def add_pending(n: int) -> tuple[list[str], list[str]]:
