@@ -1,0 +1,207 @@
+"""Lesson 15's drills (not a lesson file): times moved back so a delivery is overdue (15.4), a crowd of
+overdue jobs, the lab15_tools.py helper processes that scan or publish on the checker's word and can stop
+holding their first locks (15.4, 15.6), what such a held scanner locked and why (15.4's known gap), and the
+kit's own warm-shutdown worker command (15.7).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from uuid import uuid4
+
+import pymysql
+
+from shared import handshake
+from shared.celerylab import LOG_DIR, WORK, DeclaredWorker, redact
+from shared.i18n import t
+from shared.labdb import index_columns, kit_db, sql
+from shared.proc import Process, WaitTimeout, wait_until
+
+
+# ---------------------------------------------------------------- times moved back, overdue jobs
+
+def overdue(job_id: str, seconds_ago: int) -> None:
+    """This job's event was sent (and confirmed) `seconds_ago`, and nobody ever claimed the job."""
+    with kit_db() as cur:
+        cur.execute("UPDATE export_outbox SET sent_at=DATE_SUB(NOW(6), INTERVAL %s SECOND), claim_until=NULL "
+                    "WHERE job_id=%s AND sent_at IS NULL", (seconds_ago, job_id))
+        cur.execute("UPDATE export_jobs SET last_dispatched_at=DATE_SUB(NOW(6), INTERVAL %s SECOND), "
+                    "updated_at=DATE_SUB(NOW(6), INTERVAL %s SECOND), next_attempt_at=DATE_SUB(NOW(6), INTERVAL %s SECOND) "
+                    "WHERE id=%s", (seconds_ago, seconds_ago, seconds_ago, job_id))
+
+
+def time_passes(job_id: str, seconds: int) -> None:
+    """As if `seconds` went by with nobody touching this job: all its recorded times move back."""
+    with kit_db() as cur:
+        cur.execute("UPDATE export_jobs SET updated_at=DATE_SUB(updated_at, INTERVAL %s SECOND), "
+                    "next_attempt_at=DATE_SUB(next_attempt_at, INTERVAL %s SECOND), "
+                    "last_dispatched_at=DATE_SUB(last_dispatched_at, INTERVAL %s SECOND), "
+                    "created_at=DATE_SUB(created_at, INTERVAL %s SECOND) WHERE id=%s", (seconds,) * 4 + (job_id,))
+        cur.execute("UPDATE export_outbox SET created_at=DATE_SUB(created_at, INTERVAL %s SECOND), "
+                    "available_at=DATE_SUB(available_at, INTERVAL %s SECOND), "
+                    "sent_at=DATE_SUB(sent_at, INTERVAL %s SECOND) WHERE job_id=%s", (seconds,) * 3 + (job_id,))
+
+
+def add_overdue(n: int) -> list[str]:
+    """n queued jobs, each dispatched 2 minutes ago and never claimed, in a known updated_at order."""
+    jobs = [str(uuid4()) for _ in range(n)]
+    with kit_db() as cur:
+        cur.executemany(
+            "INSERT INTO export_jobs (id, payload, deadline_at, created_at, updated_at, next_attempt_at, "
+            "last_dispatched_at) VALUES (%s, '[]', DATE_ADD(NOW(6), INTERVAL 10 MINUTE), "
+            "DATE_SUB(NOW(6), INTERVAL 3 MINUTE), DATE_ADD(DATE_SUB(NOW(6), INTERVAL 2 MINUTE), INTERVAL %s MICROSECOND), "
+            "DATE_SUB(NOW(6), INTERVAL 2 MINUTE), DATE_SUB(NOW(6), INTERVAL 2 MINUTE))",
+            [(j, k) for k, j in enumerate(jobs)])
+        cur.executemany("INSERT INTO export_outbox (id, job_id, sent_at) VALUES "
+                        "(%s, %s, DATE_SUB(NOW(6), INTERVAL 2 MINUTE))", [(str(uuid4()), j) for j in jobs])
+    return jobs
+
+
+def pending_counts(jobs: list[str]) -> dict[str, int]:
+    counts = {j: 0 for j in jobs}
+    for start in range(0, len(jobs), 500):
+        part = jobs[start:start + 500]
+        marks = ",".join(["%s"] * len(part))
+        for row in sql(f"SELECT job_id, COUNT(*) AS n FROM export_outbox WHERE job_id IN ({marks}) "
+                       f"AND sent_at IS NULL GROUP BY job_id", part):
+            counts[row["job_id"]] = row["n"]
+    return counts
+
+
+# ---------------------------------------------------------------- lab15_tools.py helpers, each on the checker's go
+
+class Helpers:
+    """lab15_tools.py processes (scan or publish), each running the learner's code when the checker says go."""
+
+    def __init__(self, command: str, names: list[str]):
+        self.folder = LOG_DIR / f"lab15-{command}-{uuid4().hex[:8]}"
+        self.folder.mkdir(parents=True)
+        self.procs = {name: Process([sys.executable, "lab15_tools.py", command, str(self.folder), name], cwd=WORK,
+                                    log_path=self.folder / f"{name}.log") for name in names}
+        try:
+            wait_until(lambda: all((self.folder / f"ready-{n}").exists() for n in names) or self.dead(), 30,
+                       f"the {command} processes to import the learner's modules", interval=0.02)
+            dead = self.dead()
+            assert not dead, t(f"辅助进程 {dead[0]} 启动失败：\n", f"helper process {dead[0]} failed to start:\n") + \
+                redact(self.procs[dead[0]].log_tail(6))
+        except BaseException:
+            self.stop()
+            raise
+
+    def dead(self) -> list[str]:
+        return [n for n, p in self.procs.items() if not p.alive() and not self.finished(n)]
+
+    def go(self, name: str, plan: dict) -> None:
+        handshake.go(self.folder, [name], plan)
+
+    def release(self, name: str) -> None:
+        """Let a held helper go on (its round 2)."""
+        handshake.go(self.folder, [name], round_no=2)
+
+    def held(self, name: str) -> dict | None:
+        path = self.folder / f"held-{name}"
+        return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+
+    def wait_held(self, name: str) -> dict | None:
+        """The statement the helper stopped after; None if it finished without taking a lock."""
+        wait_until(lambda: self.held(name) or self.finished(name) or self.dead(), 30,
+                   f"helper {name} to take its first lock", interval=0.01)
+        return self.held(name)
+
+    def finished(self, name: str) -> bool:
+        return (self.folder / f"res-{name}-1").exists()
+
+    def result(self, name: str, seconds: float) -> dict | None:
+        """{"value"} or {"error"}; None if the helper has not finished within `seconds`."""
+        try:
+            wait_until(lambda: self.finished(name) or not self.procs[name].alive(), seconds, f"helper {name}",
+                       interval=0.005)
+        except WaitTimeout:
+            return None
+        assert self.finished(name), t(f"辅助进程 {name} 没有给出结果就退出了：\n",
+                                      f"helper process {name} ended without a result:\n") + \
+            redact(self.procs[name].log_tail(6))
+        return json.loads((self.folder / f"res-{name}-1").read_text(encoding="utf-8"))
+
+    def stop(self) -> None:
+        handshake.stop(self.folder)
+        for proc in self.procs.values():
+            proc.stop(grace=3)
+
+
+def row_lock_error(table: str, row_id: str) -> str | None:
+    """None if the kit can lock this row at once; otherwise the server's error."""
+    try:
+        with kit_db(autocommit=False) as cur:
+            cur.execute(f"SELECT id FROM {table} WHERE id=%s FOR UPDATE NOWAIT", (row_id,))
+            cur.connection.rollback()
+        return None
+    except pymysql.MySQLError as exc:
+        return f"{exc.args[0]}"
+
+
+# ---------------------------------------------------------------- why a second scanner found everything locked
+
+SCAN_INDEX = "KEY export_jobs_recovery_scan (status, updated_at, id)"
+
+
+def all_locked_message(statement: str, plan: dict, locked: int, overdue: int) -> str:
+    """Why scanner B recovered nothing, in one read: the rows A locked, the plan that did it, the fix."""
+    seen = t(f"扫描器 B 一个任务也没恢复：扫描器 A 停在自己的批次事务里（LIMIT 50）时，锁住了 {overdue} 个逾期任务中的 "
+             f"{locked} 个。", f"scanner B recovered nothing: while scanner A sat inside its batch transaction "
+             f"(LIMIT 50) it held {locked} of the {overdue} overdue jobs locked. ")
+    if not plan["filesort"]:
+        return seen + t(f"A 的扫描 SELECT 的 EXPLAIN：{plan['line']}。一批只能锁住它返回的行：建索引 (status, updated_at, id)，"
+                        "扫描用 FORCE INDEX 选它并 ORDER BY j.status, j.updated_at, j.id（见本课指南）",
+                        f"EXPLAIN of A's scan SELECT: {plan['line']}. A batch must lock only the rows it returns: add "
+                        "the index (status, updated_at, id), pick it with FORCE INDEX and ORDER BY j.status, "
+                        "j.updated_at, j.id (see this lesson's guide)")
+    flat = " ".join(statement.split())
+    forced = re.search(r"FORCE\s+INDEX", flat, re.I) is not None
+    ordered = re.search(r"ORDER\s+BY\s+j\.status\s*,\s*j\.updated_at\s*,\s*j\.id\b", flat, re.I) is not None
+    course = not forced and re.search(r"ORDER\s+BY\s+j\.updated_at\s*,\s*j\.id\b", flat, re.I) is not None
+    has_index = ["status", "updated_at", "id"] in index_columns("export_jobs").values()
+    how = (t(f"它经由索引 {plan['index']} 读取", f"It reads through {plan['index']}") if plan["key"]
+           else t("它读整张表", "It reads the whole table"))
+    steps_zh, steps_en = [], []
+    if not has_index:
+        steps_zh.append(f"schema_recovery.sql 的 ALTER TABLE export_jobs 里加一行 ADD {SCAN_INDEX}（已建好的表执行 "
+                        f"ALTER TABLE export_jobs ADD {SCAN_INDEX};）")
+        steps_en.append(f"in schema_recovery.sql's ALTER TABLE export_jobs add the line ADD {SCAN_INDEX} (on the table "
+                        f"you already have: ALTER TABLE export_jobs ADD {SCAN_INDEX};)")
+    if not forced:
+        steps_zh.append("recovery.py 里写 FROM export_jobs AS j FORCE INDEX (export_jobs_recovery_scan)")
+        steps_en.append("in recovery.py write FROM export_jobs AS j FORCE INDEX (export_jobs_recovery_scan)")
+    if not ordered:
+        steps_zh.append("排序改成 ORDER BY j.status, j.updated_at, j.id")
+        steps_en.append("write ORDER BY j.status, j.updated_at, j.id")
+    return seen + t(
+        ("原因在课程原文的扫描，不是你打错了。" if course else "原因在扫描用的索引。")
+        + f"A 的 SELECT … FOR UPDATE SKIP LOCKED 的 EXPLAIN：{plan['line']}。{how}。Using filesort：WHERE 允许两个 "
+        "status，没有索引能直接按排序给出候选行，服务器先读出并排序全部候选行，再取 LIMIT 50——FOR UPDATE 锁住了它读过的"
+        "每一行。修改（索引、FORCE INDEX 与 ORDER BY 缺一不可）：" + "；".join(f"（{k}）{step}" for k, step in enumerate(steps_zh, 1))
+        + "（见本课指南“让 SKIP LOCKED 真的跳过”）",
+        ("The cause is the course's scan, not your typing. " if course else "The cause is the scan's index. ")
+        + f"EXPLAIN of A's SELECT … FOR UPDATE SKIP LOCKED: {plan['line']}. {how}. Using filesort: the WHERE allows "
+        "two statuses and no index hands out the candidates in the ORDER BY, so the server reads and sorts every "
+        "candidate before LIMIT 50, and FOR UPDATE locks every row it read. Fix (the index, FORCE INDEX and the "
+        "ORDER BY work only together): "
+        + "; ".join(f"({k}) {step}" for k, step in enumerate(steps_en, 1))
+        + " (this lesson's guide: 'Making SKIP LOCKED really skip')")
+
+
+# ---------------------------------------------------------------- the kit's own worker (15.7)
+
+def own_worker_argv(declared: DeclaredWorker) -> list[str]:
+    """The declared worker's command (same app, probe and options) on a private queue, one process."""
+    out, skip = [], False
+    for part in declared.argv:
+        if skip:
+            skip = False
+        elif part in ("-Q", "--queues", "-n", "--hostname", "-c", "--concurrency"):
+            skip = True
+        elif not part.startswith(("--queues=", "--hostname=", "--concurrency=")):
+            out.append(part)
+    return [*out, "-Q", "lab15.warm", "--concurrency=1", "-n", "lab15warm@%h"]
