@@ -66,3 +66,41 @@ def test_handshake_ready_go_result_between_processes(tmp_path):
     finally:
         handshake.stop(tmp_path)
         assert proc.wait(timeout=30) == 0
+
+
+def test_learner_limits_are_lifted_only_where_a_connect_exists():
+    import types
+
+    from shared.handshake import HELPER_LIFETIME
+    from shared.learner_limits import wait_while_the_kit_holds
+
+    ran = []
+
+    class Cursor:
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def execute(self, sql, args=()):
+            ran.append((sql, args))
+
+    class Conn:
+        _read_timeout = 3
+
+        def cursor(self):
+            return Cursor()
+
+        def get_server_info(self):
+            return "10.11.6-MariaDB-0+deb12u1"
+
+    module = types.SimpleNamespace(connect=lambda: Conn())
+    wait_while_the_kit_holds(module)
+    conn = module.connect()
+    assert conn._read_timeout is None
+    assert ran == [("SET SESSION innodb_lock_wait_timeout = %s", (int(HELPER_LIFETIME),)),
+                   ("SET SESSION max_statement_time = 0", ())]
+    bare = types.SimpleNamespace()
+    wait_while_the_kit_holds(bare)  # a folder without connect keeps its own limits
+    assert not hasattr(bare, "connect")
