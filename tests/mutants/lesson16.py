@@ -1,17 +1,71 @@
 """Lesson 16 mutants: plausible mistakes in the phase logs, the monitor queries, the terminal check, the
 record — and in the lesson 13–15 code the failure matrix exercises."""
 
+import json
+
+from shared.manifest import KIT_ROOT
 from tests.mutants import Mutant
 
+# The reference record, as committed: the record mutants below are cut from it, so they follow it when it is
+# written again from a new run.
+RECORD_TEXT = (KIT_ROOT / "lessons/16-failure-matrix/verification-record.json").read_text(encoding="utf-8")
+ROWS = {row["case"]: row for row in json.loads(RECORD_TEXT)["cases"]}
+
+# The curriculum's own verification-record.json, exactly as the course gives it: one row, nothing run.
+COURSE_TEMPLATE = """{
+  "case": "publish_after_send_before_mark",
+  "job_id": "填写本次实际ID",
+  "observed_states": [],
+  "duplicate_deliveries": null,
+  "recovery_seconds": null,
+  "artifact_sha256": null,
+  "result": "not_run",
+  "products": "实际演练后填写；不要用预计行为替代观测"
+}
+"""
+
+
+def row_text(case: str, until: str) -> str:
+    """The reference record's text from `case`'s name to the first `until` after it."""
+    start = RECORD_TEXT.index(f'"case": "{case}"')
+    return RECORD_TEXT[start:RECORD_TEXT.index(until, start) + len(until)]
+
+
 MUTANTS = [
-    # ---- 16.1: a row marked pass from the expected outcome, with no evidence
+    # ---- 16.1: the record is evidence, not a form
+    Mutant(
+        name="16-record-course-template",
+        file="verification-record.json",
+        old=RECORD_TEXT,
+        new=COURSE_TEMPLATE,
+        fails=("16.1",),
+        why="The course's template left as it is: no drill was run, so no row is backed by evidence.",
+    ),
     Mutant(
         name="16-record-pass-without-evidence",
         file="verification-record.json",
-        old='      "case": "sent_not_claimed",\n      "result": "not_run",\n',
-        new='      "case": "sent_not_claimed",\n      "result": "pass",\n',
+        old=row_text("sent_not_claimed", f'"job_id": "{ROWS["sent_not_claimed"]["job_id"]}",'),
+        new=row_text("sent_not_claimed", '"result": "pass",') + '\n      "job_id": null,',
         fails=("16.1",),
-        why="The row says pass although nothing was run: no job_id, no time, no observed states, no measurement.",
+        why="The row says pass without naming the job it ran on: a pass no job backs.",
+    ),
+    Mutant(
+        name="16-record-fabricated-job-id",
+        file="verification-record.json",
+        old=f'"job_id": "{ROWS["publish_after_send_before_mark"]["job_id"]}",',
+        new='"job_id": "12345678-1234-1234-1234-1234567890ab",',
+        fails=("16.1",),
+        why="A job id typed in, not read from a drill: it is no version-4 UUID, the kind uuid4() (this code's "
+            "submit) makes, so no drill of this code made it.",
+    ),
+    Mutant(
+        name="16-record-attempts-expected-not-read",
+        file="verification-record.json",
+        old=row_text("worker_exit_with_lease", '"attempts": 2,'),
+        new=row_text("worker_exit_with_lease", '"attempts": 2,').replace('"attempts": 2,', '"attempts": 1,'),
+        fails=("16.1",),
+        why="attempts read before the recovered claim (or written from a guess): run again on this code the job "
+            "ends with attempts 2.",
     ),
     # ---- 16.2: the terminal check trusts the file's existence
     Mutant(

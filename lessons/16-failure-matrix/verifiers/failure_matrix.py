@@ -24,8 +24,9 @@ api_db (when present) and the export task in a real Celery worker.
 
 The parts: lab16_fixture (broker, workers, the kit's view of the database and the worker),
 lab16_row (one row and the drivers that move a job along), lab16_cases (the 15 rows), lab16_record
-(the record's rules, shared with 16.1, and its writer), lab16_probe (inside the worker) and
-lab16_cache_publisher (the result-cache row's publisher process).
+(the record's rules, shared with 16.1, and its writer), lab16_evidence (is a record backed by the database
+and the deliveries: 16.1 and 16.8), lab16_probe (inside the worker) and lab16_cache_publisher (the
+result-cache row's publisher process).
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """Lesson 16's verification record (kit module, not a lesson file): the rules a row must obey and the
 writer of the kit's own record, $LAB_LOG_DIR/verification-record.json.
 
-The same rules judge the learner's hand-written record (16.1) and the kit's automated one (16.8):
+The same form rules judge the learner's hand-written record (16.1) and the kit's automated one (16.8);
+whether a row is also backed by facts is lab16_evidence's question:
 
     pass     a real job_id (a UUID), an operation time, observed_states holding real statuses, a
              measured recovery_seconds (a number >= 0) and a counted duplicate_deliveries

@@ -1,9 +1,11 @@
 """Verifier for lesson 16: phase logs, monitor queries, terminal verification and the failure matrix.
 
-16.1  the learner's verification-record.json: every row says pass, fail or not_run, and a pass row
-      carries a real job_id (UUID), an operation time, observed_states read from the job (real
-      statuses), a measured recovery_seconds and a counted duplicate_deliveries; rows without evidence
-      are not_run.  (The kit's own record obeys the same rules in 16.8.)
+16.1  the learner's verification-record.json is evidence: every row says pass, fail or not_run with the
+      form's rules (a pass row: a UUID job_id, an operation time, real statuses in observed_states, a
+      measured recovery_seconds, a counted duplicate_deliveries); at least one row is pass; each pass
+      row is re-earned here — run again on the learner's code, the row this run writes is backed by
+      the database and the deliveries, and the learner's row says what it shows (lab16_evidence).
+      The course's template, nothing run, fails with every row and why it is not backed.
 16.2  python verify_terminal.py <job_id>: a job run by the worker → "artifact verified"; a succeeded row
       whose file holds the payload with other key order and spacing → verified; a file whose values
       differ, a result_ref escaping artifacts/ (artifacts/../x.json) and a cancelled job with a
@@ -29,7 +31,8 @@
 
 The matrix's lab (private broker, workers) starts once, before the first check, when a selected check
 needs it; each matrix row runs at most once per verifier run, when the first check that needs it asks
-(16.3 and 16.4 their own rows, 16.8 the rest); its record is $LAB_LOG_DIR/verification-record.json.
+(16.1 the rows the learner's record marks pass, 16.3 and 16.4 their own rows, 16.8 the rest); its record
+is $LAB_LOG_DIR/verification-record.json.
 Times that can be set are moved, never waited out; waits poll facts (rows, the probe's events, files a
 helper writes) within generous bounds.  Credentials are never printed.
 """
@@ -41,14 +44,16 @@ import json
 import os
 import re
 import sys
-from uuid import uuid4
+from uuid import UUID, uuid4
 
 import pymysql
 from failure_matrix import Matrix
 from lab16_cases import CASE_IDS
 from lab16_fixture import (Lab, advance, artifact_evidence, claim_seconds_left, confirm_lost, dead_letters, deliveries,
                            ended, events_of, hold, holds, learner, park, payload_of, pending_of, release, seconds_until)
-from lab16_record import RECORD, RESULTS, row_problems, rows_of
+from lab16_evidence import (backing_problems, claim_problems, claimed_cases, collapse, learner_record, real_statuses,
+                            why_not_backed)
+from lab16_record import RECORD, row_problems
 from lab16_row import Row, scan_until, settle, unclaimed_reason
 
 from shared.celerylab import WORK, env_file_values, redact, secrets_in, short
@@ -62,7 +67,7 @@ ROWS_FOR = {
     "16.8": CASE_IDS,
     "16.9": ["worker_exit_with_lease", "sent_not_claimed", "fail_before_claim"],
 }
-NEEDS_LAB = {"16.2", "16.3", "16.4", "16.6", "16.8", "16.9", "16.10"}
+NEEDS_LAB = {"16.2", "16.3", "16.4", "16.6", "16.8", "16.9", "16.10"}  # and 16.1 when the record claims a row
 DESCRIPTION = re.compile(r"sample product \d+ for export drills")
 CREDENTIAL_URL = re.compile(r"[a-z][a-z0-9+.-]*://[^\s/@:]*:(?!\*\*@)[^\s/@]+@", re.I)
 
@@ -84,9 +89,10 @@ class Shared:
         """Start the lab before the first check, when a selected check needs it: starting workers is set-up,
         not part of any one check.  A lab that cannot start fails each check that needs it, with why."""
         chosen = selected()
-        if chosen is not None and not chosen & NEEDS_LAB:
+        wanted = dict(ROWS_FOR, **{"16.1": claimed_cases()})
+        if chosen is not None and not chosen & NEEDS_LAB and not (("16.1" in chosen) and wanted["16.1"]):
             return
-        rows = {row for check, names in ROWS_FOR.items() if chosen is None or check in chosen for row in names}
+        rows = {row for check, names in wanted.items() if chosen is None or check in chosen for row in names}
         lab = Lab(cache_worker="result_cache_expired" in rows)
         try:
             lab.start()
@@ -144,21 +150,16 @@ def require_pass(c, rows: dict[str, dict], names: list[str]) -> None:
 
 # ---------------------------------------------------------------- 16.1
 
-def check_record_file(c) -> None:
-    path = WORK / "verification-record.json"
-    assert path.is_file(), t("文件夹里没有 verification-record.json", "the folder has no verification-record.json")
-    try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except ValueError as exc:
-        raise AssertionError(t(f"verification-record.json 不是合法 JSON：{exc}",
-                               f"verification-record.json is not valid JSON: {exc}")) from None
-    rows = rows_of(document)
-    assert rows, t("verification-record.json 没有任何故障案例行", "verification-record.json holds no case rows")
+def check_record(c) -> None:
+    """The learner's record is evidence: its form, at least one pass, and every pass re-earned here."""
+    rows, unreadable = learner_record()
+    assert not unreadable, unreadable
     names = [r.get("case") for r in rows if isinstance(r, dict)]
-    repeated = sorted({n for n in names if names.count(n) > 1 and n})
-    tally = {r: sum(1 for row in rows if isinstance(row, dict) and row.get("result") == r) for r in RESULTS}
-    c.note(t(f"{len(rows)} 行：pass {tally['pass']}，fail {tally['fail']}，not_run {tally['not_run']}",
-             f"{len(rows)} rows: pass {tally['pass']}, fail {tally['fail']}, not_run {tally['not_run']}"))
+    repeated = sorted({n for n in names if n and names.count(n) > 1})
+    claimed = [r for r in rows if isinstance(r, dict) and r.get("result") == "pass"]
+    jobs = [str(r.get("job_id")) for r in claimed]
+    shared_jobs = sorted({j for j in jobs if jobs.count(j) > 1})
+    c.note(t(f"{len(rows)} 行，其中 pass {len(claimed)} 行", f"{len(rows)} rows, {len(claimed)} of them pass"))
     problems = [p for row in rows for p in row_problems(row)]
     for problem in problems[:6]:
         c.note("  " + problem)
@@ -166,9 +167,39 @@ def check_record_file(c) -> None:
     assert not problems, t("记录里有没有证据支撑的结论（见上）：pass 只能来自实际运行，没跑的行保持 not_run",
                            "the record claims results its evidence does not support (above): pass only from a real "
                            "run, rows not run stay not_run")
-    c.note(t("规则：pass 需要 job_id、operated_at、observed_states、recovery_seconds、duplicate_deliveries；"
-             "套件自己的记录（16.8）用同一套规则", "rule: pass needs job_id, operated_at, observed_states, "
-             "recovery_seconds, duplicate_deliveries; the kit's own record (16.8) follows the same rule"))
+    assert not shared_jobs, t(f"几行写了同一个 job_id {shared_jobs}：每次演练都用一个新任务",
+                              f"several rows name the same job_id {shared_jobs}: each drill runs on a fresh job")
+    unknown = sorted(r["case"] for r in claimed if r["case"] not in CASE_IDS)
+    assert not unknown, t(f"{unknown} 不是 failure-matrix.md 里的案例：无法重新运行来核对",
+                          f"{unknown} are not cases of failure-matrix.md: there is nothing to re-run them with")
+    listing = "; ".join(f"{r.get('case') if isinstance(r, dict) else '?'}: {why_not_backed(r)}" for r in rows)
+    assert claimed, t(f"没有任何一行有证据支撑：{listing}。做一次演练，写下读到的事实，再把这一行标为 pass",
+                      f"no row is backed by evidence: {listing}. Run a drill, write down what you read, then mark "
+                      "that row pass")
+
+    # Your job ids name jobs of your own drills, in a database no check run sees: each claim is re-earned
+    # instead — run again on your code, backed by this run's database and deliveries, and saying what it shows.
+    run = Shared.rows([r["case"] for r in claimed])
+    versions = {UUID(r["job_id"]).version for r in run.values() if r.get("job_id")}
+    c.note(t(f"你标为 pass 的 {len(claimed)} 行已在你的代码上重新运行；本次记录：{RECORD}",
+             f"the {len(claimed)} rows you marked pass were run again on your code; this run's record: {RECORD}"))
+    unbacked = []
+    for mine in claimed:
+        here = run[mine["case"]]
+        found = claim_problems(mine, here, versions)
+        if here["result"] == "pass":
+            found += backing_problems(here)
+        states = "→".join(collapse(real_statuses(here["observed_states"])))
+        this_job = short(here["job_id"]) if here.get("job_id") else "-"
+        c.note(t(f"  {'✓' if not found else '✗'} {mine['case']}：你的任务 {short(str(mine['job_id']))}；本次任务 "
+                 f"{this_job}：{states}，attempts {here['attempts']}",
+                 f"  {'✓' if not found else '✗'} {mine['case']}: your job {short(str(mine['job_id']))}; this run's "
+                 f"job {this_job}: {states}, attempts {here['attempts']}"))
+        unbacked += found
+    for problem in unbacked[:6]:
+        c.note("  " + problem)
+    assert not unbacked, t(f"{len(unbacked)} 处记录没有被本次运行的事实支撑：{unbacked[0]}",
+                           f"{len(unbacked)} claim(s) of the record are not backed by this run's facts: {unbacked[0]}")
 
 
 # ---------------------------------------------------------------- 16.2
@@ -270,13 +301,9 @@ def check_all_rows(c) -> None:
     mains = [r["job_id"] for r in rows]
     every = [j for r in rows for j in r.get("job_ids", [])]
     assert len(set(every)) == len(every), t("不同的行共用了任务：每行要用新任务", "rows shared a job: each row needs fresh jobs")
-    for row in rows:  # the evidence is still true now: the database and the disk say the same
-        now = job_row(row["job_id"])
-        assert now is not None and now["status"] == row["final_status"], t(
-            f"{row['case']}：记录的终态与数据库不一致", f"{row['case']}: the recorded end state differs from the database")
-        if row.get("artifact_sha256"):
-            assert artifact_evidence(now)[0] == row["artifact_sha256"], t(
-                f"{row['case']}：结果文件的 sha256 与记录不同", f"{row['case']}: the artifact's sha256 differs from the record")
+    unbacked = [p for row in rows for p in backing_problems(row)]  # still true now: database, deliveries, files
+    assert not unbacked, t(f"记录与数据库、投递或文件不一致：{unbacked[0]}",
+                           f"the record disagrees with the database, the deliveries or the files: {unbacked[0]}")
     redispatched = [f"{r['case']}: {d['reason']}" for r in rows for d in r.get("redispatches") or []]
     for line in redispatched:
         c.note(t("  重新派发 ", "  re-dispatched ") + line)
@@ -733,7 +760,7 @@ def main(tap) -> None:
         Shared.prepare()
         with tap.check("16.1") as c:
             c.skip_unless_selected()
-            check_record_file(c)
+            check_record(c)
         with tap.check("16.2") as c:
             c.skip_unless_selected()
             check_terminal(c)

@@ -1,0 +1,160 @@
+"""Lesson 16's evidence (kit module, not a lesson file): is a record backed by facts?
+
+Two records meet here:
+
+- the record this run writes (the kit's matrix on the learner's code): each row is backed when the
+  database and the worker's deliveries, read now, say what it says — the job exists, its status and
+  attempts, the deliveries it counts, its committed state changes, its file (16.8, and 16.1 below);
+- the learner's verification-record.json (16.1).  Its job_ids name jobs of the learner's own drills,
+  in a database a check run never sees (every run builds a fresh one), so they cannot be looked up
+  here.  What a check run can do is re-earn each claim: every row the learner marks pass is run again
+  on the learner's code, the row this run writes for it must be backed, and the learner's row must
+  say what this run shows — the statuses seen, in order, ending where the job ended; the attempts;
+  an artifact exactly when the job succeeded — with a job id of the kind the learner's code makes
+  (the same UUID version as this run's jobs, one job per row).  A record that marks nothing pass
+  proves nothing, and fails with the rows and why each is not backed.
+"""
+
+from __future__ import annotations
+
+import json
+from uuid import UUID
+
+from lab16_cases import CASE_IDS
+from lab16_fixture import artifact_evidence, deliveries, transitions_of
+from lab16_record import STATUSES, rows_of
+
+from shared.celerylab import WORK, short
+from shared.i18n import t
+from shared.labdb import job_row
+
+LEARNER_RECORD = WORK / "verification-record.json"
+
+
+# ================================================================ a row this run wrote
+
+def backing_problems(row: dict) -> list[str]:
+    """Where a row of this run's record differs from the database and the worker's deliveries now.
+
+    Read after the row ended, so only what can no longer change is compared exactly (status,
+    attempts, the committed changes it recorded, the file); deliveries may only have grown (a late
+    redelivery of a finished job claims nothing), so the recorded ones must all be there."""
+    name, job_id = row["case"], row.get("job_id")
+    job = job_row(job_id) if job_id else None
+    if job is None:
+        return [t(f"{name}：任务 {job_id} 不在 export_jobs 里", f"{name}: job {job_id} is not in export_jobs")]
+    problems = []
+    if job["status"] != row.get("final_status"):
+        problems.append(t(f"{name}：记录的终态 {row.get('final_status')}，数据库里是 {job['status']}",
+                          f"{name}: the record's end state is {row.get('final_status')}, the database says "
+                          f"{job['status']}"))
+    if int(job["attempts"]) != row.get("attempts"):
+        problems.append(t(f"{name}：记录的 attempts {row.get('attempts')}，数据库里是 {job['attempts']}",
+                          f"{name}: the record's attempts are {row.get('attempts')}, the database says "
+                          f"{job['attempts']}"))
+    delivered = deliveries(job_id)
+    missing = set(row.get("message_ids") or []) - {d["task_id"] for d in delivered}
+    if missing or len(delivered) < (row.get("deliveries") or 0):
+        problems.append(t(f"{name}：记录了 {row.get('deliveries')} 次投递，worker 只运行过 {len(delivered)} 次"
+                          f"（不在其中的消息 {sorted(short(m) for m in missing)}）",
+                          f"{name}: the record counts {row.get('deliveries')} deliveries, the worker ran "
+                          f"{len(delivered)} (messages not among them: {sorted(short(m) for m in missing)})"))
+    committed = [(int(c["seq"]), c["status"], int(c["attempts"])) for c in transitions_of(job_id)]
+    recorded = [(c["seq"], c["status"], c["attempts"]) for c in row.get("transitions") or []]
+    if committed[:len(recorded)] != recorded:
+        problems.append(t(f"{name}：记录的状态变化与数据库提交的不同", f"{name}: the recorded state changes are not the "
+                          "ones the database committed"))
+    if collapse(real_statuses(row.get("observed_states"))) != collapse([c[1] for c in recorded]):
+        problems.append(t(f"{name}：observed_states 与提交的状态变化不符", f"{name}: observed_states do not match the "
+                          "committed state changes"))
+    if row.get("artifact_sha256"):
+        try:
+            sha = artifact_evidence(job)[0]
+        except AssertionError as exc:
+            sha = str(exc)
+        if sha != row["artifact_sha256"]:
+            problems.append(t(f"{name}：结果文件的 sha256 与记录不同", f"{name}: the artifact's sha256 differs from the "
+                              "record"))
+    return problems
+
+
+def real_statuses(states) -> list[str]:
+    return [s for s in states or [] if s in STATUSES]
+
+
+def collapse(states: list[str]) -> list[str]:
+    """One entry per run of the same status (a change of attempts or token alone repeats it)."""
+    return [s for i, s in enumerate(states) if i == 0 or s != states[i - 1]]
+
+
+def in_order(part: list[str], whole: list[str]) -> bool:
+    """Does `part` appear in `whole` in the same order (a poll may miss a state, never add or swap one)?"""
+    rest = iter(whole)
+    return all(any(s == w for w in rest) for s in part)
+
+
+# ================================================================ the learner's record
+
+def learner_record() -> tuple[list, str | None]:
+    """The learner's case rows, or why there are none to judge."""
+    if not LEARNER_RECORD.is_file():
+        return [], t("文件夹里没有 verification-record.json", "the folder has no verification-record.json")
+    try:
+        document = json.loads(LEARNER_RECORD.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        return [], t(f"verification-record.json 不是合法 JSON：{exc}",
+                     f"verification-record.json is not valid JSON: {exc}")
+    rows = rows_of(document)
+    return rows, None if rows else t("verification-record.json 没有任何故障案例行",
+                                     "verification-record.json holds no case rows")
+
+
+def claimed_cases() -> list[str]:
+    """The matrix rows the learner's record marks pass: what 16.1 runs again."""
+    return [r["case"] for r in learner_record()[0]
+            if isinstance(r, dict) and r.get("result") == "pass" and r.get("case") in CASE_IDS]
+
+
+def why_not_backed(row) -> str:
+    """Why a row that is not marked pass backs no claim (the message names each such row)."""
+    if not isinstance(row, dict):
+        return t("不是 JSON 对象", "not a JSON object")
+    result, job_id = row.get("result"), row.get("job_id")
+    text = str(result)
+    if job_id is not None:
+        try:
+            UUID(str(job_id))
+        except ValueError:
+            text += t(f"，job_id {job_id!r} 不是任务 id", f", job_id {job_id!r} is no job id")
+    return text
+
+
+def claim_problems(mine: dict, run: dict, versions: set[int]) -> list[str]:
+    """Where the learner's pass row says something this run's row for the same case does not show."""
+    name, problems = mine["case"], []
+    if run["result"] != "pass":
+        why = run.get("error") or run["result"]
+        return [t(f"{name}：你标了 pass，在你的代码上重新运行时它没有通过：{why}",
+                  f"{name}: you marked it pass; run again on your code it did not pass: {why}")]
+    job = UUID(str(mine["job_id"]))
+    if job.variant != UUID(run["job_id"]).variant or job.version not in versions:
+        problems.append(t(f"{name}：job_id {mine['job_id']} 不是你的代码会生成的 id（本次运行的任务 id 是第 "
+                          f"{'/'.join(map(str, sorted(versions)))} 版 UUID）：它来自哪次演练？",
+                          f"{name}: job_id {mine['job_id']} is not an id your code makes (this run's job ids are "
+                          f"version-{'/'.join(map(str, sorted(versions)))} UUIDs): which drill made it?"))
+    seen = collapse(real_statuses(mine.get("observed_states")))
+    happened = collapse(real_statuses(run["observed_states"]))
+    if not in_order(seen, happened) or seen[-1:] != happened[-1:]:
+        problems.append(t(f"{name}：你记录的状态 {seen} 不是本次运行提交的状态 {happened}（可以漏掉一闪而过的状态，"
+                          "但顺序与终态必须一致）",
+                          f"{name}: the states you recorded, {seen}, are not what this run committed, {happened} (a "
+                          "poll may miss a brief state, but the order and the end state must agree)"))
+    attempts = mine.get("attempts")
+    if attempts is not None and attempts != run["attempts"]:
+        problems.append(t(f"{name}：你记录 attempts {attempts}，本次运行是 {run['attempts']}",
+                          f"{name}: you recorded attempts {attempts}, this run shows {run['attempts']}"))
+    if bool(mine.get("artifact_sha256")) != (run["final_status"] == "succeeded"):
+        problems.append(t(f"{name}：artifact_sha256 只属于 succeeded 的任务（本次运行终态 {run['final_status']}）",
+                          f"{name}: an artifact_sha256 belongs to a succeeded job only (this run ended "
+                          f"{run['final_status']})"))
+    return problems
