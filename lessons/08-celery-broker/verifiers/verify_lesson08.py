@@ -144,7 +144,7 @@ def check_ping(c) -> None:
         assert reply is True, t("带认证的 PING 没有得到 PONG", "the authenticated PING did not answer PONG")
 
     refusals = []
-    for label, password in (("no password", None), ("wrong password", "not-the-password")):
+    for label, password in ((t("没有密码", "no password"), None), (t("错误密码", "wrong password"), "not-the-password")):
         client = redis.Redis(host=parts.hostname, port=parts.port, password=password, retry=None,
                              socket_connect_timeout=10, socket_timeout=10)
         try:
@@ -154,8 +154,7 @@ def check_ping(c) -> None:
             continue
         finally:
             client.close()
-        how = "没有密码" if password is None else "错误密码"
-        raise AssertionError(t(f"broker 在{how}时也回答了 PING：requirepass 没有生效，同一主机上的任何人都能读写队列",
+        raise AssertionError(t(f"broker 在{label}时也回答了 PING：requirepass 没有生效，同一主机上的任何人都能读写队列",
                                f"the broker answered a PING with {label}: requirepass is not in effect, "
                                "so anyone on this host can read and write the queue"))
     c.note(t("未认证连接被拒绝：", "unauthenticated connections refused: ") + "; ".join(refusals))
@@ -175,7 +174,8 @@ def check_registered(c, worker: DeclaredWorker) -> None:
         done = run_python(command, cwd=WORK, timeout=60)
         if "No nodes replied" not in done.stdout or time.monotonic() >= asked_until:
             break
-    c.note(f"celery -A celery_app:app inspect registered -d {worker.nodename} → exit {done.returncode}")
+    c.note(t(f"celery -A celery_app:app inspect registered -d {worker.nodename} → 退出码 {done.returncode}",
+             f"celery -A celery_app:app inspect registered -d {worker.nodename} → exit code {done.returncode}"))
     for line in _out(done, 5):
         c.note(line)
     names = [line.strip().lstrip("*").strip() for line in done.stdout.splitlines() if line.strip().startswith("*")]

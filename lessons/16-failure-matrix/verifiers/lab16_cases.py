@@ -149,7 +149,7 @@ def case_worker_exit(row: Row, lab) -> None:
     pid = int(held["pid"])
     with row.fault(t(f"SIGKILL 持有租约的 worker 子进程 pid {pid}", f"SIGKILL to the pool child holding the lease, pid {pid}")):
         os.kill(pid, signal.SIGKILL)
-        wait_until(lambda: not pid_running(pid), 30, f"pid {pid} to die", interval=0.02)
+        wait_until(lambda: not pid_running(pid), 30, t(f"pid {pid} 退出", f"pid {pid} to die"), interval=0.02)
         # task_reject_on_worker_lost sends the message back once the pool notices: that redelivery and
         # the recovery event race for the job later, and claim() lets only one of them in.
         still = job_row(job)
@@ -286,8 +286,8 @@ def case_result_cache(row: Row, lab) -> None:
                 # The worker stores a result before its task_postrun (the probe's end event), so it is
                 # there now unless its 2 s already ran out; either way it must be gone below.
                 cached = backend.exists(key)
-                wait_until(lambda: not backend.exists(key), RESULT_TTL + 60, "the Celery result to expire",
-                           interval=0.05)
+                wait_until(lambda: not backend.exists(key), RESULT_TTL + 60,
+                           t("Celery 结果过期", "the Celery result to expire"), interval=0.05)
                 seen = t(f"保存过（{RESULT_TTL} 秒后过期）" if cached else f"已过期（{RESULT_TTL} 秒）",
                          f"stored, expired after {RESULT_TTL} s" if cached else f"already expired ({RESULT_TTL} s)")
             state = AsyncResult(event, app=sys.modules["celery_app"].app).state

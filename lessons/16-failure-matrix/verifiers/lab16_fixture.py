@@ -424,7 +424,7 @@ class Lab:
             from lab16_cache_publisher import NAME
             ready = self.cache_folder / f"ready-{NAME}"
             wait_until(lambda: ready.exists() or not self.cache_publisher.alive(), START_LIMIT,
-                       "the result-cache row's publisher to start", interval=0.05)
+                       t("result-cache 行的 publisher 启动", "the result-cache row's publisher to start"), interval=0.05)
             assert ready.exists(), t("result-cache 行的 publisher 没有启动：",
                                      "the result-cache row's publisher did not start: ") + \
                 redact(self.cache_publisher.log_tail(5))
@@ -483,13 +483,14 @@ class Lab:
     def broker_start(self) -> None:
         self.redis = Process(self.redis_argv, cwd=WORK, log_path=LOG_DIR / "lab16-broker.log")
         self.redis.wait_ready(START_LIMIT, port=self.port)
-        wait_until(self.broker_ping, START_LIMIT, "the private broker to answer", interval=0.05)
+        wait_until(self.broker_ping, START_LIMIT, t("私有 broker 应答", "the private broker to answer"), interval=0.05)
 
     def broker_stop(self) -> int:
         assert self.redis is not None
         pid = self.redis.pid
         self.redis.stop(grace=5)
-        wait_until(lambda: not port_open(self.port), 30, "the private broker to stop listening", interval=0.05)
+        wait_until(lambda: not port_open(self.port), 30, t("私有 broker 停止监听", "the private broker to stop listening"),
+                   interval=0.05)
         return pid
 
     def broker_idle(self) -> bool:
@@ -517,7 +518,7 @@ class Lab:
     def wait_idle(self, seconds: float = 60) -> None:
         """Nothing waiting in the broker and no delivery under way (before a row: the worker is free)."""
         wait_until(lambda: self.broker_idle() and not open_deliveries(), seconds,
-                   "the worker to finish its messages", interval=0.05)
+                   t("worker 处理完它的消息", "the worker to finish its messages"), interval=0.05)
 
     def drain(self, seconds: float = 90) -> None:
         """Publish what is due and let the worker finish it, until nothing is left to do."""

@@ -89,7 +89,7 @@ class Row:
         self.skipped = 0.0
 
     def recovered(self) -> None:
-        assert self.t_clock is not None, "recovered() before the fault"
+        assert self.t_clock is not None, t("recovered() 在注入故障之前被调用", "recovered() before the fault")
         self.phases["recovered"] = now_iso()
         self.measured_seconds = round(time.monotonic() - self.t_clock, 3)
         self.recovery_seconds = round(self.measured_seconds + self.skipped, 3)

@@ -124,9 +124,12 @@ class Shared:
 def describe(row: dict) -> str:
     states = "→".join(row.get("observed_states") or []) or "-"
     sha = (row.get("artifact_sha256") or "")[:10]
-    text = (f"{row['result']:<5} {row['case']}: job {short(row['job_id']) if row.get('job_id') else '-'} "
-            f"[{states}] deliveries {row.get('deliveries')} (dup {row.get('duplicate_deliveries')}) "
-            f"attempts {row.get('attempts')} recovery {row.get('recovery_seconds')} s")
+    job = short(row["job_id"]) if row.get("job_id") else "-"
+    text = t(f"{row['result']:<5} {row['case']}：任务 {job} [{states}] 投递 {row.get('deliveries')} 次"
+             f"（重复 {row.get('duplicate_deliveries')}）attempts {row.get('attempts')} 恢复 {row.get('recovery_seconds')} s",
+             f"{row['result']:<5} {row['case']}: job {job} [{states}] deliveries {row.get('deliveries')} "
+             f"(dup {row.get('duplicate_deliveries')}) attempts {row.get('attempts')} recovery "
+             f"{row.get('recovery_seconds')} s")
     if row.get("time_moved_seconds"):
         text += t(f"（其中移动时间 {row['time_moved_seconds']} s）", f" (of which {row['time_moved_seconds']} s moved)")
     if row.get("redispatches"):
@@ -265,7 +268,7 @@ def check_terminal(c) -> None:
         code, output = run_terminal(job_id)
         verified = "artifact verified" in output
         last = (output.strip().splitlines() or [""])[-1][:120]
-        c.note(f"  {label}: exit {code} → {last}")
+        c.note(t(f"  {label}：退出码 {code} → {last}", f"  {label}: exit {code} → {last}"))
         if should_pass:
             if code != 0 or expected not in output:
                 wrong_answers.append(t(f"{label}：应退出 0 并打印 {expected}", f"{label}: should exit 0 and print {expected}"))
@@ -682,7 +685,8 @@ def check_two_deliveries(c) -> None:
                 with contextlib.suppress(Exception):  # the lost confirm is the drill
                     lab.publisher.publish_one()
                 wait_until(lambda sent=sent: holds(job) or len(ended(job)) >= sent, 60,
-                           "the delivery to claim (hold its write) or end", interval=0.05)
+                           t("这次投递领取（停在写文件处）或结束", "the delivery to claim (hold its write) or end"),
+                           interval=0.05)
                 if holds(job):
                     break
                 # It ended without a claim.  Only a claim the database refused is the system's to repeat:
