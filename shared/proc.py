@@ -15,6 +15,8 @@ import sys
 import time
 from pathlib import Path
 
+from shared.i18n import t
+
 
 class WaitTimeout(AssertionError):
     """A bounded wait ran out.  An AssertionError, so a check reports it as a failure."""
@@ -28,7 +30,7 @@ def wait_until(predicate, timeout: float, what: str, interval: float = 0.05):
         if value:
             return value
         if time.monotonic() >= deadline:
-            raise WaitTimeout(f"waited {timeout:g}s for {what}")
+            raise WaitTimeout(t(f"等了 {timeout:g} 秒仍未等到：{what}", f"waited {timeout:g}s for {what}"))
         time.sleep(interval)
 
 
@@ -125,11 +127,13 @@ class Process:
                 return False
             return True
         try:
-            outcome = wait_until(ready, timeout, f"{' '.join(map(str, self.argv[:4]))} to be ready")
+            command = " ".join(map(str, self.argv[:4]))
+            outcome = wait_until(ready, timeout, t(f"{command} 就绪", f"{command} to be ready"))
         except WaitTimeout as exc:
             raise WaitTimeout(f"{exc}\n{self.log_tail()}") from None
         if outcome == "exited":
-            raise WaitTimeout(f"{self.argv[0]} exited with {self.popen.returncode} before it was ready:\n"
+            raise WaitTimeout(t(f"{self.argv[0]} 还没就绪就退出了（退出码 {self.popen.returncode}）：\n",
+                                f"{self.argv[0]} exited with {self.popen.returncode} before it was ready:\n")
                               + self.log_tail())
 
     def _signal_group(self, sig: int) -> None:
