@@ -440,9 +440,10 @@ def check_prepare(c) -> None:
         assert _tree(first) == before, t("第二次运行改动了已有文件（内容、权限或时间）",
                                          "the second run changed existing files")
 
-        for label, make in (("only .env.tasks", lambda d: (d / ".env.tasks").write_text("KEEP=1\n")),
-                            ("only broker-local/", lambda d: (d / "broker-local").mkdir())):
-            partial = scratch / ("half-" + str(len(label)))
+        halves = ((t("只有 .env.tasks", "only .env.tasks"), lambda d: (d / ".env.tasks").write_text("KEEP=1\n")),
+                  (t("只有 broker-local/", "only broker-local/"), lambda d: (d / "broker-local").mkdir()))
+        for n, (label, make) in enumerate(halves):
+            partial = scratch / f"half-{n}"
             partial.mkdir()
             shutil.copy2(WORK / "prepare_broker.py", partial / "prepare_broker.py")
             make(partial)
