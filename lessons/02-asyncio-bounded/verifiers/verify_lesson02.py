@@ -354,20 +354,22 @@ def check_normal_batch(tap: Tap) -> None:
         c.skip_unless_selected()
         report = probe("normal")
         lines = report["lines"]
-        c.note(f"output: {lines}")
+        c.note(t(f"输出：{lines}", f"output: {lines}"))
         main = report.get("main", {})
         assert main.get("returned"), t(f"正常批次 main() 抛出了 {main.get('text')}",
                                        f"main() raised on the normal batch: {main.get('text')}")
         collect = report.get("collect", {})
         assert collect.get("returned"), t("collect_products 没有返回结果", "collect_products did not return rows")
-        c.note(f"collect_products returned a {collect['type']} of {collect['len']} rows; "
-               f"rows[i]['id'] for i in 0..19: {collect['ids']}")
+        c.note(t(f"collect_products 返回了 {collect['len']} 条的 {collect['type']}；i 为 0..19 时 rows[i]['id']：{collect['ids']}",
+                 f"collect_products returned a {collect['type']} of {collect['len']} rows; "
+                 f"rows[i]['id'] for i in 0..19: {collect['ids']}"))
         assert collect["len"] == 20 and collect["ids"] == list(range(20)), t(
             "应得到 20 条，且 rows[i]['id'] == i（以 product_id 为键）",
             "expected 20 rows with rows[i]['id'] == i (keyed by product_id)")
         assert "completed 20" in lines, t("main() 没有打印 completed 20", "main() did not print completed 20")
-        c.note(f"consumers that took from the queue: {report['consumers']}; "
-               f"most tasks alive during a read: {report['max_alive']}")
+        c.note(t(f"从队列取数的消费者：{report['consumers']} 个；读取时最多同时存在 {report['max_alive']} 个任务",
+                 f"consumers that took from the queue: {report['consumers']}; "
+                 f"most tasks alive during a read: {report['max_alive']}"))
         assert report["consumers"] == 4, t(f"应正好四个消费者，实际 {report['consumers']}",
                                            f"expected exactly four consumers, got {report['consumers']}")
         assert report["max_alive"] <= 4, t(
@@ -409,9 +411,11 @@ def check_timeout(tap: Tap) -> None:
             "bounded_async has no module-level asyncio (use import asyncio and asyncio.timeout)")
         assert "budget_requested" in report, t("main() 没有调用 asyncio.timeout(...)",
                                                "main() never called asyncio.timeout(...)")
-        c.note(f"main asked for {report['budget_requested']} s; ran with {SHORT_BUDGET} s; "
-               f"returned after {report['seconds']} s, {report['reads']} reads started")
-        c.note(f"output: {lines}")
+        c.note(t(f"main 请求 {report['budget_requested']} 秒；以 {SHORT_BUDGET} 秒运行；{report['seconds']} 秒后返回，"
+                 f"开始了 {report['reads']} 次读取",
+                 f"main asked for {report['budget_requested']} s; ran with {SHORT_BUDGET} s; "
+                 f"returned after {report['seconds']} s, {report['reads']} reads started"))
+        c.note(t(f"输出：{lines}", f"output: {lines}"))
         assert "batch timed out" in lines, t("没有打印 batch timed out", "batch timed out was not printed")
         assert not completed_lines(lines), t(
             f"超时后仍打印了 {completed_lines(lines)}：不能把部分结果当完整结果",
@@ -427,8 +431,9 @@ def check_error(tap: Tap) -> None:
         report = probe("error")
         lines = report["lines"]
         collect, main = report.get("collect", {}), report.get("main", {})
-        c.note(f"collect_products: {collect.get('text', 'returned rows' if collect.get('returned') else '?')}")
-        c.note(f"main(): {main.get('text', 'returned')}; output: {lines}")
+        returned = t("返回了结果", "returned rows") if collect.get("returned") else "?"
+        c.note(f"collect_products: {collect.get('text', returned)}")
+        c.note(t(f"main()：{main.get('text', '正常返回')}；输出：{lines}", f"main(): {main.get('text', 'returned')}; output: {lines}"))
         assert not collect.get("returned"), t(
             "第 3 条失败后 collect_products 仍然返回了结果（异常被吞掉了？）",
             "collect_products still returned rows after item 3 failed (was the error swallowed?)")
