@@ -1,7 +1,8 @@
 """Lesson 03: a shutdown in three moves — wait, cancel, await the cleanup.
 
 Run it with   python registry_demo.py
-It waits about 3 seconds, then prints "cleanup" and "remaining 0".
+After 0.1 s the done callback logs the exercise's ValueError; about 3 seconds later
+it prints "cleanup" and "remaining 0".
 """
 
 import asyncio
@@ -18,8 +19,16 @@ async def work() -> None:
         print("cleanup")  # runs on success, failure and cancellation alike
 
 
+async def failing_work() -> None:
+    """The exercise: work that fails after 0.1 s.  Nobody awaits it, so only the registry's done
+    callback can see the ValueError: it logs it and takes the task out of `running`."""
+    await asyncio.sleep(0.1)
+    raise ValueError("drill")
+
+
 async def main() -> None:
     start(work())
+    start(failing_work())  # the exercise: its error is logged, not lost
     await asyncio.sleep(0.1)  # the application "runs" for a moment, then shuts down
 
     # 1. Give unfinished tasks a bounded window to finish by themselves.

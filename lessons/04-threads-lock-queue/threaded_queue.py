@@ -4,6 +4,9 @@ Run it with   python threaded_queue.py
 It prints {'done': 19, 'failed': 1} [(7, 'ValueError')], then how long the
 producer's longest put() waited, and returns to the prompt.
 
+With the exercise done, as here: capacity 1 and 0.2 s per id (the course's
+steps start with 4 and 0.05 s), so the producer's put() visibly waits.
+
 The Lock guards the counters of *this process* only.  It is not a database row
 lock and it cannot coordinate several workers or machines.
 """
@@ -12,7 +15,7 @@ from queue import Queue
 from threading import Lock, Thread
 import time
 
-pending = Queue(maxsize=4)  # at most 4 ids wait here; put() blocks when it is full
+pending = Queue(maxsize=1)  # exercise: 1 id waits here (was 4); put() blocks when it is full
 mutex = Lock()              # held only while the counters change
 counts = {"done": 0, "failed": 0}
 errors = []                 # (product_id, exception class name), one per failed id
@@ -25,7 +28,7 @@ def consume():
         try:
             if product_id is None:
                 return  # the stop signal; finally still settles this get()
-            time.sleep(0.05)  # the slow part (a read, a request) runs with no lock held
+            time.sleep(0.2)  # exercise: 0.2 s per id (was 0.05); the slow part runs with no lock held
             if product_id == 7:
                 raise ValueError("product 7 is broken on purpose")
             with mutex:

@@ -1,4 +1,4 @@
-"""Lesson 02 mutants: plausible mistakes in bounded_async.py and the asyncio note's scripts."""
+"""Lesson 02 mutants: plausible mistakes in bounded_async.py and the asyncio note's scripts (the extension)."""
 
 from tests.mutants import Mutant
 
@@ -36,6 +36,15 @@ MUTANTS = [
             "(the stall is seen on the event loop: nothing to run, no timer pending)",
     ),
     # ---- 02.2 limits
+    Mutant(
+        name="blocking-sleep-in-read",
+        file="bounded_async.py",
+        old="        await asyncio.sleep(0.1)  # the network wait; other tasks run meanwhile\n",
+        new="        __import__(\"time\").sleep(0.1)  # a blocking wait: nothing else runs meanwhile\n",
+        fails=("02.2",),
+        why="time.sleep in a coroutine blocks the event loop: the reads run one at a time, and the check says "
+            "'blocking call in async code' with the place of the call",
+    ),
     Mutant(
         name="unbounded-queue",
         file="bounded_async.py",
@@ -159,6 +168,16 @@ MUTANTS = [
         fails=("02.6",),
         why="without raise the cancel is swallowed and wait_for returns None instead of timing out",
     ),
+    Mutant(
+        name="demo-prints-the-lines",
+        file="asyncio_timeout_demo.py",
+        old='    print("result:", await fetch_with_budget())\n',
+        new=('    print("quote cancelled; cleanup")\n'
+             '    print("timeout")\n'
+             '    print("result: quote:degraded")\n'),
+        fails=("02.6",),
+        why="a script that prints the three expected lines without any budget expiring or task being cancelled",
+    ),
     # ---- 02.7 relaxed budget
     Mutant(
         name="relaxed-budget-too-short",
@@ -167,6 +186,14 @@ MUTANTS = [
         new="BUDGET_SECONDS = 0.4",
         fails=("02.7",),
         why="0.4 s is still shorter than the 0.5 s upstream",
+    ),
+    Mutant(
+        name="relaxed-prints-the-line",
+        file="experiment_relaxed.py",
+        old='    print("result:", await fetch_with_budget())\n',
+        new='    print("result: quote:100")\n',
+        fails=("02.7",),
+        why="printing the expected line without any budget: the experiment is about wait_for returning in time",
     ),
     # ---- 02.8 swallow counter-example
     Mutant(

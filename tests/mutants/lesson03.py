@@ -38,6 +38,24 @@ MUTANTS = [
         fails=("03.1",),
         why="Without status_code=202 FastAPI answers 200, which claims the export is done.",
     ),
+    Mutant(
+        name="03-blocking-sleep-in-export",
+        file="api_background.py",
+        old="        await asyncio.sleep(1)  # stands in for building the two-row list\n",
+        new="        __import__(\"time\").sleep(1)  # a blocking wait inside the coroutine\n",
+        fails=("03.1",),
+        why="time.sleep in local_export blocks the event loop: the server answers nobody while the export "
+            "runs; 03.1 says 'blocking call in async code' with the place of the call.",
+    ),
+    Mutant(
+        name="03-add-task-given-a-call",
+        file="api_background.py",
+        old="    background.add_task(local_export, job_id)\n",
+        new="    background.add_task(local_export(job_id))\n",
+        fails=("03.1",),
+        why="add_task gets a coroutine object instead of the function: the server log shows TypeError: the "
+            "first argument must be callable and the job stays queued; 03.1 says so at once.",
+    ),
     # ---- 03.2: registry_demo shutdown
     Mutant(
         name="03-cancel-without-gather",
@@ -53,8 +71,8 @@ MUTANTS = [
         file="task_registry.py",
         old="    running.discard(task)  # first, so the set empties whatever the outcome\n",
         new="",
-        fails=("03.2", "03.3"),
-        why="A done callback that never discards keeps every finished task in running.",
+        fails=("03.2", "03.3", "03.5"),
+        why="A done callback that never discards keeps every finished task in running (the exercise's too).",
     ),
     # ---- 03.3: a failing task is observed
     Mutant(
@@ -66,9 +84,9 @@ MUTANTS = [
         logging.error("background task %s failed: %r", task.get_name(), error, exc_info=error)
 """,
         new="",
-        fails=("03.3",),
+        fails=("03.3", "03.5"),
         why="Nobody reads the exception: nothing is logged and asyncio prints "
-            "'Task exception was never retrieved' when the task is collected.",
+            "'Task exception was never retrieved' when the task is collected (the exercise's ValueError too).",
     ),
     Mutant(
         name="03-discard-only-on-success",
@@ -90,8 +108,9 @@ MUTANTS = [
         return
     running.discard(task)
 """,
-        fails=("03.3",),
-        why="The early return on failure skips the discard, so a failed task stays referenced forever.",
+        fails=("03.2", "03.3", "03.5"),
+        why="The early return on failure skips the discard, so a failed task stays referenced forever "
+            "(registry_demo's exercise task too: it ends with remaining 1).",
     ),
     Mutant(
         name="03-callback-reraises",
@@ -102,9 +121,18 @@ MUTANTS = [
         logging.error("background task %s failed: %r", task.get_name(), error, exc_info=error)
 """,
         new="    task.result()  # surface the failure\n",
-        fails=("03.3",),
+        fails=("03.3", "03.5"),
         why="Re-raising from the done callback logs nothing of ours; asyncio only reports "
             "'Exception in callback'.",
+    ),
+    Mutant(
+        name="03-start-forgets-add",
+        file="task_registry.py",
+        old="    running.add(task)\n",
+        new="",
+        fails=("03.2", "03.3", "03.5"),
+        why="start() without running.add: no strong reference, and registry_demo.py finds nothing to wait for "
+            "or cancel -- the checks name task_registry.start as the cause, not registry_demo.py.",
     ),
     # ---- 03.4: restart drill
     Mutant(
@@ -150,5 +178,15 @@ atexit.register(_lock.unlink)
         fails=("03.4",),
         why="A lock file removed only by atexit survives SIGKILL, so the server refuses to restart "
             "after a crash.",
+    ),
+    # ---- 03.5: the course's exercise (a ValueError in a task registry_demo starts)
+    Mutant(
+        name="03-exercise-bypasses-registry",
+        file="registry_demo.py",
+        old="    start(failing_work())  # the exercise: its error is logged, not lost\n",
+        new="    asyncio.create_task(failing_work())  # started past the registry\n",
+        fails=("03.5",),
+        why="The failing task is started with a bare create_task: nobody reads its exception and asyncio "
+            "reports 'Task exception was never retrieved'.",
     ),
 ]

@@ -16,12 +16,12 @@ MUTANTS = [
     Mutant(
         name="04-done-counted-before-check",
         file="threaded_queue.py",
-        old=('            time.sleep(0.05)  # the slow part (a read, a request) runs with no lock held\n'
+        old=('            time.sleep(0.2)  # exercise: 0.2 s per id (was 0.05); the slow part runs with no lock held\n'
              '            if product_id == 7:\n'
              '                raise ValueError("product 7 is broken on purpose")\n'
              '            with mutex:\n'
              '                counts["done"] += 1\n'),
-        new=('            time.sleep(0.05)  # the slow part (a read, a request) runs with no lock held\n'
+        new=('            time.sleep(0.2)  # exercise: 0.2 s per id (was 0.05); the slow part runs with no lock held\n'
              '            with mutex:\n'
              '                counts["done"] += 1\n'
              '            if product_id == 7:\n'
@@ -84,13 +84,13 @@ MUTANTS = [
     Mutant(
         name="04-sleep-inside-lock",
         file="threaded_queue.py",
-        old=('            time.sleep(0.05)  # the slow part (a read, a request) runs with no lock held\n'
+        old=('            time.sleep(0.2)  # exercise: 0.2 s per id (was 0.05); the slow part runs with no lock held\n'
              '            if product_id == 7:\n'
              '                raise ValueError("product 7 is broken on purpose")\n'
              '            with mutex:\n'
              '                counts["done"] += 1\n'),
         new=('            with mutex:\n'
-             '                time.sleep(0.05)\n'
+             '                time.sleep(0.2)\n'
              '                if product_id == 7:\n'
              '                    raise ValueError("product 7 is broken on purpose")\n'
              '                counts["done"] += 1\n'),
@@ -108,7 +108,7 @@ MUTANTS = [
              '        try:\n'
              '            if product_id is None:\n'
              '                return  # the stop signal; finally still settles this get()\n'
-             '            time.sleep(0.05)  # the slow part (a read, a request) runs with no lock held\n'),
+             '            time.sleep(0.2)  # exercise: 0.2 s per id (was 0.05); the slow part runs with no lock held\n'),
         new=('io_lock = Lock()  # "the client is not thread-safe": one request at a time\n'
              '\n'
              '\n'
@@ -119,7 +119,7 @@ MUTANTS = [
              '            if product_id is None:\n'
              '                return\n'
              '            with io_lock:\n'
-             '                time.sleep(0.05)\n'),
+             '                time.sleep(0.2)\n'),
         fails=("04.3",),
         why="The work left mutex but went under another lock: no sleep holds mutex, yet the two threads "
             "still take turns -- they are never seen sleeping at the same time.",
@@ -128,10 +128,18 @@ MUTANTS = [
     Mutant(
         name="04-unbounded-queue",
         file="threaded_queue.py",
-        old="pending = Queue(maxsize=4)",
+        old="pending = Queue(maxsize=1)",
         new="pending = Queue(maxsize=0)",
         fails=("04.4",),
         why="maxsize=0 is not 'smallest', it is unbounded: put() never waits, so nothing holds the "
             "producer back.",
+    ),
+    Mutant(
+        name="04-exercise-capacity-only",
+        file="threaded_queue.py",
+        old="time.sleep(0.2)  # exercise: 0.2 s per id (was 0.05); the slow part runs with no lock held",
+        new="time.sleep(0.05)  # the slow part runs with no lock held",
+        fails=("04.4",),
+        why="Half the exercise: capacity 1, but the consumers still take 0.05 s per id.",
     ),
 ]

@@ -2,13 +2,19 @@
 
 Everything runs in this process through starlette's TestClient (no server, no port),
 except verify_states.py, which is the learner's own script and runs as a subprocess.
+When that script stops, 01.3 reads where (its traceback) and says which cause it is: the
+script asserts the status code and the Location too, and those belong to 01.1 (a new job's
+status to 01.2) -- fix that check first, transition is not to blame.
 """
 
 from __future__ import annotations
 
 import json
+import linecache
+import re
 import uuid
 from pathlib import Path
+from urllib.parse import urljoin, urlsplit
 
 from shared.celerylab import import_learner
 from shared.i18n import t
@@ -46,6 +52,26 @@ def as_json(value) -> str:
     return json.dumps(value, ensure_ascii=False)[:200]
 
 
+def location_target(response) -> str | None:
+    """Where the submit's Location leads on this server: the URL to follow, or None.
+    `/exports/{id}` and an absolute URL of the same server (`http://testserver/exports/{id}`) are the same
+    job: both are valid HTTP.  A URL on another host, or with a query or fragment, is not."""
+    location = response.headers.get("location")
+    if not location:
+        return None
+    here = urlsplit(str(response.request.url))
+    target = urlsplit(urljoin(str(response.request.url), location))
+    if (target.scheme, target.netloc) != (here.scheme, here.netloc) or target.query or target.fragment:
+        return None
+    return target.geturl()
+
+
+def wrong_status(code: int) -> str:
+    """01.1's reason for a submit that does not answer 202 (01.3 points back at it)."""
+    return t(f"提交应返回 202（已受理、未完成），实际 {code}：在 @app.post 上写 status_code=202",
+             f"the submit should answer 202 (accepted, not done), got {code}: put status_code=202 on @app.post")
+
+
 def check_submit(tap: Tap) -> None:
     with tap.check("01.1") as c:
         c.skip_unless_selected()
@@ -56,13 +82,13 @@ def check_submit(tap: Tap) -> None:
                 response, job_id = submit(client, ids)
                 location = response.headers.get("location")
                 c.note(f"POST {as_json({'product_ids': ids})} -> {response.status_code}, Location: {location}")
-                assert response.status_code == 202, t(
-                    f"提交应返回 202（已受理、未完成），实际 {response.status_code}",
-                    f"the submit should answer 202 (accepted, not done), got {response.status_code}")
-                assert location == f"/exports/{job_id}", t(
-                    f"Location 应为 /exports/{job_id}，实际 {location!r}",
-                    f"Location should be /exports/{job_id}, got {location!r}")
-                follow = client.get(location)
+                assert response.status_code == 202, wrong_status(response.status_code)
+                target = location_target(response)
+                assert target is not None and urlsplit(target).path == f"/exports/{job_id}", t(
+                    f"Location 应指向 /exports/{job_id}（相对路径，或本服务器上的完整 URL），实际 {location!r}",
+                    f"Location should lead to /exports/{job_id} (a path, or a full URL of this server), "
+                    f"got {location!r}")
+                follow = client.get(target)
                 c.note(f"GET {location} -> {follow.status_code} {as_json(follow.json())}")
                 assert follow.status_code == 200, t(
                     f"按 Location 查询应返回 200，实际 {follow.status_code}",
@@ -93,7 +119,7 @@ def check_queued_and_404(tap: Tap) -> None:
             assert answered == "queued", t(
                 f"提交响应的状态应为 queued，实际 {answered!r}", f"the submit response should say queued, got {answered!r}")
             status = client.get(f"/exports/{job_id}").json().get("status")
-            c.note(f"new job {job_id}: status {status}")
+            c.note(t(f"新任务 {job_id}：状态 {status}", f"new job {job_id}: status {status}"))
             assert status == "queued", t(
                 f"新任务查询状态应为 queued（本课没有执行者），实际 {status!r}",
                 f"a new job should read queued (nothing runs it in this lesson), got {status!r}")
@@ -110,7 +136,12 @@ def check_transitions(tap: Tap) -> None:
         c.skip_unless_selected()
         api = load("transition")
         with client_for(api) as client:
-            _, job_id = submit(client)
+            response, job_id = submit(client)
+            # What verify_states.py will meet, for naming the cause if it stops (see script_verdict).
+            target = location_target(response)
+            facts = {"status": response.status_code, "location": response.headers.get("location"),
+                     "leads_there": target is not None and urlsplit(target).path == f"/exports/{job_id}",
+                     "job_id": job_id, "new_status": client.get(f"/exports/{job_id}").json().get("status")}
             # Start from a known state, so this check is about transition() alone
             # (01.2 is the one that checks what a new job starts as).
             api.jobs[job_id]["status"] = "queued"
@@ -120,7 +151,7 @@ def check_transitions(tap: Tap) -> None:
             try:
                 api.transition(job_id, "succeeded")
             except ValueError as exc:
-                c.note(f"queued -> succeeded refused: {exc}")
+                c.note(t(f"queued -> succeeded 被拒绝：{exc}", f"queued -> succeeded refused: {exc}"))
             else:
                 raise AssertionError(t("queued→succeeded 应抛 ValueError（必须先 running）",
                                        "queued → succeeded should raise ValueError (running comes first)"))
@@ -133,13 +164,13 @@ def check_transitions(tap: Tap) -> None:
             try:
                 api.transition(job_id, "running")
             except ValueError as exc:
-                c.note(f"succeeded -> running refused: {exc}")
+                c.note(t(f"succeeded -> running 被拒绝：{exc}", f"succeeded -> running refused: {exc}"))
             else:
                 raise AssertionError(t("succeeded→running 应抛 ValueError",
                                        "succeeded → running should raise ValueError"))
             stored = api.jobs[job_id]["status"]
             queried = client.get(f"/exports/{job_id}").json().get("status")
-            c.note(f"after the refusal: stored {stored}, GET says {queried}")
+            c.note(t(f"拒绝之后：存储 {stored}，GET 返回 {queried}", f"after the refusal: stored {stored}, GET says {queried}"))
             assert stored == "succeeded" and queried == "succeeded", t(
                 f"拒绝后记录应仍为 succeeded，实际存储 {stored!r}、查询 {queried!r}（是否先赋值后检查？）",
                 f"after the refusal the record should still be succeeded, stored {stored!r}, GET {queried!r} "
@@ -149,13 +180,69 @@ def check_transitions(tap: Tap) -> None:
         assert script.exists(), t("缺少 verify_states.py（第 4 步）", "verify_states.py is missing (step 4)")
         done = run_python([script.name], cwd=HERE, timeout=60)
         lines = [line for line in done.stdout.splitlines() if line.strip()]
-        c.note(f"python verify_states.py -> exit {done.returncode}; last lines: {lines[-3:]}")
-        assert done.returncode == 0, t(
-            f"verify_states.py 退出码 {done.returncode}：\n{done.stdout[-800:]}",
-            f"verify_states.py exited {done.returncode}:\n{done.stdout[-800:]}")
+        c.note(t(f"python verify_states.py -> 退出码 {done.returncode}；最后几行：{lines[-3:]}",
+                 f"python verify_states.py -> exit {done.returncode}; last lines: {lines[-3:]}"))
+        assert done.returncode == 0, script_verdict(done, script, facts)
         assert "terminal transition rejected" in lines, t(
             "verify_states.py 没有打印 terminal transition rejected",
             "verify_states.py did not print terminal transition rejected")
+
+
+FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+)')
+ERROR_LINE = re.compile(r"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Exit))(?::\s*(?P<text>.*))?$")
+
+
+def where_it_stopped(output: str, script: Path) -> tuple[int, str, str] | None:
+    """(line number, source line, error line) of the last traceback frame in `script`, if it has one."""
+    stop, error = None, ""
+    for line in output.splitlines():
+        frame = FRAME.match(line)
+        if frame and Path(frame["file"]).name == script.name:
+            number = int(frame["line"])
+            stop = (number, linecache.getline(str(script), number).strip())
+        elif ERROR_LINE.match(line.strip()):
+            error = line.strip()
+    return (*stop, error) if stop else None
+
+
+def script_verdict(done, script: Path, facts: dict) -> str:
+    """Why verify_states.py stopped, naming the check that owns the cause (and saying to fix it first)."""
+    stop = where_it_stopped(done.stdout, script)
+    tail = done.stdout.strip()[-600:]
+    if stop is None:
+        return t(f"verify_states.py 退出码 {done.returncode}：\n{tail}", f"verify_states.py exited {done.returncode}:\n{tail}")
+    number, source, error = stop
+    at = t(f"verify_states.py 停在第 {number} 行 `{source}`", f"verify_states.py stopped at line {number}: `{source}`") \
+        + (f" ({error})" if error else "")
+    lowered = source.lower()
+    if "status_code" in lowered and facts["status"] != 202:
+        return at + t(
+            f"——你的 POST /exports 返回 {facts['status']}，不是 202。这是 01.1 的状态码问题，与 transition 无关："
+            "先修 01.1（@app.post 上写 status_code=202），再重新检查。",
+            f" -- your POST /exports answers {facts['status']}, not 202. That is 01.1's cause (the status code), "
+            "not transition: fix 01.1 first (status_code=202 on @app.post), then check again.")
+    expected = f"/exports/{facts['job_id']}"
+    if "location" in lowered and facts["location"] != expected and facts["leads_there"]:
+        return at + t(
+            f"——你的 Location {facts['location']!r} 是指向同一任务的完整 URL（合法，01.1 也接受），但你的 verify_states.py "
+            "把它与路径 f\"/exports/{job_id}\" 比较：让脚本与路由一致（比较路由给出的值，或路由只给路径）。",
+            f" -- your Location {facts['location']!r} is a full URL of the same job (valid, and 01.1 accepts it), but "
+            "your verify_states.py compares it with the path f\"/exports/{job_id}\": make the script and the route "
+            "agree (compare what the route sends, or send the path).")
+    if "location" in lowered and facts["location"] != expected:
+        return at + t(
+            f"——你的 Location 是 {facts['location']!r}，脚本把它与 f\"/exports/{{job_id}}\" 比较。这是 01.1 的 Location 问题，"
+            "与 transition 无关：先修 01.1（完整 URL 也可以，但脚本与路由要一致）。",
+            f" -- your Location is {facts['location']!r} and the script compares it with f\"/exports/{{job_id}}\". "
+            "That is 01.1's cause (the Location), not transition: fix 01.1 first (a full URL is fine too, but the "
+            "script and the route must agree).")
+    if facts["new_status"] != "queued":
+        return at + t(
+            f"——新任务的状态是 {facts['new_status']!r}，不是 queued，脚本的 queued→running 因此走不通。"
+            "这是 01.2 的问题：先修 01.2。",
+            f" -- a new job reads {facts['new_status']!r}, not queued, so the script's queued → running cannot "
+            "work. That is 01.2's cause: fix 01.2 first.")
+    return at + t(f"：\n{tail}", f":\n{tail}")
 
 
 BAD_BODIES = [
@@ -165,6 +252,12 @@ BAD_BODIES = [
     ("non-integer 1.5", {"product_ids": [1, 1.5]}),
     ("missing product_ids", {}),
 ]
+LABELS_ZH = {"empty list": "空列表", "101 ids": "101 个 id", "non-integer 'abc'": "非整数 'abc'",
+             "non-integer 1.5": "非整数 1.5", "missing product_ids": "缺少 product_ids"}
+
+
+def label_text(label: str) -> str:
+    return t(LABELS_ZH[label], label)
 
 
 def check_validation(tap: Tap) -> None:
@@ -175,15 +268,15 @@ def check_validation(tap: Tap) -> None:
             for label, body in BAD_BODIES:
                 before = set(api.jobs)
                 response = client.post("/exports", json=body)
-                c.note(f"{label}: {response.status_code}")
+                c.note(f"{label_text(label)}: {response.status_code}")
                 assert response.status_code == 422, t(
-                    f"{label} 应返回 422，实际 {response.status_code}：{response.text[:160]}",
+                    f"{label_text(label)} 应返回 422，实际 {response.status_code}：{response.text[:160]}",
                     f"{label} should get 422, got {response.status_code}: {response.text[:160]}")
                 assert set(api.jobs) == before, t(
-                    f"{label} 被拒绝后 jobs 里多了记录", f"{label} was refused but jobs gained a record")
+                    f"{label_text(label)} 被拒绝后 jobs 里多了记录", f"{label} was refused but jobs gained a record")
             # The limits are inclusive: exactly 100 ids is still a valid export.
             edge = client.post("/exports", json={"product_ids": list(range(1, 101))})
-            c.note(f"100 ids: {edge.status_code}")
+            c.note(t(f"100 个 id：{edge.status_code}", f"100 ids: {edge.status_code}"))
             assert 200 <= edge.status_code < 300, t(
                 f"恰好 100 个 id 应被受理，实际 {edge.status_code}",
                 f"exactly 100 ids should be accepted, got {edge.status_code}")
@@ -208,7 +301,7 @@ def check_terminal_flag(tap: Tap) -> None:
                 assert isinstance(value, bool), t(f"terminal 应为布尔值，实际 {value!r}",
                                                   f"terminal should be a boolean, got {value!r}")
                 observed.append((status, value))
-            c.note("terminal by status: " + ", ".join(f"{s}={v}" for s, v in observed))
+            c.note(t("各状态下的 terminal：", "terminal by status: ") + ", ".join(f"{s}={v}" for s, v in observed))
             for status, value in observed:
                 expected = status in ("succeeded", "failed", "cancelled")
                 assert value is expected, t(

@@ -14,12 +14,24 @@ Inside the child the verifier only wraps things the learner's code looks up at c
   - bounded_async.asyncio          -> a view of asyncio whose timeout() uses 0.15 s (timeout scenario)
                                       or no deadline at all (the others)
   - the event loop                 -> notices a stall: main() still runs, yet no task can run and no
-                                      timer is pending, so every task waits for another forever
+                                      timer is pending, so every task waits for another forever; and at
+                                      each turn it samples the module's own numbers (see below)
+  - time.sleep                     -> notes a call made on the event loop's thread while it runs: a
+                                      blocking call in async code
 
 So a hang is a recorded fact, not a wait that ran out; the child is still killed by its PID
-after a generous bound, for any other way of never ending.
+after a generous bound, for any other way of never ending.  Likewise a blocked loop is a fact: a read
+that returns without the loop ever having run a callback scheduled when it began never let another
+task run.
 
-02.6–02.10 run the asyncio note's demo and experiment scripts and read their lines.
+The exercise (02.5) names no variables ("a running count and a peak"), so none is looked up by name:
+at every turn of the event loop the probe samples bounded_async's module-level integers (also int values
+of its module-level dicts, and int attributes of its functions, classes and namespaces) next to the
+number of reads really running and the most seen so far.  A value that equals the first at every turn
+is the learner's running count; one that equals the second is their peak.
+
+02.6–02.10 are the kit's extension (the asyncio note, not the course's exercise): lab02_note.py runs each
+script and records what asyncio really did -- budgets that expired, tasks cancelled, who printed what.
 """
 
 from __future__ import annotations
@@ -33,18 +45,42 @@ PROBE_TIMEOUT = 30.0  # a normal batch takes about 1 s; a batch that never ends 
 SCRIPT_TIMEOUT = 30.0  # the note's scripts take about half a second
 SHORT_BUDGET = 0.15
 
-# Names the exercise counters may have (the guide asks for in_flight and peak).
-COUNTER_NAMES = ("in_flight", "inflight", "in_flight_reads", "active_reads", "running_reads", "current_reads")
-PEAK_NAMES = ("peak", "peak_in_flight", "max_in_flight", "peak_reads", "max_seen", "max_concurrent")
+def numbers_of(module) -> dict[str, int]:
+    """The module's own integers, wherever a read_product could keep a count: module-level names, int
+    values of module-level dicts, int attributes of the module's functions, classes and namespaces."""
+    import types
+
+    def plain(value):
+        return isinstance(value, int) and not isinstance(value, bool)
+
+    found = {}
+    for name, value in list(vars(module).items()):
+        if name.startswith("__") or isinstance(value, types.ModuleType):
+            continue
+        if plain(value):
+            found[name] = value
+        elif isinstance(value, dict):
+            found.update({f"{name}[{key!r}]": item for key, item in list(value.items())[:50] if plain(item)})
+        elif isinstance(value, (types.FunctionType, type, types.SimpleNamespace)) \
+                and getattr(value, "__module__", module.__name__) == module.__name__:
+            found.update({f"{name}.{attr}": item for attr, item in list(vars(value).items())
+                          if not attr.startswith("__") and plain(item)})
+    return found
 
 
-def exercise_names(module) -> tuple[str | None, str | None]:
-    def first(names):
-        for name in names:
-            if isinstance(getattr(module, name, None), int) and not isinstance(getattr(module, name), bool):
-                return name
-        return None
-    return first(COUNTER_NAMES), first(PEAK_NAMES)
+def follow(samples: list, final: dict) -> dict:
+    """For each number that changed during the run: does it follow the reads running, or their peak?
+    samples: [running, peak so far, {label: value}] at each loop turn; final: the numbers after main()."""
+    every = samples + [[0, samples[-1][1] if samples else 0, final]]
+    labels = sorted({label for _, _, numbers in every for label in numbers
+                     if len({n.get(label) for _, _, n in every}) > 1})
+    report = {}
+    for label in labels:
+        off_running = next(([r, n.get(label)] for r, _, n in every if n.get(label) != r), None)
+        off_peak = next(([p, n.get(label)] for _, p, n in every if n.get(label) != p), None)
+        report[label] = {"running": off_running is None, "peak": off_peak is None, "final": final.get(label),
+                         "off_running": off_running, "off_peak": off_peak}
+    return report
 
 
 # --------------------------------------------------------------------------- probe (child process)
@@ -58,6 +94,19 @@ def run_probe(kind: str) -> dict:
 
     report: dict = {"kind": kind}
     buffer = io.StringIO()
+    sleeps: list[str] = []
+    real_sleep = time.sleep
+
+    def watched_sleep(seconds):
+        # A blocking sleep on the loop's own thread while the loop runs: nothing else can run meanwhile.
+        if asyncio._get_running_loop() is not None:
+            frame = sys._getframe(1)
+            place = f"{Path(frame.f_code.co_filename).name}:{frame.f_lineno} {frame.f_code.co_name}(): time.sleep({seconds})"
+            if place not in sleeps:
+                sleeps.append(place)
+        real_sleep(seconds)
+
+    time.sleep = watched_sleep  # before the import, so `from time import sleep` gets it too
     try:
         with contextlib.redirect_stdout(buffer):
             import bounded_async as module
@@ -65,8 +114,10 @@ def run_probe(kind: str) -> dict:
         report["error"] = "import bounded_async failed:\n" + traceback.format_exc(limit=4)
         return report
 
-    state = {"active": 0, "peak": 0, "reads": [], "max_alive": 0, "queues": [], "getters": set()}
+    state = {"active": 0, "peak": 0, "reads": [], "max_alive": 0, "queues": [], "getters": set(),
+             "blocking_reads": 0}
     root_holder: list = []
+    samples: list = []
 
     class Swallowed(BaseException):
         """Ends a consumer that swallowed its cancellation (a BaseException: `except Exception` passes it on)."""
@@ -102,10 +153,17 @@ def run_probe(kind: str) -> dict:
             raise ValueError("invalid product for drill")
         state["active"] += 1
         state["peak"] = max(state["peak"], state["active"])
+        # A callback scheduled now runs at the loop's next turn: if it has not run when the read is
+        # over, the read never gave the loop back -- no other task ran while it did.
+        turned = []
+        handle = asyncio.get_running_loop().call_soon(turned.append, True)
         try:
             return await real_read(product_id, *args, **kwargs)
         finally:
             state["active"] -= 1
+            if not turned:
+                state["blocking_reads"] += 1
+            handle.cancel()
 
     async def spy_collect(*args, **kwargs):
         try:
@@ -134,11 +192,6 @@ def run_probe(kind: str) -> dict:
             report["budget_requested"] = delay
             return asyncio.timeout(SHORT_BUDGET if kind == "timeout" else None)
 
-    counter, peak = exercise_names(module)
-    for name in (counter, peak):
-        if name:
-            setattr(module, name, 0)
-
     asyncio.Queue = SpyQueue
     module.read_product = spy_read
     module.collect_products = spy_collect
@@ -148,6 +201,7 @@ def run_probe(kind: str) -> dict:
 
     async def drive():
         root_holder.append(asyncio.current_task())
+        samples.append([0, 0, numbers_of(module)])  # before any read: nothing runs, nothing seen yet
         started = time.monotonic()
         try:
             await module.main()
@@ -184,6 +238,10 @@ def run_probe(kind: str) -> dict:
             if idle and "stalled" not in report and root_holder and not root_holder[0].done():
                 report["stalled"] = waiting_places()
                 root_holder[0].cancel()  # ends the run: main() gets CancelledError, the rest is cleaned up
+            if root_holder and not root_holder[0].done() and state["reads"]:
+                sample = [state["active"], state["peak"], numbers_of(module)]
+                if not samples or samples[-1] != sample:
+                    samples.append(sample)
             super()._run_once()
 
     try:
@@ -197,9 +255,8 @@ def run_probe(kind: str) -> dict:
     report["max_alive"] = state["max_alive"]
     report["consumers"] = len(state["getters"])
     report["queues"] = [{"maxsize": q.maxsize, "largest": q.largest} for q in state["queues"]]
-    report["exercise"] = {"counter": counter, "peak": peak,
-                          "counter_value": getattr(module, counter) if counter else None,
-                          "peak_value": getattr(module, peak) if peak else None}
+    report["blocking"] = {"reads": state["blocking_reads"], "sleeps": sleeps[:3]}
+    report["numbers"] = follow(samples, numbers_of(module))
     return report
 
 
@@ -258,6 +315,21 @@ def probe(kind: str) -> dict:
     return report
 
 
+def blocked_loop(report: dict) -> str:
+    """The reason for reads that never gave the event loop back."""
+    blocking = report["blocking"]
+    calls = "; ".join(blocking["sleeps"])
+    return t(
+        f"异步代码里有阻塞调用：{report['reads']} 次读取中有 {blocking['reads']} 次从头到尾没有把事件循环让出来——"
+        "它运行期间，事件循环没有运行任何别的任务，其他读取只能排队"
+        + (f"（{calls}）" if calls else "") + "。在协程里用 await asyncio.sleep(...)，不要用 time.sleep；"
+        "真正阻塞的调用交给线程（第 05 课）。",
+        f"blocking call in async code: {blocking['reads']} of {report['reads']} reads never gave the event loop "
+        "back -- while one ran, the loop ran no other task, so the other reads could only wait"
+        + (f" ({calls})" if calls else "") + ". In a coroutine use await asyncio.sleep(...), not time.sleep; "
+        "hand really blocking calls to a thread (lesson 05).")
+
+
 def count(lines: list[str], text: str) -> int:
     return sum(1 for line in lines if line == text)
 
@@ -282,20 +354,22 @@ def check_normal_batch(tap: Tap) -> None:
         c.skip_unless_selected()
         report = probe("normal")
         lines = report["lines"]
-        c.note(f"output: {lines}")
+        c.note(t(f"输出：{lines}", f"output: {lines}"))
         main = report.get("main", {})
         assert main.get("returned"), t(f"正常批次 main() 抛出了 {main.get('text')}",
                                        f"main() raised on the normal batch: {main.get('text')}")
         collect = report.get("collect", {})
         assert collect.get("returned"), t("collect_products 没有返回结果", "collect_products did not return rows")
-        c.note(f"collect_products returned a {collect['type']} of {collect['len']} rows; "
-               f"rows[i]['id'] for i in 0..19: {collect['ids']}")
+        c.note(t(f"collect_products 返回了 {collect['len']} 条的 {collect['type']}；i 为 0..19 时 rows[i]['id']：{collect['ids']}",
+                 f"collect_products returned a {collect['type']} of {collect['len']} rows; "
+                 f"rows[i]['id'] for i in 0..19: {collect['ids']}"))
         assert collect["len"] == 20 and collect["ids"] == list(range(20)), t(
             "应得到 20 条，且 rows[i]['id'] == i（以 product_id 为键）",
             "expected 20 rows with rows[i]['id'] == i (keyed by product_id)")
         assert "completed 20" in lines, t("main() 没有打印 completed 20", "main() did not print completed 20")
-        c.note(f"consumers that took from the queue: {report['consumers']}; "
-               f"most tasks alive during a read: {report['max_alive']}")
+        c.note(t(f"从队列取数的消费者：{report['consumers']} 个；读取时最多同时存在 {report['max_alive']} 个任务",
+                 f"consumers that took from the queue: {report['consumers']}; "
+                 f"most tasks alive during a read: {report['max_alive']}"))
         assert report["consumers"] == 4, t(f"应正好四个消费者，实际 {report['consumers']}",
                                            f"expected exactly four consumers, got {report['consumers']}")
         assert report["max_alive"] <= 4, t(
@@ -311,8 +385,10 @@ def check_limits(tap: Tap) -> None:
     with tap.check("02.2") as c:
         c.skip_unless_selected()
         report = probe("normal")
-        c.note(f"reads running at once, at most: {report['peak']} (over {report['reads']} reads)")
-        c.note(f"queues created: {report['queues']}")
+        c.note(t(f"同时进行的读取最多 {report['peak']} 个（共 {report['reads']} 次读取）",
+                 f"reads running at once, at most: {report['peak']} (over {report['reads']} reads)"))
+        c.note(t(f"创建的队列：{report['queues']}", f"queues created: {report['queues']}"))
+        assert not report["blocking"]["reads"], blocked_loop(report)
         assert report["peak"] <= 2, t(f"同时读取峰值 {report['peak']} 超过 2：Semaphore(2) 要包住 await read_product",
                                       f"{report['peak']} reads ran at once, over 2: Semaphore(2) must wrap "
                                       "the await of read_product")
@@ -335,9 +411,11 @@ def check_timeout(tap: Tap) -> None:
             "bounded_async has no module-level asyncio (use import asyncio and asyncio.timeout)")
         assert "budget_requested" in report, t("main() 没有调用 asyncio.timeout(...)",
                                                "main() never called asyncio.timeout(...)")
-        c.note(f"main asked for {report['budget_requested']} s; ran with {SHORT_BUDGET} s; "
-               f"returned after {report['seconds']} s, {report['reads']} reads started")
-        c.note(f"output: {lines}")
+        c.note(t(f"main 请求 {report['budget_requested']} 秒；以 {SHORT_BUDGET} 秒运行；{report['seconds']} 秒后返回，"
+                 f"开始了 {report['reads']} 次读取",
+                 f"main asked for {report['budget_requested']} s; ran with {SHORT_BUDGET} s; "
+                 f"returned after {report['seconds']} s, {report['reads']} reads started"))
+        c.note(t(f"输出：{lines}", f"output: {lines}"))
         assert "batch timed out" in lines, t("没有打印 batch timed out", "batch timed out was not printed")
         assert not completed_lines(lines), t(
             f"超时后仍打印了 {completed_lines(lines)}：不能把部分结果当完整结果",
@@ -353,8 +431,9 @@ def check_error(tap: Tap) -> None:
         report = probe("error")
         lines = report["lines"]
         collect, main = report.get("collect", {}), report.get("main", {})
-        c.note(f"collect_products: {collect.get('text', 'returned rows' if collect.get('returned') else '?')}")
-        c.note(f"main(): {main.get('text', 'returned')}; output: {lines}")
+        returned = t("返回了结果", "returned rows") if collect.get("returned") else "?"
+        c.note(f"collect_products: {collect.get('text', returned)}")
+        c.note(t(f"main()：{main.get('text', '正常返回')}；输出：{lines}", f"main(): {main.get('text', 'returned')}; output: {lines}"))
         assert not collect.get("returned"), t(
             "第 3 条失败后 collect_products 仍然返回了结果（异常被吞掉了？）",
             "collect_products still returned rows after item 3 failed (was the error swallowed?)")
@@ -369,45 +448,102 @@ def check_error(tap: Tap) -> None:
 def check_exercise(tap: Tap) -> None:
     with tap.check("02.5") as c:
         c.skip_unless_selected()
-        import importlib
-        module = importlib.import_module("bounded_async")
-        counter, peak = exercise_names(module)
-        if not counter and not peak:
-            c.skip(t("bounded_async 没有模块级 in_flight/peak 计数：练习未做",
-                     "bounded_async has no module-level in_flight/peak counters: exercise not attempted"))
-        assert counter and peak, t(
-            f"找到了 {counter or peak}，但缺少另一个（需要运行中计数 in_flight 和峰值 peak）",
-            f"found {counter or peak} but not its partner (need module-level in_flight and peak)")
-        for kind in ("normal", "timeout"):
-            report = probe(kind)
-            values = report["exercise"]
-            c.note(f"{kind}: {counter}={values['counter_value']} {peak}={values['peak_value']} "
-                   f"(reads really running at once: {report['peak']})")
-            assert values["counter_value"] == 0, t(
-                f"{kind} 路径结束后 {counter} 应归零，实际 {values['counter_value']}（减少要放在 finally）",
-                f"after the {kind} run {counter} should be back to 0, got {values['counter_value']} "
-                "(decrement in finally)")
-            assert values["peak_value"] <= 2, t(f"{kind} 路径峰值 {values['peak_value']} 超过 2",
-                                                f"the {kind} run's peak {values['peak_value']} is over 2")
-            if kind == "normal":
-                assert values["peak_value"] == report["peak"], t(
-                    f"{peak}={values['peak_value']}，但实际同时读取了 {report['peak']} 个：计数要包住真实 I/O",
-                    f"{peak}={values['peak_value']} but {report['peak']} reads really overlapped: "
-                    "count around the real I/O")
+        normal = probe("normal")
+        numbers = normal["numbers"]
+        if not numbers:
+            c.skip(t("bounded_async 里没有任何随读取变化的数：练习未做（练习：给 read_product 加运行中计数与峰值）",
+                     "nothing of bounded_async's own changes while the reads run: exercise not attempted "
+                     "(the exercise: a running count and its peak for read_product)"))
+        c.note(t(f"运行中变化的数：{', '.join(numbers)}", f"numbers that change while the batch runs: {', '.join(numbers)}"))
+        counter = next((label for label, seen in numbers.items() if seen["running"]), None)
+        peak = next((label for label, seen in numbers.items() if seen["peak"] and label != counter), None)
+        if counter is None:
+            label, seen = next(iter(numbers.items()))
+            really, said = seen["off_running"]
+            raise AssertionError(t(
+                f"这些数都不跟随正在进行的读取数：例如同时有 {really} 个读取时 {label} 是 {said}。"
+                "在 Semaphore 里面、真实 I/O 前后计数：进入前加一，finally 里减一。",
+                f"none of these numbers follows the reads really running: e.g. {label} was {said} while {really} "
+                "read(s) ran. Count inside the Semaphore, around the real I/O: add one before it, subtract one in "
+                "finally."))
+        if peak is None:
+            others = [(label, seen) for label, seen in numbers.items() if label != counter]
+            example = t(f"：例如已见过 {others[0][1]['off_peak'][0]} 个同时读取时 {others[0][0]} 是 "
+                        f"{others[0][1]['off_peak'][1]}", f": e.g. {others[0][0]} was {others[0][1]['off_peak'][1]} "
+                        f"when {others[0][1]['off_peak'][0]} reads had been seen at once") if others else ""
+            raise AssertionError(t(
+                f"找到了运行中计数 {counter}，但没有记下它最大值的峰值{example}。每次加一后更新峰值。",
+                f"found the running count {counter}, but no peak that keeps its highest value{example}. Update the "
+                "peak right after each increment."))
+        for kind, report in (("normal", normal), ("timeout", probe("timeout"))):
+            seen = report["numbers"]
+            running, top = seen.get(counter, {}), seen.get(peak, {})
+            c.note(t(f"{kind}：{counter} 最后 = {running.get('final')}，{peak} = {top.get('final')}（实测同时读取最多 {report['peak']} 个）",
+                     f"{kind}: {counter} ends at {running.get('final')}, {peak} = {top.get('final')} "
+                     f"(reads really running at once: {report['peak']})"))
+            assert running.get("running"), t(
+                f"{kind} 路径里 {counter} 没有跟上真实的读取数：同时有 {running['off_running'][0]} 个读取时它是 "
+                f"{running['off_running'][1]}（减少要放在 finally，取消和失败也要减）",
+                f"in the {kind} run {counter} did not follow the real reads: it was {running['off_running'][1]} while "
+                f"{running['off_running'][0]} read(s) ran (subtract in finally, so a cancel or failure gives it back)") \
+                if running else t(f"{kind} 路径里 {counter} 没有变化", f"in the {kind} run {counter} never changed")
+            assert running.get("final") == 0, t(f"{kind} 路径结束后 {counter} 应归零，实际 {running.get('final')}",
+                                                f"after the {kind} run {counter} should be 0, got {running.get('final')}")
+            assert top.get("peak"), t(
+                f"{kind} 路径里 {peak} 不是见过的最大同时读取数：已见过 {top['off_peak'][0]} 个时它是 {top['off_peak'][1]}",
+                f"in the {kind} run {peak} is not the most reads seen at once: it was {top['off_peak'][1]} when "
+                f"{top['off_peak'][0]} had been seen") if top else t(f"{kind} 路径里 {peak} 没有变化",
+                                                                    f"in the {kind} run {peak} never changed")
+            assert top.get("final") <= 2, t(f"{kind} 路径峰值 {top.get('final')} 超过 2",
+                                            f"the {kind} run's peak {top.get('final')} is over 2")
 
 
-# ----- the asyncio note's demo and experiments
+# ----- the kit's extension: the asyncio note's demo and experiments (not the course's exercise)
 
-def script_lines(c, name: str) -> list[str]:
+GUIDE = "lessons/02-asyncio-bounded/README.md"
+NOTE_LOGS = HERE / ".lab-logs" / "02"
+
+
+def note_run(c, name: str) -> dict:
+    """Run one of the note's scripts under lab02_note.py and return what asyncio really did in it."""
     path = HERE / name
-    if not path.exists():  # the note's scripts are optional practice beside the curriculum
-        c.skip(t(f"未做：没有 {name}（见本课 README 的 asyncio 笔记部分）",
-                 f"not attempted: no {name} (see the asyncio note part of this lesson's README)"))
-    done = run_python([name], cwd=HERE, timeout=SCRIPT_TIMEOUT)
-    lines = [line.strip() for line in done.stdout.splitlines() if line.strip()]
-    c.note(f"python {name} -> exit {done.returncode}: {lines[-8:]}")
-    assert done.returncode == 0, t(f"{name} 退出码 {done.returncode}", f"{name} exited {done.returncode}")
-    return lines
+    if not path.exists():  # the note's scripts are an extension beyond the course
+        c.skip(t(f"未做：没有 {name}。要写什么见 {GUIDE} 的“扩展：asyncio 笔记的脚本”一节（代码与要打印的行）",
+                 f"not taken up: no {name}. What to write: {GUIDE}, section \"Extension: the asyncio note's "
+                 "scripts\" (the code and the lines to print)"))
+    NOTE_LOGS.mkdir(parents=True, exist_ok=True)
+    out = NOTE_LOGS / (Path(name).stem + ".json")
+    out.unlink(missing_ok=True)
+    import subprocess
+    try:
+        done = run_python(["lab02_note.py", name, str(out)], cwd=HERE, timeout=SCRIPT_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        raise AssertionError(t(f"python {name} {SCRIPT_TIMEOUT:g} 秒没有结束（正常约半秒）",
+                               f"python {name} did not end within {SCRIPT_TIMEOUT:g} s (it takes about half a "
+                               "second)")) from None
+    assert out.exists(), t(f"运行 {name} 没有留下记录：\n{done.stdout[-800:]}",
+                           f"running {name} left no record:\n{done.stdout[-800:]}")
+    run = json.loads(out.read_text(encoding="utf-8"))
+    run["texts"] = [line["text"] for line in run["lines"] if line["text"]]
+    run["by_id"] = {task["id"]: task for task in run["tasks"]}
+    c.note(t(f"python {name} -> {run['outcome']}，输出：{run['texts'][-8:]}",
+             f"python {name} -> {run['outcome']}, output: {run['texts'][-8:]}"))
+    assert run["outcome"] == "ok", t(f"{name} 异常结束：{run['outcome']}\n{done.stdout[-600:]}",
+                                     f"{name} failed: {run['outcome']}\n{done.stdout[-600:]}")
+    return run
+
+
+def budget_note(c, run: dict) -> None:
+    for budget in run["budgets"]:
+        c.note(t(f"asyncio.{budget['kind']}({budget['delay']}) 结束方式：{budget.get('outcome', '未结束')}"
+                 + (f"，返回 {budget['value']!r}" if "value" in budget else ""),
+                 f"asyncio.{budget['kind']}({budget['delay']}) ended: {budget.get('outcome', 'never')}"
+                 + (f", returning {budget['value']!r}" if "value" in budget else "")))
+
+
+def printed_while_cancelled(run: dict, ending: str) -> list[dict]:
+    """Lines ending with `ending` that a task printed while it was being cancelled."""
+    return [line for line in run["lines"] if line["text"].endswith(ending) and line["cancelling"]]
 
 
 def in_order(lines: list[str], wanted: list[str]) -> bool:
@@ -419,13 +555,38 @@ def in_order(lines: list[str], wanted: list[str]) -> bool:
     return position == len(wanted)
 
 
+NO_WORK = ("（只打印这几行不算：要真的运行它们描述的事）", " (printing the lines is not enough: the script must do what they say)")
+
+
 def check_demo(tap: Tap) -> None:
     with tap.check("02.6") as c:
         c.skip_unless_selected()
-        lines = script_lines(c, "asyncio_timeout_demo.py")
+        run = note_run(c, "asyncio_timeout_demo.py")
+        budget_note(c, run)
+        expired = [b for b in run["budgets"] if b.get("outcome") == "TimeoutError"]
+        assert expired, t("没有任何 asyncio.wait_for / asyncio.timeout 以 TimeoutError 结束：预算没有真的到期" + NO_WORK[0],
+                          "no asyncio.wait_for / asyncio.timeout ended in TimeoutError: no budget really expired"
+                          + NO_WORK[1])
+        budget = expired[0]
+        cleanup = printed_while_cancelled(run, "cancelled; cleanup")
+        assert cleanup, t(
+            "没有哪个任务在被取消时打印 ... cancelled; cleanup：在慢调用的 except asyncio.CancelledError 里清理并打印，再 raise",
+            "no task printed ... cancelled; cleanup while it was being cancelled: clean up and print in the slow "
+            "call's except asyncio.CancelledError, then raise")
+        printer = run["by_id"].get(cleanup[0]["task"], {})
+        c.note(t(f"清理行由任务 #{printer.get('id')} 在被取消时打印；它最后 {printer.get('state')}",
+                 f"the cleanup line was printed by task #{printer.get('id')} while being cancelled; it ended "
+                 f"{printer.get('state')}"))
+        assert printer.get("state") == "cancelled" or printer.get("id") == budget["task"], t(
+            f"打印清理行的任务最后是 {printer.get('state')}，不是 cancelled：清理后要重新 raise，取消才算完成",
+            f"the task that printed the cleanup ended {printer.get('state')}, not cancelled: re-raise after the "
+            "cleanup, so the cancellation completes")
+        assert cleanup[0]["at"] < budget["end"], t(
+            "TimeoutError 在清理之前就到了：wait_for 应先等被取消的任务清理完",
+            "the TimeoutError came before the cleanup: wait_for waits for the cancelled task to clean up first")
         wanted = ["quote cancelled; cleanup", "timeout", "result: quote:degraded"]
-        assert in_order(lines, wanted), t(f"应依次打印 {wanted}", f"expected these lines in order: {wanted}")
-        results = [line for line in lines if line.startswith("result:")]
+        assert in_order(run["texts"], wanted), t(f"应依次打印 {wanted}", f"expected these lines in order: {wanted}")
+        results = [line for line in run["texts"] if line.startswith("result:")]
         assert results == ["result: quote:degraded"], t(f"结果行应只有一行，实际 {results}",
                                                         f"expected one result line, got {results}")
 
@@ -433,46 +594,99 @@ def check_demo(tap: Tap) -> None:
 def check_relaxed(tap: Tap) -> None:
     with tap.check("02.7") as c:
         c.skip_unless_selected()
-        lines = script_lines(c, "experiment_relaxed.py")
-        assert "result: quote:100" in lines, t("应打印 result: quote:100", "expected result: quote:100")
-        noise = [line for line in lines if "cancelled" in line or line == "timeout"]
+        run = note_run(c, "experiment_relaxed.py")
+        budget_note(c, run)
+        in_time = [b for b in run["budgets"] if b.get("outcome") == "returned"]
+        assert in_time, t("没有任何 asyncio.wait_for / asyncio.timeout 按时正常结束" + NO_WORK[0],
+                          "no asyncio.wait_for / asyncio.timeout ended in time" + NO_WORK[1])
+        asked = [task["id"] for task in run["tasks"] if task["cancel_calls"]]
+        assert not asked, t(f"预算足够时不应取消任何任务，实际被取消：任务 {asked}",
+                            f"a sufficient budget must cancel nothing, yet task(s) {asked} were asked to cancel")
+        assert "result: quote:100" in run["texts"], t("应打印 result: quote:100", "expected result: quote:100")
+        noise = [line for line in run["texts"] if "cancelled" in line or line == "timeout"]
         assert not noise, t(f"预算足够时不应取消或超时：{noise}", f"a sufficient budget must not cancel or time out: {noise}")
 
 
 def check_swallow(tap: Tap) -> None:
     with tap.check("02.8") as c:
         c.skip_unless_selected()
-        lines = script_lines(c, "experiment_swallow.py")
-        assert "result: nope" in lines, t(
-            "应打印 result: nope（取消被吞掉，wait_for 拿到了这个值）",
-            "expected result: nope (the cancel was swallowed and wait_for got that value)")
-        assert "timeout" not in lines and "result: quote:degraded" not in lines, t(
+        run = note_run(c, "experiment_swallow.py")
+        budget_note(c, run)
+        swallowed = [task for task in run["tasks"] if task["cancel_calls"] and task["state"] == "returned"]
+        assert swallowed, t(
+            "没有任务在被要求取消后照常返回：反例要让慢调用吞掉 CancelledError（except 里 return，不 raise）" + NO_WORK[0],
+            "no task went on to return after it was asked to cancel: the counter-example's slow call swallows "
+            "CancelledError (return in the except, no raise)" + NO_WORK[1])
+        value = swallowed[0].get("value")
+        c.note(t(f"任务 #{swallowed[0]['id']} 被要求取消，却返回了 {value!r}",
+                 f"task #{swallowed[0]['id']} was asked to cancel and returned {value!r} instead"))
+        handed = [b for b in run["budgets"] if b.get("outcome") == "returned" and b.get("value") == value]
+        assert handed, t(f"预算没有把被吞掉取消的值 {value!r} 交回（wait_for 应返回它）",
+                         f"the budget did not hand back the swallowed value {value!r} (wait_for returns it)")
+        assert f"result: {value}" in run["texts"], t(
+            f"应打印 result: {value}（取消被吞掉，wait_for 拿到了这个值）",
+            f"expected result: {value} (the cancel was swallowed and wait_for got that value)")
+        assert "timeout" not in run["texts"] and "result: quote:degraded" not in run["texts"], t(
             "反例中不应出现 timeout 或降级结果", "the counter-example must show no timeout and no degraded result")
 
 
 def check_taskgroup(tap: Tap) -> None:
     with tap.check("02.9") as c:
         c.skip_unless_selected()
-        lines = script_lines(c, "experiment_taskgroup.py")
-        cleanup = [i for i, line in enumerate(lines) if line.endswith("cancelled; cleanup")]
-        caught = [i for i, line in enumerate(lines)
-                  if line.startswith("caught ExceptionGroup") and "ValueError" in line]
-        assert cleanup, t("兄弟任务没有打印 ... cancelled; cleanup", "the sibling did not print ... cancelled; cleanup")
-        assert caught, t("没有打印 caught ExceptionGroup: ValueError(...)（用 except* 捕获）",
-                         "no caught ExceptionGroup: ValueError(...) line (catch it with except*)")
-        assert cleanup[0] < caught[0], t(
+        run = note_run(c, "experiment_taskgroup.py")
+        groups = [g for g in run["groups"] if g.get("raised") in ("ExceptionGroup", "BaseExceptionGroup")
+                  and any(inner.startswith("ValueError") for inner in g["inner"])]
+        for group in run["groups"]:
+            c.note(t(f"TaskGroup（任务 {group['tasks']}）退出时抛出 {group.get('raised')}：{group.get('inner')}",
+                     f"TaskGroup (tasks {group['tasks']}) raised on exit: {group.get('raised')} {group.get('inner')}"))
+        assert groups, t("没有 asyncio.TaskGroup 以含 ValueError 的 ExceptionGroup 结束" + NO_WORK[0],
+                         "no asyncio.TaskGroup ended with an ExceptionGroup holding a ValueError" + NO_WORK[1])
+        group = groups[0]
+        siblings = [run["by_id"][n] for n in group["tasks"] if n in run["by_id"]
+                    and run["by_id"][n]["cancel_calls"] and run["by_id"][n]["state"] == "cancelled"]
+        assert siblings, t("组里没有兄弟任务被取消：TaskGroup 里一个失败时，其余任务应被取消",
+                           "no sibling in the group was cancelled: when one child fails, the TaskGroup cancels the rest")
+        sibling = siblings[0]["id"]
+        cleanup = [line for line in printed_while_cancelled(run, "cancelled; cleanup") if line["task"] == sibling]
+        assert cleanup, t("被取消的兄弟任务没有在取消时打印 ... cancelled; cleanup",
+                          "the cancelled sibling did not print ... cancelled; cleanup while being cancelled")
+        assert cleanup[0]["at"] < group["end"], t(
             "兄弟任务应在 ExceptionGroup 离开 TaskGroup 之前完成清理",
             "the sibling should finish its cleanup before the ExceptionGroup leaves the TaskGroup")
-        assert "sibling cancelled: True" in lines, t("应打印 sibling cancelled: True",
-                                                     "expected sibling cancelled: True")
+        caught = [line for line in run["lines"] if line["text"].startswith("caught ExceptionGroup")
+                  and "ValueError" in line["text"] and line["at"] > group["end"]]
+        assert caught, t("没有打印 caught ExceptionGroup: ValueError(...)（用 except* 捕获）",
+                         "no caught ExceptionGroup: ValueError(...) line (catch it with except*)")
+        assert "sibling cancelled: True" in run["texts"], t("应打印 sibling cancelled: True",
+                                                            "expected sibling cancelled: True")
 
 
 def check_shield(tap: Tap) -> None:
     with tap.check("02.10") as c:
         c.skip_unless_selected()
-        lines = script_lines(c, "experiment_shield.py")
+        run = note_run(c, "experiment_shield.py")
+        budget_note(c, run)
+        assert run["shields"], t("没有调用 asyncio.shield" + NO_WORK[0], "asyncio.shield was never called" + NO_WORK[1])
+        inner = run["shields"][0]["inner"]
+        expired = [b for b in run["budgets"] if b.get("outcome") == "TimeoutError" and b["start"] > run["shields"][0]["at"]]
+        assert expired, t("shield 之后外层预算没有到期（TimeoutError）", "the outer budget around the shield never expired")
+        assert inner in expired[0]["unfinished"], t(
+            "外层超时时被 shield 保护的任务已经结束：它应在超时后仍在运行",
+            "the shielded task had already ended when the outer budget expired: it should outlive the timeout")
+        task = run["by_id"].get(inner, {})
+        main_end = run["by_id"].get(1, {}).get("ended", float("inf"))
+        ours = [at for at in task.get("cancel_calls", []) if expired[0]["end"] < at < main_end]
+        c.note(t(f"被保护的任务 #{inner}：超时时仍在运行；之后 cancel() 调用 {len(ours)} 次，最后 {task.get('state')}",
+                 f"shielded task #{inner}: still running at the timeout; cancel() called {len(ours)} time(s) after it, "
+                 f"ended {task.get('state')}"))
+        assert ours, t("超时后没有由你的代码 cancel() 这个任务（asyncio.run 收尾时的取消不算）：谁 shield 了它，谁负责取消",
+                       "your code never cancel()ed the task after the timeout (asyncio.run's own clean-up does not "
+                       "count): whoever shields it must cancel it")
+        assert task.get("state") == "cancelled" and task.get("ended", float("inf")) < main_end, t(
+            "被取消的任务没有在 main() 结束前被等待到结束：cancel() 之后还要 await 它",
+            "the cancelled task was not awaited to its end before main() finished: await it after cancel()")
         wanted = ["outer timeout", "inner done after timeout: False", "inner cancelled: True"]
-        assert in_order(lines, wanted), t(
+        assert in_order(run["texts"], wanted), t(
             f"应依次打印 {wanted}：外层超时后内层仍在运行，显式取消并等待后才结束",
             f"expected these lines in order: {wanted} -- the inner task outlives the outer timeout "
             "until it is cancelled and awaited")

@@ -11,6 +11,13 @@ uvicorn runs `lab03_app:app`: api_background's own app, with two additions that 
 
 So the checker looks at the job while its work is provably under way, instead of hoping that a poll lands
 inside a one-second window.  LAB03_GATE names the folder of the handshake files.
+
+It also writes down two facts of a blocked event loop, for the checker to name the cause:
+
+  - `blocking-N`: time.sleep was called on the event loop's own thread while the loop ran (its place);
+  - `noyield-ID`: a job went from running to its next state without the loop ever running a callback
+    scheduled when it became running -- its work never gave the loop back, so the server answered no
+    request meanwhile.
 """
 
 from __future__ import annotations
@@ -18,12 +25,30 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import os
+import sys
+import time
 from pathlib import Path
 
-import api_background
 from shared import handshake
 
 GATE = Path(os.environ["LAB03_GATE"])
+_real_sleep = time.sleep
+_blocking = {"count": 0}
+
+
+def _watched_sleep(seconds):
+    if asyncio._get_running_loop() is not None:  # a blocking sleep on the loop's thread: nothing else runs
+        frame = sys._getframe(1)
+        _blocking["count"] += 1
+        handshake.write_json(GATE / f"blocking-{_blocking['count']}", {
+            "place": f"{Path(frame.f_code.co_filename).name}:{frame.f_lineno}",
+            "function": frame.f_code.co_name, "seconds": seconds})
+    _real_sleep(seconds)
+
+
+time.sleep = _watched_sleep  # before api_background is imported, so `from time import sleep` gets it too
+
+import api_background  # noqa: E402
 _response: contextvars.ContextVar[dict | None] = contextvars.ContextVar("lab03_response", default=None)
 _count = {"sleeps": 0}
 
@@ -49,6 +74,25 @@ class _HeldAsyncio:
 
 
 api_background.asyncio = _HeldAsyncio()
+
+_real_transition = api_background.transition
+_turned: dict[str, list] = {}  # job id -> [True] once the loop ran anything after the job became running
+
+
+def _transition(job_id, target):
+    _real_transition(job_id, target)
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return
+    if target == "running":
+        _turned[job_id] = []
+        loop.call_soon(_turned[job_id].append, True)
+    elif job_id in _turned and not _turned.pop(job_id):
+        handshake.write_json(GATE / f"noyield-{job_id}", {"job": job_id, "target": target})
+
+
+api_background.transition = _transition
 
 
 async def app(scope, receive, send):

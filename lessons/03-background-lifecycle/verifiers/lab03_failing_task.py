@@ -2,8 +2,9 @@
 
 A fresh interpreter, so the learner's `running` set and the loop start clean.  A coroutine that raises
 ValueError("drill-03") goes through task_registry.start; this program never awaits the task and never
-reads its exception -- only the learner's done callback may.  It prints one RESULT line (JSON): the tasks
-left in `running`, the errors logged (outside asyncio's own logger) and what asyncio itself reported.
+reads its exception -- only the learner's done callback may.  It prints one RESULT line (JSON): whether
+start() put the task into `running`, the tasks left in it afterwards, the errors logged (outside asyncio's
+own logger) and what asyncio itself reported.
 """
 
 import asyncio
@@ -37,16 +38,17 @@ async def boom(raised: asyncio.Event):
     raise ValueError("drill-03")
 
 
-async def main() -> int:
+async def main() -> tuple[bool, int]:
     raised = asyncio.Event()
     task = task_registry.start(boom(raised))
+    registered = task in task_registry.running  # the strong reference, held while the task runs
     await raised.wait()
     for _ in range(20):  # loop turns, not time: the task ends on the next turn, its callbacks on the one after
         await asyncio.sleep(0)
     left = len(task_registry.running)
     del task  # our last reference: an unread exception is reported now ...
     gc.collect()
-    return left
+    return registered, left
 
 
 def text(record) -> str:
@@ -54,9 +56,10 @@ def text(record) -> str:
     return record.getMessage() + (f" [{extra!r}]" if extra is not None else "")
 
 
-left = asyncio.run(main())
+registered, left = asyncio.run(main())
 gc.collect()  # ... or at the latest here
 print("RESULT " + json.dumps({
+    "registered": registered,
     "left": left,
     "logged": [text(r) for r in keep.records if r.name != "asyncio" and r.levelno >= logging.ERROR],
     "loop": [r.getMessage()[:200] for r in keep.records if r.name == "asyncio"],

@@ -3,10 +3,15 @@
 03.1  a real uvicorn runs the learner's api_background app; POST /exports/background answers 202,
       the job reads running while its work is held, and succeeded with result.rows == 2 once released
 03.2  python registry_demo.py prints cleanup before remaining 0 and leaves no task behind
-03.3  task_registry.start with a failing coroutine: the done callback logs the ValueError,
-      `running` empties, and asyncio never says "exception was never retrieved"
+03.3  task_registry.start with a failing coroutine: the task is in `running` while it runs, the done
+      callback logs the ValueError, `running` empties, and asyncio never says "exception was never
+      retrieved"
 03.4  restart drill: a job is queryable, the server gets SIGKILL, a new process starts on
       the same port, and the old id answers 404 -- the loss boundary of in-memory jobs
+03.5  exercise (the course's): registry_demo.py made to raise ValueError in a task it started -- the done
+      callback logs it, `running` is empty at the end, nothing says "never retrieved".  Judged from what
+      the demo's tasks did (lab03_demo.py wraps task_registry.start): no task raising ValueError = not
+      attempted
 
 uvicorn runs `lab03_app:app`: the learner's app, whose export's `asyncio.sleep` (its stand-in for
 work) waits for this verifier's word when it runs after the response (shared.handshake files), and
@@ -14,6 +19,10 @@ notes when it runs before the response instead.  So "running" is seen while the 
 under way, and work done inside the request is a recorded fact -- no poll has to land in a time
 window.  The uvicorn started for 03.1 is reused by 03.4 when both run.  Server logs and handshake
 files go to .lab-logs/03/ in the working directory.
+
+While 03.1 waits it also reads what the server wrote down: a blocked event loop (lab03_app.py notes a
+time.sleep on the loop's thread, and a job whose work never gave the loop back) and an exception in the
+server's log after the response (say, add_task given a call's result) end the wait at once, with the cause.
 """
 
 from __future__ import annotations
@@ -21,10 +30,12 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import time
 from pathlib import Path
+from urllib.parse import urljoin, urlsplit
 
 from shared import handshake
 from shared.i18n import t
@@ -90,12 +101,83 @@ class Servers:
             proc.stop()
 
 
-def held_export(gate: Path, client, job_id: str) -> tuple[str, str | None]:
+def location_target(response) -> str | None:
+    """Where a submit's Location leads on this server: `/exports/{id}` or a full URL of the same server."""
+    location = response.headers.get("location")
+    if not location:
+        return None
+    here = urlsplit(str(response.request.url))
+    target = urlsplit(urljoin(str(response.request.url), location))
+    if (target.scheme, target.netloc) != (here.scheme, here.netloc) or target.query or target.fragment:
+        return None
+    return target.geturl()
+
+
+def _whole_files(gate: Path, prefix: str) -> list[Path]:
+    return [path for path in sorted(gate.glob(f"{prefix}-*")) if ".tmp" not in path.name]
+
+
+EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception)(:.*)?$")  # `TypeError: ...` ends a traceback
+
+
+def server_trouble(proc: Process, gate: Path, since: int) -> str | None:
+    """A fact the server wrote down that ends a wait at once, as the reason to give: its event loop was
+    blocked, or its log shows an exception (or a coroutine never awaited) after offset `since`."""
+    blocks = [json.loads(path.read_text(encoding="utf-8")) for path in _whole_files(gate, "blocking")]
+    if blocks:
+        where = "; ".join(t(f"{b['place']} 处 {b['function']}() 里的 time.sleep({b['seconds']})",
+                            f"time.sleep({b['seconds']}) at {b['place']} in {b['function']}()") for b in blocks[:2])
+        return t(
+            f"异步代码里有阻塞调用：{where} 在事件循环的线程上运行——它运行期间，服务器没有运行任何别的任务，"
+            "也回答不了任何请求。用 await asyncio.sleep(...)；真正阻塞的调用交给线程（第 05 课）。",
+            f"blocking call in async code: {where} ran on the event loop's thread -- while it ran, the server ran "
+            "no other task and answered no request. Use await asyncio.sleep(...); hand really blocking calls to a "
+            "thread (lesson 05).")
+    stuck = [json.loads(path.read_text(encoding="utf-8")) for path in _whole_files(gate, "noyield")]
+    if stuck:
+        return t(
+            f"异步代码里有阻塞调用：任务从 running 直接到了 {stuck[0]['target']}，中间 local_export 一次也没有把事件循环让出来"
+            "——它工作期间服务器回答不了任何请求。等待要写成 await（await asyncio.sleep(1)），不能是阻塞调用。",
+            f"blocking call in async code: the job went from running to {stuck[0]['target']} without local_export "
+            "ever giving the event loop back -- while it worked, the server answered no request. Its wait must be "
+            "an await (await asyncio.sleep(1)), not a blocking call.")
+    log = proc.log_text()[since:]
+    # A traceback counts once its exception line is written; a coroutine nobody awaited is its own line.
+    errors = [line.strip() for line in log.splitlines() if EXCEPTION_LINE.match(line.strip())]
+    unawaited = [line.strip() for line in log.splitlines() if "was never awaited" in line]
+    if not errors and not unawaited:
+        return None
+    error = errors[-1] if errors else unawaited[-1]
+    if "must be callable" in log or "object is not callable" in log or "was never awaited" in log:
+        source = (WORK / "api_background.py").read_text(encoding="utf-8", errors="replace")
+        calls = [line.strip() for line in source.splitlines() if "add_task(" in line]
+        yours = f" (`{calls[0]}`)" if calls else ""
+        return t(
+            f"api_background.py：add_task 收到的是一次调用的结果（协程对象），不是函数{yours}；服务器日志：{error}。"
+            "要传函数和它的参数，而不是调用的结果：background.add_task(local_export, job_id)。",
+            f"api_background.py: add_task was given a call's result (a coroutine object), not the function{yours}; "
+            f"the server log says: {error}. Pass the function and its arguments, not a call's result: "
+            "background.add_task(local_export, job_id).")
+    return t(
+        f"响应发出后，服务器日志里出现了异常：{error}。后台工作的异常到不了客户端（202 已经发出），"
+        "只会出现在日志里：看日志末尾的 traceback。",
+        f"after the response the server log shows an exception: {error}. An error in background work cannot "
+        "reach the client (the 202 is already sent); it only shows in the log: see the traceback at its end.")
+
+
+def held_export(gate: Path, client, job_id: str, proc: Process | None = None, since: int = 0):
     """Wait until the export's work is under way, as the gate files and the job say:
     ("held", name): its sleep runs after the response and waits for our go;
     ("inside", None): its sleep ran before the response was sent (the work ran inside the request);
-    ("ended", None): the job ended without a sleep through api_background's asyncio (nothing to hold)."""
+    ("ended", None): the job ended without a sleep through api_background's asyncio (nothing to hold);
+    ("trouble", reason): the server wrote down a blocked loop or an exception (see server_trouble)."""
+    import httpx2
+
     def seen():
+        if proc is not None:
+            trouble = server_trouble(proc, gate, since)
+            if trouble:
+                return "trouble", trouble
         for path in sorted(gate.glob("seen-sleep-*")):
             if not path.name[len("seen-sleep-"):].isdigit():
                 continue  # a file still being written (tmp name): whole files only
@@ -105,7 +187,12 @@ def held_export(gate: Path, client, job_id: str) -> tuple[str, str | None]:
             name = path.name[len("seen-"):]
             if (gate / f"ready-{name}").exists():
                 return "held", name
-        reply = client.get(f"/exports/{job_id}")
+        try:
+            reply = client.get(f"/exports/{job_id}")
+        except httpx2.TransportError:
+            # An exception escaping a background task makes uvicorn drop that connection: ask again
+            # on a fresh one (the log says why, at the next look).
+            return None
         if reply.status_code == 200 and reply.json().get("status") in TERMINAL:
             return "ended", None
         return None
@@ -121,6 +208,7 @@ def check_background(c, servers: Servers) -> None:
     c.note(t(f"uvicorn {APP} 已启动：pid {proc.pid}，端口 {port}",
              f"uvicorn {APP} is up: pid {proc.pid}, port {port}"))
     with httpx2.Client(base_url=f"http://127.0.0.1:{port}", timeout=BOUND) as client:
+        since = len(proc.log_text())  # the server's log from here on belongs to this export
         started = time.monotonic()
         response = client.post("/exports/background", json={"product_ids": [1, 2]})
         post_seconds = time.monotonic() - started
@@ -132,12 +220,14 @@ def check_background(c, servers: Servers) -> None:
         assert job_id, t(f"202 响应体里没有 id：{response.text[:200]}",
                          f"the 202 body carries no id: {response.text[:200]}")
         location = response.headers.get("location")
-        assert location == f"/exports/{job_id}", t(
-            f"Location 应为 /exports/{job_id}，实际 {location!r}",
-            f"Location should be /exports/{job_id}, got {location!r}")
+        target = location_target(response)
+        assert target is not None and urlsplit(target).path == f"/exports/{job_id}", t(
+            f"Location 应指向 /exports/{job_id}（路径，或本服务器上的完整 URL），实际 {location!r}",
+            f"Location should lead to /exports/{job_id} (the path, or a full URL of this server), got {location!r}")
         c.note(t(f"POST 用 {post_seconds * 1000:.0f} ms 返回 202，状态 {body.get('status')!r}，Location {location}",
                  f"POST answered 202 in {post_seconds * 1000:.0f} ms with status {body.get('status')!r}, "
                  f"Location {location}"))
+        location = target  # polled as the server gave it (a path or a full URL of this server)
 
         seen: list[str] = [body.get("status")]  # distinct statuses in the order we saw them
         last: dict = {}
@@ -170,7 +260,7 @@ def check_background(c, servers: Servers) -> None:
                 c.note(line)
 
         try:
-            where, name = held_export(servers.gate, client, job_id)
+            where, name = held_export(servers.gate, client, job_id, proc, since)
         except WaitTimeout:
             server_log_notes()
             raise AssertionError(t(
@@ -179,6 +269,9 @@ def check_background(c, servers: Servers) -> None:
                 f"the export never got under way (status {poll()!r}): local_export was not scheduled, or it "
                 "raised at a transition -- the response is already sent, so that error only shows in the server "
                 "log.")) from None
+        if where == "trouble":
+            server_log_notes()
+            raise AssertionError(name)
         assert where != "inside", t(
             f"导出的等待在响应发出之前就开始了（POST 用了 {post_seconds:.2f} 秒）：工作在请求里运行，客户端要等它做完。"
             "用 background.add_task 登记，让它在响应之后运行。",
@@ -199,8 +292,16 @@ def check_background(c, servers: Servers) -> None:
             c.note(t("导出没有经过 api_background 的 asyncio.sleep，无法挡住它：只能按轮询看到的状态判断",
                      "the export does not wait through api_background's asyncio.sleep, so it cannot be held: "
                      "judging by what the polls saw"))
+        trouble: list[str] = []
+
+        def settled():
+            if poll() in TERMINAL:
+                return True
+            trouble.append(server_trouble(proc, servers.gate, since) or "")
+            return bool(trouble[-1])
+
         try:
-            wait_until(lambda: poll() in TERMINAL, BOUND, "a terminal status", interval=0.02)
+            wait_until(settled, BOUND, "a terminal status", interval=0.02)
         except WaitTimeout:
             server_log_notes()
             raise AssertionError(t(
@@ -209,6 +310,9 @@ def check_background(c, servers: Servers) -> None:
                 f"no terminal status after the release; statuses seen: {' → '.join(map(str, seen))}. local_export "
                 "may have raised at a transition -- the response is already sent, so that error only shows in the "
                 "server log.")) from None
+        if trouble and trouble[-1]:
+            server_log_notes()
+            raise AssertionError(trouble[-1])
         c.note(t(f"看到的状态：{' → '.join(map(str, seen))}", f"statuses seen: {' → '.join(map(str, seen))}"))
 
     assert "running" in seen, t(
@@ -234,26 +338,50 @@ def check_background(c, servers: Servers) -> None:
 
 # ---------------------------------------------------------------- 03.2
 
+NOT_REGISTERED = (
+    "task_registry.py：start() 没有把任务放进 running（running.add(task)）——没人持有它的强引用，registry_demo.py "
+    "也就找不到要等待或取消的任务，它只会在 asyncio.run 收尾时被取消。先修 task_registry.py 的 start()。",
+    "task_registry.py: start() did not put the task into running (running.add(task)) -- nothing holds a strong "
+    "reference to it, so registry_demo.py finds nothing to wait for or cancel, and it is only cancelled when "
+    "asyncio.run tears the loop down. Fix start() in task_registry.py first.")
+
+_demo: dict = {}
+
+
+def demo_run() -> dict:
+    """`python registry_demo.py`, run by lab03_demo.py (its tasks seen); once per verifier process."""
+    if "run" not in _demo:
+        started = time.monotonic()
+        try:
+            done = run_python(["lab03_demo.py", "registry_demo.py"], cwd=WORK, timeout=BOUND)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(t(
+                f"registry_demo.py {BOUND:g} 秒内没有结束（它本该约 3 秒结束）：等待窗口之后要 cancel 剩余任务，"
+                "再 gather 等它们退出。",
+                f"registry_demo.py did not end within {BOUND:g} s (it should take about 3 s): after the grace "
+                "window cancel what is left, then gather it so it can leave.")) from None
+        found = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+        assert found, t(f"运行 registry_demo.py 没有得到结果：\n{done.stdout[-800:]}",
+                        f"running registry_demo.py gave no result:\n{done.stdout[-800:]}")
+        run = json.loads(found[-1][len("RESULT "):])
+        run["output"] = "\n".join(line for line in done.stdout.splitlines() if not line.startswith("RESULT "))
+        run["seconds"] = time.monotonic() - started
+        _demo["run"] = run
+    return _demo["run"]
+
+
 def check_registry_demo(c) -> None:
-    started = time.monotonic()
-    try:
-        done = run_python(["registry_demo.py"], cwd=WORK, timeout=BOUND)
-    except subprocess.TimeoutExpired:
-        raise AssertionError(t(
-            f"registry_demo.py {BOUND:g} 秒内没有结束（它本该约 3 秒结束）：等待窗口之后要 cancel 剩余任务，"
-            "再 gather 等它们退出。",
-            f"registry_demo.py did not end within {BOUND:g} s (it should take about 3 s): after the grace window "
-            "cancel what is left, then gather it so it can leave.")) from None
-    seconds = time.monotonic() - started
-    out = done.stdout
+    run = demo_run()
+    out = run["output"]
     lines = [line.strip() for line in out.splitlines()]
-    c.note(t(f"python registry_demo.py 用时 {seconds:.1f} 秒，退出码 {done.returncode}，输出：",
-             f"python registry_demo.py took {seconds:.1f} s, exit code {done.returncode}, output:"))
+    c.note(t(f"python registry_demo.py 用时 {run['seconds']:.1f} 秒，结果 {run['outcome']}，输出：",
+             f"python registry_demo.py took {run['seconds']:.1f} s, outcome {run['outcome']}, output:"))
     for line in out.splitlines()[-12:]:
         c.note("  " + line)
 
-    assert done.returncode == 0, t(f"registry_demo.py 退出码应为 0，实际 {done.returncode}",
-                                   f"registry_demo.py should exit 0, got {done.returncode}")
+    assert all(task["registered"] for task in run["started"]), t(*NOT_REGISTERED)
+    assert run["outcome"] == "ok", t(f"registry_demo.py 应正常结束，实际 {run['outcome']}",
+                                     f"registry_demo.py should end cleanly, got {run['outcome']}")
     assert "cleanup" in lines, t("没有打印 cleanup：work 的 finally 没有运行（任务没有被取消并等待到结束）。",
                                  "cleanup was never printed: work's finally did not run "
                                  "(the task was not cancelled and awaited to its end).")
@@ -269,9 +397,8 @@ def check_registry_demo(c) -> None:
         "cleanup 出现在 remaining 之后：取消后没有 gather 等待，清理是 asyncio.run 收尾时才跑的。",
         "cleanup came after remaining: nothing awaited the cancelled task, so its cleanup only ran "
         "when asyncio.run tore the loop down.")
-    for bad in ("Task was destroyed", "never retrieved"):
-        assert bad not in out, t(f"输出里出现 {bad!r}：有任务没被等待或异常没被读取。",
-                                 f"the output says {bad!r}: a task was not awaited or its exception was not read.")
+    assert "Task was destroyed" not in out, t("输出里出现 'Task was destroyed'：有任务没被等待到结束。",
+                                              "the output says 'Task was destroyed': a task was not awaited to its end.")
 
 
 # ---------------------------------------------------------------- 03.3
@@ -293,6 +420,7 @@ def check_failure_logged(c) -> None:
                                f"(exit code {done.returncode})"))
     report = json.loads(result_lines[-1][len("RESULT "):])
     logged, loop_messages = report["logged"], report["loop"]
+    assert report["registered"], t(*NOT_REGISTERED)
     c.note(t("start(一个 0.05 秒后抛 ValueError('drill-03') 的协程)",
              "start(a coroutine that raises ValueError('drill-03') after 0.05 s)"))
     c.note(t(f"done 回调记录的错误：{logged or '无'}", f"errors logged by the done callback: {logged or 'none'}"))
@@ -317,6 +445,47 @@ def check_failure_logged(c) -> None:
         "asyncio reported Task exception was never retrieved: observe did not read the task's exception.")
 
 
+# ---------------------------------------------------------------- 03.5 (the course's exercise)
+
+def check_exercise(c) -> None:
+    run = demo_run()
+    raised = [task for task in run["started"] if task["ended"] == "ValueError"]
+    unread = [message for message in run["loop"] if "never retrieved" in message]
+    if not raised and not any("ValueError" in message for message in unread):
+        c.skip(t("registry_demo.py 里没有任务抛出 ValueError：练习未做（练习：让 work 在 0.1 秒后抛出 ValueError）",
+                 "no task of registry_demo.py raised ValueError: exercise not attempted (the exercise: make work "
+                 "raise ValueError after 0.1 s)"))
+    for task in run["started"]:
+        c.note(t(f"start() 启动的任务：{'在' if task['registered'] else '不在'} running 里；结束方式 {task.get('error', task['ended'])}",
+                 f"task started by start(): {'in' if task['registered'] else 'not in'} running; ended "
+                 f"{task.get('error', task['ended'])}"))
+    c.note(t(f"logging 记录的错误：{run['logged'] or '无'}", f"errors logged: {run['logged'] or 'none'}"))
+    c.note(t(f"结束时 running 里还有 {run['left']} 个任务", f"tasks left in running at the end: {run['left']}"))
+    assert raised, t(
+        "抛出 ValueError 的任务不是用 task_registry.start 启动的：没人读取它的异常（asyncio 报告 Task exception was never "
+        "retrieved）。用 start(work()) 启动它，让 done 回调处理。",
+        "the task that raised ValueError was not started with task_registry.start: nobody read its exception "
+        "(asyncio reported Task exception was never retrieved). Start it with start(work()) so the done "
+        "callback deals with it.")
+    assert all(task["registered"] for task in run["started"]), t(*NOT_REGISTERED)
+    assert not any("Exception in callback" in message for message in run["loop"]), t(
+        "done 回调自己抛出了异常（Exception in callback）：在回调里只记录，不要再抛出。",
+        "the done callback raised (Exception in callback): log inside the callback, never re-raise.")
+    said = [raised[0]["error"], raised[0].get("message") or "ValueError"]
+    assert any("ValueError" in line or said[1] in line for line in run["logged"]), t(
+        f"done 回调没有记录这个 {said[0]}：observe 要读取 task.exception() 并用 logging.error 记下。",
+        f"the done callback did not log this {said[0]}: observe must read task.exception() and log it with "
+        "logging.error.")
+    assert not unread, t("asyncio 报告 Task exception was never retrieved：有任务的异常没人读取。",
+                         "asyncio reported Task exception was never retrieved: a task's exception was never read.")
+    assert run["left"] == 0, t(f"程序结束时 running 里还有 {run['left']} 个任务：done 回调要先把任务移出集合。",
+                               f"{run['left']} task(s) were still in running at the end: the done callback must "
+                               "remove the task first.")
+    assert run["outcome"] == "ok", t(f"registry_demo.py 异常结束：{run['outcome']}（异常要由回调记录，不能让它把程序带崩）",
+                                     f"registry_demo.py crashed: {run['outcome']} (the callback logs the error; it must "
+                                     "not bring the program down)")
+
+
 # ---------------------------------------------------------------- 03.4
 
 def check_restart(c, servers: Servers) -> None:
@@ -337,10 +506,11 @@ def check_restart(c, servers: Servers) -> None:
 
         # Extra evidence, not required: a background export caught mid-run (its work held), as in the drill.
         running_id = None
+        since = len(proc.log_text())
         busy = client.post("/exports/background", json={"product_ids": [5, 6]})
         with contextlib.suppress(WaitTimeout, ValueError, KeyError, AttributeError, httpx2.HTTPError):
             candidate = busy.json()["id"]
-            if held_export(servers.gate, client, candidate)[0] == "held" \
+            if held_export(servers.gate, client, candidate, proc, since)[0] == "held" \
                     and client.get(f"/exports/{candidate}").json().get("status") == "running":
                 running_id = candidate
 
@@ -404,6 +574,9 @@ def main(tap) -> None:
         with tap.check("03.4") as c:
             c.skip_unless_selected()
             check_restart(c, servers)
+        with tap.check("03.5") as c:
+            c.skip_unless_selected()
+            check_exercise(c)
     finally:
         servers.stop_all()
 

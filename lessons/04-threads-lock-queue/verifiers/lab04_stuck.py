@@ -23,6 +23,8 @@ import sys
 import threading
 import time
 
+from shared.i18n import t
+
 STUCK_MARK = "LAB04-STUCK "
 STUCK_EXIT = 3
 LOOK_EVERY = 0.05  # how often the watchdog looks; the verdict never depends on it
@@ -70,12 +72,13 @@ def _still_blocked(what: str, target) -> bool:
 
 def describe(what: str, target) -> str:
     if what == "get":
-        return "waits in get() on an empty queue"
+        return t("在空队列的 get() 里等", "waits in get() on an empty queue")
     if what == "put":
-        return "waits in put() on a full queue"
+        return t("在满队列的 put() 里等", "waits in put() on a full queue")
     if what == "join":
-        return f"waits in join() for {target.unfinished_tasks} get() call(s) nobody will task_done()"
-    return f"waits in join() for {getattr(target, 'name', target)}"
+        return t(f"在 join() 里等 {target.unfinished_tasks} 次没人会 task_done() 的 get()",
+                 f"waits in join() for {target.unfinished_tasks} get() call(s) nobody will task_done()")
+    return t(f"在 join() 里等 {getattr(target, 'name', target)}", f"waits in join() for {getattr(target, 'name', target)}")
 
 
 def deadlocked(threads: list[threading.Thread]) -> dict[str, str] | None:

@@ -5,13 +5,16 @@
 04.3  the simulated work runs outside mutex: no sleep starts while its thread holds the lock, and the
       two threads are seen sleeping at the same time (each one's first sleep waits at a barrier that
       only opens when the other thread sleeps too)
-04.4  exercise: with capacity 1 and 0.2 s per id, the producer's put() finds the queue full and waits
+04.4  exercise (the course's): the learner's own pending has capacity 1 and consume() waits 0.2 s per id;
+      then the producer's put() finds that queue full and waits, and all 20 ids still settle.  Neither
+      change made = not attempted
 
 Each check loads a fresh copy of threaded_queue.py (module level only defines the queue, lock,
 counters and consume(); the demo sits under `if __name__ == "__main__"`), then drives consume()
 with its own producer.  The learner's own main block runs once, as a subprocess, in 04.2.
-Instrumentation replaces module globals: `time` (to count the sleeps), `mutex` (to know which thread
-holds it) and, for the exercise, `pending` (a capacity-1 queue that counts the puts that found it full).
+Instrumentation replaces module globals: `time` (to count the sleeps and note the seconds asked for),
+`mutex` (to know which thread holds it) and, for the exercise, `pending` (a view of the learner's own queue
+that counts the puts that found it full).
 
 Nothing is judged by the clock.  A hang is proved from the threads' stacks (lab04_stuck.py): a thread
 waiting in get() on an empty queue that nobody will fill, in join() for a task_done() nobody will call.
@@ -100,17 +103,19 @@ class TimeSpy:
                  before_sleep: threading.Event | None = None):
         self.lock, self.at_least, self.before_sleep = lock, at_least, before_sleep
         self.calls = self.active = self.max_active = self.in_lock = 0
-        self.total = 0.0
+        self.total = self.asked = 0.0  # seconds slept; seconds the module asked for
         self._guard = threading.Lock()
         self.barrier = threading.Barrier(WORKERS, timeout=MEET_BOUND) if meet else None
         self.met = False  # the barrier opened: WORKERS threads were sleeping at once
         self._arrived: set[int] = set()
 
     def sleep(self, seconds):
-        seconds = max(float(seconds), self.at_least)
+        asked = float(seconds)
+        seconds = max(asked, self.at_least)
         holding = self.lock is not None and self.lock.held_here()
         with self._guard:
             self.calls += 1
+            self.asked += asked
             self.total += seconds
             self.active += 1
             self.max_active = max(self.max_active, self.active)
@@ -143,19 +148,23 @@ class TimeSpy:
                 setattr(module, name, self.sleep)
 
 
-class CountingQueue(Queue):
-    """A capacity-1 pending queue that notes every put() finding it full, i.e. every put that must wait."""
+class CountingQueue:
+    """The learner's own pending queue, seen through a view that notes every put() finding it full, i.e.
+    every put that must wait.  consume() looks `pending` up at call time, so it uses the view too."""
 
-    def __init__(self):
-        super().__init__(maxsize=1)
+    def __init__(self, queue: Queue):
+        self.queue = queue
         self.found_full = 0
         self.held_back = threading.Event()
 
     def put(self, item, block=True, timeout=None):
-        if self.full():
+        if self.queue.full():
             self.found_full += 1
             self.held_back.set()
-        super().put(item, block, timeout)
+        self.queue.put(item, block, timeout)
+
+    def __getattr__(self, name):
+        return getattr(self.queue, name)
 
 
 class Consumers:
@@ -292,7 +301,8 @@ def check_join_and_exit(c) -> None:
     # Every consumer has returned: a get() that was not settled by now never will be, and Queue.join()
     # (which has no timeout) would wait for it forever.
     unsettled = module.pending.unfinished_tasks
-    c.note(f"pending.unfinished_tasks={unsettled} once both consumers had returned")
+    c.note(t(f"两个消费线程都返回后 pending.unfinished_tasks={unsettled}",
+             f"pending.unfinished_tasks={unsettled} once both consumers had returned"))
     assert unsettled == 0, t(
         f"所有编号和 None 都已取走、消费线程都已退出，还有 {unsettled} 次 get 没有 task_done：pending.join() 会永远等下去。"
         "把 task_done 放进 finally，失败和 None 分支也要结清。",
@@ -323,7 +333,7 @@ def check_join_and_exit(c) -> None:
             f"python {SCRIPT} 永远不会结束：{where(stuck)}。每个线程要有一个 None，每次 get 要有一次 task_done。",
             f"python {SCRIPT} never ends: {where(stuck)}. Send one None per thread and settle every get() with "
             "task_done()."))
-    c.note(f"python {SCRIPT} -> exit {done.returncode}: {lines[-3:]}")
+    c.note(t(f"python {SCRIPT} -> 退出码 {done.returncode}：{lines[-3:]}", f"python {SCRIPT} -> exit {done.returncode}: {lines[-3:]}"))
     assert done.returncode == 0, t(
         f"python {SCRIPT} 退出码 {done.returncode}：\n{done.stdout[-600:]}",
         f"python {SCRIPT} exited {done.returncode}:\n{done.stdout[-600:]}")
@@ -379,25 +389,35 @@ def check_work_outside_lock(c) -> None:
 def check_put_waits(c) -> None:
     module = load()
     own = getattr(module.pending, "maxsize", 0)
-    assert own > 0, t(
-        f"pending 的 maxsize 是 {own}：queue.Queue 的 0（或不填）表示不限容量，put 永远不会等待，"
-        "也就没有背压。练习要把容量真的设成 1。",
-        f"pending has maxsize {own}: for queue.Queue, 0 (or nothing) means unbounded, so put() never waits and "
-        "there is no back-pressure. The exercise needs a real capacity of 1.")
-    # The exercise's setting, applied by the verifier: capacity 1 and at least 0.2 s per id.  The
-    # consumers' sleeps begin only once a put has found the queue full, so back-pressure is certain.
-    pending = module.pending = CountingQueue()
-    TimeSpy(at_least=0.2, before_sleep=pending.held_back).install(module)
+    pending = module.pending = CountingQueue(module.pending)
+    # With the exercise's capacity, each consumer's sleep begins only once a put has found the queue full,
+    # so back-pressure is certain however the threads are scheduled.  Any other capacity is judged by the
+    # numbers alone, so nothing waits for a put that may never find the queue full.
+    spy = TimeSpy(before_sleep=pending.held_back if own == 1 else None)
+    spy.install(module)
     consumers = Consumers(module)
     waits = consumers.produce(range(IDS))
     held_back = pending.found_full
     wait_all_counted(module, consumers)
     consumers.send_stops()
     stuck = consumers.wait_exit()
-    c.note(t(f"你的容量 {own}；验证时改为 1、每条 0.2s：{IDS} 次 put 中 {held_back} 次遇到满队列而等待，"
-             f"最长 {max(waits):.2f}s，合计 {sum(waits):.2f}s；counts={module.counts}",
-             f"your capacity {own}; checked with 1 and 0.2 s per id: {held_back} of {IDS} puts found the "
-             f"queue full and waited, longest {max(waits):.2f}s, total {sum(waits):.2f}s; counts={module.counts}"))
+    per_id = spy.asked / IDS
+    c.note(t(f"你的 pending 容量 {own}；consume() 每个编号等待 {per_id:.2f}s（time.sleep 共 {spy.calls} 次）",
+             f"your pending holds {own}; consume() waits {per_id:.2f}s per id ({spy.calls} time.sleep calls)"))
+    if own != 1 and per_id < 0.2 - 1e-9:
+        c.skip(t(f"pending 容量仍是 {own}、每个编号仍等 {per_id:.2f}s：练习未做（容量改成 1，消费者每条等待 0.2 秒）",
+                 f"pending still holds {own} and each id still waits {per_id:.2f}s: exercise not attempted "
+                 "(capacity 1, and the consumers wait 0.2 s per id)"))
+    assert own == 1, t(
+        f"pending 的容量是 {own}，练习要改成 1" + ("（queue.Queue 的 0 表示不限容量：put 永远不会等待，没有背压）" if own <= 0 else ""),
+        f"pending holds {own}; the exercise sets its capacity to 1"
+        + (" (for queue.Queue, 0 means unbounded: put() never waits, so there is no back-pressure)" if own <= 0 else ""))
+    assert per_id >= 0.2 - 1e-9, t(f"consume() 每个编号只等 {per_id:.2f}s，练习要每条等待 0.2 秒",
+                                   f"consume() waits only {per_id:.2f}s per id; the exercise makes it 0.2 s")
+    c.note(t(f"{IDS} 次 put 中 {held_back} 次遇到满队列而等待，最长 {max(waits):.2f}s，合计 {sum(waits):.2f}s"
+             f"（只作记录）；counts={module.counts}",
+             f"{held_back} of {IDS} puts found the queue full and waited, longest {max(waits):.2f}s, total "
+             f"{sum(waits):.2f}s (recorded only); counts={module.counts}"))
     assert held_back >= 1, t(
         "容量 1 时没有一次 put 遇到满队列：生产者应被满队列挡住（背压）",
         "with capacity 1 no put ever found the queue full: a full queue should hold the producer back "

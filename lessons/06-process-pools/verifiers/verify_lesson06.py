@@ -13,8 +13,11 @@
       a pickling error and the pool yields no result; process_pool_review.py runs
 06.5  verify_process.py with a worker that calls os._exit: "batch failed: worker process
       lost" is printed and BrokenProcessPool comes back out
-06.6  exercise: main(10) and main(2000) each use their rounds on both sides, get equal
-      results and print both timings (SKIP while main() takes no rounds)
+06.6  exercise (the course's: rounds 10 and 2000, compared): `python process_export.py` and
+      `python process_export.py 10` are run and the rounds score_text really got are read on both sides.
+      Rounds 10 and 2000 must each run on both sides with the same inputs, equal results and their own
+      timings printed; rounds 10 seen nowhere = not attempted (no name is called: main() is not asked
+      to take a parameter)
 
 How: each scenario runs in a fresh interpreter (a "probe") that imports this file,
 swaps in a recording ProcessPoolExecutor subclass and a recording score_text, runs the
@@ -304,11 +307,11 @@ def probe() -> None:
     if mode == "imports":
         _probe_imports()
         report.update(_REC)
-    elif mode == "script":  # run a lesson script as `python FILE` would, with the recorders in place
-        path, fake = args
+    elif mode == "script":  # run a lesson script as `python FILE [ARGS]` would, with the recorders in place
+        path, fake, *extra = args
         _attempt(lambda: _install(fake))
         if _REC["error"] is None:
-            sys.argv = [path]
+            sys.argv = [path, *extra]
             _attempt(lambda: runpy.run_path(path, run_name="__main__"))
         report.update(_REC)
     elif mode == "local":  # 06.4: the target becomes a function defined inside another function
@@ -324,21 +327,6 @@ def probe() -> None:
             process_export.main()
         _attempt(run)
         report.update(_REC)
-    elif mode == "rounds":  # 06.6: main(R) for each R
-        import inspect
-        _attempt(lambda: _install("real"))
-        runs = []
-        if _REC["error"] is None:
-            _attempt(lambda: __import__("process_export"))
-        if _REC["error"] is None:
-            main = sys.modules["process_export"].main
-            report["params"] = list(inspect.signature(main).parameters)
-            for rounds in map(int, args if report["params"] else []):
-                _REC.update(_new_record())
-                _attempt(lambda: main(rounds))
-                runs.append({"rounds": rounds, **_REC})
-        report.update(_REC)
-        report["runs"] = runs
     else:
         raise SystemExit(f"unknown probe mode {mode!r}")
     report["children_after"] = len(multiprocessing.active_children())
@@ -391,8 +379,8 @@ class Probes:
                                  + "\n".join(report["output"]))
         return report
 
-    def script(self, path: str, fake: str) -> dict:
-        return self.get("script", path, fake, timeout=HEAVY_PROBE_BOUND if fake == "real" else PROBE_BOUND)
+    def script(self, path: str, fake: str, *extra: str) -> dict:
+        return self.get("script", path, fake, *extra, timeout=HEAVY_PROBE_BOUND if fake == "real" else PROBE_BOUND)
 
 
 def _error_text(error: dict | None) -> str:
@@ -410,6 +398,16 @@ def _error_notes(c, error: dict | None) -> None:
     if error:
         for line in error.get("tail", []):
             c.note("  " + line)
+
+
+def _timing_lines(run: dict) -> dict:
+    """label -> how many serial / process timing lines the run printed."""
+    found = {"serial": 0, "process": 0}
+    for _, line in run.get("lines", []):
+        match = TIMING.match(line)
+        if match:
+            found[match.group(1).lower()] += 1
+    return found
 
 
 TIMING = re.compile(r"^\s*(serial|process)\b[^0-9\-]*(-?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)", re.I)
@@ -563,8 +561,13 @@ def check_timings(c, probes: Probes) -> None:
     serial_value, serial_line = found["serial"]
     process_value, process_line = found["process"]
 
+    # The first serial/process pair is judged against its own work: the serial calls before the first
+    # pool, that pool's results (a script that compares several sizes in one run prints a pair for each).
+    pools = sorted((pool for pool in run["pools"] if "t_submit" in pool), key=lambda pool: pool["t_submit"])
+    first_pool = pools[0]["t_submit"] if pools else float("inf")
+    next_pool = pools[1]["t_submit"] if len(pools) > 1 else float("inf")
+    calls = [call for call in run["serial"] if call[3] <= first_pool] or run["serial"]
     # Serial: the printed value must at least cover the score_text calls themselves.
-    calls = run["serial"]
     assert calls, t("没有记录到串行的 score_text 调用。", "no serial score_text call was recorded.")
     serial_work = max(call[3] for call in calls) - min(call[2] for call in calls)
     c.note(t(f"串行：打印 {serial_value:.3f} 秒，其中 score_text 调用本身 {serial_work:.3f} 秒",
@@ -576,11 +579,10 @@ def check_timings(c, probes: Probes) -> None:
 
     # Process: from the first submit (workers start then) to the last result, and nothing
     # from before the pool's work began.
-    pools = [pool for pool in run["pools"] if "t_submit" in pool]
-    results = run["pool_results"]
+    results = [r for r in run["pool_results"] if first_pool <= r[2] < next_pool]
     assert pools and results, t(f"进程池没有交回结果：{_error_text(run['error'])}",
                                 f"the pool handed back no results: {_error_text(run['error'])}")
-    began = min(pool["t_submit"] for pool in pools)
+    began = first_pool
     pool_work = max(r[2] for r in results) - began
     before = [call[3] for call in calls if call[3] <= began]
     earliest = max(before) if before else run["t_start"]
@@ -703,60 +705,59 @@ def check_broken_pool(c, probes: Probes) -> None:
 
 # ---------------------------------------------------------------- 06.6
 
+def _one_size(run: dict, rounds) -> tuple[list, list]:
+    """(serial calls, pool calls) of one rounds value, each as [input key, result], in call order."""
+    serial = [[key, value] for key, value, *_ in run["serial"] if key[2] == rounds]
+    results = {index: value for index, value, _ in run["pool_results"]}
+    pool = [[key, results.get(index, "<no result>")] for index, key in enumerate(run["pool_calls"]) if key[2] == rounds]
+    return serial, pool
+
+
 def check_exercise(c, probes: Probes) -> None:
-    base = probes.script("process_export.py", "real")
-    base_rounds = _rounds_seen(base)
-    reuse = (base["error"] is None and base_rounds == ({2000}, {2000}) and bool(base["pool_results"]))
-    wanted = [r for r in ROUNDS_EXERCISE if not (reuse and r == 2000)]
-    report = probes.get("rounds", *map(str, wanted), timeout=HEAVY_PROBE_BOUND)
-    if report["error"] is not None and not report["runs"]:
-        raise AssertionError(t(f"无法导入 process_export：{_error_text(report['error'])}",
-                               f"process_export could not be imported: {_error_text(report['error'])}"))
-    if not report.get("params"):
-        c.skip(t("练习未做：main() 没有 rounds 参数。给 main 加上 rounds: int = 2000，"
-                 "再比较 main(10) 与 main(2000)（python process_export.py 10）。",
-                 "exercise not attempted: main() takes no rounds parameter. Give main a "
-                 "rounds: int = 2000 parameter, then compare main(10) with main(2000) "
-                 "(python process_export.py 10)."))
-    runs = {run["rounds"]: run for run in report["runs"]}
-    if reuse:
-        runs[2000] = {**base, "rounds": 2000}
-        c.note(t("rounds=2000：沿用 06.1 中 python process_export.py 的那次运行（同样的 rounds）",
-                 "rounds=2000: reusing the python process_export.py run of 06.1 (same rounds)"))
+    runs = [("python process_export.py", probes.script("process_export.py", "real")),
+            ("python process_export.py 10", probes.script("process_export.py", "real", "10"))]
+    for label, run in runs:
+        serial_rounds, pool_rounds = _rounds_seen(run)
+        c.note(t(f"{label}：串行 rounds {sorted(serial_rounds, key=str)}，进程池 rounds {sorted(pool_rounds, key=str)}"
+                 + (f"，结束于 {_error_text(run['error'])}" if run["error"] else ""),
+                 f"{label}: serial rounds {sorted(serial_rounds, key=str)}, pool rounds {sorted(pool_rounds, key=str)}"
+                 + (f", ended with {_error_text(run['error'])}" if run["error"] else "")))
+    if not any(ROUNDS_EXERCISE[0] in side for _, run in runs for side in _rounds_seen(run)):
+        c.skip(t(f"两次运行都没有出现 rounds={ROUNDS_EXERCISE[0]}：练习未做（把 rounds 分别设为 10 和 2000，比较两次；"
+                 "例如 python process_export.py 10 用 10，不带参数用 2000，或在一次运行里依次跑两种）",
+                 f"neither run used rounds={ROUNDS_EXERCISE[0]}: exercise not attempted (set rounds to 10 and to 2000 "
+                 "and compare; e.g. python process_export.py 10 runs 10 and no argument runs 2000, or one run does "
+                 "both in turn)"))
     measured = {}
     for rounds in ROUNDS_EXERCISE:
-        run = runs[rounds]
-        found = _timings(run)
-        serial_rounds, pool_rounds = _rounds_seen(run)
-        serial, pooled = _values(run)
-        line = ", ".join(f"{k} {_secs(v[0])}" for k, v in found.items())
-        c.note(f"main({rounds}): {line or t('没有打印耗时', 'no timings printed')}; "
-               + t(f"串行 rounds {sorted(serial_rounds, key=str)}，进程池 rounds {sorted(pool_rounds, key=str)}，"
-                   f"结果{'一致' if serial and serial == pooled else '不一致'}",
-                   f"serial rounds {sorted(serial_rounds, key=str)}, pool rounds {sorted(pool_rounds, key=str)}, "
-                   f"results {'match' if serial and serial == pooled else 'differ'}"))
+        both = [(label, run) for label, run in runs if all(rounds in side for side in _rounds_seen(run))]
+        assert both, t(
+            f"没有哪次运行在串行和进程池两边都用了 rounds={rounds}：两次比较只改 rounds，且两边一起改。",
+            f"no run used rounds={rounds} on both the serial and the pool side: between the two sizes change only "
+            "rounds, and on both sides.")
+        label, run = both[0]
         if run["error"]:
             _error_notes(c, run["error"])
-        assert run["error"] is None, t(f"main({rounds}) 失败：{_error_text(run['error'])}",
-                                       f"main({rounds}) failed: {_error_text(run['error'])}")
-        assert serial_rounds == {rounds} and pool_rounds == {rounds}, t(
-            f"main({rounds}) 没有在两边都用 rounds={rounds}（串行 {sorted(serial_rounds, key=str)}，"
-            f"进程池 {sorted(pool_rounds, key=str)}）：两次之间只改 rounds，且两边一起改。",
-            f"main({rounds}) did not use rounds={rounds} on both sides (serial "
-            f"{sorted(serial_rounds, key=str)}, pool {sorted(pool_rounds, key=str)}): change only rounds "
-            "between the runs, and on both sides.")
-        assert serial and serial == pooled and len(run["pool_calls"]) == len(run["serial"]), t(
-            f"main({rounds}) 两边结果不一致：串行 {serial}，进程池 {pooled}",
-            f"main({rounds}) results differ: serial {serial}, pool {pooled}")
-        assert "serial" in found and "process" in found, t(
-            f"main({rounds}) 没有打印 serial 与 process 两个耗时。",
-            f"main({rounds}) did not print both the serial and the process timing.")
-        measured[rounds] = found
-    small, large = measured[10]["process"][0], measured[2000]["process"][0]
-    if large > 0:
-        c.note(t(f"rounds=10 时进程池用时约为 rounds=2000 时的 {small / large:.0%}：小任务里启动与传参占了大头。",
-                 f"with rounds=10 the pool took about {small / large:.0%} of its rounds=2000 time: on small "
-                 "work, start-up and data transfer dominate."))
+        assert run["error"] is None, t(f"{label}（rounds={rounds}）失败：{_error_text(run['error'])}",
+                                       f"{label} (rounds={rounds}) failed: {_error_text(run['error'])}")
+        serial, pool = _one_size(run, rounds)
+        assert [key for key, _ in serial] == [key for key, _ in pool], t(
+            f"rounds={rounds} 时两边的输入不同（串行 {len(serial)} 次调用，进程池 {len(pool)} 次）：输入和进程数保持一致，只改 rounds。",
+            f"with rounds={rounds} the two sides got different inputs (serial {len(serial)} call(s), pool "
+            f"{len(pool)}): keep the inputs and the workers the same, change only rounds.")
+        assert [value for _, value in serial] == [value for _, value in pool], t(
+            f"rounds={rounds} 时两边结果不一致：串行 {[v for _, v in serial]}，进程池 {[v for _, v in pool]}",
+            f"with rounds={rounds} the results differ: serial {[v for _, v in serial]}, pool {[v for _, v in pool]}")
+        sizes = len({key[2] for key in run["pool_calls"]} | {entry[0][2] for entry in run["serial"]})
+        printed = _timing_lines(run)
+        assert printed["serial"] >= sizes and printed["process"] >= sizes, t(
+            f"{label} 跑了 {sizes} 种 rounds，却只打印了 {printed['serial']} 行 serial、{printed['process']} 行 process 耗时："
+            "每次都要记录两边的耗时。",
+            f"{label} ran {sizes} rounds value(s) but printed {printed['serial']} serial and {printed['process']} "
+            "process timing line(s): record both timings of each run.")
+        measured[rounds] = label
+        c.note(t(f"rounds={rounds}（{label}）：两边输入相同、结果一致，耗时已打印",
+                 f"rounds={rounds} ({label}): same inputs on both sides, equal results, timings printed"))
 
 
 def main(tap) -> None:

@@ -286,9 +286,10 @@ def expect_accepted(c, name, function, label, message) -> None:
         assert len(raw) < LIMIT, t(
             f"{name}() 返回了 {len(raw)} 字节，超过 64 KiB 却没有报错",
             f"{name}() returned {len(raw)} bytes, over 64 KiB, without an error")
-        c.note(f"{label}: accepted, {len(raw)} bytes, json.loads gives the same message")
+        c.note(t(f"{label}：接受，{len(raw)} 字节，json.loads 得到同一条消息",
+                 f"{label}: accepted, {len(raw)} bytes, json.loads gives the same message"))
     else:
-        c.note(f"{label}: accepted (returned {type(result).__name__})")
+        c.note(t(f"{label}：接受（返回 {type(result).__name__}）", f"{label}: accepted (returned {type(result).__name__})"))
 
 
 def expect_refused(c, name, function, label, message, why_zh, why_en) -> None:
@@ -301,7 +302,7 @@ def expect_refused(c, name, function, label, message, why_zh, why_en) -> None:
         "请 raise ValueError(\"...原因...\")",
         f"{name}() refused {label} but the exception says nothing ({type(result).__name__}()); "
         "raise ValueError(\"...why...\")")
-    c.note(f"{label}: refused - {type(result).__name__}: {reason[:110]}")
+    c.note(t(f"{label}：拒绝 - {type(result).__name__}: {reason[:110]}", f"{label}: refused - {type(result).__name__}: {reason[:110]}"))
 
 
 CREDENTIAL_TEXT = [
@@ -344,7 +345,7 @@ def check_table(tap: Tap) -> None:
         if warning:
             c.note(warning)
         header = table["header"]
-        c.note("header: | " + " | ".join(header) + " |")
+        c.note(t("表头：| ", "header: | ") + " | ".join(header) + " |")
         kinds: dict[str, list[str]] = {}
         problems = []
         for cells, raw in table["rows"]:
@@ -396,7 +397,8 @@ def check_table(tap: Tap) -> None:
         assert not missing, t(
             "四类工作没有都出现：缺少放在" + "、".join(PLACE_NAMES[k][0] for k in missing) + "的那一行",
             "the four workloads are not all there: no row runs in " + ", ".join(PLACE_NAMES[k][1] for k in missing))
-        c.note("places: " + "; ".join(f"{k}: {', '.join(v)}" for k, v in kinds.items()))
+        names = {**PLACE_NAMES, "outlives": ("须在 API 停止后完成", "must outlive the API")}
+        c.note(t("执行位置：", "places: ") + "; ".join(f"{t(*names[k])}: {', '.join(v)}" for k, v in kinds.items()))
 
 
 def check_records(tap: Tap) -> None:
@@ -470,11 +472,13 @@ def check_message(tap: Tap) -> None:
         assert json.loads(encoded) == message, t("message 经 JSON 往返后变了", "message changes on a JSON round trip")
         assert len(encoded) < LIMIT, t(f"message 编码后 {len(encoded)} 字节，应小于 65536",
                                        f"message encodes to {len(encoded)} bytes; it must be under 65536")
-        c.note(f"message: job_id + {len(rows)} row(s), fields {sorted(rows[0])}, {len(encoded)} bytes as JSON")
+        c.note(t(f"message：job_id + {len(rows)} 行，字段 {sorted(rows[0])}，JSON 编码 {len(encoded)} 字节",
+                 f"message: job_id + {len(rows)} row(s), fields {sorted(rows[0])}, {len(encoded)} bytes as JSON"))
 
         done = run_python(["message_contract.py"], cwd=HERE, timeout=20)
         lines = [line.strip() for line in done.stdout.splitlines() if line.strip()]
-        c.note(f"python message_contract.py -> exit {done.returncode}, output {lines[-3:]}")
+        c.note(t(f"python message_contract.py -> 退出码 {done.returncode}，输出 {lines[-3:]}",
+                 f"python message_contract.py -> exit {done.returncode}, output {lines[-3:]}"))
         assert done.returncode == 0, t(
             f"python message_contract.py 失败（退出码 {done.returncode}）：\n{done.stdout[-600:]}",
             f"python message_contract.py failed (exit {done.returncode}):\n{done.stdout[-600:]}")
@@ -487,21 +491,22 @@ def check_message(tap: Tap) -> None:
             c.note(t("未找到检查函数（encode_message）：只检查了 message 本身；07.4 需要它",
                      "no checker function (encode_message) found: only the message itself was checked; 07.4 needs one"))
             return
-        expect_accepted(c, name, function, "2 rows, Chinese text", good_message())
+        expect_accepted(c, name, function, t("2 行，含中文", "2 rows, Chinese text"), good_message())
         filler = [row(id=i, name=f"product-{i}", description="x" * 60, price_cents=i * 10) for i in range(1, 381)]
-        expect_accepted(c, name, function, f"{len(filler)} rows, about 48 KB", good_message(filler))
+        expect_accepted(c, name, function, t(f"{len(filler)} 行，约 48 KB", f"{len(filler)} rows, about 48 KB"),
+                        good_message(filler))
         shape_cases = [
             ("price_cents=19.99", good_message([row(price_cents=19.99)]), "小数价格", "a float price"),
             ("price_cents=True", good_message([row(price_cents=True)]), "布尔值价格", "a bool price"),
             ("price_cents='1999'", good_message([row(price_cents="1999")]), "字符串价格", "a string price"),
-            ("row with extra created_at", good_message([row(created_at="2024-05-01T10:00:00")]),
+            (t("多出 created_at 的行", "row with extra created_at"), good_message([row(created_at="2024-05-01T10:00:00")]),
              "多出字段的行", "a row with an extra field"),
-            ("row without description", good_message([{k: v for k, v in row().items() if k != "description"}]),
+            (t("缺 description 的行", "row without description"), good_message([{k: v for k, v in row().items() if k != "description"}]),
              "缺字段的行", "a row missing a field"),
-            ("extra top-level user_id", {**good_message(), "user_id": 42}, "多出的顶层键", "an extra top-level key"),
-            ("1000 rows, about 100 KB", good_message([row(id=i, description="y" * 60) for i in range(1000)]),
+            (t("多出顶层 user_id", "extra top-level user_id"), {**good_message(), "user_id": 42}, "多出的顶层键", "an extra top-level key"),
+            (t("1000 行，约 100 KB", "1000 rows, about 100 KB"), good_message([row(id=i, description="y" * 60) for i in range(1000)]),
              "超过 64 KiB 的消息", "a message over 64 KiB"),
-            ("25000 Chinese characters (75 KB in UTF-8)", good_message([row(description="商" * 25000)]),
+            (t("25000 个汉字（UTF-8 下 75 KB）", "25000 Chinese characters (75 KB in UTF-8)"), good_message([row(description="商" * 25000)]),
              "按字节超过 64 KiB 的消息（只数字符会漏掉）",
              "a message over 64 KiB in bytes (counting characters misses it)"),
         ]
@@ -526,8 +531,8 @@ def check_refusals(tap: Tap) -> None:
                 "extension not attempted: define encode_message(message) -> bytes in message_contract.py that raises "
                 "ValueError when the message breaks the contract (non-JSON values, credential-looking content, extra "
                 "fields, non-integer price, 64 KiB or more)"))
-        c.note(f"checker: {name}()")
-        expect_accepted(c, name, function, "plain URL and e-mail in descriptions", good_message([
+        c.note(t(f"检查函数：{name}()", f"checker: {name}()"))
+        expect_accepted(c, name, function, t("描述里的普通 URL 与邮箱", "plain URL and e-mail in descriptions"), good_message([
             row(description="详情 https://shop.example.com/p/1?ref=mail"),
             row(id=2, description="售后请联系 support@example.com"),
         ]))
@@ -542,7 +547,7 @@ def check_refusals(tap: Tap) -> None:
             ("description=Decimal('19.99')", good_message([row(description=decimal.Decimal("19.99"))])),
             ("name=bytes", good_message([row(name=b"\xe4\xbf\x9d")])),
             ("description=set", good_message([row(description={"a", "b"})])),
-            ("description=connection object", good_message([row(description=Connection())])),
+            (t("description=连接对象", "description=connection object"), good_message([row(description=Connection())])),
         ]
         for label, bad in non_json:
             expect_refused(c, name, function, label, bad, "不能 JSON 编码的值（不要用 default=str 硬转）",
@@ -553,8 +558,8 @@ def check_refusals(tap: Tap) -> None:
             ("name='redis://:s3cret@cache:6379/0'", good_message([row(name="redis://:s3cret@cache:6379/0")])),
             ("description='password=hunter2'", good_message([row(description="password=hunter2")])),
             ("description='token: ghp_4f9a1c2b7d8e'", good_message([row(description="token: ghp_4f9a1c2b7d8e")])),
-            ("row key password", good_message([{**row(), "password": "hunter2"}])),
-            ("top-level key token", {**good_message(), "token": "ghp_4f9a1c2b7d8e"}),
+            (t("行里的 password 键", "row key password"), good_message([{**row(), "password": "hunter2"}])),
+            (t("顶层的 token 键", "top-level key token"), {**good_message(), "token": "ghp_4f9a1c2b7d8e"}),
         ]
         for label, bad in secrets:
             expect_refused(c, name, function, label, bad, "像凭据的内容", "credential-looking content")

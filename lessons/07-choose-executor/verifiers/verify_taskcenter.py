@@ -271,8 +271,10 @@ def check_retries(c, lab: Loopback) -> None:
             task = store.get(ids[name])
             calls = lab.snapshot(name)["calls"]
             retried = [r.get("reason") for r in _events(records, ids[name], "task_retry")]
-            c.note(f"{name}: {plan} max_attempts={max_attempts} → {task.state.value}, attempt {task.attempt}, "
-                   f"{calls} call(s), retried after {retried}, error={task.error!r}")
+            c.note(t(f"{name}：{plan} max_attempts={max_attempts} → {task.state.value}，attempt {task.attempt}，"
+                     f"调用 {calls} 次，重试原因 {retried}，error={task.error!r}",
+                     f"{name}: {plan} max_attempts={max_attempts} → {task.state.value}, attempt {task.attempt}, "
+                     f"{calls} call(s), retried after {retried}, error={task.error!r}"))
             if task.state is not want_state or task.attempt != want or calls != want:
                 problems.append(t(f"{name}：应为 {want_state.value}、attempt {want}、调用 {want} 次；实际 "
                                   f"{task.state.value}、attempt {task.attempt}、调用 {calls} 次",
@@ -280,8 +282,10 @@ def check_retries(c, lab: Loopback) -> None:
                                   f"{task.state.value} at attempt {task.attempt} with {calls} calls"))
         refused = store.get(ids["refused"])
         retried = [r.get("reason") for r in _events(records, ids["refused"], "task_retry")]
-        c.note(f"refused connection, max_attempts=2 → {refused.state.value}, attempt {refused.attempt}, "
-               f"retried after {retried}, error={refused.error!r}")
+        c.note(t(f"连接被拒绝，max_attempts=2 → {refused.state.value}，attempt {refused.attempt}，"
+                 f"重试原因 {retried}，error={refused.error!r}",
+                 f"refused connection, max_attempts=2 → {refused.state.value}, attempt {refused.attempt}, "
+                 f"retried after {retried}, error={refused.error!r}"))
         if refused.state is not State.FAILED or refused.attempt != 2:
             problems.append(t(f"连接被拒绝应重试到 2 次后失败，实际 {refused.state.value}、attempt {refused.attempt}",
                               f"a refused connection should be retried up to 2 attempts then fail; got "
@@ -295,8 +299,10 @@ def check_retries(c, lab: Loopback) -> None:
         task = store.get(timeout_id)
         snap = lab.snapshot("rtimeout")
         retried = [r.get("reason") for r in _events(timeout_records, timeout_id, "task_retry")]
-        c.note(f"rtimeout: ['hold', 200] call_timeout=2 max_attempts=5 → {task.state.value}, attempt {task.attempt}, "
-               f"{snap['calls']} call(s), the server saw {snap['outcomes']}, retried after {retried}")
+        c.note(t(f"rtimeout：['hold', 200] call_timeout=2 max_attempts=5 → {task.state.value}，attempt {task.attempt}，"
+                 f"调用 {snap['calls']} 次，服务器看到 {snap['outcomes']}，重试原因 {retried}",
+                 f"rtimeout: ['hold', 200] call_timeout=2 max_attempts=5 → {task.state.value}, attempt {task.attempt}, "
+                 f"{snap['calls']} call(s), the server saw {snap['outcomes']}, retried after {retried}"))
         # Facts, not durations: the held call can only end by the client hanging up (the server saw it),
         # that attempt was retried, and the task then succeeded with one attempt per call.  (On a very busy
         # machine a later call may time out too; it is then retried like the first.)
@@ -680,10 +686,10 @@ def check_http(c) -> None:
 
         before = rows()
         bad_cases = [
-            ("missing url", {"json": {"payload": {}, "idempotency_key": "bad-1"}}, "url"),
-            ("url not a URL", {"json": {**good, "url": "not a url", "idempotency_key": "bad-2"}}, "url"),
+            (t("缺少 url", "missing url"), {"json": {"payload": {}, "idempotency_key": "bad-1"}}, "url"),
+            (t("url 不是 URL", "url not a URL"), {"json": {**good, "url": "not a url", "idempotency_key": "bad-2"}}, "url"),
             ("ftp url", {"json": {**good, "url": "ftp://127.0.0.1/x", "idempotency_key": "bad-3"}}, "url"),
-            ("non-JSON body", {"content": b'{"url": "http://127.0.0.1:9/work", ',
+            (t("请求体不是 JSON", "non-JSON body"), {"content": b'{"url": "http://127.0.0.1:9/work", ',
                                "headers": {"content-type": "application/json"}}, "json"),
             ("max_attempts=0", {"json": {**good, "max_attempts": 0, "idempotency_key": "bad-4"}}, "max_attempts"),
             ("max_attempts=11", {"json": {**good, "max_attempts": 11, "idempotency_key": "bad-5"}}, "max_attempts"),
