@@ -88,15 +88,17 @@ def run_many(lessons: list[dict], data: dict, lab: Path | None, scope: str, show
 def _speak_of_the_learners_folder(result: LessonResult, problems: list, workdir: Path, lab: Path) -> None:
     """Paths in the scratch copy become the learner's own; a check that failed because of a problem with
     the folder as a whole is shown as blocked by it instead of repeating the same traceback."""
-    result.problems = [p.message for p in problems]
+    blocking = set()
     for c in result.checks:
         c.message = c.message.replace(str(workdir), str(lab))
         c.notes = [n.replace(str(workdir), str(lab)) for n in c.notes]
         if c.status in NOT_PASSED:
             cause = preflight.blocked_by(problems, "\n".join([c.message, *c.notes]))
             if cause is not None:
+                blocking.add(cause.file)
                 c.status, c.blocked, c.notes = ERROR, cause.file, []
                 c.message = t(f"被上面的问题挡住：先修好 {cause.file}", f"blocked by the problem above: fix {cause.file} first")
+    result.problems = [p.message for p in problems if not p.only_if_blocking or p.file in blocking]
 
 
 def print_lesson(result: LessonResult, evidence: bool = False, first_failure_only: bool = False) -> None:

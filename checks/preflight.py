@@ -26,6 +26,9 @@ THIRD_PARTY = {"fastapi", "uvicorn", "httpx", "celery", "kombu", "redis", "pymys
 class Problem:
     file: str      # the learner's file it concerns (relative to the folder)
     message: str   # what is wrong and what to do, in the learner's language
+    # A missing file is said only when a check failed for it: a file only an extension (or an exercise
+    # not taken up) needs is no problem of a folder typed from the course.
+    only_if_blocking: bool = False
 
     @property
     def module(self) -> str:
@@ -53,7 +56,8 @@ def diagnose(lesson: dict, lessons: list[dict], folder: Path) -> list[Problem]:
             near = difflib.get_close_matches(name, sorted(present), n=1, cutoff=0.8)
             guess = t(f"（是不是 {near[0]} 写错了名字？）", f" (is {near[0]} the same file, misnamed?)") if near else ""
             problems.append(Problem(name, t(f"你的文件夹里没有 {name}：应在 {path}{guess}",
-                                            f"{name} not found in your folder: expected at {path}{guess}")))
+                                            f"{name} not found in your folder: expected at {path}{guess}"),
+                                    only_if_blocking=True))
             continue
         if name.endswith(".py"):
             try:

@@ -242,3 +242,14 @@ def test_ctrl_c_in_make_watch_ends_quietly(tmp_path):
     os.waitpid(pid, 0)
     text = seen.decode(errors="replace")
     assert "stopped watching" in text and "make: ***" not in text and "Traceback" not in text, text
+
+
+def test_a_missing_file_only_an_extension_needs_is_not_a_problem(tmp_path):
+    # A folder typed from the course has no asyncio-note scripts (lesson 02's extension): no ✗ line for them.
+    lab = tmp_path / "tasks_lab"
+    shutil.copytree(KIT_ROOT / "lessons" / "02-asyncio-bounded", lab, ignore=shutil.ignore_patterns("verifiers", "README.md"))
+    for path in lab.glob("*.py"):
+        if path.name != "bounded_async.py":  # the course's file; the rest are the note's scripts
+            path.unlink()
+    run = _lab_cli(tmp_path / "home", "run", "02", "--lab", str(lab))
+    assert "not found in your folder" not in run.stdout, run.stdout
