@@ -67,7 +67,7 @@ bench: $(VENV_READY)
 soak: $(VENV_READY)
 	+@$(VPY) -m checks soak --long $(if $(SEED),--seed $(SEED))
 
-# make flake [LESSON=NN] [ROUNDS=N] [PARALLEL=K] [BURN=C]: the reference, N rounds, K isolated runs side by
+# make flake [LESSON=NN] [ROUNDS=N] [PARALLEL=K] [BURN=C]: the reference, N rounds of K isolated copies side by
 # side, C processes burning CPU meanwhile; every non-pass is printed and written to .lab/flake/flake.json.
 flake: $(VENV_READY)
 	+@$(VPY) -m checks flake $(or $(LESSON),all) --rounds $(or $(ROUNDS),3) --parallel $(or $(PARALLEL),2) --burn $(or $(BURN),0)

@@ -1,4 +1,5 @@
-"""The flake hunt: the reference of chosen lessons, N rounds, K isolated runs side by side.
+"""The flake hunt: the reference of chosen lessons, N rounds; in each round every lesson runs K times side by
+side (so ROUNDS=5 PARALLEL=4 is 20 runs of each lesson).
 
 Each run is `python -m checks run NN --report …` in its own isolation slot (own Redis dbs and schema) and
 its own LAB_HOME, so runs never share a work folder.  `--burn C` adds C processes that burn CPU for the
@@ -54,7 +55,8 @@ def hunt(lesson_ids: list[str], rounds: int, parallel: int, burn: int, out: Path
     jobs: queue.Queue = queue.Queue()
     for round_no in range(1, rounds + 1):
         for lesson_id in lesson_ids:
-            jobs.put((round_no, lesson_id))
+            for _ in range(parallel):  # K copies of each lesson per round, taken by the K runners at once
+                jobs.put((round_no, lesson_id))
     scratch = Path(tempfile.mkdtemp(prefix="lab-flake-"))
     runs, lock = [], threading.Lock()
 
@@ -65,7 +67,7 @@ def hunt(lesson_ids: list[str], rounds: int, parallel: int, burn: int, out: Path
             except queue.Empty:
                 return
             home = scratch / f"slot{slot}"
-            tests, seconds, _ = _one_run(lesson_id, slot, home, scratch / f"r{round_no}-{lesson_id}.json")
+            tests, seconds, _ = _one_run(lesson_id, slot, home, scratch / f"r{round_no}-{lesson_id}-s{slot}.json")
             bad = [x for x in tests if x["status"] not in ("pass", "skipped")]
             with lock:
                 runs.append({"round": round_no, "lesson": lesson_id, "slot": slot, "seconds": round(seconds, 1),

@@ -74,7 +74,7 @@ def test_flake_hunt_lists_every_non_pass_and_stops_its_burners(tmp_path, monkeyp
 
     def fake_run(lesson_id, slot, home, report):
         calls.append((lesson_id, slot))
-        status = "fail" if len(calls) == 2 else "pass"  # the second run of four has one non-pass
+        status = "fail" if len(calls) == 2 else "pass"  # the second run of eight has one non-pass
         return [{"id": f"{lesson_id}.1", "status": status, "message": "boom", "output": "evidence"}], 0.1, ""
 
     monkeypatch.setattr(flake, "_one_run", fake_run)
@@ -84,7 +84,7 @@ def test_flake_hunt_lists_every_non_pass_and_stops_its_burners(tmp_path, monkeyp
     out = tmp_path / "flake.json"
     assert flake.hunt(["01", "02"], rounds=2, parallel=2, burn=1, out=out) == 1
     summary = _json.loads(out.read_text())
-    assert summary["check_runs"] == 4 and len(summary["non_passes"]) == 1
+    assert summary["check_runs"] == 8 and len(summary["non_passes"]) == 1  # 2 rounds × 2 lessons × 2 copies
     assert summary["non_passes"][0]["message"] == "boom"
     assert {slot for _, slot in calls} <= {1, 2}
     assert len(started) == 1 and not started[0].alive()
