@@ -72,6 +72,9 @@ KNOWN_GAPS = {
     # holds the job row for its foreign-key check, claim returns None and the job is stranded. 13.7 forces
     # that moment; lesson 13's guide teaches the plain FOR UPDATE.
     "13.7": "curriculum claim skips the row the publisher's confirm briefly locks",
+    # Not a fault of the course's code: its verification-record.json is a template to fill in after the
+    # drills, and 16.1 judges a record only by evidence, so the untouched template fails.
+    "16.1": "the course's record template is unfilled until the learner runs the drills",
 }
 
 
