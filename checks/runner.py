@@ -120,9 +120,9 @@ def verifier_env(extra: dict | None = None) -> dict:
     return env
 
 
-SETUP_LIMIT = 60.0     # seconds a verifier may take before its first check starts (imports, warm-up)
-TEARDOWN_LIMIT = 60.0  # seconds it may take to exit after its last check (stopping what it started)
-RUN_MARK = "LAB_RUN_ID"  # every process a verifier starts inherits this mark; leftovers are found by it
+SETUP_LIMIT = 60.0     # seconds a lesson may take before its first check starts (servers, processes, imports)
+TEARDOWN_LIMIT = 60.0  # seconds it may take to end after its last check (stopping what it started)
+RUN_MARK = "LAB_RUN_ID"  # every process of a run inherits this mark; leftovers are found by it
 
 
 def _processes_marked(token: str) -> list[int]:
@@ -157,140 +157,271 @@ def stop_leftovers(token: str) -> list[int]:
     return sorted(set(killed))
 
 
+# --- one run of a lesson's verifiers, boxed -------------------------------------------------------
+
+def boxing() -> str:
+    """LAB_BOX=auto (default: a box when one can be made), on (a box or an error), off (no box)."""
+    from checks import box
+    wanted = os.environ.get("LAB_BOX", "auto").strip().lower() or "auto"
+    if wanted not in ("auto", "on", "off"):
+        raise ValueError(f"LAB_BOX={wanted!r}: use auto, on or off")
+    if wanted == "off":
+        return "off"
+    ok, why = box.availability()
+    if not ok and wanted == "on":
+        raise box.BoxUnavailable(why)
+    return "on" if ok else "off"
+
+
 @dataclass
 class _Round:
-    """One run of a verifier process: its output and how it ended."""
+    """One run of the lesson's verifiers: the verified records and how it ended."""
+    records: list[dict]
     output: str
-    code: int | None          # exit code, None when the runner stopped it
-    timed_out: str | None     # the check under way when its limit ran out ("" before the first or after the last)
+    ended: str            # "exit", "timeout", "output", "disk"
+    current: str | None   # the check under way when it was stopped
     limit: float = 0.0
+    forged: int = 0
 
 
-def _progress(text: str, order: list[str]) -> tuple[str | None, float | None, set[str]]:
+def _state(records: list[dict], order: list[str]) -> tuple[str | None, bool, set[str]]:
     """(the check the clock runs for, whether any check started yet, the checks reported) so far.
     Between two checks the clock runs for the next one: its limit covers getting to it."""
-    reported = set(parse_tap(text))
+    reported = {r["id"] for r in records if r["type"] == "result"}
     current, started = None, False
-    for line in text.splitlines():
-        if line.startswith(START_MARK):
-            current, started = line[len(START_MARK):].strip(), True
+    for record in records:
+        if record["type"] == "start":
+            current, started = record["id"], True
     if current in reported:
         current = next((c for c in order if c not in reported), None) if started else None
     return current, started, reported
 
 
-def _run_round(verifier: str, workdir: Path, limits: dict[str, float], log_path: Path, env: dict) -> _Round:
-    """Run the verifier once.  Each check gets its own limit from when it starts (tasks.json's timeout);
-    the time before the first check and after the last is bounded too.  When a limit runs out the
-    verifier's group is stopped, and afterwards anything else it started is stopped by its mark."""
+def _run_round(lesson: dict, workdir: Path, log_dir: Path, pending: list[str], limits: dict[str, float],
+               schema_upto: str, boxed: bool) -> _Round:
+    """Start the lesson in a box (or bare, LAB_BOX=off) for these checks and judge what comes back on
+    the verdict channel.  Each check gets its own limit from when it starts (tasks.json's timeout); the
+    time before the first check and after the last is bounded too; so are the output and the disk used.
+    When a limit runs out the whole box goes, every process in it with it."""
+    from checks import box as B
+    from checks.verdicts import KEY_BYTES, Reader, key_pipe
     token = secrets.token_hex(8)
-    env = dict(env, **{RUN_MARK: token})
-    start_offset = log_path.stat().st_size if log_path.exists() else 0
-    with open(log_path, "ab") as log:
-        proc = subprocess.Popen([sys.executable, verifier], cwd=workdir, env=env, stdout=log,
-                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
-    seen_state, since = (None, frozenset()), time.monotonic()
-    timed_out, limit = None, 0.0
+    key = secrets.token_bytes(KEY_BYTES)
+    verifiers = list(dict.fromkeys(c["verifier"] for c in lesson["checks"] if c["id"] in pending))
+    env = verifier_env({"LAB_LOG_DIR": str(log_dir), "LAB_LESSON": lesson["id"], "LAB_CHECKS": ",".join(pending),
+                        RUN_MARK: token})
+    spec = {"lesson": lesson, "schema_upto": schema_upto, "verifiers": verifiers, "log_dir": str(log_dir),
+            "env": {k: env[k] for k in ("LAB_LOG_DIR", "LAB_LESSON", "LAB_CHECKS")}, "nproc": None}
+    spec_path = log_dir.parent / f".{log_dir.name}-{token}.spec.json"
+    spec_path.write_text(json.dumps(spec), encoding="utf-8")
+    channel_r, channel_w = os.pipe()
+    key_fd = key_pipe(key)
+    os.set_inheritable(channel_w, True)
+    inbox = [sys.executable, "-I", str(KIT_ROOT / "checks" / "inbox.py")]
+    cgroups: list[Path] = []
+    if boxed:
+        cgroups = B.make_cgroups()
+        if not cgroups:
+            spec["nproc"] = _my_process_count() + B.PIDS_LIMIT
+            spec_path.write_text(json.dumps(spec), encoding="utf-8")
+        overlays = {v.name: v for v in _kit_verifiers(lesson)}
+        overlays.update({"shared": KIT_ROOT / "shared", "checks": KIT_ROOT / "checks",
+                         "__pycache__": _empty_dir()})
+        box_env = {"PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin",
+                   "HOME": "/tmp/home", "LANG": os.environ.get("LANG", "C.UTF-8"), "TMPDIR": "/tmp",
+                   "LAB_LANG": os.environ.get("LAB_LANG", ""), "PYTHONPATH": str(KIT_ROOT),
+                   "PYTHONNOUSERSITE": "1", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1",
+                   "LAB_SERVICES": "native", "LAB_PRIVATE_SERVICES": "/tmp/lab", "LAB_SLOT": "0",
+                   "LAB_BOXED": "1", RUN_MARK: token,
+                   "LAB_VERDICT_KEY_FD": str(key_fd), "LAB_VERDICT_FD": str(channel_w), "LAB_VERDICT_RUN": token}
+        files = {"/box/spec.json": spec_path}
+        if lesson.get("services") and "mysql" in lesson["services"]:
+            files["/box/mariadb"] = B.mariadb_template(_lab_dir())
+            box_env["LAB_MARIADB_TEMPLATE"] = "/box/mariadb"
+        the_box = B.Box(workdir, log_dir, overlays, files, box_env, cgroups)
+        argv = the_box.popen_argv([*inbox, "/box/spec.json"])
+        child_env = None
+    else:
+        argv = [*inbox, str(spec_path)]
+        child_env = dict(env, LAB_VERDICT_KEY_FD=str(key_fd), LAB_VERDICT_FD=str(channel_w), LAB_VERDICT_RUN=token)
+    proc = subprocess.Popen(argv, cwd=workdir, env=child_env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, start_new_session=True, pass_fds=(key_fd, channel_w))
+    os.close(key_fd)
+    os.close(channel_w)
+    reader = Reader(key, token)
+    records: list[dict] = []
+    output = bytearray()
+    ended, current, limit = "exit", None, 0.0
+    seen_state, since, last_disk_look = None, time.monotonic(), 0.0
+    streams = {proc.stdout.fileno(): "out", channel_r: "channel"}
     try:
-        while True:
-            try:
-                code = proc.wait(timeout=0.1)
-                break
-            except subprocess.TimeoutExpired:
-                pass
-            current, started, reported = _progress(_read_from(log_path, start_offset), list(limits))
+        import select
+        while streams:
+            ready, _, _ = select.select(list(streams), [], [], 0.1)
+            for fd in ready:
+                data = os.read(fd, 65536)
+                if not data:
+                    del streams[fd]
+                elif streams[fd] == "channel":
+                    records += reader.feed(data)
+                else:
+                    output += data
+            current, started, reported = _state(records, pending)
             state = (current, frozenset(reported))
             if state != seen_state:  # progress: a check started or reported; its clock starts now
                 seen_state, since = state, time.monotonic()
-            if current is not None:
-                limit = limits.get(current, SETUP_LIMIT)
-            else:  # before the first check, or after the last
-                limit = TEARDOWN_LIMIT if started else SETUP_LIMIT
-            if time.monotonic() - since > limit:
-                timed_out = current if current is not None else ""
-                _stop_group(proc)
-                code = None
+            limit = limits.get(current, SETUP_LIMIT) if current is not None else (
+                TEARDOWN_LIMIT if started else SETUP_LIMIT)
+            if len(output) > B.OUTPUT_LIMIT:
+                ended = "output"
+            elif boxed and time.monotonic() - last_disk_look > 0.5:
+                last_disk_look = time.monotonic()
+                if B.usage_bytes(workdir, log_dir) > B.DISK_LIMIT:
+                    ended = "disk"
+            if ended == "exit" and time.monotonic() - since > limit:
+                ended = "timeout"
+            if ended != "exit":
+                _stop_box(proc)
                 break
-    finally:
-        if proc.poll() is None:  # interrupted (Ctrl-C): never leave the verifier behind
-            _stop_group(proc)
-        stop_leftovers(token)
-    return _Round(_read_from(log_path, start_offset), code, timed_out, limit)
-
-
-def _read_from(path: Path, offset: int) -> str:
-    with open(path, "rb") as stream:
-        stream.seek(offset)
-        return stream.read().decode("utf-8", errors="replace")
-
-
-def _stop_group(proc: subprocess.Popen) -> None:
-    # TERM first so the verifier stops the servers it started, then KILL its group.
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=5)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+    finally:
+        if proc.poll() is None:  # interrupted (Ctrl-C): never leave the box behind
+            _stop_box(proc)
+        os.close(channel_r)
+        proc.stdout.close()
+        stop_leftovers(token)
+        B.remove_cgroups(cgroups)
+        spec_path.unlink(missing_ok=True)
+    text = output[: B.OUTPUT_LIMIT].decode("utf-8", errors="replace")
+    with open(log_dir / "box.log", "a", encoding="utf-8") as log:
+        log.write(text)
+    return _Round(records, text, ended, current, limit, reader.forged)
 
 
-def run_verifier(verifier: str, workdir: Path, checks: list[dict], log_path: Path, env: dict,
-                 by_id: dict[str, "CheckResult"]) -> None:
-    """Run a verifier until each of its checks has a verdict.  A check that overruns its limit is
-    TIMEOUT and the verifier is started again for the checks it had not reached, so one hang costs
-    one check, not every check after it."""
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    log_path.unlink(missing_ok=True)
+def _stop_box(proc: subprocess.Popen) -> None:
+    # The box's pid 1 dies with bubblewrap (--die-with-parent) and takes every process in it along;
+    # without a box, the group goes and then anything else carrying the run's mark.
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
+def _kit_verifiers(lesson: dict) -> list[Path]:
+    return verifier_files(lesson)
+
+
+def _my_process_count() -> int:
+    uid = os.getuid()
+    count = 0
+    for entry in Path("/proc").iterdir():
+        with contextlib.suppress(OSError):
+            if entry.name.isdigit() and entry.stat().st_uid == uid:
+                count += len(list((entry / "task").iterdir()))
+    return count
+
+
+def _lab_dir() -> Path:
+    from checks.workdir import LAB_DIR
+    return LAB_DIR
+
+
+def _empty_dir() -> Path:
+    empty = _lab_dir() / "empty"
+    empty.mkdir(parents=True, exist_ok=True)
+    return empty
+
+
+def run_checks(lesson: dict, workdir: Path, log_dir: Path, checks: list[dict], by_id: dict[str, "CheckResult"],
+               schema_upto: str, boxed: bool) -> list[str]:
+    """Run the lesson until each of these checks has a verdict.  A check that overruns its limit is
+    TIMEOUT and the lesson is started again (a new box) for the checks it had not reached, so one hang
+    costs one check, not every check after it.  Returns problems with the folder, said once."""
+    log_dir.mkdir(parents=True, exist_ok=True)
     pending = [c["id"] for c in checks]
     limits = {c["id"]: float(c["timeout"]) for c in checks}
-    base_only = env.get("LAB_CHECKS")
     while pending:
-        round_env = dict(env)
-        if len(pending) < len(checks) or base_only:
-            round_env["LAB_CHECKS"] = ",".join(pending)
-        result = _run_round(verifier, workdir, {k: limits[k] for k in pending}, log_path, round_env)
-        reported = parse_tap(result.output)
-        # Every line said ok, yet the verifier failed, or hung after its last check: do not trust the passes.
-        distrust = result.code != 0 and not result.timed_out and not any(r["status"] == FAIL for r in reported.values())
+        result = _run_round(lesson, workdir, log_dir, pending, {k: limits[k] for k in pending}, schema_upto, boxed)
+        problem = next((r for r in result.records if r["type"] == "problem"), None)
+        if problem is not None:  # the folder's schema or a process that never became ready: every check
+            for check_id in pending:
+                by_id[check_id].status, by_id[check_id].message = ERROR, problem["message"]
+            return [problem["message"]] if problem.get("kind") == "schema" else []
+        results = {}
+        for r in result.records:
+            if r["type"] == "result" and r["id"] in pending:
+                results.setdefault(r["id"], r)
+        exits = {r["verifier"]: r["code"] for r in result.records if r["type"] == "exit"}
+        tampered = result.forged > 0 or any(not r.get("intact", False) for r in results.values())
+        stuck = result.current if result.ended != "exit" and result.current in pending else None
         for check_id in list(pending):
-            seen = reported.get(check_id)
+            seen = results.get(check_id)
             if seen is None:
                 continue
             pending.remove(check_id)
             res = by_id[check_id]
-            res.status, res.seconds, res.notes = seen["status"], seen["seconds"], seen["notes"]
-            res.message = seen["message"] or (seen["notes"][0] if res.status == FAIL and seen["notes"] else "")
-            if distrust:
-                res.status = ERROR
-                res.message = (f"{verifier} did not exit within {result.limit:g}s after reporting"
-                               if result.code is None else f"{verifier} exited with code {result.code} after reporting")
-                res.notes = _tail(result.output)
+            res.status, res.seconds, res.notes = seen["status"], float(seen["seconds"]), list(seen["notes"])
+            res.message = seen["message"] or (res.notes[0] if res.status == FAIL and res.notes else "")
+            verifier = next(c["verifier"] for c in checks if c["id"] == check_id)
+            code = exits.get(verifier)
+            fails = any(results[c]["status"] == FAIL for c in results
+                        if next(x["verifier"] for x in checks if x["id"] == c) == verifier)
+            if tampered:
+                res.status, res.notes = ERROR, _tail(result.output)
+                res.message = t("疑似篡改：检查器自己的函数被替换，或判定通道上出现了未签名的行",
+                                "tampering suspected: the checker's own functions were replaced, or unsigned "
+                                "lines appeared on the verdict channel")
+            elif result.ended == "exit" and code != 0 and not fails:
+                # Every line said ok, yet the verifier failed (or its end was never seen): distrust the passes.
+                res.status, res.notes = ERROR, _tail(result.output)
+                res.message = (f"{verifier} exited with code {code} after reporting" if code is not None else
+                               t(f"{verifier} 报告之后没有正常结束", f"{verifier} never ended normally after reporting"))
+            elif result.ended != "exit" and stuck is None and code is None and not fails:
+                res.status, res.notes = ERROR, _tail(result.output)
+                res.message = f"{verifier} did not exit within {result.limit:g}s after reporting"
         if not pending:
             break
-        if result.timed_out:  # this check hung: TIMEOUT, then start again for the ones after it
-            res = by_id[result.timed_out]
-            res.status, res.seconds = TIMEOUT, result.limit
-            res.message = t(f"{verifier} 在本项的 {result.limit:g} 秒时限内没有给出结果",
-                            f"{verifier} ran past this check's {result.limit:g}s limit")
+        if result.ended in ("timeout", "output", "disk") and stuck is not None:
+            res = by_id[stuck]
+            if result.ended == "timeout":
+                res.status, res.seconds = TIMEOUT, result.limit
+                res.message = t(f"在本项的 {result.limit:g} 秒时限内没有给出结果",
+                                f"ran past this check's {result.limit:g}s limit")
+            elif result.ended == "output":
+                res.status = ERROR
+                res.message = t(f"输出超过 {B_OUTPUT_MB} MB：运行被停止", f"output over {B_OUTPUT_MB} MB: the run was stopped")
+            else:
+                res.status = ERROR
+                res.message = t(f"写入磁盘超过 {B_DISK_MB} MB：运行被停止",
+                                f"wrote over {B_DISK_MB} MB to disk: the run was stopped")
             res.notes = _tail(result.output)
-            pending.remove(result.timed_out)
-            with open(log_path, "a", encoding="utf-8") as log:
-                log.write(f"\n--- {result.timed_out} timed out; the verifier starts again for {', '.join(pending)} ---\n")
+            pending.remove(stuck)
+            with open(log_dir / "box.log", "a", encoding="utf-8") as log:
+                log.write(f"\n--- {stuck} {result.ended}; the lesson starts again for {', '.join(pending)} ---\n")
             continue
         for check_id in pending:  # it ended (or hung outside any check) without reporting these
             res = by_id[check_id]
-            if result.code is None:
+            if result.ended == "timeout":
                 res.status = TIMEOUT
-                res.message = t(f"{verifier} 在检查开始前或结束后超过 {result.limit:g} 秒没有进展",
-                                f"{verifier} made no progress for {result.limit:g}s outside any check")
-            else:
+                res.message = t(f"在检查开始前或结束后超过 {result.limit:g} 秒没有进展",
+                                f"made no progress for {result.limit:g}s outside any check")
+            elif result.ended in ("output", "disk"):
                 res.status = ERROR
-                res.message = t(f"{verifier} 以退出码 {result.code} 结束，没有报告本项",
-                                f"{verifier} exited with code {result.code} without reporting this check")
+                res.message = t("输出或磁盘写入超过上限：运行被停止", "output or disk use over its limit: the run was stopped")
+            else:
+                verifier = next(c["verifier"] for c in checks if c["id"] == check_id)
+                code = exits.get(verifier)
+                res.status = ERROR
+                res.message = (t(f"{verifier} 以退出码 {code} 结束，没有报告本项",
+                                 f"{verifier} exited with code {code} without reporting this check")
+                               if code is not None else
+                               t(f"{verifier} 没有报告本项就结束了", f"{verifier} ended without reporting this check"))
             res.notes = _tail(result.output)
         break
+    return []
+
+
+B_OUTPUT_MB = 1
+B_DISK_MB = 512
 
 
 def _tail(text: str, lines: int = 15) -> list[str]:
@@ -430,6 +561,8 @@ def run_lesson(lesson: dict, workdir: Path, log_dir: Path, source: str = "refere
     `only` runs just those check ids (the rest are reported SKIP without running): the mutant tests use
     it, because a mutant only has to prove its own checks fail."""
     started = time.monotonic()
+    if log_dir.exists():  # each run's logs are its own: an earlier run's lines are never read as this one's
+        shutil.rmtree(log_dir)
     own = [_new_result(lesson["id"], c) for c in lesson["checks"]]
     earlier = regressions_of(lesson, lessons)
     if only is not None:
@@ -463,55 +596,33 @@ def _lesson_by_id(lesson_id: str, lessons: list[dict] | None) -> dict:
 
 def _run_guarded(lesson: dict, workdir: Path, log_dir: Path, results: list, only: set[str] | None,
                  schema_upto: str) -> LessonResult:
-    """One lesson's checks in `results`, under the services lock when the lesson has services."""
+    """One lesson's checks in `results`: in a box with servers of its own, or (LAB_BOX=off, or no box
+    here) on the kit's shared servers under the services lock."""
     started = time.monotonic()
     selected = None if only is None else only & {r.id for r in results}
     if selected is not None and not selected:  # nothing of this lesson asked for: start nothing
         for r in results:
             r.status, r.message = SKIPPED, "not selected"
         return LessonResult(lesson, "", results, 0.0)
-    if lesson.get("services"):
-        from shared.labctl import in_use
-        with in_use(exclusive=needs_exclusive(lesson, selected)):
-            return _run_lesson(lesson, workdir, log_dir, "", started, results, selected, schema_upto)
-    return _run_lesson(lesson, workdir, log_dir, "", started, results, selected, schema_upto)
+    boxed = boxing() == "on"
+    if lesson.get("services") and not boxed:
+        from shared import labctl
+        with labctl.in_use(exclusive=needs_exclusive(lesson, selected)):
+            labctl.up(lesson["services"])  # ServiceError (a service that cannot start) propagates
+            return _run_lesson(lesson, workdir, log_dir, "", started, results, selected, schema_upto, boxed)
+    return _run_lesson(lesson, workdir, log_dir, "", started, results, selected, schema_upto, boxed)
 
 
-def _run_lesson(lesson, workdir, log_dir, source, started, results, only=None, schema_upto=None) -> LessonResult:
+def _run_lesson(lesson, workdir, log_dir, source, started, results, only=None, schema_upto=None,
+                boxed=False) -> LessonResult:
     by_id = {r.id: r for r in results}
-    verifiers: dict[str, list[dict]] = {}
+    checks = []
     for check in lesson["checks"]:
         if only is not None and check["id"] not in only:
             by_id[check["id"]].status, by_id[check["id"]].message = SKIPPED, "not selected"
             continue
-        verifiers.setdefault(check["verifier"], []).append(check)
-    extra = {"LAB_LOG_DIR": str(log_dir), "LAB_LESSON": lesson["id"]}
-    if only is not None:
-        extra["LAB_CHECKS"] = ",".join(sorted(only))
-    env = verifier_env(extra)
-    logs: list[Path] = []
-    try:  # a service that cannot start is an environment error: ServiceError propagates
-        notices = prepare_services(lesson, workdir, schema_upto=schema_upto)
-    except SchemaError as exc:  # the folder's own schema: every check of this run is an error, said once
-        for result in results:
-            result.status, result.message = ERROR, str(exc)
-        return LessonResult(lesson, source, results, time.monotonic() - started, [], [], [str(exc)])
-    try:
-        procs = start_processes(lesson, workdir, log_dir, env)
-    except AssertionError as exc:  # a background process never became ready: every check is an error, with why
-        for result in results:
-            result.status, result.message = ERROR, f"background process not ready: {exc}"
-        return LessonResult(lesson, source, results, time.monotonic() - started, sorted(log_dir.glob("*.log")))
-    try:
-        for verifier, checks in verifiers.items():
-            log_path = log_dir / f"{Path(verifier).stem}.log"
-            logs.append(log_path)
-            if not (workdir / verifier).is_file():
-                for check in checks:
-                    by_id[check["id"]].message = f"verifier {verifier} is missing from the work dir"
-                continue
-            run_verifier(verifier, workdir, checks, log_path, env, by_id)
-    finally:
-        stop_processes(procs)
+        checks.append(check)
+    problems = run_checks(lesson, workdir, log_dir, checks, by_id, schema_upto or lesson["id"], boxed)
+    logs = [log_dir / "box.log", *(log_dir / f"{Path(v).stem}.log" for v in dict.fromkeys(c["verifier"] for c in checks))]
     logs += [log_dir / f"{p['name']}.log" for p in lesson.get("processes", [])]
-    return LessonResult(lesson, source, results, time.monotonic() - started, logs, notices)
+    return LessonResult(lesson, source, results, time.monotonic() - started, logs, [], problems)

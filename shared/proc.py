@@ -94,6 +94,9 @@ class Process:
         self.log_path = Path(log_path)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = open(self.log_path, "ab")
+        # A log may hold an earlier run's lines (a lesson started again after a timeout): this process's
+        # readiness and evidence are read from where its own output begins.
+        self._offset = self._log.tell()
         self.popen = subprocess.Popen(
             argv, cwd=cwd, env=env, stdout=self._log, stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL, start_new_session=True,
@@ -109,7 +112,9 @@ class Process:
 
     def log_text(self) -> str:
         try:
-            return self.log_path.read_text(encoding="utf-8", errors="replace")
+            with open(self.log_path, "rb") as stream:
+                stream.seek(self._offset)
+                return stream.read().decode("utf-8", errors="replace")
         except FileNotFoundError:
             return ""
 

@@ -7,6 +7,9 @@ to what `python -m shared.labctl compose` generates.
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 from shared.manifest import KIT_ROOT
 
 HOST = "127.0.0.1"
@@ -25,8 +28,11 @@ REDIS_SETTINGS = [
     ("maxmemory-policy", "noeviction"),
 ]
 
-ENV_FILE = KIT_ROOT / ".env.tasks"            # what learners' code reads: URLs with the app passwords
-SERVICES_DIR = KIT_ROOT / ".lab" / "services"  # native data dirs, pid files, logs, the root password
+# Inside a box (checks/box.py) the servers are the box's own: LAB_PRIVATE_SERVICES names the box-private
+# folder that holds them and their credentials; the kit's own files are not even visible there.
+_PRIVATE = os.environ.get("LAB_PRIVATE_SERVICES")
+ENV_FILE = Path(_PRIVATE) / ".env.tasks" if _PRIVATE else KIT_ROOT / ".env.tasks"  # URLs with the app passwords
+SERVICES_DIR = Path(_PRIVATE) / "services" if _PRIVATE else KIT_ROOT / ".lab" / "services"  # data, pids, logs
 SAMPLE_PRODUCTS = 60                          # > 30, so both the fast (≤ 30) and bulk queues have work
 
 # Isolation slots: runs in different slots (parallel test workers, two terminals) never share a

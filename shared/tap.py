@@ -59,6 +59,8 @@ class _Check:
     def __enter__(self):
         # Tell the runner which check is under way: it gives each check its own time limit.
         print(f"{START_MARK} {self.id}", flush=True)
+        if _channel is not None:
+            _channel.send({"type": "start", "id": self.id})
         self.started = time.monotonic()
         return self
 
@@ -114,10 +116,43 @@ class Tap:
             for part in str(note).splitlines() or [""]:
                 print(f"# {part}")
         print(f"# seconds: {seconds:.3f}", flush=True)
+        if _channel is not None:
+            skipped = bool(directive) and directive.startswith("SKIP")
+            _channel.send({"type": "result", "id": check_id, "notes": [str(n) for n in notes],
+                           "status": "skipped" if skipped else "pass" if ok else "fail",
+                           "message": directive[len("SKIP "):] if skipped else "",
+                           "seconds": round(seconds, 3), "intact": _intact()})
 
     def finish(self) -> int:
         print(f"1..{self.count}", flush=True)
         return 1 if self.failed else 0
+
+
+# --- the verdict channel (checks/verdicts.py) ----------------------------------------------------
+# Installed by checks/launch.py before any learner code is imported; the stdout lines above are for
+# people, the channel's signed records are what the runner believes.
+_channel = None
+
+
+def install_channel(signer) -> None:
+    global _channel, _ORIGINALS
+    _channel = signer
+    _ORIGINALS = _snapshot()
+
+
+def _snapshot() -> tuple:
+    return (_Check.__enter__, _Check.__exit__, _Check.skip_unless_selected, Tap._emit, Tap.check, Tap.finish,
+            _raised_here, _Check.__exit__.__code__, Tap._emit.__code__, _raised_here.__code__)
+
+
+_ORIGINALS: tuple = ()
+
+
+def _intact() -> bool:
+    """Are the checker's own functions still the ones it started with?  Code imported into the verifier
+    could replace them; a replaced one makes the verdict worthless (the runner reports tampering)."""
+    now = _snapshot()
+    return len(now) == len(_ORIGINALS) and all(a is b for a, b in zip(now, _ORIGINALS))
 
 
 def main_guard(run) -> None:

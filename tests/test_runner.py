@@ -32,6 +32,24 @@ def _lesson(tmp_path, lesson_id, files, verifier_code=None, checks=None, process
             "checks": checks or [_check(f"{lesson_id}.1")], "processes": processes or []}
 
 
+def _marker() -> str:
+    import uuid
+    return f"mark-{uuid.uuid4().hex}"
+
+
+def _alive_with(marker: str) -> list[int]:
+    """Live processes whose command line carries the marker (pids inside a box mean nothing outside)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if marker.encode() in (entry / "cmdline").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                pass
+    return found
+
+
 # --- TAP parsing ---------------------------------------------------------------------------------
 
 def test_parse_tap_statuses_notes_and_seconds():
@@ -132,17 +150,14 @@ def test_timeout_is_timeout_and_stops_the_verifiers_servers(tmp_path):
         def main(tap):
             with tap.check("01.1"):
                 pass
-            child = Process([sys.executable, "-c", "import time; time.sleep(60)"], ".", "child.log")
-            open("child.pid", "w").write(str(child.pid))
+            child = Process([sys.executable, "-c", "import time; time.sleep(60)  # MARK"], ".", "child.log")
             time.sleep(60)
         main_guard(main)
-    """
+    """.replace("MARK", marker := _marker())
     lesson = _lesson(tmp_path, "01", {}, code, [_check("01.1", timeout=1.5), _check("01.2", timeout=1.5)])
     results = _run(tmp_path, lesson)
     assert results["01.1"].status == PASS and results["01.2"].status == TIMEOUT
-    child_pid = int((tmp_path / "work" / "child.pid").read_text())
-    with pytest.raises(ProcessLookupError):
-        os.kill(child_pid, 0)
+    assert _alive_with(marker) == []
 
 
 def test_a_hung_check_costs_only_itself_and_leaves_nothing_running(tmp_path):
@@ -156,18 +171,16 @@ def test_a_hung_check_costs_only_itself_and_leaves_nothing_running(tmp_path):
                 with tap.check(cid) as c:
                     c.skip_unless_selected()
                     if cid == "01.2":
-                        subprocess.Popen([sys.executable, "-c",
-                                          "import os, time; open('daemon.pid', 'w').write(str(os.getpid())); time.sleep(120)"],
+                        subprocess.Popen([sys.executable, "-c", "import os, time; time.sleep(120)  # MARK"],
                                          start_new_session=True)
                         time.sleep(120)
         main_guard(main)
-    """
+    """.replace("MARK", marker := _marker())
     checks = [_check("01.1", timeout=30), _check("01.2", timeout=2), _check("01.3", timeout=30)]
     results = _run(tmp_path, _lesson(tmp_path, "01", {}, code, checks))
     assert [results[c].status for c in ("01.1", "01.2", "01.3")] == [PASS, TIMEOUT, PASS]
     assert "2s" in results["01.2"].message
-    daemon = int((tmp_path / "work" / "daemon.pid").read_text())
-    assert not Path(f"/proc/{daemon}").exists() or Path(f"/proc/{daemon}/stat").read_text().split()[2] == "Z"
+    assert _alive_with(marker) == []
 
 
 def test_verifier_never_runs_optimised(tmp_path, monkeypatch):
@@ -223,16 +236,15 @@ def test_declared_processes_start_before_and_stop_after(tmp_path):
             pid = int(log.split()[-1])
             assert pid == int(os.environ["LAB_PROC_HELPER_PID"])
             os.kill(pid, 0)
-            pathlib.Path("helper.pid").write_text(str(pid))
         raise SystemExit(tap.finish())
     """
+    marker = _marker()
     helper = {"name": "helper", "argv": ["{python}", "-c",
-                                         "import os, time; print('ready', os.getpid(), flush=True); time.sleep(60)"],
+                                         f"import os, time; print('ready', os.getpid(), flush=True); time.sleep(60)  # {marker}"],
               "ready": {"log": "ready"}, "ready_timeout": 10}
     lesson = _lesson(tmp_path, "01", {}, code, processes=[helper])
     assert _run(tmp_path, lesson)["01.1"].status == PASS
-    with pytest.raises(ProcessLookupError):
-        os.kill(int((tmp_path / "work" / "helper.pid").read_text()), 0)
+    assert _alive_with(marker) == []
 
 
 def test_process_that_never_gets_ready_makes_every_check_error(tmp_path):

@@ -1,0 +1,214 @@
+"""The box every run of learner code happens in (bubblewrap), seen from outside.
+
+A box has its own pid, network (loopback only), ipc and uts namespaces and a non-root uid.  It sees:
+the system's programs read-only, the kit read-only (without its .lab/ and .env.tasks), the scratch copy
+of the folder being checked and the run's log folder writable, and a private /tmp of bounded size.  It
+never sees $HOME, the kit's servers or their credentials, other learners' folders or other boxes.
+
+Inside it, checks/inbox.py starts the box's own Redis and MariaDB on the curriculum's ports (nothing
+collides in a network namespace of its own), then the lesson's processes and verifiers.
+
+Limits: processes and memory through a cgroup when the kit runs as root (cgroup v1 here), else
+RLIMIT_NPROC; open files, file size and CPU time through rlimits set by inbox.py before any learner code
+runs; the output is capped by the runner; the wall clock kills the whole box (its pid 1 takes every
+process in it along).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from shared.i18n import t
+from shared.manifest import KIT_ROOT
+
+BOX_UID = 65534                    # "nobody" inside the box
+TMP_SIZE = 768 * 1024 * 1024       # the box's /tmp (the private MariaDB's data lives there)
+MEMORY_LIMIT = 3 * 1024 ** 3       # like Exercism's runners
+PIDS_LIMIT = 1024                  # processes and threads (a Celery pool and MariaDB's threads fit easily)
+DISK_LIMIT = 512 * 1024 * 1024     # what the box may write into its scratch folder and logs, in total
+OUTPUT_LIMIT = 1024 * 1024         # bytes of output the box may print (Exercism stops at 1 MB too)
+ETC_FILES = ("passwd", "group", "hosts", "nsswitch.conf", "localtime", "ld.so.cache", "ld.so.conf",
+             "ld.so.conf.d", "ssl", "ca-certificates", "alternatives", "mime.types", "host.conf", "gai.conf")
+TEMPLATES = "templates"            # under LAB_DIR: the MariaDB data dir every box copies
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+
+
+class BoxUnavailable(Exception):
+    """No box can be made here; the message says why and what to do."""
+
+
+def _bwrap() -> str | None:
+    return shutil.which("bwrap") or (os.path.exists("/usr/bin/bwrap") and "/usr/bin/bwrap") or None
+
+
+@functools.lru_cache(maxsize=1)
+def availability() -> tuple[bool, str]:
+    """(can boxes run here, why not).  Tried for real: bubblewrap with every namespace, loopback up."""
+    if sys.platform != "linux":
+        return False, t("沙箱（bubblewrap）只在 Linux / WSL2 上可用", "boxes (bubblewrap) need Linux or WSL2")
+    bwrap = _bwrap()
+    if bwrap is None:
+        how = "apt-get install -y bubblewrap" if os.geteuid() == 0 else "sudo apt-get install -y bubblewrap"
+        return False, t(f"没有安装 bubblewrap：{how}", f"bubblewrap is not installed: {how}")
+    probe = subprocess.run([bwrap, "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "--proc", "/proc",
+                            "--dev", "/dev", "--uid", str(BOX_UID), "true"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        reason = probe.stderr.strip().splitlines()[-1:] or ["?"]
+        return False, t(f"bubblewrap 无法创建命名空间（{reason[0]}）。Ubuntu 24.04+：sudo sysctl -w "
+                        "kernel.apparmor_restrict_unprivileged_userns=0；容器内：需要允许 user namespaces",
+                        f"bubblewrap cannot create namespaces ({reason[0]}). On Ubuntu 24.04+: sudo sysctl -w "
+                        "kernel.apparmor_restrict_unprivileged_userns=0; in a container: allow user namespaces")
+    return True, ""
+
+
+def install_bubblewrap() -> None:
+    """Install bubblewrap the way the kit installs its servers: only as root, only when missing."""
+    if _bwrap() is None and os.geteuid() == 0 and shutil.which("apt-get"):
+        subprocess.run(["apt-get", "install", "-y", "-q", "bubblewrap"], capture_output=True,
+                       env=dict(os.environ, DEBIAN_FRONTEND="noninteractive"))
+        availability.cache_clear()
+
+
+def mariadb_template(lab_dir: Path) -> Path:
+    """A MariaDB data dir made once by mariadb-install-db (root without a password, through the socket
+    only); each box copies it and sets its own passwords.  Made again when the server's version changes."""
+    from shared.labctl import TEMPLATE_LOG_FILE_SIZE, _find, ensure_binaries
+    ensure_binaries()
+    server = _find("mariadbd")
+    version = subprocess.run([server, "--version"], capture_output=True, text=True).stdout.split()
+    tag = "-".join(version[2:3]) or "unknown"
+    target = lab_dir / TEMPLATES / f"mariadb-{tag}-{TEMPLATE_LOG_FILE_SIZE}"
+    if (target / "mysql").is_dir():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    making = target.with_name(target.name + f".{os.getpid()}.tmp")
+    shutil.rmtree(making, ignore_errors=True)
+    argv = [_find("mariadb-install-db"), "--no-defaults", f"--datadir={making}", "--skip-test-db",
+            "--auth-root-authentication-method=normal", f"--innodb-log-file-size={TEMPLATE_LOG_FILE_SIZE}"]
+    if os.geteuid() == 0:
+        argv.append("--user=root")
+    done = subprocess.run(argv, capture_output=True, text=True)
+    if done.returncode != 0:
+        shutil.rmtree(making, ignore_errors=True)
+        raise BoxUnavailable("mariadb-install-db failed:\n" + (done.stdout + done.stderr)[-600:])
+    for path in [making, *making.rglob("*")]:  # readable by the box's uid, which copies it
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    try:
+        making.rename(target)
+    except OSError:  # another run made it first
+        shutil.rmtree(making, ignore_errors=True)
+    return target
+
+
+@dataclass
+class Box:
+    """One box: what it may write, what it reads, and the limits it runs under."""
+    workdir: Path
+    log_dir: Path
+    ro_over_work: dict[str, Path] = field(default_factory=dict)  # name in workdir -> kit file laid over it
+    files: dict[str, Path] = field(default_factory=dict)          # path inside -> file outside (read-only)
+    env: dict[str, str] = field(default_factory=dict)
+    cgroups: list[Path] = field(default_factory=list)
+
+    def argv(self, command: list[str]) -> list[str]:
+        prefix = Path(sys.base_prefix).resolve()
+        venv = Path(sys.prefix).resolve()
+        args = [_bwrap(), "--unshare-all", "--die-with-parent", "--new-session", "--hostname", "box",
+                "--uid", str(BOX_UID), "--gid", str(BOX_UID),
+                "--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib",
+                "--symlink", "usr/sbin", "/sbin"]
+        if Path("/lib64").exists():
+            args += ["--symlink", "usr/lib64", "/lib64"]
+        for name in ETC_FILES:
+            if Path("/etc", name).exists():
+                args += ["--ro-bind", f"/etc/{name}", f"/etc/{name}"]
+        args += ["--proc", "/proc", "--dev", "/dev", "--size", str(TMP_SIZE), "--tmpfs", "/tmp"]
+        for outside in dict.fromkeys([prefix, venv]):  # the interpreter and its packages, when outside /usr
+            if not str(outside).startswith("/usr/"):
+                args += ["--ro-bind", str(outside), str(outside)]
+        kit = KIT_ROOT.resolve()
+        args += ["--ro-bind", str(kit), str(kit), "--tmpfs", str(kit / ".lab")]
+        if (kit / ".env.tasks").exists():
+            args += ["--ro-bind", "/dev/null", str(kit / ".env.tasks")]
+        for writable in (self.workdir, self.log_dir):
+            args += ["--bind", str(writable), str(writable)]
+        # The kit's code in the scratch copy is the kit's own, read-only: a learner's shared/, checks/ or
+        # verifier file never shadows it, and a bytecode cache planted in the copy is never read.
+        for name, source in self.ro_over_work.items():
+            target = self.workdir / name
+            if source.is_dir():
+                target.mkdir(parents=True, exist_ok=True)
+            elif not target.exists():
+                target.touch()
+            args += ["--ro-bind", str(source), str(target)]
+        for inside, outside in self.files.items():
+            args += ["--ro-bind", str(outside), inside]
+        args += ["--clearenv"]
+        for key, value in self.env.items():
+            args += ["--setenv", key, value]
+        args += ["--chdir", str(self.workdir), "--", *command]
+        return args
+
+    def popen_argv(self, command: list[str]) -> list[str]:
+        """The command that starts the box inside its cgroups (as root), so every process in it counts."""
+        argv = self.argv(command)
+        if not self.cgroups:
+            return argv
+        joins = " && ".join(f"echo $$ > {c / 'cgroup.procs'}" for c in self.cgroups)
+        return ["/bin/sh", "-c", f'{joins} && exec "$@"', "box", *argv]
+
+
+def make_cgroups() -> list[Path]:
+    """As root: a pids and a memory cgroup (v1) for one box, with its limits.  Elsewhere: none (the box
+    falls back to RLIMIT_NPROC, set inside)."""
+    if os.geteuid() != 0:
+        return []
+    made = []
+    name = f"tasklab-{secrets.token_hex(6)}"
+    for controller, settings in (("pids", {"pids.max": PIDS_LIMIT}),
+                                 ("memory", {"memory.limit_in_bytes": MEMORY_LIMIT})):
+        base = CGROUP_ROOT / controller
+        if not (base / "cgroup.procs").exists():
+            continue
+        group = base / name
+        try:
+            group.mkdir()
+            for key, value in settings.items():
+                (group / key).write_text(str(value))
+            made.append(group)
+        except OSError:
+            with contextlib.suppress(OSError):
+                group.rmdir()
+    return made
+
+
+def remove_cgroups(groups: list[Path]) -> None:
+    for group in groups:
+        for _ in range(50):  # the kernel takes a moment to let go of the last exited process
+            try:
+                group.rmdir()
+                break
+            except OSError:
+                import time
+                time.sleep(0.05)
+
+
+def usage_bytes(*folders: Path) -> int:
+    """Bytes in these folders (the box's writable ones); stops counting early past the limit."""
+    total = 0
+    for folder in folders:
+        for root, _dirs, files in os.walk(folder):
+            for name in files:
+                with contextlib.suppress(OSError):
+                    total += os.lstat(os.path.join(root, name)).st_blocks * 512
+            if total > DISK_LIMIT:
+                return total
+    return total

@@ -1,0 +1,86 @@
+"""What runs inside a box: the lesson's servers, its processes, then its verifiers, one after another.
+
+    python -I checks/inbox.py SPEC.json     (cwd: the work dir; started by checks/runner.py)
+
+Judging is not done here: every verdict goes, signed, straight from the verifier to the runner outside
+(checks/verdicts.py), which also keeps each check's time limit and stops the box.  This program only sets
+the stage, and reports on the same channel what stopped it from doing so.
+"""
+
+import json
+import os
+import resource
+import subprocess
+import sys
+from pathlib import Path
+
+KIT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(KIT))
+
+from checks.verdicts import Signer, key_pipe, read_key  # noqa: E402
+
+LIMITS = {  # set before any learner code runs; a process may lower its limits, never raise them
+    resource.RLIMIT_NOFILE: 4096,
+    resource.RLIMIT_FSIZE: 256 * 1024 * 1024,  # one file; the runner bounds the total written
+    resource.RLIMIT_CPU: 900,                  # CPU seconds per process; the wall clock bounds it first
+    resource.RLIMIT_CORE: 0,
+}
+
+
+def set_limits(nproc: int | None) -> None:
+    limits = dict(LIMITS)
+    if nproc:  # no cgroup (not root): processes of this user, counted machine-wide by the kernel
+        limits[resource.RLIMIT_NPROC] = nproc
+        limits[resource.RLIMIT_AS] = 4 * 1024 ** 3  # and no memory cgroup: address space per process
+    for which, value in limits.items():
+        soft, hard = resource.getrlimit(which)
+        value = value if hard == resource.RLIM_INFINITY else min(value, hard)
+        resource.setrlimit(which, (value, value))
+
+
+def main() -> int:
+    spec = json.loads(Path(sys.argv[1]).read_text(encoding="utf-8"))
+    key = read_key(int(os.environ.pop("LAB_VERDICT_KEY_FD")))
+    channel = int(os.environ.pop("LAB_VERDICT_FD"))
+    run = os.environ.pop("LAB_VERDICT_RUN")
+    signer = Signer(channel, key, run)
+    set_limits(spec.get("nproc"))
+
+    from checks.runner import SchemaError, prepare_services, start_processes, stop_processes
+    from shared.proc import WaitTimeout
+
+    lesson, workdir, log_dir = spec["lesson"], Path.cwd(), Path(spec["log_dir"])
+    env = dict(os.environ, **spec["env"])
+    try:
+        prepare_services(lesson, workdir, schema_upto=spec["schema_upto"])
+    except SchemaError as exc:  # the folder's own schema: every check of this run is an error, said once
+        signer.send({"type": "problem", "kind": "schema", "message": str(exc)})
+        return 0
+    try:
+        procs = start_processes(lesson, workdir, log_dir, env)
+    except (AssertionError, WaitTimeout) as exc:
+        signer.send({"type": "problem", "kind": "process", "message": f"background process not ready: {exc}"})
+        return 0
+    try:
+        for verifier in spec["verifiers"]:
+            with open(log_dir / f"{Path(verifier).stem}.log", "ab") as log:
+                fd = key_pipe(key)
+                proc_env = dict(env, LAB_VERDICT_KEY_FD=str(fd), LAB_VERDICT_FD=str(channel), LAB_VERDICT_RUN=run)
+                # Output to the box's own stdout (read and capped by the runner) and to the verifier's log.
+                proc = subprocess.Popen([sys.executable, "-I", str(KIT / "checks" / "launch.py"), verifier],
+                                        cwd=workdir, env=proc_env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                        stderr=subprocess.STDOUT, pass_fds=(fd, channel))
+                os.close(fd)
+                for chunk in iter(lambda: proc.stdout.read1(65536), b""):
+                    sys.stdout.buffer.write(chunk)
+                    sys.stdout.buffer.flush()
+                    log.write(chunk)
+                code = proc.wait()
+            signer.send({"type": "exit", "verifier": verifier, "code": code})
+    finally:
+        stop_processes(procs)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

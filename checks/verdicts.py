@@ -1,0 +1,89 @@
+"""The verdict channel: how a verifier tells the runner what happened, where learner code cannot.
+
+Verdicts never come from a verifier's stdout (learner code shares it and can print anything).  They
+travel as JSON lines on a pipe the runner made for this run only, each signed with HMAC-SHA256 under a
+per-run key that reaches the box through another pipe, is read before any learner code is imported and
+is then gone from the environment.  A line that is not signed with the run's key, or that comes from
+another run, is not a verdict: the runner reports "tampering suspected" instead.
+
+Records: {"type": "start", "id"} when a check begins; {"type": "result", "id", "status", "message",
+"notes", "seconds"}; {"type": "problem", "message"} for what stops a lesson before its checks (a schema
+file that fails, a process that never became ready); {"type": "exit", "verifier", "code"}.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+
+KEY_BYTES = 32
+
+
+def _mac(key: bytes, record: dict) -> str:
+    body = json.dumps(record, sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode()
+    return hmac.new(key, body, hashlib.sha256).hexdigest()
+
+
+class Signer:
+    """The writing end, inside the box (inbox.py and each verifier process)."""
+
+    def __init__(self, fd: int, key: bytes, run: str):
+        self._fd, self._key, self._run = fd, key, run
+
+    def send(self, record: dict) -> None:
+        record = dict(record, run=self._run)
+        record["mac"] = _mac(self._key, record)
+        data = (json.dumps(record, ensure_ascii=False) + "\n").encode()
+        while data:  # a pipe write may be partial for long records
+            data = data[os.write(self._fd, data):]
+
+
+class Reader:
+    """The reading end, in the runner: turns bytes into verified records."""
+
+    def __init__(self, key: bytes, run: str):
+        self._key, self._run, self._buffer = key, run, b""
+        self.forged = 0
+
+    def feed(self, data: bytes) -> list[dict]:
+        self._buffer += data
+        *lines, self._buffer = self._buffer.split(b"\n")
+        records = []
+        for raw in lines:
+            try:
+                record = json.loads(raw)
+                mac = record.pop("mac")
+                good = isinstance(record, dict) and record.get("run") == self._run and \
+                    hmac.compare_digest(str(mac), _mac(self._key, record))
+            except (ValueError, KeyError, TypeError, AttributeError):
+                good = False
+            if good:
+                records.append(record)
+            else:
+                self.forged += 1
+        return records
+
+
+def read_key(fd: int) -> bytes:
+    """The key from its pipe (then closed): the only place it ever is, besides the runner's memory."""
+    key = b""
+    while len(key) < KEY_BYTES:
+        chunk = os.read(fd, KEY_BYTES - len(key))
+        if not chunk:
+            break
+        key += chunk
+    os.close(fd)
+    if len(key) != KEY_BYTES:
+        raise SystemExit("verdict key missing")
+    return key
+
+
+def key_pipe(key: bytes) -> int:
+    """A pipe holding `key`; returns its reading end (inheritable) for a child to read once."""
+    read_end, write_end = os.pipe()
+    os.write(write_end, key)
+    os.close(write_end)
+    os.set_inheritable(read_end, True)
+    return read_end
