@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from checks import preflight, progress, report
+from checks import preflight, progress, report, tamper
 from checks.runner import ERROR, FAIL, NOT_PASSED, PASS, SKIPPED, TIMEOUT, LessonResult, run_lesson
 from checks.workdir import LAB_DIR, UsageError, lesson_files, materialise, reference_files
 from shared import manifest
@@ -62,10 +62,22 @@ def _planned_result(lesson: dict) -> LessonResult:
     return LessonResult(lesson, "planned", checks, 0.0)
 
 
-def run_many(lessons: list[dict], data: dict, lab: Path | None, scope: str, show=None) -> list[LessonResult]:
+def run_many(lessons: list[dict], data: dict, lab: Path | None, scope: str, show=None,
+             on_start=None) -> list[LessonResult]:
     """Run each lesson (planned ones are reported as such); `scope` names the work/log subfolder."""
+    if lab is not None and lab.is_dir():
+        findings = tamper.scan(lab)
+        if findings:  # code that reaches into the checker: no verdict of this folder could be trusted
+            from checks.grade import errored
+            results = errored([l for l in lessons if l["status"] == "ready"], tamper.message(findings), tampering=True)
+            for result in results:
+                if show:
+                    show(result)
+            return results
     results = []
     for lesson in lessons:
+        if on_start:
+            on_start(lesson)
         if lesson["status"] != "ready":
             result = _planned_result(lesson)
         else:
@@ -191,6 +203,11 @@ def _announce(lab: Path | None) -> None:
     """The first line of every run: whose code is being checked."""
     if lab:
         print(t(f"检查你的文件夹：{lab}（只读取，不修改）", f"checking your folder: {lab} (read only, never changed)"))
+        from checks.runner import boxing
+        if boxing() != "on":
+            from checks.box import availability
+            print(t(f"警告：没有沙箱，你的代码直接在本机运行（{availability()[1] or 'LAB_BOX=off'}）",
+                    f"warning: no box, your code runs directly on this machine ({availability()[1] or 'LAB_BOX=off'})"))
     else:
         print(t("检查的是套件自带的参考答案，不是你的文件夹", "checking the kit's reference files, not your folder"))
 
@@ -296,37 +313,30 @@ def cmd_check(args) -> int:
     return cmd_run(args)
 
 
-def _student_name(path: Path) -> str:
-    return path.parent.name if path.name == "tasks_lab" else path.name
-
-
 def cmd_grade(args) -> int:
+    from checks import grade
+    from checks.runner import boxing
     data = _load()
     lessons = _select(data, args.lessons, allow_planned=args.lessons == ["all"])
     out = Path(args.out)
-    rows, worst = [], 0
-    for raw in args.lab:
-        try:
-            lab = _lab_path(raw)
-        except UsageError as exc:  # one missing folder must not stop the class: record it as an error
-            name = _student_name(Path(raw))
-            report.write_json(out / f"{name}.json", [], raw, str(exc))
-            rows.append((name, 0, sum(c["points"] for l in lessons for c in l["checks"] if c.get("kind") != "extension"),
-                         "error", 0))
-            worst = max(worst, 1)
-            continue
-        name = _student_name(lab)
-        results = run_many(lessons, data, lab, f"grade/{name}")
-        report.write_json(out / f"{name}.json", results, str(lab))
-        report.write_junit(out / f"{name}.xml", results, str(lab))
-        m = report.marks([c for r in results for c in r.checks])
-        rows.append((name, m["score"], m["max_score"], report.overall(results), m["bonus"]))
-        worst = max(worst, _exit_code(results))
+    if boxing() != "on":
+        from checks.box import availability
+        if not args.unsafe:
+            raise UsageError(t(f"无法为学生代码创建沙箱（{availability()[1]}）。不在沙箱里运行陌生人的代码会危及本机；"
+                               "确实要这样做请加 --unsafe", f"no box can be made for learner code here "
+                               f"({availability()[1]}). Running strangers' code unboxed puts this machine at risk; "
+                               "add --unsafe if you really mean to"))
+        print(t("警告：--unsafe，学生代码不在沙箱里运行，并且一次只评一个文件夹",
+                "warning: --unsafe: learner code runs unboxed, one folder at a time"), file=sys.stderr)
+        args.jobs = 1  # unboxed runs share the kit's servers: one at a time
+    students = grade.grade(args.lab, lessons, data, out, args.jobs, run_many, at=args.at)
     print(t("学生                 得分      状态    扩展加分", "student              score     status  bonus"))
-    for name, score, max_score, status, bonus in rows:
-        print(f"{name:<20} {score:>3}/{max_score:<5} {status:<7} +{bonus}")
+    for s in students:
+        m = report.marks([c for r in s.results for c in r.checks])
+        flag = t("  疑似篡改", "  tampering suspected") if any(c.tampered for r in s.results for c in r.checks) else ""
+        print(f"{s.name:<20} {m['score']:>3}/{m['max_score']:<5} {grade.status_of(s):<7} +{m['bonus']}{flag}")
     print(t(f"报告写在 {out}/", f"reports written to {out}/"))
-    return worst
+    return grade.exit_code(students)
 
 
 def cmd_diff(args) -> int:
@@ -440,26 +450,37 @@ def cmd_table(args) -> int:
 
 
 def run_kit_script(lesson_id: str, script: str, args: list[str], exclusive: bool = False) -> int:
-    """Run one of the kit's scripts (a benchmark, the soak) in a fresh reference folder of its lesson.
-
-    Lessons with services get what a check run gets (servers up, .env.tasks, a fresh database in this
-    slot); the script starts and stops its own processes.  `exclusive`: it stops or restarts a server,
-    so no check may run meanwhile.
+    """Run one of the kit's scripts (a benchmark, the soak) in a fresh reference folder of its lesson, in
+    a box of its own with the lesson's servers (what a check run gets: servers, .env.tasks, a fresh
+    database); the script starts and stops its own processes.  Its --out file is written inside the box's
+    log folder and copied to where it was asked for.  Without a box: the kit's servers, and `exclusive`
+    (it stops or restarts a server) keeps every check away meanwhile.
     """
-    from checks.runner import prepare_services, verifier_env
+    import shutil
+
+    from checks.runner import boxing, run_script
     data = _load()
     [lesson] = _select(data, [lesson_id], allow_planned=False)
     workdir = materialise(data["lessons"], lesson, LAB_DIR / "work" / Path(script).stem)
-    argv = [sys.executable, script, *args]
-    if not lesson.get("services"):
-        return subprocess.run(argv, cwd=workdir, env=verifier_env()).returncode
-    from shared.labctl import in_use
-    with in_use(exclusive=exclusive):
-        for notice in prepare_services(lesson, workdir):
-            print(notice)
-        log_dir = LAB_DIR / "logs" / Path(script).stem
-        log_dir.mkdir(parents=True, exist_ok=True)
-        return subprocess.run(argv, cwd=workdir, env=verifier_env({"LAB_LOG_DIR": str(log_dir)})).returncode
+    log_dir = LAB_DIR / "logs" / Path(script).stem
+    if log_dir.exists():
+        shutil.rmtree(log_dir)
+    log_dir.mkdir(parents=True)
+    wanted = None
+    if "--out" in args:
+        at = args.index("--out") + 1
+        wanted, args = Path(args[at]), [*args[:at], str(log_dir / Path(args[at]).name), *args[at + 1:]]
+    if lesson.get("services") and boxing() != "on":
+        from shared import labctl
+        with labctl.in_use(exclusive=exclusive):
+            labctl.up(lesson["services"])
+            code = run_script(lesson, workdir, log_dir, [script, *args])
+    else:
+        code = run_script(lesson, workdir, log_dir, [script, *args])
+    if wanted is not None and (log_dir / wanted.name).exists():
+        wanted.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(log_dir / wanted.name, wanted)
+    return code
 
 
 BENCHMARKS = [("07", "bench_taskcenter.py", "taskcenter.json"),
@@ -542,6 +563,9 @@ def build_parser() -> argparse.ArgumentParser:
     grade.add_argument("--lab", nargs="+", required=True, metavar="DIR")
     grade.add_argument("--lessons", nargs="+", default=["all"], metavar="NN")
     grade.add_argument("--out", default="grades", metavar="DIR")
+    grade.add_argument("-j", "--jobs", type=int, default=1, metavar="N", help="grade N folders at once (N boxes)")
+    grade.add_argument("--unsafe", action="store_true", help="grade without boxes where none can be made (risky)")
+    grade.add_argument("--at", metavar="REF", help="grade each folder's git history at REF (lesson-{NN}: a tag per lesson)")
 
     sub.add_parser("doctor", help="check Python, venv, packages, WSL, servers, ports, disk")
     diff = sub.add_parser("diff", help="what lesson NN changes relative to the folder after NN-1")

@@ -145,7 +145,22 @@ def check_disk():
     return OK, t(f"可用磁盘 {free_gib:.0f} GiB", f"{free_gib:.0f} GiB disk free"), None
 
 
-CHECKS = [check_python, check_venv, check_packages, check_wsl, check_servers, check_ports, check_disk]
+
+
+def check_box():
+    """Can learner code run boxed here (bubblewrap, namespaces)?  Without boxes `check` warns and `grade`
+    refuses unless --unsafe."""
+    from checks import box
+    ok, why = box.availability()
+    if ok:
+        limits = t("cgroup 限制进程数和内存", "processes and memory capped by a cgroup") if os.geteuid() == 0 else \
+            t("rlimit 限制进程数和内存", "processes and memory capped by rlimits")
+        return OK, t(f"沙箱可用（bubblewrap，{limits}）", f"boxes available (bubblewrap, {limits})"), None
+    return WARN, t("无法创建沙箱：学习者代码将不在沙箱中运行；grade 需要 --unsafe",
+                   "no boxes here: learner code runs unboxed; grade needs --unsafe"), why
+
+
+CHECKS = [check_python, check_venv, check_packages, check_wsl, check_box, check_servers, check_ports, check_disk]
 
 
 def run() -> int:

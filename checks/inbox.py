@@ -52,10 +52,13 @@ def main() -> int:
     lesson, workdir, log_dir = spec["lesson"], Path.cwd(), Path(spec["log_dir"])
     env = dict(os.environ, **spec["env"])
     try:
-        prepare_services(lesson, workdir, schema_upto=spec["schema_upto"])
+        for notice in prepare_services(lesson, workdir, schema_upto=spec["schema_upto"]):
+            signer.send({"type": "notice", "message": notice})
     except SchemaError as exc:  # the folder's own schema: every check of this run is an error, said once
         signer.send({"type": "problem", "kind": "schema", "message": str(exc)})
         return 0
+    if spec.get("script"):  # a kit script (the soak, a benchmark): its exit status is the box's
+        return subprocess.run([sys.executable, *spec["script"]], cwd=workdir, env=env).returncode
     try:
         procs = start_processes(lesson, workdir, log_dir, env)
     except (AssertionError, WaitTimeout) as exc:

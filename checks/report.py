@@ -34,7 +34,7 @@ def to_dict(lessons: list[LessonResult], source: str, error: str | None = None) 
         for c in lesson.checks:
             tests.append({
                 "lesson": c.lesson, "id": c.id, "name": f"{c.id} {c.text['en']}", "kind": c.kind,
-                "regression": c.regression, "bonus": c.bonus,
+                "regression": c.regression, "bonus": c.bonus, "tampering": c.tampered,
                 "text": c.text, "status": c.status, "points": c.points, "score": c.score,
                 "seconds": round(c.seconds, 3), "message": c.message or None,
                 "hint": c.hint if c.status not in (PASS, SKIPPED) else None, "output": c.output or None,
@@ -46,6 +46,7 @@ def to_dict(lessons: list[LessonResult], source: str, error: str | None = None) 
         "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "status": overall(lessons, error),
         "message": error,
+        "tampering": any(c.tampered for l in lessons for c in l.checks),
         **marks([c for l in lessons for c in l.checks]),
         "lessons": [{"id": l.lesson["id"], "title": l.lesson["title"], "status": l.status, **marks(l.checks),
                      "seconds": round(l.seconds, 3)} for l in lessons],

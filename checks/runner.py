@@ -39,6 +39,7 @@ class CheckResult:
     status: str = ERROR
     regression: bool = False  # an earlier lesson's check re-run on this folder (shown apart, no points)
     blocked: str = ""         # the learner file whose problem (said once, above the checks) stopped this check
+    tampered: bool = False    # the verdict could not be trusted: code reached into the checker
     seconds: float = 0.0
     message: str = ""
     notes: list[str] = field(default_factory=list)
@@ -204,50 +205,12 @@ def _run_round(lesson: dict, workdir: Path, log_dir: Path, pending: list[str], l
     time before the first check and after the last is bounded too; so are the output and the disk used.
     When a limit runs out the whole box goes, every process in it with it."""
     from checks import box as B
-    from checks.verdicts import KEY_BYTES, Reader, key_pipe
-    token = secrets.token_hex(8)
-    key = secrets.token_bytes(KEY_BYTES)
+    from checks.verdicts import Reader
     verifiers = list(dict.fromkeys(c["verifier"] for c in lesson["checks"] if c["id"] in pending))
-    env = verifier_env({"LAB_LOG_DIR": str(log_dir), "LAB_LESSON": lesson["id"], "LAB_CHECKS": ",".join(pending),
-                        RUN_MARK: token})
     spec = {"lesson": lesson, "schema_upto": schema_upto, "verifiers": verifiers, "log_dir": str(log_dir),
-            "env": {k: env[k] for k in ("LAB_LOG_DIR", "LAB_LESSON", "LAB_CHECKS")}, "nproc": None}
-    spec_path = log_dir.parent / f".{log_dir.name}-{token}.spec.json"
-    spec_path.write_text(json.dumps(spec), encoding="utf-8")
-    channel_r, channel_w = os.pipe()
-    key_fd = key_pipe(key)
-    os.set_inheritable(channel_w, True)
-    inbox = [sys.executable, "-I", str(KIT_ROOT / "checks" / "inbox.py")]
-    cgroups: list[Path] = []
-    if boxed:
-        cgroups = B.make_cgroups()
-        if not cgroups:
-            spec["nproc"] = _my_process_count() + B.PIDS_LIMIT
-            spec_path.write_text(json.dumps(spec), encoding="utf-8")
-        overlays = {v.name: v for v in _kit_verifiers(lesson)}
-        overlays.update({"shared": KIT_ROOT / "shared", "checks": KIT_ROOT / "checks",
-                         "__pycache__": _empty_dir()})
-        box_env = {"PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin",
-                   "HOME": "/tmp/home", "LANG": os.environ.get("LANG", "C.UTF-8"), "TMPDIR": "/tmp",
-                   "LAB_LANG": os.environ.get("LAB_LANG", ""), "PYTHONPATH": str(KIT_ROOT),
-                   "PYTHONNOUSERSITE": "1", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1",
-                   "LAB_SERVICES": "native", "LAB_PRIVATE_SERVICES": "/tmp/lab", "LAB_SLOT": "0",
-                   "LAB_BOXED": "1", RUN_MARK: token,
-                   "LAB_VERDICT_KEY_FD": str(key_fd), "LAB_VERDICT_FD": str(channel_w), "LAB_VERDICT_RUN": token}
-        files = {"/box/spec.json": spec_path}
-        if lesson.get("services") and "mysql" in lesson["services"]:
-            files["/box/mariadb"] = B.mariadb_template(_lab_dir())
-            box_env["LAB_MARIADB_TEMPLATE"] = "/box/mariadb"
-        the_box = B.Box(workdir, log_dir, overlays, files, box_env, cgroups)
-        argv = the_box.popen_argv([*inbox, "/box/spec.json"])
-        child_env = None
-    else:
-        argv = [*inbox, str(spec_path)]
-        child_env = dict(env, LAB_VERDICT_KEY_FD=str(key_fd), LAB_VERDICT_FD=str(channel_w), LAB_VERDICT_RUN=token)
-    proc = subprocess.Popen(argv, cwd=workdir, env=child_env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, start_new_session=True, pass_fds=(key_fd, channel_w))
-    os.close(key_fd)
-    os.close(channel_w)
+            "env": {"LAB_LOG_DIR": str(log_dir), "LAB_LESSON": lesson["id"], "LAB_CHECKS": ",".join(pending)}}
+    started = _start_inbox(lesson, workdir, log_dir, spec, boxed, subprocess.PIPE)
+    proc, key, token, channel_r, cgroups, spec_path = started
     reader = Reader(key, token)
     records: list[dict] = []
     output = bytearray()
@@ -298,6 +261,73 @@ def _run_round(lesson: dict, workdir: Path, log_dir: Path, pending: list[str], l
     return _Round(records, text, ended, current, limit, reader.forged)
 
 
+def _start_inbox(lesson: dict, workdir: Path, log_dir: Path, spec: dict, boxed: bool, stdout):
+    """Start checks/inbox.py with this spec, in a box (or bare): (process, key, run token, verdict channel's
+    reading end, cgroups, spec file).  The key reaches the inbox through a pipe, never a file or argv."""
+    from checks import box as B
+    from checks.verdicts import KEY_BYTES, key_pipe
+    token = secrets.token_hex(8)
+    key = secrets.token_bytes(KEY_BYTES)
+    spec = dict(spec, nproc=None)
+    spec_path = log_dir.parent / f".{log_dir.name}-{token}.spec.json"
+    channel_r, channel_w = os.pipe()
+    key_fd = key_pipe(key)
+    os.set_inheritable(channel_w, True)
+    inbox = [sys.executable, "-I", str(KIT_ROOT / "checks" / "inbox.py")]
+    cgroups: list[Path] = []
+    verdict_env = {"LAB_VERDICT_KEY_FD": str(key_fd), "LAB_VERDICT_FD": str(channel_w), "LAB_VERDICT_RUN": token}
+    if boxed:
+        cgroups = B.make_cgroups()
+        if not cgroups:
+            spec["nproc"] = _my_process_count() + B.PIDS_LIMIT
+        overlays = {v.name: v for v in _kit_verifiers(lesson)}
+        overlays.update({"shared": KIT_ROOT / "shared", "checks": KIT_ROOT / "checks",
+                         "__pycache__": _empty_dir()})
+        box_env = {"PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin",
+                   "HOME": "/tmp/home", "LANG": os.environ.get("LANG", "C.UTF-8"), "TMPDIR": "/tmp",
+                   "LAB_LANG": os.environ.get("LAB_LANG", ""), "PYTHONPATH": str(KIT_ROOT),
+                   "PYTHONNOUSERSITE": "1", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1",
+                   "LAB_SERVICES": "native", "LAB_PRIVATE_SERVICES": "/tmp/lab", "LAB_SLOT": "0",
+                   "LAB_BOXED": "1", RUN_MARK: token, **verdict_env}
+        files = {"/box/spec.json": spec_path}
+        if lesson.get("services") and "mysql" in lesson["services"]:
+            files["/box/mariadb"] = B.mariadb_template(_lab_dir())
+            box_env["LAB_MARIADB_TEMPLATE"] = "/box/mariadb"
+        argv = B.Box(workdir, log_dir, overlays, files, box_env, cgroups).popen_argv([*inbox, "/box/spec.json"])
+        child_env = None
+    else:
+        argv = [*inbox, str(spec_path)]
+        child_env = verifier_env({RUN_MARK: token, **verdict_env})
+    spec_path.write_text(json.dumps(spec), encoding="utf-8")
+    try:
+        proc = subprocess.Popen(argv, cwd=workdir, env=child_env, stdin=subprocess.DEVNULL, stdout=stdout,
+                                stderr=subprocess.STDOUT, start_new_session=True, pass_fds=(key_fd, channel_w))
+    finally:
+        os.close(key_fd)
+        os.close(channel_w)
+    return proc, key, token, channel_r, cgroups, spec_path
+
+
+def run_script(lesson: dict, workdir: Path, log_dir: Path, argv: list[str]) -> int:
+    """A kit script (the soak, a benchmark) in a box of its own with the lesson's servers: its output goes
+    to the terminal, its exit status is returned.  (The reference only: its verdict is its exit status.)"""
+    from checks import box as B
+    log_dir.mkdir(parents=True, exist_ok=True)
+    spec = {"lesson": dict(lesson, processes=[]), "schema_upto": lesson["id"], "script": argv,
+            "log_dir": str(log_dir), "env": {"LAB_LOG_DIR": str(log_dir), "LAB_LESSON": lesson["id"]}}
+    proc, _key, token, channel_r, cgroups, spec_path = _start_inbox(lesson, workdir, log_dir, spec,
+                                                                    boxing() == "on", None)
+    try:
+        return proc.wait()
+    finally:
+        if proc.poll() is None:
+            _stop_box(proc)
+        os.close(channel_r)
+        stop_leftovers(token)
+        B.remove_cgroups(cgroups)
+        spec_path.unlink(missing_ok=True)
+
+
 def _stop_box(proc: subprocess.Popen) -> None:
     # The box's pid 1 dies with bubblewrap (--die-with-parent) and takes every process in it along;
     # without a box, the group goes and then anything else carrying the run's mark.
@@ -332,7 +362,7 @@ def _empty_dir() -> Path:
 
 
 def run_checks(lesson: dict, workdir: Path, log_dir: Path, checks: list[dict], by_id: dict[str, "CheckResult"],
-               schema_upto: str, boxed: bool) -> list[str]:
+               schema_upto: str, boxed: bool, notices: list[str] | None = None) -> list[str]:
     """Run the lesson until each of these checks has a verdict.  A check that overruns its limit is
     TIMEOUT and the lesson is started again (a new box) for the checks it had not reached, so one hang
     costs one check, not every check after it.  Returns problems with the folder, said once."""
@@ -341,6 +371,8 @@ def run_checks(lesson: dict, workdir: Path, log_dir: Path, checks: list[dict], b
     limits = {c["id"]: float(c["timeout"]) for c in checks}
     while pending:
         result = _run_round(lesson, workdir, log_dir, pending, {k: limits[k] for k in pending}, schema_upto, boxed)
+        if notices is not None:
+            notices += [r["message"] for r in result.records if r["type"] == "notice" and r["message"] not in notices]
         problem = next((r for r in result.records if r["type"] == "problem"), None)
         if problem is not None:  # the folder's schema or a process that never became ready: every check
             for check_id in pending:
@@ -366,7 +398,7 @@ def run_checks(lesson: dict, workdir: Path, log_dir: Path, checks: list[dict], b
             fails = any(results[c]["status"] == FAIL for c in results
                         if next(x["verifier"] for x in checks if x["id"] == c) == verifier)
             if tampered:
-                res.status, res.notes = ERROR, _tail(result.output)
+                res.status, res.notes, res.tampered = ERROR, _tail(result.output), True
                 res.message = t("疑似篡改：检查器自己的函数被替换，或判定通道上出现了未签名的行",
                                 "tampering suspected: the checker's own functions were replaced, or unsigned "
                                 "lines appeared on the verdict channel")
@@ -622,7 +654,8 @@ def _run_lesson(lesson, workdir, log_dir, source, started, results, only=None, s
             by_id[check["id"]].status, by_id[check["id"]].message = SKIPPED, "not selected"
             continue
         checks.append(check)
-    problems = run_checks(lesson, workdir, log_dir, checks, by_id, schema_upto or lesson["id"], boxed)
+    notices: list[str] = []
+    problems = run_checks(lesson, workdir, log_dir, checks, by_id, schema_upto or lesson["id"], boxed, notices)
     logs = [log_dir / "box.log", *(log_dir / f"{Path(v).stem}.log" for v in dict.fromkeys(c["verifier"] for c in checks))]
     logs += [log_dir / f"{p['name']}.log" for p in lesson.get("processes", [])]
-    return LessonResult(lesson, source, results, time.monotonic() - started, logs, [], problems)
+    return LessonResult(lesson, source, results, time.monotonic() - started, logs, notices, problems)
