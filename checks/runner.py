@@ -168,6 +168,7 @@ def boxing() -> str:
         raise ValueError(f"LAB_BOX={wanted!r}: use auto, on or off")
     if wanted == "off":
         return "off"
+    box.install_bubblewrap()  # as root and missing only, the way the servers are installed
     ok, why = box.availability()
     if not ok and wanted == "on":
         raise box.BoxUnavailable(why)
@@ -277,6 +278,9 @@ def _start_inbox(lesson: dict, workdir: Path, log_dir: Path, spec: dict, boxed: 
     cgroups: list[Path] = []
     verdict_env = {"LAB_VERDICT_KEY_FD": str(key_fd), "LAB_VERDICT_FD": str(channel_w), "LAB_VERDICT_RUN": token}
     if boxed:
+        if lesson.get("services"):
+            from shared.labctl import ensure_binaries
+            ensure_binaries()  # installed outside (as root); the box only runs them
         cgroups = B.make_cgroups()
         if not cgroups:
             spec["nproc"] = _my_process_count() + B.PIDS_LIMIT
@@ -586,12 +590,14 @@ def regressions_of(lesson: dict, lessons: list[dict] | None = None) -> dict[str,
 
 
 def run_lesson(lesson: dict, workdir: Path, log_dir: Path, source: str = "reference",
-               only: set[str] | None = None, lessons: list[dict] | None = None) -> LessonResult:
+               only: set[str] | None = None, lessons: list[dict] | None = None,
+               schema_upto: str | None = None) -> LessonResult:
     """Run a lesson's checks, then its regressions: the earlier lessons' checks it names, run by their
     own verifiers against this same folder (with this lesson's whole schema).
 
     `only` runs just those check ids (the rest are reported SKIP without running): the mutant tests use
-    it, because a mutant only has to prove its own checks fail."""
+    it, because a mutant only has to prove its own checks fail.  `schema_upto`: the folder has moved on to
+    that lesson, so its whole schema is applied (its later lessons' tables are there)."""
     started = time.monotonic()
     if log_dir.exists():  # each run's logs are its own: an earlier run's lines are never read as this one's
         shutil.rmtree(log_dir)
@@ -601,13 +607,14 @@ def run_lesson(lesson: dict, workdir: Path, log_dir: Path, source: str = "refere
         unknown = only - {r.id for r in own} - {c["id"] for checks in earlier.values() for c in checks}
         if unknown:
             raise ValueError(f"lesson {lesson['id']} has no check or regression {sorted(unknown)}")
-    result = _run_guarded(lesson, workdir, log_dir, own, only, lesson["id"])
+    upto = max(lesson["id"], schema_upto or lesson["id"])
+    result = _run_guarded(lesson, workdir, log_dir, own, only, upto)
     for earlier_id, checks in earlier.items():
         regression = dict(_lesson_by_id(earlier_id, lessons), checks=checks)
         rows = [_new_result(earlier_id, c, regression=True) for c in checks]
         for verifier in verifier_files(regression):  # the earlier lesson's verifiers, beside this folder's files
             shutil.copy2(verifier, workdir / verifier.name)
-        done = _run_guarded(regression, workdir, log_dir / f"regression-{earlier_id}", rows, only, lesson["id"])
+        done = _run_guarded(regression, workdir, log_dir / f"regression-{earlier_id}", rows, only, upto)
         result.checks += done.checks
         result.logs += done.logs
     result.source, result.seconds = source, time.monotonic() - started

@@ -14,6 +14,9 @@ states the residual risk.
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import hashlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +46,18 @@ class Finding:
         return f"{self.file}:{self.line}: {self.why}: {self.text}"
 
 
+@functools.lru_cache(maxsize=1)
+def _kit_digests() -> frozenset[str]:
+    """The kit's own Python files: a learner who copied a lesson folder with its verifiers/ brings these
+    along unchanged, and an unchanged copy of the kit's code changes nothing."""
+    from shared.manifest import KIT_ROOT
+    found = set()
+    for pattern in ("lessons/*/verifiers/*.py", "shared/*.py", "checks/*.py"):
+        for path in KIT_ROOT.glob(pattern):
+            found.add(hashlib.sha256(path.read_bytes()).hexdigest())
+    return frozenset(found)
+
+
 def scan(folder: Path, limit: int = 10) -> list[Finding]:
     """Findings in the folder's Python files (and .pth files, which Python runs at start-up)."""
     found: list[Finding] = []
@@ -50,6 +65,9 @@ def scan(folder: Path, limit: int = 10) -> list[Finding]:
         rel = path.relative_to(folder)
         if SKIP_PARTS & set(rel.parts) or not path.is_file() or path.suffix not in (".py", ".pth"):
             continue
+        with contextlib.suppress(OSError):
+            if hashlib.sha256(path.read_bytes()).hexdigest() in _kit_digests():
+                continue
         if path.suffix == ".pth":
             found.append(Finding(rel.as_posix(), 1, t("Python 启动时会执行的 .pth 文件", "a .pth file (Python runs it "
                                                       "at start-up)"), ""))

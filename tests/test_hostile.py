@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -356,3 +357,22 @@ def test_filling_the_disk_is_stopped(tmp_path):
     for p in work.glob("fill-*.bin"):
         p.unlink()
     _then_a_good_folder_still_passes(tmp_path)
+
+
+# --- the folder scan -----------------------------------------------------------------------------
+
+def test_a_folder_reaching_into_the_checker_is_flagged_and_never_passes(tmp_path):
+    from checks import cli, tamper
+    lesson = manifest.lesson("01", DATA)
+    clean = tmp_path / "clean"
+    shutil.copytree(KIT / lesson["folder"], clean)  # the kit's folder as is, verifiers/ included
+    assert tamper.scan(clean) == []
+    sneaky = tmp_path / "sneaky"
+    shutil.copytree(clean, sneaky)
+    with open(sneaky / "api_states.py", "a", encoding="utf-8") as stream:
+        stream.write("\nimport sys\nchecker = sys.modules['shared.tap']\n")
+    findings = tamper.scan(sneaky)
+    assert findings and findings[0].file == "api_states.py"
+    [result] = cli.run_many([lesson], DATA, sneaky, "hostile-scan")
+    assert {c.status for c in result.checks} == {ERROR} and all(c.tampered for c in result.checks)
+    assert "tampering suspected" in result.checks[0].message
