@@ -11,14 +11,14 @@ import time
 from pathlib import Path
 
 from checks import preflight, progress, report, tamper
-from checks.runner import ERROR, FAIL, NOT_PASSED, PASS, SKIPPED, TIMEOUT, LessonResult, run_lesson
+from checks.runner import ERROR, FAIL, NOT_PASSED, PASS, SKIPPED, SUPERSEDED, TIMEOUT, LessonResult, run_lesson
 from checks.workdir import LAB_DIR, UsageError, lesson_files, materialise, reference_files
 from shared import manifest
 from shared.labctl import ServiceError
 from shared.i18n import pick, t
 
-MARKS = {PASS: "✓", FAIL: "✗", ERROR: "!", TIMEOUT: "⏱", SKIPPED: "–"}
-LABELS = {PASS: "", FAIL: "", ERROR: " ERROR", TIMEOUT: " TIMEOUT", SKIPPED: " SKIP"}
+MARKS = {PASS: "✓", FAIL: "✗", ERROR: "!", TIMEOUT: "⏱", SKIPPED: "–", SUPERSEDED: "↷"}
+LABELS = {PASS: "", FAIL: "", ERROR: " ERROR", TIMEOUT: " TIMEOUT", SKIPPED: " SKIP", SUPERSEDED: " SUPERSEDED"}
 
 
 def _load() -> dict:
@@ -86,7 +86,11 @@ def run_many(lessons: list[dict], data: dict, lab: Path | None, scope: str, show
             materialise(data["lessons"], lesson, workdir, lab)
             problems = preflight.diagnose(lesson, data["lessons"], lab) if lab else []
             try:
-                result = run_lesson(lesson, workdir, log_dir, source=str(lab) if lab else "reference")
+                # A folder that has moved past this lesson: its whole schema, and checks of what later
+                # lessons replaced are superseded (not counted).
+                reached = reached_lesson(data, lab) if lab else None
+                result = run_lesson(lesson, workdir, log_dir, source=str(lab) if lab else "reference",
+                                    schema_upto=reached)
             except ServiceError as exc:  # a service down: says what to do
                 raise UsageError(str(exc)) from None
             if lab:
@@ -151,7 +155,7 @@ def print_lesson(result: LessonResult, evidence: bool = False, first_failure_onl
                 if c.regression:
                     print("      " + t(f"第 {c.lesson} 课写的代码在这里坏了：先修它", f"code lesson {c.lesson} built broke here: fix it first"))
                 print(f"      {t('提示', 'hint')}: {pick(c.hint)}")
-            elif c.status == SKIPPED and c.message:
+            elif c.status in (SKIPPED, SUPERSEDED) and c.message:
                 print(f"      {c.message}")
             elif evidence and c.status == PASS:
                 for line in c.notes[-6:]:
@@ -161,8 +165,9 @@ def print_lesson(result: LessonResult, evidence: bool = False, first_failure_onl
         print("  " + t(f"（另有 {len(failed) - 1} 项失败的原因未显示：先修第一项；全部原因：make check）",
                        f"({len(failed) - 1} more failure(s) not explained here: fix the first one; all reasons: make check)"))
     passed = sum(c.status == PASS for c in result.checks)
-    summary = t(f"  {passed}/{len(result.checks)} 项通过，用时 {result.seconds:.1f}s",
-                f"  {passed}/{len(result.checks)} passed in {result.seconds:.1f}s")
+    counted = sum(c.counted for c in result.checks)
+    summary = t(f"  {passed}/{counted} 项通过，用时 {result.seconds:.1f}s",
+                f"  {passed}/{counted} passed in {result.seconds:.1f}s")
     print(summary)
     if failed and result.logs:
         existing = [os.path.relpath(p) for p in result.logs if p.exists()]
@@ -221,11 +226,14 @@ def cmd_run(args, evidence: bool = False) -> int:
     results = run_many(lessons, data, lab, scope, show=lambda r: print_lesson(r, evidence=evidence))
     progress.record([r for r in results if r.source != "planned"])
     _write_reports(args, results, str(lab) if lab else "reference")
-    total = sum(len(r.checks) for r in results)
+    total = sum(c.counted for r in results for c in r.checks)
     passed = sum(c.status == PASS for r in results for c in r.checks)
     m = report.marks([c for r in results for c in r.checks])
     line = t(f"合计：{passed}/{total} 项通过；得分 {m['score']}/{m['max_score']}",
              f"total: {passed}/{total} checks passed; score {m['score']}/{m['max_score']}")
+    superseded = sum(not c.counted for r in results for c in r.checks)
+    if superseded:
+        line += t(f"；{superseded} 项已被后面的课程替换，不计分", f"; {superseded} superseded by later lessons, not counted")
     if m["max_bonus"]:
         line += t(f"（另有课程之外的扩展加分 {m['bonus']}/{m['max_bonus']}）",
                   f" (plus bonus {m['bonus']}/{m['max_bonus']} from the kit's extensions beyond the course)")

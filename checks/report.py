@@ -7,7 +7,7 @@ import xml.etree.ElementTree as ET
 from datetime import datetime, timezone
 from pathlib import Path
 
-from checks.runner import ERROR, FAIL, PASS, SKIPPED, TIMEOUT, LessonResult
+from checks.runner import ERROR, FAIL, PASS, SKIPPED, SUPERSEDED, TIMEOUT, LessonResult
 from shared.i18n import pick
 
 REPORT_VERSION = 1
@@ -22,8 +22,8 @@ def overall(lessons: list[LessonResult], error: str | None = None) -> str:
 
 def marks(checks) -> dict:
     """The course's marks (core + exercise) and the bonus (the kit's extensions), kept apart."""
-    course = [c for c in checks if not c.bonus]
-    extra = [c for c in checks if c.bonus]
+    course = [c for c in checks if not c.bonus and c.counted]
+    extra = [c for c in checks if c.bonus and c.counted]
     return {"score": sum(c.score for c in course), "max_score": sum(c.points for c in course),
             "bonus": sum(c.score for c in extra), "max_bonus": sum(c.points for c in extra)}
 
@@ -37,7 +37,7 @@ def to_dict(lessons: list[LessonResult], source: str, error: str | None = None) 
                 "regression": c.regression, "bonus": c.bonus, "tampering": c.tampered,
                 "text": c.text, "status": c.status, "points": c.points, "score": c.score,
                 "seconds": round(c.seconds, 3), "message": c.message or None,
-                "hint": c.hint if c.status not in (PASS, SKIPPED) else None, "output": c.output or None,
+                "hint": c.hint if c.status not in (PASS, SKIPPED, SUPERSEDED) else None, "output": c.output or None,
             })
     return {
         "version": REPORT_VERSION,
@@ -73,7 +73,7 @@ def write_junit(path: Path, lessons: list[LessonResult], source: str, error: str
             "tests": len(lesson.checks),
             "failures": sum(c.status == FAIL for c in lesson.checks),
             "errors": sum(c.status in (ERROR, TIMEOUT) for c in lesson.checks),
-            "skipped": sum(c.status == SKIPPED for c in lesson.checks),
+            "skipped": sum(c.status in (SKIPPED, SUPERSEDED) for c in lesson.checks),
         }
         for key in totals:
             totals[key] += counts[key]
@@ -89,8 +89,8 @@ def write_junit(path: Path, lessons: list[LessonResult], source: str, error: str
                 ET.SubElement(case, "failure", message=c.message or "failed").text = detail
             elif c.status in (ERROR, TIMEOUT):
                 ET.SubElement(case, "error", message=c.message or c.status, type=c.status).text = detail
-            elif c.status == SKIPPED:
-                ET.SubElement(case, "skipped", message=c.message or "skipped")
+            elif c.status in (SKIPPED, SUPERSEDED):
+                ET.SubElement(case, "skipped", message=c.message or c.status)
     for key, value in totals.items():
         root.set(key, str(value))
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -25,6 +25,7 @@ TAP_LINE = re.compile(r"^(not ok|ok)\s+\d+\s+-\s+(\d\d\.\d+)\b(.*?)(?:\s+#\s*(SK
 OUTPUT_CAP = 500  # characters of output kept per check, as in Exercism's results.json
 
 PASS, FAIL, ERROR, TIMEOUT, SKIPPED = "pass", "fail", "error", "timeout", "skipped"
+SUPERSEDED = "superseded"  # a later lesson the folder has reached replaced this check's subject: not counted
 NOT_PASSED = (FAIL, ERROR, TIMEOUT)
 
 
@@ -47,6 +48,10 @@ class CheckResult:
     @property
     def score(self) -> int:
         return self.points if self.status == PASS else 0
+
+    @property
+    def counted(self) -> bool:
+        return self.status != SUPERSEDED
 
     @property
     def bonus(self) -> bool:
@@ -608,17 +613,47 @@ def run_lesson(lesson: dict, workdir: Path, log_dir: Path, source: str = "refere
         if unknown:
             raise ValueError(f"lesson {lesson['id']} has no check or regression {sorted(unknown)}")
     upto = max(lesson["id"], schema_upto or lesson["id"])
-    result = _run_guarded(lesson, workdir, log_dir, own, only, upto)
+    gone = _superseded(own, lesson, lessons, upto)
+    result = _run_guarded(lesson, workdir, log_dir, own, _without(only, own, gone), upto)
+    _mark_superseded(own, gone)
     for earlier_id, checks in earlier.items():
         regression = dict(_lesson_by_id(earlier_id, lessons), checks=checks)
         rows = [_new_result(earlier_id, c, regression=True) for c in checks]
+        gone = _superseded(rows, regression, lessons, upto)
         for verifier in verifier_files(regression):  # the earlier lesson's verifiers, beside this folder's files
             shutil.copy2(verifier, workdir / verifier.name)
-        done = _run_guarded(regression, workdir, log_dir / f"regression-{earlier_id}", rows, only, upto)
+        done = _run_guarded(regression, workdir, log_dir / f"regression-{earlier_id}", rows,
+                            _without(only, rows, gone), upto)
+        _mark_superseded(rows, gone)
         result.checks += done.checks
         result.logs += done.logs
     result.source, result.seconds = source, time.monotonic() - started
     return result
+
+
+def _superseded(results: list["CheckResult"], lesson: dict, lessons: list[dict] | None, upto: str) -> dict[str, str]:
+    """Check id -> the lesson that replaced its subject, for the checks a folder at lesson `upto` has moved
+    past (tasks.json's superseded_by)."""
+    by_id = {c["id"]: c for c in lesson["checks"]}
+    return {r.id: by_id[r.id]["superseded_by"] for r in results
+            if by_id.get(r.id, {}).get("superseded_by") and by_id[r.id]["superseded_by"] <= upto}
+
+
+def _without(only: set[str] | None, results: list["CheckResult"], gone: dict[str, str]) -> set[str] | None:
+    """The checks to run: `only` (or all of these) minus the superseded ones."""
+    if not gone:
+        return only
+    wanted = only if only is not None else {r.id for r in results}
+    return wanted - set(gone)
+
+
+def _mark_superseded(results: list["CheckResult"], gone: dict[str, str]) -> None:
+    for r in results:
+        if r.id in gone:
+            r.status = SUPERSEDED
+            r.message = t(f"第 {gone[r.id]} 课替换了本项检查的内容，你的文件夹已经到了那一课：不计分",
+                          f"lesson {gone[r.id]} replaced what this checks, and your folder has reached it: "
+                          "not counted")
 
 
 def _new_result(lesson_id: str, check: dict, regression: bool = False) -> "CheckResult":

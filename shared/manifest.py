@@ -81,6 +81,11 @@ def validate(data: dict) -> None:
             # exclusive: this check stops or restarts a shared server, so runs that include it run alone
             _need(not check.get("exclusive") or lesson.get("exclusive_services") is True, f"check {cid}",
                   "'exclusive' checks need the lesson's 'exclusive_services': true")
+            # superseded_by: the later lesson that replaced this check's subject (a folder that has reached
+            # it is not judged on this check any more; grading shows it as superseded, uncounted)
+            later = check.get("superseded_by")
+            _need(later is None or (isinstance(later, str) and re.fullmatch(r"\d\d", later) and later > lid),
+                  f"check {cid}", "superseded_by must name a later lesson id")
         # regressions: earlier lessons' checks re-run on this lesson's files (code NN rewrites or relies on)
         regressions = lesson.get("regressions", [])
         _need(isinstance(regressions, list) and all(isinstance(r, str) for r in regressions), where,
