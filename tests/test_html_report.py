@@ -1,0 +1,282 @@
+"""The HTML run report and the class gradebook, on small report dicts made by hand (no lesson is run)."""
+
+import csv
+import html
+import os
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from checks import gradebook, html_report
+from checks.html_report import MARKS, render_run, write_run
+
+# A tiny course: lesson 01 has a core check, an exercise and an extension; lesson 02 re-runs 01.1 as a
+# regression.
+LESSONS = [
+    {"id": "01", "title": {"zh": "第一课", "en": "First lesson"}, "checks": [
+        {"id": "01.1", "kind": "core", "points": 2, "text": {"zh": "返回 202", "en": "answers 202"}},
+        {"id": "01.2", "kind": "exercise", "points": 1, "text": {"zh": "练习", "en": "the exercise"}},
+        {"id": "01.3", "kind": "extension", "points": 1, "text": {"zh": "扩展", "en": "the extension"}}]},
+    {"id": "02", "title": {"zh": "第二课", "en": "Second lesson"}, "checks": [
+        {"id": "02.1", "kind": "core", "points": 2, "text": {"zh": "有界队列", "en": "a bounded queue"}},
+        {"id": "02.2", "kind": "core", "points": 1, "text": {"zh": "超时", "en": "a timeout"}}]},
+]
+CHECKS = {c["id"]: (l["id"], c) for l in LESSONS for c in l["checks"]}
+
+
+def check(cid, status="pass", message=None, output=None, regression=False, tampering=False):
+    """One test record as checks.report.to_dict writes it."""
+    lesson, c = CHECKS[cid]
+    points = 0 if regression else c["points"]
+    return {"lesson": lesson, "id": cid, "name": f"{cid} {c['text']['en']}", "kind": c["kind"],
+            "regression": regression, "bonus": c["kind"] == "extension", "tampering": tampering,
+            "text": c["text"], "status": status, "points": points,
+            "score": points if status == "pass" else 0, "seconds": 1.25, "message": message,
+            "hint": None if status in ("pass", "skipped", "superseded") else {"zh": "看看日志", "en": "read the log"},
+            "output": output}
+
+
+def marks(tests):
+    counted = [t for t in tests if t["status"] != "superseded"]
+    course = [t for t in counted if not t["bonus"]]
+    extra = [t for t in counted if t["bonus"]]
+    return {"score": sum(t["score"] for t in course), "max_score": sum(t["points"] for t in course),
+            "bonus": sum(t["score"] for t in extra), "max_bonus": sum(t["points"] for t in extra)}
+
+
+def make_report(by_lesson, source="/class/alice/tasks_lab", error=None):
+    """by_lesson: lesson id -> its tests (own checks first, then regressions), as the runner orders them."""
+    lessons, tests = [], []
+    for lid, rows in by_lesson.items():
+        title = next(l["title"] for l in LESSONS if l["id"] == lid)
+        failed = any(t["status"] in ("fail", "error", "timeout") for t in rows)
+        lessons.append({"id": lid, "title": title, "status": "fail" if failed else "pass", **marks(rows),
+                        "seconds": 3.5})
+        tests += rows
+    status = "error" if error else "fail" if any(l["status"] == "fail" for l in lessons) else "pass"
+    return {"version": 1, "kit": "task-lab", "source": source, "created_at": "2025-01-02T03:04:05+00:00",
+            "status": status, "message": error, "tampering": any(t["tampering"] for t in tests),
+            **marks(tests), "lessons": lessons, "tests": tests}
+
+
+def missing_folder_report(name):
+    """What grade writes for a folder that is not there: every check an error with one message."""
+    message = f"--lab class/{name}/tasks_lab: no such folder"
+    return make_report({l["id"]: [check(c["id"], "error", message) for c in l["checks"]] for l in LESSONS},
+                       source=f"class/{name}/tasks_lab", error=message)
+
+
+def class_reports():
+    alice = make_report({"01": [check("01.1"), check("01.2"), check("01.3")],
+                         "02": [check("02.1"), check("02.2"), check("01.1", regression=True)]})
+    bob = make_report({"01": [check("01.1"), check("01.2", "fail", "wrong count"), check("01.3", "skipped")],
+                       "02": [check("02.1", "fail", "queue unbounded"), check("02.2", "timeout", "hung"),
+                              check("01.1", "fail", "old token finished", regression=True)]},
+                      source="/class/bob/tasks_lab")
+    carol = make_report({"01": [check("01.1", "superseded", "lesson 02 replaced it"), check("01.2"),
+                                check("01.3", "pass", tampering=True)],
+                         "02": [check("02.1", "fail", "queue unbounded"), check("02.2")]},
+                        source="/class/carol/tasks_lab")
+    return {"alice": alice, "bob": bob, "carol": carol, "dave": missing_folder_report("dave")}
+
+
+def every_status_report():
+    return make_report({"01": [check("01.1", "pass"), check("01.2", "fail", "bad", "line 1\nboom"),
+                               check("01.3", "error", "crashed", "Traceback")],
+                        "02": [check("02.1", "timeout", "hung", "still waiting"), check("02.2", "skipped"),
+                               check("01.1", "superseded", "lesson 02 replaced it", regression=True)]})
+
+
+EXTERNAL = [re.compile(r"""(?:src|href)\s*=\s*["']?\s*(?:https?:)?//""", re.I), re.compile(r"@import", re.I),
+            re.compile(r"url\(\s*[\"']?\s*(?:https?:)?//", re.I)]
+
+
+def assert_offline(page):
+    for pattern in EXTERNAL:
+        assert not pattern.search(page), pattern.pattern
+
+
+def test_every_status_has_its_mark_and_failures_show_hint_and_output():
+    page = render_run(every_status_report(), "en")
+    for status, mark in MARKS.items():
+        assert f'data-status="{status}"' in page and mark in page, status
+    assert "<pre" in page and "line 1\nboom" in page and "Traceback" in page and "still waiting" in page
+    assert page.count("<pre") == 3  # fail, error and timeout: never for a pass or a skip
+    assert "Hint: read the log" in page
+    assert "1.2 s" in page and "/class/alice/tasks_lab" in page and "2025-01-02T03:04:05+00:00" in page
+
+
+def test_header_keeps_score_and_bonus_apart_and_flags_tampering():
+    report = make_report({"01": [check("01.1"), check("01.2", "fail", "x"), check("01.3", tampering=True)]})
+    page = render_run(report, "en")
+    assert '<dd class="score">2/3</dd>' in page and '<dd class="bonus">1/1</dd>' in page
+    assert "tampering suspected" in page
+    assert "tampering" not in render_run(make_report({"01": [check("01.1")]}), "en")
+
+
+def test_regressions_sit_under_their_own_heading_and_extensions_are_bonus():
+    page = render_run(every_status_report(), "en")
+    lesson2 = page[page.index('id="lesson-02"'):]
+    assert "<h3>Regressions</h3>" in lesson2
+    assert lesson2.index("<h3>Regressions</h3>") < lesson2.index('<span class="cid">01.1</span>')
+    lesson1 = page[page.index('id="lesson-01"'):page.index('id="lesson-02"')]
+    assert "Regressions" not in lesson1  # the regression of 01.1 belongs to lesson 02's section
+    extension = lesson1[lesson1.index('<span class="cid">01.3</span>'):]
+    assert '<span class="badge">bonus</span>' in extension.split("</li>")[0]
+
+
+def test_learner_text_is_escaped_everywhere(tmp_path):
+    evil = "<script>alert(1)</script>"
+    report = make_report({"01": [check("01.1", "fail", evil, f"out {evil} <img src=x onerror=alert(2)>"),
+                                 check("01.2"), check("01.3")]}, source=f'"><b>{evil}')
+    report["message"] = evil
+    page = render_run(report, "en")
+    assert "<script" not in page and "<img" not in page and "<b>" not in page
+    assert html.escape(evil) in page
+    reports = {f"x{evil}": report, "bob": class_reports()["bob"]}
+    gradebook.write_gradebook(tmp_path, reports, LESSONS, "en")
+    index = (tmp_path / "index.html").read_text(encoding="utf-8")
+    assert index.count("<script") == 1  # only the kit's own sorting script
+    assert html.escape(evil) in index
+    assert all(p.parent == tmp_path for p in tmp_path.iterdir())  # a name cannot place a file elsewhere
+
+
+def test_pages_load_nothing_from_outside(tmp_path):
+    assert_offline(render_run(every_status_report(), "en"))
+    gradebook.write_gradebook(tmp_path, class_reports(), LESSONS, "zh")
+    for path in tmp_path.glob("*.html"):
+        page = path.read_text(encoding="utf-8")
+        assert_offline(page)
+        assert "Content-Security-Policy" in page and "default-src 'none'" in page
+
+
+def test_chinese_and_english_labels(monkeypatch):
+    report = every_status_report()
+    en, zh = render_run(report, "en"), render_run(report, "zh")
+    assert "Regressions" in en and "Lesson 02" in en and "answers 202" in en and "First lesson" in en
+    assert "回归检查" in zh and "第 02 课" in zh and "返回 202" in zh and "第一课" in zh and "加分" in zh
+    assert "Regressions" not in zh and 'lang="zh-CN"' in zh and "提示: 看看日志" in zh
+
+
+def test_write_run_takes_the_language_from_lab_lang(monkeypatch, tmp_path):
+    monkeypatch.setenv("LAB_LANG", "zh")
+    write_run(tmp_path / "r" / "run.html", every_status_report())
+    assert "回归检查" in (tmp_path / "r" / "run.html").read_text(encoding="utf-8")
+    monkeypatch.delenv("LAB_LANG")
+    write_run(tmp_path / "run.html", every_status_report())
+    assert "Regressions" in (tmp_path / "run.html").read_text(encoding="utf-8")
+
+
+def test_a_report_from_the_kits_own_to_dict_renders():
+    # The real contract: checks.report.to_dict's output, from hand-made results (nothing is run).
+    from checks import report
+    from checks.runner import CheckResult, LessonResult
+    lesson = dict(LESSONS[0], checks=[dict(c, hint={"zh": "提示", "en": "hint"}) for c in LESSONS[0]["checks"]])
+    results = [CheckResult(lesson="01", id=c["id"], kind=c["kind"], text=c["text"], hint=c["hint"],
+                           points=c["points"], status=s, message="m" if s != "pass" else "")
+               for c, s in zip(lesson["checks"], ("pass", "fail", "skipped"))]
+    page = render_run(report.to_dict([LessonResult(lesson, "", results, 2.0)], "/x/tasks_lab"), "en")
+    assert "✓" in page and "✗" in page and "–" in page and '<dd class="score">2/3</dd>' in page
+
+
+def test_gradebook_writes_index_pages_and_csv(tmp_path):
+    reports = class_reports()
+    gradebook.write_gradebook(tmp_path / "out", reports, LESSONS, "en")
+    out = tmp_path / "out"
+    index = (out / "index.html").read_text(encoding="utf-8")
+    for name in reports:
+        assert f'<a href="{name}.html">{name}</a>' in index
+        page = (out / f"{name}.html").read_text(encoding="utf-8")
+        assert reports[name]["source"] in page and 'href="index.html"' in page
+    with open(out / "grades.csv", encoding="utf-8", newline="") as f:
+        rows = list(csv.reader(f))
+    assert rows[0] == ["student", "01", "02", "total", "max_total", "bonus"]
+    table = {r[0]: r[1:] for r in rows[1:]}
+    assert list(table) == ["alice", "bob", "carol", "dave"]
+    assert table["alice"] == ["3", "3", "6", "6", "1"]    # extensions are the bonus, not the lesson's score
+    assert table["bob"] == ["2", "0", "2", "6", "0"]
+    assert table["carol"] == ["1", "1", "2", "4", "1"]    # the superseded 01.1 leaves the maximum
+    assert table["dave"] == ["0", "0", "0", "6", "0"]
+    assert all(re.fullmatch(r"\d+", v) for r in rows[1:] for v in r[1:])  # numbers only: an LMS imports it
+
+
+def test_grid_colours_totals_and_flags(tmp_path):
+    gradebook.write_gradebook(tmp_path, class_reports(), LESSONS, "en")
+    index = (tmp_path / "index.html").read_text(encoding="utf-8")
+    grid = index[index.index('<table id="grid"'):index.index("</table>")]
+    rows = {re.search(r'<a href="[^"]+">([^<]+)</a>', r).group(1): r for r in grid.split("<tr")[2:]}
+    assert "background:hsl(120," in rows["alice"] and "background:hsl(0," in rows["bob"]
+    assert "<b>6</b>/6" in rows["alice"] and "<b>2</b>/6" in rows["bob"]
+    assert 'class="tampered"' in rows["carol"].split(">")[0] and "⚠" in rows["carol"]
+    assert "⚠" not in rows["alice"]
+    assert "regression not passed: 01.1" in rows["bob"] and "R✗" in rows["bob"]
+    assert "↷ superseded: 1" in rows["carol"]
+    assert "sortable" in grid and "addEventListener('click'" in index
+
+
+def test_a_missing_folder_is_not_reached_not_failed(tmp_path):
+    reports = class_reports()
+    gradebook.write_gradebook(tmp_path, reports, LESSONS, "en")
+    index = (tmp_path / "index.html").read_text(encoding="utf-8")
+    dave = index[index.index('href="dave.html"'):].split("</tr>")[0]
+    assert dave.count('class="cell nr"') == 2 and dave.count("not reached") == 2
+    bob = index[index.index('href="bob.html"'):].split("</tr>")[0]
+    assert "not reached" not in bob  # a failed lesson is a failure, not an absence
+    assert gradebook.not_reached(reports["dave"]["lessons"][0], reports["dave"]["tests"][:3])
+    # Errors without a message about something absent (a crash) are not "not reached".
+    crashed = make_report({"01": [check(c, "error", "Traceback: boom") for c in ("01.1", "01.2", "01.3")]})
+    assert not gradebook.not_reached(crashed["lessons"][0], crashed["tests"])
+    zh = gradebook.render_index(reports, LESSONS, "zh")
+    assert "未到达" in zh and "全班成绩册" in zh and "最难的检查" in zh
+
+
+def test_hardest_checks_are_ordered_by_how_many_did_not_pass(tmp_path):
+    rows = gradebook.hardest(class_reports())
+    counts = [r["count"] for r in rows]
+    assert counts == sorted(counts, reverse=True)
+    top = rows[0]
+    assert (top["id"], top["count"], top["of"], top["fail"], top["message"]) == ("02.1", 2, 3, 2, "queue unbounded")
+    by_key = {(r["id"], r["regression"]): r for r in rows}
+    assert by_key[("01.1", True)]["count"] == 1 and by_key[("01.1", False)]["count"] == 0
+    assert by_key[("01.1", False)]["superseded"] == 1       # counted apart, never as a failure
+    assert by_key[("02.2", False)]["timeout"] == 1
+    assert all(r["not_reached"] == 1 for r in rows if not r["regression"])  # dave, counted apart
+    gradebook.write_gradebook(tmp_path, class_reports(), LESSONS, "en")
+    index = (tmp_path / "index.html").read_text(encoding="utf-8")
+    table = index[index.index('<table id="hardest"'):]
+    table = table[:table.index("</table>")]
+    ids = re.findall(r'<td class="cid" data-sort="([^"]+)"', table)
+    assert ids[0] == "02.1" and set(ids) >= {"01.1", "01.2", "02.2"}
+    shown = [int(n) for n in re.findall(r'<td class="num" data-sort="(\d+)"><b>', table)]
+    assert shown == sorted(shown, reverse=True)
+    assert "regression" in table and "queue unbounded" in table
+
+
+def _chromium():
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    return browser if browser and shutil.which("chromedriver") else None
+
+
+def test_the_gradebook_opens_in_headless_chromium(tmp_path):
+    browser = _chromium()
+    if browser is None:
+        pytest.skip("chromium and chromedriver are not installed "
+                    "(as root: apt-get install -y chromium chromium-driver)")
+    gradebook.write_gradebook(tmp_path / "book", class_reports(), LESSONS, "en")
+    url = (tmp_path / "book" / "index.html").as_uri()
+    base = [browser, "--headless=new", "--disable-gpu", "--no-sandbox", "--disable-dev-shm-usage",
+            "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}"]
+    env = dict(os.environ, HOME=str(tmp_path))  # chromium writes its crash and config folders here
+    dom = subprocess.run([*base, "--dump-dom", url], capture_output=True, text=True, timeout=120, env=env)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    assert '<table id="grid"' in dom.stdout and '<table id="hardest"' in dom.stdout
+    for name in ("alice", "bob", "carol", "dave"):
+        assert f">{name}</a>" in dom.stdout
+    assert 'tabindex="0"' in dom.stdout  # the sorting script ran in the page (file:// and the CSP allow it)
+    shot = tmp_path / "grid.png"
+    run = subprocess.run([*base, f"--screenshot={shot}", "--window-size=1200,900", url], capture_output=True,
+                         text=True, timeout=120, env=env)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert shot.stat().st_size > 1000 and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
