@@ -376,3 +376,28 @@ def test_a_folder_reaching_into_the_checker_is_flagged_and_never_passes(tmp_path
     [result] = cli.run_many([lesson], DATA, sneaky, "hostile-scan")
     assert {c.status for c in result.checks} == {ERROR} and all(c.tampered for c in result.checks)
     assert "tampering suspected" in result.checks[0].message
+
+
+@pytest.mark.skipif(not BOXED, reason=NO_BOX)
+def test_a_class_with_hostile_folders_is_graded_and_the_good_folder_passes(tmp_path):
+    """Four folders graded two at a time: one floods its output, one kills its own box, one is missing;
+    the good one gets full marks and every folder gets its JSON and JUnit report."""
+    from checks import cli
+    lesson = manifest.lesson("01", DATA)
+    good = tmp_path / "class" / "good" / "tasks_lab"
+    shutil.copytree(KIT / lesson["folder"], good, ignore=shutil.ignore_patterns("verifiers", "README.md"))
+    flood = tmp_path / "class" / "flood" / "tasks_lab"
+    shutil.copytree(good, flood)
+    (flood / "api_states.py").write_text("import sys\nfor _ in range(200000):\n    sys.stdout.write('x' * 1000 + '\\n')\n")
+    killer = tmp_path / "class" / "killer" / "tasks_lab"
+    shutil.copytree(good, killer)
+    (killer / "api_states.py").write_text("import os, signal\nos.kill(-1, signal.SIGKILL)\n")
+    out = tmp_path / "grades"
+    code = cli.main(["grade", "--lab", str(good), str(flood), str(killer), str(tmp_path / "class" / "missing"),
+                     "--lessons", "01", "--out", str(out), "-j", "2"])
+    assert code == 1
+    reports = {p.stem: json.loads(p.read_text()) for p in out.glob("*.json")}
+    assert set(reports) == {"good", "flood", "killer", "missing"} and len(list(out.glob("*.xml"))) == 4
+    assert reports["good"]["score"] == reports["good"]["max_score"] > 0
+    for name in ("flood", "killer", "missing"):
+        assert reports[name]["score"] == 0 and reports[name]["max_score"] == reports["good"]["max_score"], name
