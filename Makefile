@@ -30,10 +30,10 @@ diff-%:
 list:
 	+@$(PYTHON) -m checks list
 
-# make check [LAB=DIR] [LESSON=NN|all] [REPORT=FILE.json] [JUNIT=FILE.xml]: YOUR folder, given once with
+# make check [LAB=DIR] [LESSON=NN|all] [REPORT=FILE.json] [JUNIT=FILE.xml] [HTML=FILE.html]: YOUR folder, given once with
 # LAB= and remembered; without LESSON, the lesson you are on.  (make lesson-NN shows the reference.)
 check: $(VENV_READY)
-	+@$(VPY) -m checks check $(LESSON) $(if $(LAB),--lab "$(LAB)") $(if $(REPORT),--report "$(REPORT)") $(if $(JUNIT),--junit "$(JUNIT)")
+	+@$(VPY) -m checks check $(LESSON) $(if $(LAB),--lab "$(LAB)") $(if $(REPORT),--report "$(REPORT)") $(if $(JUNIT),--junit "$(JUNIT)") $(if $(HTML),--html "$(HTML)")
 
 forget:
 	+@$(PYTHON) -m checks check --forget

@@ -180,6 +180,9 @@ def _write_reports(args, results, source, error=None) -> None:
         report.write_json(Path(args.report), results, source, error)
     if getattr(args, "junit", None):
         report.write_junit(Path(args.junit), results, source, error)
+    if getattr(args, "html", None):
+        from checks import html_report
+        html_report.write_run(Path(args.html), report.to_dict(results, source, error))
 
 
 def _exit_code(results: list[LessonResult]) -> int:
@@ -343,6 +346,13 @@ def cmd_grade(args) -> int:
         m = report.marks([c for r in s.results for c in r.checks])
         flag = t("  疑似篡改", "  tampering suspected") if any(c.tampered for r in s.results for c in r.checks) else ""
         print(f"{s.name:<20} {m['score']:>3}/{m['max_score']:<5} {grade.status_of(s):<7} +{m['bonus']}{flag}")
+    if args.html:
+        import json as _json
+
+        from checks import gradebook
+        reports = {s.name: _json.loads((out / f"{s.name}.json").read_text(encoding="utf-8")) for s in students}
+        gradebook.write_gradebook(out, reports, data["lessons"])
+        print(t(f"成绩册：{out / 'index.html'}，{out / 'grades.csv'}", f"gradebook: {out / 'index.html'}, {out / 'grades.csv'}"))
     print(t(f"报告写在 {out}/", f"reports written to {out}/"))
     return grade.exit_code(students)
 
@@ -551,6 +561,7 @@ def build_parser() -> argparse.ArgumentParser:
     def reports(p):
         p.add_argument("--report", metavar="FILE.json", help="write a results.json-style report")
         p.add_argument("--junit", metavar="FILE.xml", help="write JUnit XML")
+        p.add_argument("--html", metavar="FILE.html", help="write one self-contained HTML page (works offline)")
 
     run = sub.add_parser("run", help="run the checks of lessons (or all)")
     run.add_argument("lessons", nargs="+", metavar="NN")
@@ -573,6 +584,7 @@ def build_parser() -> argparse.ArgumentParser:
     grade.add_argument("--out", default="grades", metavar="DIR")
     grade.add_argument("-j", "--jobs", type=int, default=1, metavar="N", help="grade N folders at once (N boxes)")
     grade.add_argument("--unsafe", action="store_true", help="grade without boxes where none can be made (risky)")
+    grade.add_argument("--html", action="store_true", help="also write OUT/index.html (gradebook) and grades.csv")
     grade.add_argument("--at", metavar="REF", help="grade each folder's git history at REF (lesson-{NN}: a tag per lesson)")
 
     sub.add_parser("doctor", help="check Python, venv, packages, WSL, servers, ports, disk")

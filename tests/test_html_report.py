@@ -280,3 +280,19 @@ def test_the_gradebook_opens_in_headless_chromium(tmp_path):
                          text=True, timeout=120, env=env)
     assert run.returncode == 0, run.stderr[-2000:]
     assert shot.stat().st_size > 1000 and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_run_and_grade_write_html_through_the_command_line(tmp_path):
+    """`run … --html FILE` writes the run's page; `grade … --html` writes the gradebook beside the reports."""
+    from checks import cli
+    page = tmp_path / "run.html"
+    assert cli.main(["run", "01", "--html", str(page)]) == 0
+    text = page.read_text(encoding="utf-8")
+    assert "01.1" in text and "✓" in text
+    out = tmp_path / "grades"
+    lab = tmp_path / "alice" / "tasks_lab"
+    lab.mkdir(parents=True)
+    (lab / "api_states.py").write_text("")
+    cli.main(["grade", "--lab", str(lab), "--lessons", "01", "--out", str(out), "--html", "--unsafe"])
+    assert (out / "index.html").is_file() and (out / "alice.html").is_file()
+    assert (out / "grades.csv").read_text(encoding="utf-8").splitlines()[0].startswith("student,01,")
