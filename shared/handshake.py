@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from pathlib import Path
 
@@ -80,3 +81,107 @@ def wait_result(folder: str | Path, name: str, timeout: float, round_no: int = 1
 
 def stop(folder: str | Path) -> None:
     (Path(folder) / "stop").touch()
+
+
+# ---------------------------------------------------------------- holding a helper inside its locks
+
+# A statement that takes row locks: a locking read, or a write.
+LOCKING_READ = re.compile(r"\bFOR\s+(?:UPDATE|SHARE)\b|\bLOCK\s+IN\s+SHARE\s+MODE\b", re.I)
+WRITE = re.compile(r"\s*(?:(?:--[^\n]*\n|#[^\n]*\n|/\*.*?\*/)\s*)*(?:UPDATE|DELETE|INSERT|REPLACE)\b", re.I | re.S)
+
+
+def takes_locks(statement: str) -> bool:
+    return bool(LOCKING_READ.search(statement) or WRITE.match(statement))
+
+
+def hold_after_first_lock(folder: str | Path, name: str, armed=lambda: True) -> None:
+    """In a helper process: wrap pymysql's Cursor.execute so that, once armed(), the first statement that
+    takes row locks is followed by `held-NAME` in the folder and a wait for round 2's go — the helper is
+    stopped while holding its locks, for as long as the checker needs to look (a handshake, not a sleep)."""
+    import pymysql.cursors
+    real = pymysql.cursors.Cursor.execute
+    held = []
+
+    def execute(self, query, args=None):
+        result = real(self, query, args)
+        if not held and armed():
+            sent = self._executed  # the statement as sent to the server
+            text = sent.decode(errors="replace") if isinstance(sent, bytes) else str(sent)
+            if takes_locks(text):
+                held.append(text)
+                write_json(Path(folder) / f"held-{name}", {"statement": text})
+                wait_go(folder, name, 2)
+        return result
+
+    pymysql.cursors.Cursor.execute = execute
+
+
+# ---------------------------------------------------------------- a group of helper processes
+
+class HelperGroup:
+    """Helper processes of a verifier (each runs the learner's code when the checker says go), started
+    together in one handshake folder: `argv` + [folder, name] per helper, in the work dir.  Used where a
+    checker holds one helper inside its locks and looks at what the others do meanwhile."""
+
+    def __init__(self, argv: list[str], names: list[str], folder: Path, what: str):
+        import sys
+
+        from shared.celerylab import WORK, redact
+        from shared.i18n import t
+        from shared.proc import Process
+        self.folder, self.what = folder, what
+        self.folder.mkdir(parents=True)
+        self.procs = {name: Process([sys.executable, *argv, str(self.folder), name], cwd=WORK,
+                                    log_path=self.folder / f"{name}.log") for name in names}
+        try:
+            wait_until(lambda: all((self.folder / f"ready-{n}").exists() for n in names) or self.dead(), 30,
+                       f"the {what} processes to import the learner's modules", interval=0.02)
+            dead = self.dead()
+            assert not dead, t(f"辅助进程 {dead[0]}（{what}）启动失败：\n", f"{what} process {dead[0]} failed to start:\n") + \
+                redact(self.procs[dead[0]].log_tail(6))
+        except BaseException:
+            self.stop()
+            raise
+
+    def dead(self) -> list[str]:
+        return [n for n, p in self.procs.items() if not p.alive() and not self.finished(n)]
+
+    def go(self, name: str, plan: dict) -> None:
+        go(self.folder, [name], plan)
+
+    def release(self, name: str) -> None:
+        """Let a held helper go on (its round 2)."""
+        go(self.folder, [name], round_no=2)
+
+    def held(self, name: str) -> dict | None:
+        """The statement the helper stopped after (see hold_after_first_lock), once it has."""
+        return _read_json(self.folder / f"held-{name}")
+
+    def wait_held(self, name: str) -> dict | None:
+        """The statement the helper stopped after; None if it finished without taking a lock."""
+        wait_until(lambda: self.held(name) or self.finished(name) or self.dead(), 30,
+                   f"{self.what} {name} to take its first lock", interval=0.01)
+        return self.held(name)
+
+    def finished(self, name: str) -> bool:
+        return (self.folder / f"res-{name}-1").exists()
+
+    def result(self, name: str, seconds: float):
+        """The helper's result; None if it has not finished within `seconds`."""
+        from shared.celerylab import redact
+        from shared.i18n import t
+        from shared.proc import WaitTimeout
+        try:
+            wait_until(lambda: self.finished(name) or not self.procs[name].alive(), seconds, f"{self.what} {name}",
+                       interval=0.005)
+        except WaitTimeout:
+            return None
+        assert self.finished(name), t(f"辅助进程 {name}（{self.what}）没有给出结果就退出了：\n",
+                                      f"{self.what} process {name} ended without a result:\n") + \
+            redact(self.procs[name].log_tail(6))
+        return json.loads((self.folder / f"res-{name}-1").read_text(encoding="utf-8"))
+
+    def stop(self) -> None:
+        stop(self.folder)
+        for proc in self.procs.values():
+            proc.stop(grace=3)

@@ -17,22 +17,13 @@ innodb_lock_wait_timeout, for another claimer's short transaction).
 Every wait is bounded (shared.handshake.HELPER_LIFETIME): a helper never outlives a vanished checker.
 """
 
-import re
 import sys
 import threading
 from pathlib import Path
 
-from shared.handshake import ready, wait_go, write_json, write_result
-
-# A statement that takes row locks: a locking read, or a write.
-LOCKING_READ = re.compile(r"\bFOR\s+(?:UPDATE|SHARE)\b|\bLOCK\s+IN\s+SHARE\s+MODE\b", re.I)
-WRITE = re.compile(r"\s*(?:(?:--[^\n]*\n|#[^\n]*\n|/\*.*?\*/)\s*)*(?:UPDATE|DELETE|INSERT|REPLACE)\b", re.I | re.S)
+from shared.handshake import ready, takes_locks, wait_go, write_json, write_result
 
 _claimer = threading.local()  # set only while a claimer thread is inside claim()
-
-
-def takes_locks(statement: str) -> bool:
-    return bool(LOCKING_READ.search(statement) or WRITE.match(statement))
 
 
 def pause_after_plain_read(folder: Path) -> None:

@@ -29,10 +29,8 @@ runs and are dropped in `finally`.
 
 from __future__ import annotations
 
-import json
 import os
 import re
-import sys
 import time
 from pathlib import Path
 from uuid import uuid4
@@ -42,7 +40,7 @@ from shared.celerylab import LOG_DIR, WORK, import_learner, read_events, redact,
 from shared.i18n import t
 from shared.labdb import (held_by_others, index_columns, job_row, kit_db, lock_waits, make_marks_table, one_line,
                           plan_of, sql, trigger, wait_status)
-from shared.proc import Process, WaitTimeout, free_port, run_python, wait_until
+from shared.proc import WaitTimeout, free_port, run_python, wait_until
 
 EVENTS = LOG_DIR / "lab12-events.jsonl"
 TERMINAL = ("succeeded", "failed", "cancelled")
@@ -341,57 +339,11 @@ def check_skip_confirm(c) -> None:
 
 # ---------------------------------------------------------------- 12.4
 
-class Claimers:
+class Claimers(handshake.HelperGroup):
     """lab12_claimer.py processes, each running the learner's claim_event when the checker says go."""
 
     def __init__(self, names: list[str]):
-        self.folder = LOG_DIR / f"lab12-claimers-{uuid4().hex[:8]}"
-        self.folder.mkdir(parents=True)
-        self.procs = {name: Process([sys.executable, "lab12_claimer.py", str(self.folder), name], cwd=WORK,
-                                    log_path=self.folder / f"{name}.log") for name in names}
-        try:
-            wait_until(lambda: all((self.folder / f"ready-{n}").exists() for n in names) or self.dead(), 30,
-                       "the publisher processes to import publisher.py", interval=0.02)
-            dead = self.dead()
-            assert not dead, t(f"publisher 进程 {dead[0]} 启动失败：\n", f"publisher process {dead[0]} failed to "
-                               "start:\n") + redact(self.procs[dead[0]].log_tail(6))
-        except BaseException:
-            self.stop()
-            raise
-
-    def dead(self) -> list[str]:
-        return [n for n, p in self.procs.items() if not p.alive() and not self.finished(n)]
-
-    def go(self, name: str, plan: dict) -> None:
-        handshake.go(self.folder, [name], plan)
-
-    def release(self, name: str) -> None:
-        """Let a held claimer go on (its round 2)."""
-        handshake.go(self.folder, [name], round_no=2)
-
-    def held(self, name: str) -> dict | None:
-        path = self.folder / f"held-{name}"
-        return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
-
-    def finished(self, name: str) -> bool:
-        return (self.folder / f"res-{name}-1").exists()
-
-    def result(self, name: str, seconds: float) -> list[dict] | None:
-        """The claimer's results; None if it has not finished within `seconds`."""
-        try:
-            wait_until(lambda: self.finished(name) or not self.procs[name].alive(), seconds, f"publisher {name}",
-                       interval=0.005)
-        except WaitTimeout:
-            return None
-        assert self.finished(name), t(f"publisher 进程 {name} 没有给出结果就退出了：\n",
-                                      f"publisher process {name} ended without a result:\n") + \
-            redact(self.procs[name].log_tail(6))
-        return json.loads((self.folder / f"res-{name}-1").read_text(encoding="utf-8"))
-
-    def stop(self) -> None:
-        handshake.stop(self.folder)
-        for proc in self.procs.values():
-            proc.stop(grace=3)
+        super().__init__(["lab12_claimer.py"], names, LOG_DIR / f"lab12-claimers-{uuid4().hex[:8]}", "publisher")
 
 
 # ---------------------------------------------------------------- 12.4: what a claim locks, and why

@@ -6,18 +6,15 @@ kit's own warm-shutdown worker command (15.7).
 
 from __future__ import annotations
 
-import json
 import re
-import sys
 from uuid import uuid4
 
 import pymysql
 
 from shared import handshake
-from shared.celerylab import LOG_DIR, WORK, DeclaredWorker, redact
+from shared.celerylab import LOG_DIR, DeclaredWorker
 from shared.i18n import t
 from shared.labdb import index_columns, kit_db, sql
-from shared.proc import Process, WaitTimeout, wait_until
 
 
 # ---------------------------------------------------------------- times moved back, overdue jobs
@@ -72,63 +69,11 @@ def pending_counts(jobs: list[str]) -> dict[str, int]:
 
 # ---------------------------------------------------------------- lab15_tools.py helpers, each on the checker's go
 
-class Helpers:
+class Helpers(handshake.HelperGroup):
     """lab15_tools.py processes (scan or publish), each running the learner's code when the checker says go."""
 
     def __init__(self, command: str, names: list[str]):
-        self.folder = LOG_DIR / f"lab15-{command}-{uuid4().hex[:8]}"
-        self.folder.mkdir(parents=True)
-        self.procs = {name: Process([sys.executable, "lab15_tools.py", command, str(self.folder), name], cwd=WORK,
-                                    log_path=self.folder / f"{name}.log") for name in names}
-        try:
-            wait_until(lambda: all((self.folder / f"ready-{n}").exists() for n in names) or self.dead(), 30,
-                       f"the {command} processes to import the learner's modules", interval=0.02)
-            dead = self.dead()
-            assert not dead, t(f"辅助进程 {dead[0]} 启动失败：\n", f"helper process {dead[0]} failed to start:\n") + \
-                redact(self.procs[dead[0]].log_tail(6))
-        except BaseException:
-            self.stop()
-            raise
-
-    def dead(self) -> list[str]:
-        return [n for n, p in self.procs.items() if not p.alive() and not self.finished(n)]
-
-    def go(self, name: str, plan: dict) -> None:
-        handshake.go(self.folder, [name], plan)
-
-    def release(self, name: str) -> None:
-        """Let a held helper go on (its round 2)."""
-        handshake.go(self.folder, [name], round_no=2)
-
-    def held(self, name: str) -> dict | None:
-        path = self.folder / f"held-{name}"
-        return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
-
-    def wait_held(self, name: str) -> dict | None:
-        """The statement the helper stopped after; None if it finished without taking a lock."""
-        wait_until(lambda: self.held(name) or self.finished(name) or self.dead(), 30,
-                   f"helper {name} to take its first lock", interval=0.01)
-        return self.held(name)
-
-    def finished(self, name: str) -> bool:
-        return (self.folder / f"res-{name}-1").exists()
-
-    def result(self, name: str, seconds: float) -> dict | None:
-        """{"value"} or {"error"}; None if the helper has not finished within `seconds`."""
-        try:
-            wait_until(lambda: self.finished(name) or not self.procs[name].alive(), seconds, f"helper {name}",
-                       interval=0.005)
-        except WaitTimeout:
-            return None
-        assert self.finished(name), t(f"辅助进程 {name} 没有给出结果就退出了：\n",
-                                      f"helper process {name} ended without a result:\n") + \
-            redact(self.procs[name].log_tail(6))
-        return json.loads((self.folder / f"res-{name}-1").read_text(encoding="utf-8"))
-
-    def stop(self) -> None:
-        handshake.stop(self.folder)
-        for proc in self.procs.values():
-            proc.stop(grace=3)
+        super().__init__(["lab15_tools.py", command], names, LOG_DIR / f"lab15-{command}-{uuid4().hex[:8]}", command)
 
 
 def row_lock_error(table: str, row_id: str) -> str | None:

@@ -15,41 +15,13 @@ statement time limit cuts the hold short, and every wait is bounded (shared.hand
 """
 
 import json
-import re
 import runpy
 import sys
 import time
 from pathlib import Path
 
-from shared.handshake import ready, wait_go, write_json, write_result
+from shared.handshake import hold_after_first_lock, ready, wait_go, write_json, write_result
 
-# A statement that takes row locks: a locking read, or a write.
-LOCKING_READ = re.compile(r"\bFOR\s+(?:UPDATE|SHARE)\b|\bLOCK\s+IN\s+SHARE\s+MODE\b", re.I)
-WRITE = re.compile(r"\s*(?:(?:--[^\n]*\n|#[^\n]*\n|/\*.*?\*/)\s*)*(?:UPDATE|DELETE|INSERT|REPLACE)\b", re.I | re.S)
-
-
-def takes_locks(statement: str) -> bool:
-    return bool(LOCKING_READ.search(statement) or WRITE.match(statement))
-
-
-def hold_after_first_lock(folder: Path, name: str, armed=lambda: True) -> None:
-    """Wrap pymysql's Cursor.execute in this process: once armed(), hold after the first locking statement."""
-    import pymysql.cursors
-    real = pymysql.cursors.Cursor.execute
-    held = []
-
-    def execute(self, query, args=None):
-        result = real(self, query, args)
-        if not held and armed():
-            sent = self._executed  # the statement as sent to the server
-            text = sent.decode(errors="replace") if isinstance(sent, bytes) else str(sent)
-            if takes_locks(text):
-                held.append(text)
-                write_json(folder / f"held-{name}", {"statement": text})
-                wait_go(folder, name, 2)
-        return result
-
-    pymysql.cursors.Cursor.execute = execute
 
 
 def after_send():
