@@ -81,14 +81,6 @@ def waiting_sessions() -> dict:
             "statements": sorted({" ".join(str(r["info"] or "").split())[:70] for r in waiting})}
 
 
-def lock_waits() -> list[str]:
-    """The statements of this schema waiting for a row lock right now (poll no faster than INNODB_TRX_POLL)."""
-    rows = sql("SELECT LEFT(t.trx_query, 200) AS query FROM information_schema.INNODB_TRX t "
-               "JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id "
-               "WHERE p.DB=%s AND t.trx_state='LOCK WAIT'", (db_settings()["database"],))
-    return [" ".join(str(r["query"] or "").split()) for r in rows]
-
-
 # ---------------------------------------------------------------- producer processes (the learner's submit_snapshot)
 
 def classify(results: list[dict]) -> dict:

@@ -68,14 +68,14 @@ from lab13_fixture import (EVENTS, TOOLS, active_count, add_filler, body_of, con
                            event_of, first_held, hold, http_app, pause, publisher_loop, release, released, reset,
                            serve, starts, stop_workers, store, stuck_reason, submit_quietly, wait_confirmed,
                            wait_done, workers)
-from lab13_gate import (INNODB_TRX_POLL, Producers, answered, assert_no_errors, classify, helpers_ready, lock_waits,
+from lab13_gate import (INNODB_TRX_POLL, Producers, answered, assert_no_errors, classify, helpers_ready,
                         outcome_text, outcome_zh, race_at_edge)
 from lab13_tools import WAIT_TIMEOUTS  # errors that end a wait by time, not by what the statement found
 
 from shared import handshake
 from shared.celerylab import LOG_DIR, WORK, import_learner, redact, short
 from shared.i18n import t
-from shared.labdb import job_row, kit_db, sql
+from shared.labdb import job_row, kit_db, lock_waits, sql
 from shared.proc import Process, WaitTimeout, run_python, wait_until
 
 # 13.1–13.5 and 13.7 check the configured default; 13.6 sets the experiment's value for its own processes only.
