@@ -25,6 +25,7 @@ from checks import box
 from checks.runner import ERROR, FAIL, NOT_PASSED, PASS, TIMEOUT, boxing, run_lesson
 from checks.workdir import materialise
 from shared import manifest
+from tests.processes import alive_with
 
 DATA = manifest.load()
 KIT = manifest.KIT_ROOT
@@ -208,18 +209,6 @@ def _attack_lesson(tmp_path: Path, attack: str, timeout: float = 8):
     return run_lesson(lesson, work, tmp_path / "logs", lessons=[lesson]), work
 
 
-def _alive_with(marker: str) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if marker.encode() in (entry / "cmdline").read_bytes():
-                    found.append(int(entry.name))
-            except OSError:
-                pass
-    return found
-
-
 PROOF = """
     import json, os, socket, pathlib
     proof = {"uid": os.getuid(), "interfaces": [name for _, name in socket.if_nameindex()],
@@ -290,7 +279,7 @@ def test_a_fork_bomb_is_contained(tmp_path):
     """
     result, _ = _attack_lesson(tmp_path / "a", attack)
     assert result.checks[0].status in NOT_PASSED
-    assert _alive_with(marker) == []
+    assert alive_with(marker) == []
     _then_a_good_folder_still_passes(tmp_path)
 
 
@@ -335,7 +324,7 @@ def test_a_daemon_left_running_is_gone_after_the_run(tmp_path):
         OK = True
     """
     _attack_lesson(tmp_path, attack)
-    assert _alive_with(marker) == []
+    assert alive_with(marker) == []
 
 
 def test_filling_the_disk_is_stopped(tmp_path):

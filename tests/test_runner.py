@@ -12,6 +12,7 @@ from checks import cli, progress, report
 from checks.runner import ERROR, FAIL, PASS, SKIPPED, TIMEOUT, parse_tap, run_lesson
 from checks.workdir import materialise
 from shared import manifest
+from tests.processes import alive_with, marker
 
 
 def _check(cid, verifier="verify_fake.py", timeout=10, kind="core"):
@@ -30,24 +31,6 @@ def _lesson(tmp_path, lesson_id, files, verifier_code=None, checks=None, process
     return {"id": lesson_id, "slug": "x", "folder": str(folder), "status": "ready",
             "title": {"zh": "课", "en": "lesson"}, "group": {"zh": "组", "en": "group"},
             "checks": checks or [_check(f"{lesson_id}.1")], "processes": processes or []}
-
-
-def _marker() -> str:
-    import uuid
-    return f"mark-{uuid.uuid4().hex}"
-
-
-def _alive_with(marker: str) -> list[int]:
-    """Live processes whose command line carries the marker (pids inside a box mean nothing outside)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if marker.encode() in (entry / "cmdline").read_bytes():
-                    found.append(int(entry.name))
-            except OSError:
-                pass
-    return found
 
 
 # --- TAP parsing ---------------------------------------------------------------------------------
@@ -153,11 +136,11 @@ def test_timeout_is_timeout_and_stops_the_verifiers_servers(tmp_path):
             child = Process([sys.executable, "-c", "import time; time.sleep(60)  # MARK"], ".", "child.log")
             time.sleep(60)
         main_guard(main)
-    """.replace("MARK", marker := _marker())
+    """.replace("MARK", mark := marker())
     lesson = _lesson(tmp_path, "01", {}, code, [_check("01.1", timeout=1.5), _check("01.2", timeout=1.5)])
     results = _run(tmp_path, lesson)
     assert results["01.1"].status == PASS and results["01.2"].status == TIMEOUT
-    assert _alive_with(marker) == []
+    assert alive_with(mark) == []
 
 
 def test_a_hung_check_costs_only_itself_and_leaves_nothing_running(tmp_path):
@@ -175,12 +158,12 @@ def test_a_hung_check_costs_only_itself_and_leaves_nothing_running(tmp_path):
                                          start_new_session=True)
                         time.sleep(120)
         main_guard(main)
-    """.replace("MARK", marker := _marker())
+    """.replace("MARK", mark := marker())
     checks = [_check("01.1", timeout=30), _check("01.2", timeout=2), _check("01.3", timeout=30)]
     results = _run(tmp_path, _lesson(tmp_path, "01", {}, code, checks))
     assert [results[c].status for c in ("01.1", "01.2", "01.3")] == [PASS, TIMEOUT, PASS]
     assert "2s" in results["01.2"].message
-    assert _alive_with(marker) == []
+    assert alive_with(mark) == []
 
 
 def test_verifier_never_runs_optimised(tmp_path, monkeypatch):
@@ -238,13 +221,13 @@ def test_declared_processes_start_before_and_stop_after(tmp_path):
             os.kill(pid, 0)
         raise SystemExit(tap.finish())
     """
-    marker = _marker()
+    mark = marker()
     helper = {"name": "helper", "argv": ["{python}", "-c",
-                                         f"import os, time; print('ready', os.getpid(), flush=True); time.sleep(60)  # {marker}"],
+                                         f"import os, time; print('ready', os.getpid(), flush=True); time.sleep(60)  # {mark}"],
               "ready": {"log": "ready"}, "ready_timeout": 10}
     lesson = _lesson(tmp_path, "01", {}, code, processes=[helper])
     assert _run(tmp_path, lesson)["01.1"].status == PASS
-    assert _alive_with(marker) == []
+    assert alive_with(mark) == []
 
 
 def test_process_that_never_gets_ready_makes_every_check_error(tmp_path):
