@@ -1,7 +1,7 @@
 """The box every run of learner code happens in (bubblewrap), seen from outside.
 
 A box has its own pid, network (loopback only), ipc and uts namespaces and a non-root uid.  It sees:
-the system's programs read-only, the kit read-only (without its .lab/ and .env.tasks), the scratch copy
+the system's programs read-only, the kit's code and manifest read-only (not its .lab/ or .env.tasks), the scratch copy
 of the folder being checked and the run's log folder writable, and a private /tmp of bounded size.  It
 never sees $HOME, the kit's servers or their credentials, other learners' folders or other boxes.
 
@@ -39,6 +39,7 @@ ETC_FILES = ("passwd", "group", "hosts", "nsswitch.conf", "localtime", "ld.so.ca
              "ld.so.conf.d", "ssl", "ca-certificates", "alternatives", "mime.types", "host.conf", "gai.conf")
 TEMPLATES = "templates"            # under LAB_DIR: the MariaDB data dir every box copies
 CGROUP_ROOT = Path("/sys/fs/cgroup")
+KIT_PARTS = ("checks", "shared", "lessons", "tasks.json")  # what of the kit a box sees (read-only)
 
 
 class BoxUnavailable(Exception):
@@ -134,10 +135,11 @@ class Box:
         for outside in dict.fromkeys([prefix, venv]):  # the interpreter and its packages, when outside /usr
             if not str(outside).startswith("/usr/"):
                 args += ["--ro-bind", str(outside), str(outside)]
+        # Only the kit's code and manifest: never its .lab/ (servers, root password, other runs), its
+        # .env.tasks, its git history or anything added beside them later.
         kit = KIT_ROOT.resolve()
-        args += ["--ro-bind", str(kit), str(kit), "--tmpfs", str(kit / ".lab")]
-        if (kit / ".env.tasks").exists():
-            args += ["--ro-bind", "/dev/null", str(kit / ".env.tasks")]
+        for part in KIT_PARTS:
+            args += ["--ro-bind", str(kit / part), str(kit / part)]
         for writable in (self.workdir, self.log_dir):
             args += ["--bind", str(writable), str(writable)]
         # The kit's code in the scratch copy is the kit's own, read-only: a learner's shared/, checks/ or
