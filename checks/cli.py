@@ -256,10 +256,13 @@ def cmd_lesson(args) -> int:
 
 
 def reached_lesson(data: dict, folder: Path) -> str | None:
-    """The highest lesson whose own files (those it adds or rewrites) the folder already has."""
-    reached = None
+    """The highest lesson whose new files (those it adds, not those it rewrites: an earlier lesson's folder
+    has those too) the folder already has."""
+    reached, earlier = None, set()
     for lesson in data["lessons"]:
-        if lesson["status"] == "ready" and any((folder / name).is_file() for name in lesson.get("files", [])):
+        new = [name for name in lesson.get("files", []) if name not in earlier]
+        earlier.update(lesson.get("files", []))
+        if lesson["status"] == "ready" and any((folder / name).is_file() for name in new):
             reached = lesson["id"]
     return reached
 

@@ -123,6 +123,14 @@ EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception)(:.*)?$")  # `Typ
 def server_trouble(proc: Process, gate: Path, since: int) -> str | None:
     """A fact the server wrote down that ends a wait at once, as the reason to give: its event loop was
     blocked, or its log shows an exception (or a coroutine never awaited) after offset `since`."""
+    blocked = blocked_loop(gate)
+    if blocked:
+        return blocked
+    return logged_trouble(proc, since)
+
+
+def blocked_loop(gate: Path) -> str | None:
+    """The probe's record of a blocking call on the event loop's thread, as the reason to give."""
     blocks = [json.loads(path.read_text(encoding="utf-8")) for path in _whole_files(gate, "blocking")]
     if blocks:
         where = "; ".join(t(f"{b['place']} 处 {b['function']}() 里的 time.sleep({b['seconds']})",
@@ -141,6 +149,11 @@ def server_trouble(proc: Process, gate: Path, since: int) -> str | None:
             f"blocking call in async code: the job went from running to {stuck[0]['target']} without local_export "
             "ever giving the event loop back -- while it worked, the server answered no request. Its wait must be "
             "an await (await asyncio.sleep(1)), not a blocking call.")
+    return None
+
+
+def logged_trouble(proc: Process, since: int) -> str | None:
+    """An exception (or a coroutine never awaited) in the server's log after offset `since`."""
     log = proc.log_text()[since:]
     # A traceback counts once its exception line is written; a coroutine nobody awaited is its own line.
     errors = [line.strip() for line in log.splitlines() if EXCEPTION_LINE.match(line.strip())]
@@ -295,10 +308,11 @@ def check_background(c, servers: Servers) -> None:
         trouble: list[str] = []
 
         def settled():
-            if poll() in TERMINAL:
-                return True
-            trouble.append(server_trouble(proc, servers.gate, since) or "")
-            return bool(trouble[-1])
+            terminal = poll() in TERMINAL
+            # A blocked event loop is written down before it blocks, so it is seen even when the poll that
+            # waited out the block already finds the job ended (the statuses between were never seen).
+            trouble.append((blocked_loop(servers.gate) if terminal else server_trouble(proc, servers.gate, since)) or "")
+            return terminal or bool(trouble[-1])
 
         try:
             wait_until(settled, BOUND, "a terminal status", interval=0.02)
