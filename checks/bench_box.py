@@ -22,19 +22,19 @@ from checks.workdir import materialise
 VERIFIER = """
 from shared.tap import main_guard
 def main(tap):
-    with tap.check("98.1"):
+    with tap.check("00.1"):
         pass
 main_guard(main)
 """
 
 
 def _lesson(root: Path, services: list[str]) -> dict:
-    folder = root / "98-bench"
+    folder = root / "00-bench"
     (folder / "verifiers").mkdir(parents=True, exist_ok=True)
     (folder / "verifiers" / "verify_bench.py").write_text(VERIFIER)
-    return {"id": "98", "slug": "bench", "folder": str(folder), "status": "ready", "services": services,
+    return {"id": "00", "slug": "bench", "folder": str(folder), "status": "ready", "services": services,
             "title": {"zh": "基准", "en": "bench"}, "group": {"zh": "组", "en": "g"}, "processes": [],
-            "checks": [{"id": "98.1", "kind": "core", "text": {"zh": "x", "en": "x"}, "verifier": "verify_bench.py",
+            "checks": [{"id": "00.1", "kind": "core", "text": {"zh": "x", "en": "x"}, "verifier": "verify_bench.py",
                         "points": 1, "timeout": 120, "hint": {"zh": "x", "en": "x"}}]}
 
 
