@@ -1,0 +1,170 @@
+"""Distributed grading (checks/distributed.py): packing, the write-once store, names, and the drill."""
+
+import base64
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from checks import distributed as D
+from checks import grade, report
+from checks.runner import ERROR, PASS
+from shared import manifest
+
+KIT_ROOT = Path(__file__).resolve().parent.parent
+REDIS = Path("/usr/bin/redis-server")
+
+
+def names_in(packed: bytes) -> set[str]:
+    with tarfile.open(fileobj=io.BytesIO(packed), mode="r:gz") as tar:
+        return {m.name for m in tar.getmembers()}
+
+
+def write(path: Path, data: bytes = b"x = 1\n") -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+
+
+def test_packing_skips_environments_caches_and_history_and_is_the_same_for_the_same_content(tmp_path):
+    lab = tmp_path / "alice" / "tasks_lab"
+    write(lab / "api_states.py")
+    write(lab / "pkg" / "mod.py")
+    for junk in (".venv/lib/x.py", "venv/bin/python", "__pycache__/a.pyc", ".git/HEAD", ".lab/work/x",
+                 "node_modules/m.js", "pkg/__pycache__/mod.pyc"):
+        write(lab / junk, b"junk")
+    first = D.pack_folder(lab)
+    assert names_in(first) == {"api_states.py", "pkg", "pkg/mod.py"}
+    os.utime(lab / "api_states.py", (1, 1))  # a new mtime, the same bytes: the same key
+    assert D.pack_folder(lab) == first
+    write(lab / "api_states.py", b"x = 2\n")
+    assert D.pack_folder(lab) != first
+
+
+def test_an_oversized_folder_is_refused_with_a_message_in_both_languages(tmp_path, monkeypatch):
+    lab = tmp_path / "big"
+    write(lab / "data.bin", os.urandom(64 * 1024))  # does not compress
+    monkeypatch.setenv("LAB_LANG", "en")
+    with pytest.raises(D.PackRefused, match="limit"):
+        D.pack_folder(lab, limit=16 * 1024)
+    monkeypatch.setenv("LAB_LANG", "zh")
+    with pytest.raises(D.PackRefused, match="上限"):
+        D.pack_folder(lab, limit=16 * 1024)
+    zeros = tmp_path / "zeros"  # packs small, unpacks big: refused too
+    write(zeros / "zeros.bin", bytes(400 * 1024))
+    with pytest.raises(D.PackRefused):
+        D.pack_folder(zeros, limit=16 * 1024)
+
+
+def test_unpacking_refuses_a_link_out_of_the_folder(tmp_path):
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        link = tarfile.TarInfo("escape")
+        link.type, link.linkname = tarfile.SYMTYPE, "/etc/passwd"
+        tar.addfile(link)
+    with pytest.raises(tarfile.TarError):
+        D.unpack(buf.getvalue(), tmp_path / "dest")
+
+
+def test_a_refused_or_missing_folder_is_that_students_error_and_the_class_goes_on(tmp_path, monkeypatch):
+    monkeypatch.setenv("LAB_LANG", "en")
+    lessons = [manifest.lesson("01", manifest.load())]
+    write(tmp_path / "class" / "alice" / "tasks_lab" / "api_states.py")
+    write(tmp_path / "class" / "bob" / "tasks_lab" / "data.bin", os.urandom(64 * 1024))
+    raws = [str(tmp_path / "class" / n / "tasks_lab") for n in ("alice", "bob", "carol")]
+    students = [grade.Student(raw, name) for raw, name in zip(raws, grade.student_names(raws))]
+    jobs, packed = D.pack_class(students, lessons, 16 * 1024, "abc123")
+    assert [s.name for group in jobs.values() for s in group] == ["alice"]
+    [key] = jobs
+    assert key.endswith(":01:abc123") and key in packed
+    alice, bob, carol = students
+    assert alice.error is None
+    assert "limit" in bob.error and "no such folder" in carol.error
+    for s in (bob, carol):  # every check of the lesson, as errors: the report keeps its real maximum
+        assert {c.status for r in s.results for c in r.checks} == {ERROR}
+        assert report.marks([c for r in s.results for c in r.checks])["max_score"] > 0
+
+
+def test_student_names_stay_unique_for_clashing_and_repeated_folders():
+    raws = ["x/class/alice/tasks_lab", "y/class/alice/tasks_lab", "x/class/alice/tasks_lab", "z/bob/tasks_lab"]
+    names = grade.student_names(raws)
+    assert len(set(names)) == len(names)
+    assert names[3] == "bob"
+
+
+def test_results_travel_and_come_back_as_the_local_report(tmp_path):
+    data = manifest.load()
+    lessons = [manifest.lesson("01", data)]
+    worker_lab = "/tmp/tasklab-grade-xyz/tasks_lab"
+    results = grade.errored(lessons, f"{worker_lab}/api_states.py: line 3")
+    results[0].checks[1].status, results[0].checks[1].notes = PASS, [f"ran {worker_lab}/verify_states.py"]
+    wire = json.loads(json.dumps(D.results_to_wire(results, None, worker_lab)))
+    mine = "/home/t/class/alice/tasks_lab"
+    back, error = D.wire_to_results(wire, data, mine)
+    expected = json.loads(json.dumps(report.to_dict(results, mine)).replace(worker_lab, mine))
+    got = report.to_dict(back, mine, error)
+    for d in (expected, got):
+        d.pop("created_at")
+    assert got == expected
+
+
+@pytest.fixture
+def broker(tmp_path):
+    if not REDIS.exists():
+        pytest.skip("no redis-server")
+    from checks.grade_drill import Broker
+    b = Broker(tmp_path)
+    b.start()
+    D.configure(b.url)
+    try:
+        yield b
+    finally:
+        b.stop()
+
+
+def test_the_store_is_write_once_so_a_second_writer_keeps_the_first(broker):
+    assert D.store_result("k1", {"n": 1}) is True
+    assert D.store_result("k1", {"n": 2}) is False
+    assert json.loads(D._store().get(D.RESULTS + "k1")) == {"n": 1}
+
+
+def test_a_redelivery_after_the_result_was_stored_grades_nothing_and_is_counted(broker, tmp_path):
+    key = "feed:01:" + D.kit_version()[:12]
+    D.store_result(key, {"n": 1})
+    write(tmp_path / "lab" / "api_states.py")
+    packed = base64.b64encode(D.pack_folder(tmp_path / "lab")).decode()
+    outcome = D.grade_folder.apply(args=(key, "alice", packed, ["01"])).get()
+    assert outcome == {"key": key, "graded": False}
+    runs = [json.loads(x) for x in D._store().lrange(D.DELIVERIES + key, 0, -1)]
+    assert len(runs) == 1 and runs[0]["pid"] == os.getpid()
+    assert json.loads(D._store().get(D.RESULTS + key)) == {"n": 1}
+
+
+def test_short_drill_loses_nothing_and_matches_the_local_verdicts(tmp_path):
+    """Three workers, a killed pool child, a restarted broker, a warm shutdown: python -m checks.grade_drill --short."""
+    if not REDIS.exists():
+        pytest.skip("no redis-server")
+    out = tmp_path / "ledger.json"
+    proc = subprocess.Popen([sys.executable, "-m", "checks.grade_drill", "--short", "--out", str(out)], cwd=KIT_ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env=dict(os.environ, LAB_LANG="en"))
+    try:
+        output, _ = proc.communicate(timeout=420)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGTERM)  # the drill stops its broker and workers in its finally blocks
+        output, _ = proc.communicate(timeout=90)
+        pytest.fail("the short drill overran 420 s:\n" + output[-3000:])
+    assert proc.returncode == 0, output[-3000:]
+    ledger = json.loads(out.read_text())
+    L = ledger["ledger"]
+    assert L["lost"] == 0 and L["mismatches"] == [] and L["distinct_keys"] == ledger["folders"] == 6
+    assert all(r["stored"] and r["verdicts_match"] for r in L["rows"])
+    assert any(r["failed_checks"] for r in L["rows"]) and any(not r["failed_checks"] for r in L["rows"])
+    # The killed pool child's folder comes back (task_reject_on_worker_lost), unless the drill says why not.
+    assert L["duplicates"] >= 1 or ledger.get("no_redelivery_reason"), output[-3000:]
+    assert {e["what"] for e in ledger["events"]} >= {"three workers ready"}
