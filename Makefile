@@ -11,7 +11,7 @@ VPY := .venv/bin/python
 VENV_READY := .venv/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help venv check forget test test-all doctor watch clean list bench soak flake services services-down services-status
+.PHONY: help venv check forget test test-all doctor watch clean list bench soak flake grade-drill services services-down services-status
 
 help:
 	+@$(PYTHON) -m checks help
@@ -71,6 +71,11 @@ soak: $(VENV_READY)
 # side, C processes burning CPU meanwhile; every non-pass is printed and written to .lab/flake/flake.json.
 flake: $(VENV_READY)
 	+@$(VPY) -m checks flake $(or $(LESSON),all) --rounds $(or $(ROUNDS),3) --parallel $(or $(PARALLEL),2) --burn $(or $(BURN),0)
+
+# make grade-drill: class grading spread over three Celery workers while one is killed, one stopped and the
+# broker restarted; the ledger must show every folder graded once and verdicts equal to a local grade.
+grade-drill: $(VENV_READY)
+	+@$(VPY) -m checks.grade_drill --out .lab/grade-drill.json
 
 # Redis + MySQL for lessons 08–16 (lessons start them on their own; these are for poking around).
 services: $(VENV_READY)

@@ -343,7 +343,13 @@ def cmd_grade(args) -> int:
         print(t("警告：--unsafe，学生代码不在沙箱里运行，并且一次只评一个文件夹",
                 "warning: --unsafe: learner code runs unboxed, one folder at a time"), file=sys.stderr)
         args.jobs = 1  # unboxed runs share the kit's servers: one at a time
-    students = grade.grade(args.lab, lessons, data, out, args.jobs, run_many, at=args.at)
+    if args.broker:  # spread over grading machines (checks/distributed.py); each grades in boxes
+        from checks.distributed import submit_and_collect
+        if args.at:
+            raise UsageError(t("--at 还不能和 --broker 一起用", "--at cannot be used with --broker yet"))
+        students = submit_and_collect([Path(p) for p in args.lab], [l["id"] for l in lessons], out, args.broker)
+    else:
+        students = grade.grade(args.lab, lessons, data, out, args.jobs, run_many, at=args.at)
     print(t("学生                 得分      状态    扩展加分", "student              score     status  bonus"))
     for s in students:
         m = report.marks([c for r in s.results for c in r.checks])
@@ -358,6 +364,14 @@ def cmd_grade(args) -> int:
         print(t(f"成绩册：{out / 'index.html'}，{out / 'grades.csv'}", f"gradebook: {out / 'index.html'}, {out / 'grades.csv'}"))
     print(t(f"报告写在 {out}/", f"reports written to {out}/"))
     return grade.exit_code(students)
+
+
+def cmd_grade_worker(args) -> int:
+    from checks.distributed import run_worker
+    if not args.broker:
+        raise UsageError(t("需要 --broker URL（或 LAB_GRADE_BROKER）", "needs --broker URL (or LAB_GRADE_BROKER)"))
+    run_worker(args.broker, args.concurrency)
+    return 0
 
 
 def cmd_diff(args) -> int:
@@ -442,7 +456,10 @@ def cmd_help(args) -> int:
         ("make flake [LESSON=NN] [ROUNDS=N] [PARALLEL=K] [BURN=C]",
          t("找不稳定：参考答案多轮并行运行（可加 CPU 负载），列出每一次未通过",
            "flake hunt: the reference in repeated parallel runs (optionally under CPU load); every non-pass listed")),
-        ("make services", t("启动 Redis 与 MySQL（第 08–16 课）", "start Redis and MySQL (lessons 08–16)")),
+        ("make grade-drill", t("分布式批改演练：三个 Celery worker，杀一个、停一个、重启 broker，最后对账",
+                               "distributed grading drill: three Celery workers, one killed, one stopped, the broker "
+                               "restarted, then a ledger")),
+        ("make services", t("为你自己的终端工作启动 Redis 与 MySQL", "start Redis and MySQL for your own terminal work")),
         ("make services-status", t("查看服务状态", "are the services up?")),
         ("make services-down", t("停止本套件启动的服务", "stop the services the kit started")),
         ("make clean", t("停止服务并删除 .lab/", "stop the services and remove .lab/")),
@@ -588,8 +605,14 @@ def build_parser() -> argparse.ArgumentParser:
     grade.add_argument("-j", "--jobs", type=int, default=1, metavar="N", help="grade N folders at once (N boxes)")
     grade.add_argument("--unsafe", action="store_true", help="grade without boxes where none can be made (risky)")
     grade.add_argument("--html", action="store_true", help="also write OUT/index.html (gradebook) and grades.csv")
+    grade.add_argument("--broker", metavar="URL", default=os.environ.get("LAB_GRADE_BROKER"),
+                       help="grade on the machines running grade-worker, through this Redis broker "
+                            "(or LAB_GRADE_BROKER, which keeps the password out of ps)")
     grade.add_argument("--at", metavar="REF", help="grade each folder's git history at REF (lesson-{NN}: a tag per lesson)")
 
+    worker = sub.add_parser("grade-worker", help="grade folders sent by `grade --broker` on this machine")
+    worker.add_argument("--broker", metavar="URL", default=os.environ.get("LAB_GRADE_BROKER"))
+    worker.add_argument("-c", "--concurrency", type=int, default=1, metavar="N", help="folders graded at once")
     sub.add_parser("doctor", help="check Python, venv, packages, WSL, servers, ports, disk")
     diff = sub.add_parser("diff", help="what lesson NN changes relative to the folder after NN-1")
     diff.add_argument("lesson", metavar="NN")
@@ -616,7 +639,8 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-COMMANDS = {"list": cmd_list, "run": cmd_run, "check": cmd_check, "lesson": cmd_lesson, "grade": cmd_grade, "diff": cmd_diff,
+COMMANDS = {"list": cmd_list, "run": cmd_run, "check": cmd_check, "lesson": cmd_lesson, "grade": cmd_grade,
+            "grade-worker": cmd_grade_worker, "diff": cmd_diff,
             "watch": cmd_watch, "help": cmd_help, "table": cmd_table,
             "clean": cmd_clean, "bench": cmd_bench, "soak": cmd_soak, "flake": cmd_flake}
 

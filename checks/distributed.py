@@ -15,7 +15,7 @@ Delivery follows the kit's own lesson 09: late ack, requeue when a pool child is
 reserved per process, a visibility timeout longer than the slowest grading.  So a machine that dies
 mid-grade costs a redelivery, never a lost folder, and a redelivery writes nothing new: the first
 stored result stands (SET NX), and each execution is recorded (`deliveries`) so duplicates are counted.
-docs/distributed-grading.md says how to run it for a class.
+checks/distributed-grading.md says how to run it for a class.
 """
 
 from __future__ import annotations
