@@ -23,6 +23,7 @@ import secrets
 import shutil
 import subprocess
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -173,8 +174,9 @@ def make_cgroups() -> list[Path]:
     falls back to RLIMIT_NPROC, set inside)."""
     if os.geteuid() != 0:
         return []
+    _sweep_stale_cgroups()
     made = []
-    name = f"tasklab-{secrets.token_hex(6)}"
+    name = f"tasklab-{int(time.time())}-{secrets.token_hex(4)}"
     for controller, settings in (("pids", {"pids.max": PIDS_LIMIT}),
                                  ("memory", {"memory.limit_in_bytes": MEMORY_LIMIT})):
         base = CGROUP_ROOT / controller
@@ -192,6 +194,21 @@ def make_cgroups() -> list[Path]:
     return made
 
 
+STALE_CGROUP = 3600  # seconds: an empty box cgroup this old belongs to a runner that was killed
+
+
+def _sweep_stale_cgroups() -> None:
+    """Remove empty box cgroups left by runners that were killed before their clean-up (the name carries the
+    time it was made; a young one may belong to a box that is just starting)."""
+    for controller in ("pids", "memory"):
+        for group in (CGROUP_ROOT / controller).glob("tasklab-*"):
+            parts = group.name.split("-")
+            made = int(parts[1]) if len(parts) == 3 and parts[1].isdigit() else 0
+            if time.time() - made > STALE_CGROUP:
+                with contextlib.suppress(OSError):
+                    group.rmdir()  # refused while a process is still in it
+
+
 def remove_cgroups(groups: list[Path]) -> None:
     for group in groups:
         for _ in range(50):  # the kernel takes a moment to let go of the last exited process
@@ -199,7 +216,6 @@ def remove_cgroups(groups: list[Path]) -> None:
                 group.rmdir()
                 break
             except OSError:
-                import time
                 time.sleep(0.05)
 
 
