@@ -203,8 +203,9 @@ def _sweep_stale_cgroups() -> None:
     for controller in ("pids", "memory"):
         for group in (CGROUP_ROOT / controller).glob("tasklab-*"):
             parts = group.name.split("-")
-            made = int(parts[1]) if len(parts) == 3 and parts[1].isdigit() else 0
-            if time.time() - made > STALE_CGROUP:
+            if len(parts) != 3 or not parts[1].isdigit():
+                continue  # not named by this kit version: leave it to whoever made it
+            if time.time() - int(parts[1]) > STALE_CGROUP:
                 with contextlib.suppress(OSError):
                     group.rmdir()  # refused while a process is still in it
 
