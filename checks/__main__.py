@@ -3,7 +3,10 @@ import sys
 
 from checks.cli import main
 
-# Stopped with TERM (a CI timeout, `kill`, a flake hunt ending): unwind like Ctrl-C, so every box and
-# process this run started is stopped by the finally blocks on the way out.
+# Ctrl-C is KeyboardInterrupt even when the shell that started us ignored SIGINT (a command started with
+# `&` in a script): `make watch` and every run must stop on it.  Stopped with TERM (a CI timeout, `kill`,
+# a flake hunt ending): unwind the same way, so every box and process this run started is stopped by the
+# finally blocks on the way out.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 sys.exit(main())
