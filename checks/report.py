@@ -38,6 +38,7 @@ def to_dict(lessons: list[LessonResult], source: str, error: str | None = None) 
                 "text": c.text, "status": c.status, "points": c.points, "score": c.score,
                 "seconds": round(c.seconds, 3), "message": c.message or None,
                 "hint": c.hint if c.status not in (PASS, SKIPPED, SUPERSEDED) else None, "output": c.output or None,
+                **({"figures": c.figures} if c.figures else {}),
             })
     return {
         "version": REPORT_VERSION,

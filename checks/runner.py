@@ -17,6 +17,7 @@ from pathlib import Path
 
 from checks.workdir import verifier_files
 from shared.manifest import KIT_ROOT
+from shared import figures
 from shared.i18n import t
 from shared.proc import Process
 from shared.tap import START_MARK
@@ -44,6 +45,7 @@ class CheckResult:
     seconds: float = 0.0
     message: str = ""
     notes: list[str] = field(default_factory=list)
+    figures: list[dict] = field(default_factory=list)  # pictures of the evidence (shared/figures.py)
 
     @property
     def score(self) -> int:
@@ -402,6 +404,7 @@ def run_checks(lesson: dict, workdir: Path, log_dir: Path, checks: list[dict], b
             res = by_id[check_id]
             res.status, res.seconds, res.notes = seen["status"], float(seen["seconds"]), list(seen["notes"])
             res.message = seen["message"] or (res.notes[0] if res.status == FAIL and res.notes else "")
+            res.figures = figures.clean_all(seen.get("figures"))
             verifier = next(c["verifier"] for c in checks if c["id"] == check_id)
             code = exits.get(verifier)
             fails = any(results[c]["status"] == FAIL for c in results

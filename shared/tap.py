@@ -42,6 +42,11 @@ class _Check:
     def __init__(self, tap: "Tap", check_id: str):
         self.tap, self.id = tap, check_id
         self.notes: list[str] = []
+        self.figures: list[dict] = []
+
+    def figure(self, fig: dict) -> None:
+        """A picture of the evidence (shared/figures.py), drawn in the HTML report; never a verdict."""
+        self.figures.append(fig)
 
     def note(self, line: str) -> None:
         """Evidence to print under the check's line, pass or fail."""
@@ -67,17 +72,17 @@ class _Check:
     def __exit__(self, exc_type, exc, tb):
         seconds = time.monotonic() - self.started
         if exc_type is None:
-            self.tap._emit(True, self.id, None, self.notes, seconds)
+            self.tap._emit(True, self.id, None, self.notes, seconds, self.figures)
         elif exc_type is Skipped:
             self.tap._emit(True, self.id, f"SKIP {exc}", self.notes, seconds)
         elif exc_type is AssertionError and _raised_here(tb):
             reason = str(exc) or t("断言失败", "assertion failed")
-            self.tap._emit(False, self.id, None, [reason, *self.notes], seconds)
+            self.tap._emit(False, self.id, None, [reason, *self.notes], seconds, self.figures)
         elif issubclass(exc_type, Exception):
             lines = traceback.format_exception(exc_type, exc, tb)
             tail = "".join(lines).rstrip().splitlines()[-6:]
             reason = t("意外异常：", "unexpected error: ") + f"{exc_type.__name__}: {exc}"
-            self.tap._emit(False, self.id, None, [reason, *self.notes, *tail], seconds)
+            self.tap._emit(False, self.id, None, [reason, *self.notes, *tail], seconds, self.figures)
         else:
             return False  # KeyboardInterrupt/SystemExit: let them end the verifier
         return True
@@ -103,7 +108,7 @@ class Tap:
     def check(self, check_id: str) -> _Check:
         return _Check(self, check_id)
 
-    def _emit(self, ok: bool, check_id: str, directive, notes, seconds: float) -> None:
+    def _emit(self, ok: bool, check_id: str, directive, notes, seconds: float, figures=()) -> None:
         self.count += 1
         self.failed += 0 if ok else 1
         entry = self._texts.get(check_id)
@@ -121,11 +126,24 @@ class Tap:
             _channel.send({"type": "result", "id": check_id, "notes": [str(n) for n in notes],
                            "status": "skipped" if skipped else "pass" if ok else "fail",
                            "message": directive[len("SKIP "):] if skipped else "",
-                           "seconds": round(seconds, 3), "intact": _intact()})
+                           "seconds": round(seconds, 3), "figures": _portable(figures), "intact": _intact()})
 
     def finish(self) -> int:
         print(f"1..{self.count}", flush=True)
         return 1 if self.failed else 0
+
+
+def _portable(figures) -> list:
+    """The figures as JSON can carry them; one that cannot be sent is left out (it is only a picture)."""
+    import json
+    kept = []
+    for fig in list(figures)[:8]:
+        try:
+            if len(json.dumps(fig)) <= 256_000:
+                kept.append(fig)
+        except (TypeError, ValueError):
+            pass
+    return kept
 
 
 # --- the verdict channel (checks/verdicts.py) ----------------------------------------------------
