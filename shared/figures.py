@@ -139,3 +139,15 @@ def clean_all(figs) -> list[dict]:
     if not isinstance(figs, list):
         return []
     return [f for f in (clean(x) for x in figs[:MAX_FIGURES]) if f is not None]
+
+
+def attach(check, build) -> None:
+    """Attach the figure (or list of figures) `build()` returns to a check.  Drawing never decides a
+    verdict: a build that fails, because the run recorded less than expected, is simply left out."""
+    try:
+        made = build()
+    except Exception:  # noqa: BLE001 - a picture that cannot be drawn is not a finding
+        return
+    for fig in made if isinstance(made, list) else [made]:
+        if fig is not None:
+            check.figure(fig)
