@@ -228,6 +228,9 @@ def cmd_run(args, evidence: bool = False) -> int:
     _announce(lab)
     results = run_many(lessons, data, lab, scope, show=lambda r: print_lesson(r, evidence=evidence))
     progress.record([r for r in results if r.source != "planned"])
+    if not lab:  # keep the reference's timelines: a report on a learner's folder draws them alongside
+        from checks import timelines
+        timelines.save_reference(report.to_dict([r for r in results if r.source != "planned"], "reference"))
     _write_reports(args, results, str(lab) if lab else "reference")
     total = sum(c.counted for r in results for c in r.checks)
     passed = sum(c.status == PASS for r in results for c in r.checks)
@@ -453,6 +456,9 @@ def cmd_help(args) -> int:
         ("make bench", t("运行教学用基准测试（表格 + JSON）", "run the teaching benchmarks (table + JSON)")),
         ("make soak", t("长时间混沌测试：杀 worker、重启服务，最后逐条对账（丢失必须为 0）",
                         "the long soak: killed workers, restarted servers, then a ledger (lost must be 0)")),
+        ("make monitor [PORT=8016]", t("第 16 课的监控页面（积压、等待时长、发件箱延迟、队列深度），实时刷新；make soak 运行时显示它的数字",
+                                       "lesson 16's live monitor page (backlog, ages, outbox lag, queue depths); "
+                                       "during make soak it shows the soak's numbers")),
         ("make flake [LESSON=NN] [ROUNDS=N] [PARALLEL=K] [BURN=C]",
          t("找不稳定：参考答案多轮并行运行（可加 CPU 负载），列出每一次未通过",
            "flake hunt: the reference in repeated parallel runs (optionally under CPU load); every non-pass listed")),
@@ -487,7 +493,8 @@ def cmd_table(args) -> int:
     return 0
 
 
-def run_kit_script(lesson_id: str, script: str, args: list[str], exclusive: bool = False) -> int:
+def run_kit_script(lesson_id: str, script: str, args: list[str], exclusive: bool = False,
+                   monitor: bool = False) -> int:
     """Run one of the kit's scripts (a benchmark, the soak) in a fresh reference folder of its lesson, in
     a box of its own with the lesson's servers (what a check run gets: servers, .env.tasks, a fresh
     database); the script starts and stops its own processes.  Its --out file is written inside the box's
@@ -512,9 +519,9 @@ def run_kit_script(lesson_id: str, script: str, args: list[str], exclusive: bool
         from shared import labctl
         with labctl.in_use(exclusive=exclusive):
             labctl.up(lesson["services"])
-            code = run_script(lesson, workdir, log_dir, [script, *args])
+            code = run_script(lesson, workdir, log_dir, [script, *args], monitor)
     else:
-        code = run_script(lesson, workdir, log_dir, [script, *args])
+        code = run_script(lesson, workdir, log_dir, [script, *args], monitor)
     if wanted is not None and (log_dir / wanted.name).exists():
         wanted.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(log_dir / wanted.name, wanted)
@@ -545,9 +552,15 @@ def cmd_soak(args) -> int:
     argv = ["--jobs", str(args.jobs or (500 if args.long else 100)), "--out", str(out)]
     if args.seed is not None:
         argv += ["--seed", str(args.seed)]
-    code = run_kit_script("16", "soak.py", argv, exclusive=True)
+    code = run_kit_script("16", "soak.py", argv, exclusive=True, monitor=True)
     print(t(f"账本 JSON：{os.path.relpath(out)}", f"ledger JSON: {os.path.relpath(out)}"))
     return 0 if code == 0 else 1
+
+
+def cmd_monitor(args) -> int:
+    """Lesson 16's observability page: a running soak's numbers, else the kit's services'."""
+    from checks import monitor
+    return monitor.serve(args.port, args.source)
 
 
 def cmd_flake(args) -> int:
@@ -630,6 +643,11 @@ def build_parser() -> argparse.ArgumentParser:
     soak.add_argument("--long", action="store_true", help="500 jobs instead of 100")
     soak.add_argument("--jobs", type=int, default=None, help=argparse.SUPPRESS)
     soak.add_argument("--seed", type=int, default=None, help="repeat a run's chaos (its seed is printed)")
+    mon = sub.add_parser("monitor", help="a page of lesson 16's numbers (backlog, ages, outbox lag, queues), "
+                                         "live; during make soak it shows the soak's")
+    mon.add_argument("--port", type=int, default=8016)
+    mon.add_argument("--source", choices=("auto", "soak", "services"), default="auto",
+                     help="auto: a running soak's numbers, else the services of make services")
     flake = sub.add_parser("flake", help="run the reference N rounds in K parallel isolated runs; list every non-pass")
     flake.add_argument("lessons", nargs="*", default=["all"], metavar="NN")
     flake.add_argument("--rounds", type=int, default=3)
@@ -642,7 +660,8 @@ def build_parser() -> argparse.ArgumentParser:
 COMMANDS = {"list": cmd_list, "run": cmd_run, "check": cmd_check, "lesson": cmd_lesson, "grade": cmd_grade,
             "grade-worker": cmd_grade_worker, "diff": cmd_diff,
             "watch": cmd_watch, "help": cmd_help, "table": cmd_table,
-            "clean": cmd_clean, "bench": cmd_bench, "soak": cmd_soak, "flake": cmd_flake}
+            "clean": cmd_clean, "bench": cmd_bench, "soak": cmd_soak, "flake": cmd_flake,
+            "monitor": cmd_monitor}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -107,13 +107,13 @@ def pick(texts, lang: str) -> str:
     return texts.get(lang) or texts.get("en") or texts.get("zh") or ""
 
 
-def page(title: str, body: str, lang: str, script: str = "") -> str:
+def page(title: str, body: str, lang: str, script: str = "", extra_css: str = "") -> str:
     """A whole self-contained document.  The CSP forbids every fetch, so nothing outside can load."""
     csp = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"
     return (f'<!DOCTYPE html>\n<html lang="{"zh-CN" if lang == "zh" else "en"}">\n<head>\n<meta charset="utf-8">\n'
             f'<meta http-equiv="Content-Security-Policy" content="{csp}">\n'
             f'<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-            f"<title>{esc(title)}</title>\n<style>{CSS}</style>\n</head>\n<body>\n{body}\n"
+            f"<title>{esc(title)}</title>\n<style>{CSS}{extra_css}</style>\n</head>\n<body>\n{body}\n"
             + (f"<script>{script}</script>\n" if script else "") + "</body>\n</html>\n")
 
 
@@ -140,7 +140,7 @@ def output_tail(output: str) -> str:
     return tail if tail == output else "…\n" + tail
 
 
-def render_check(test: dict, lang: str) -> str:
+def render_check(test: dict, lang: str, reference: dict | None = None, learner: bool = False) -> str:
     w = WORDS[lang]
     status = test.get("status", "error")
     badges = ""
@@ -160,10 +160,16 @@ def render_check(test: dict, lang: str) -> str:
         parts.append(f'<div class="hint">{esc(w["hint"])}: {esc(pick(test["hint"], lang))}</div>')
     if status in NOT_PASSED and test.get("output"):
         parts.append(f'<pre aria-label="{esc(w["output"])}">{esc(output_tail(test["output"]))}</pre>')
+    ref = (reference or {}).get(test.get("id")) if learner and not test.get("regression") else None
+    if test.get("figures") or ref:
+        from checks import timelines  # imported here: it draws with this module's helpers
+        parts.append(timelines.render_check_figures(test.get("figures") or [], ref, lang, learner=learner,
+                                                    lesson=str(test.get("lesson", "NN"))))
     return "".join(parts) + "</li>"
 
 
-def render_lesson(lesson: dict, tests: list[dict], lang: str) -> str:
+def render_lesson(lesson: dict, tests: list[dict], lang: str, reference: dict | None = None,
+                  learner: bool = False) -> str:
     w = WORDS[lang]
     own = [t for t in tests if not t.get("regression")]
     again = [t for t in tests if t.get("regression")]
@@ -174,16 +180,17 @@ def render_lesson(lesson: dict, tests: list[dict], lang: str) -> str:
            f'<h2>{esc(w["lesson"].format(id=lesson["id"]))} — {esc(pick(lesson.get("title"), lang))}</h2>',
            f'<p>{status_label(lesson.get("status", ""), w)} · {score} · '
            f'<span class="secs">{float(lesson.get("seconds") or 0):.1f} s</span></p>',
-           '<ul class="checks">', *(render_check(t, lang) for t in own), "</ul>"]
+           '<ul class="checks">', *(render_check(t, lang, reference, learner) for t in own), "</ul>"]
     if again:  # an earlier lesson's checks re-run here: shown apart, since a failed one fails the lesson
         out += [f'<h3>{esc(w["regressions"])}</h3>', '<ul class="checks regressions">',
                 *(render_check(t, lang) for t in again), "</ul>"]
     return "\n".join(out + ["</section>"])
 
 
-def render_run(report: dict, lang: str, *, back: str | None = None) -> str:
+def render_run(report: dict, lang: str, *, back: str | None = None, reference: dict | None = None) -> str:
     """The whole page for one report dict (`checks.report.to_dict`).  `back`: a relative link shown at the
-    top (the gradebook's per-student pages point at its index)."""
+    top (the gradebook's per-student pages point at its index).  `reference`: check id -> the reference's
+    figures, drawn beside a learner's own (see checks/timelines.py)."""
     lang = resolve_lang(lang)
     w = WORDS[lang]
     score = f'{report.get("score", 0)}/{report.get("max_score", 0)}'
@@ -204,14 +211,19 @@ def render_run(report: dict, lang: str, *, back: str | None = None) -> str:
     lessons = list(report.get("lessons", []))
     known = {l["id"] for l in lessons}
     lessons += [{"id": lid, "title": {}, "status": ""} for lid in groups if lid not in known]  # stray tests
-    body = [render_lesson(l, groups.get(l["id"], []), lang) for l in lessons]
+    learner = report.get("source") != "reference"
+    body = [render_lesson(l, groups.get(l["id"], []), lang, reference, learner) for l in lessons]
     if not body:
         body = [f'<p>{esc(w["no_checks"])}</p>']
     title = f'{w["run_title"]} — {report.get("source", "")}'
-    return page(title, "\n".join(head + body), lang)
+    from checks import timelines
+    return page(title, "\n".join(head + body), lang, extra_css=timelines.CSS)
 
 
 def write_run(path: Path, report: dict, lang: str | None = None) -> None:
+    """Write the page; a learner's timelines are drawn beside the reference's last recorded ones."""
+    from checks import timelines
+    reference = timelines.reference_for(report) if report.get("source") != "reference" else None
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render_run(report, resolve_lang(lang)), encoding="utf-8")
+    path.write_text(render_run(report, resolve_lang(lang), reference=reference), encoding="utf-8")

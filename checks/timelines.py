@@ -1,0 +1,233 @@
+"""Draw a check's figures (shared/figures.py) as inline SVG and HTML, and keep the reference's for comparison.
+
+Only the lane layout is drawn by hand: x is time, one row per lane, bars and marks placed on it.  Every
+text is escaped; every element carries data- attributes, so a browser test can read what was drawn.
+The reference's figures are kept after each reference run (LAB_DIR/figures/NN.json), so a report on a
+learner's folder can show their timeline next to the reference's without running the reference again.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from checks.html_report import esc, pick
+from shared import figures as F
+
+WIDTH, LABEL_W, LANE_H, AXIS_H, TOP = 760, 150, 24, 26, 8
+COLOURS = {
+    "run": "#4c78a8", "hold": "#2e9e4f", "wait": "#c9c9c9", "sleep": "#b7b7d8", "ok": "#2e9e4f", "fail": "#d23b3b",
+    "retry": "#e08a00", "cancel": "#8a4fd0", "killed": "#000000", "lease": "#72b7b2", "deadline": "#d23b3b",
+    "queued": "#bab0ac", "claim": "#54a24b", "event": "#4c78a8", "dead": "#6b3a3a", "replay": "#f58518",
+    "fast": "#f58518", "bulk": "#4c78a8", "serial": "#9d755d", "pool": "#4c78a8", "other": "#888888",
+}
+CSS = """
+figure.fig{margin:.5rem 0 .3rem 1.6rem}figure.fig figcaption{font-size:.85em;color:#444;margin:.15rem 0}
+.figpair{display:grid;grid-template-columns:repeat(auto-fit,minmax(22rem,1fr));gap:.6rem;margin-left:1.6rem}
+.figpair>div>h4{margin:.2rem 0;font-size:.85em;color:#555}.figpair figure.fig{margin-left:0}
+svg.timeline{max-width:100%;height:auto;background:#fcfcfc;border:1px solid #e2e2e2}
+svg.timeline text{font:11px system-ui,sans-serif;fill:#333}svg.timeline .axis line{stroke:#bbb}
+svg.timeline .lane-bg{fill:#f4f4f4}svg.timeline .limit{stroke:#d23b3b;stroke-dasharray:4 3}
+table.figtable td,table.figtable th{font-size:.85em}.figlegend{font-size:.8em;color:#555}
+.figlegend span{display:inline-block;width:.8em;height:.8em;margin:0 .2em 0 .6em;vertical-align:middle}
+"""
+
+
+# --- the reference's figures, kept for comparison ---------------------------------------------------
+
+def _store() -> Path:
+    from checks.workdir import LAB_DIR
+    return LAB_DIR / "figures"
+
+
+def save_reference(report: dict) -> None:
+    """After a reference run: keep each check's figures, per lesson (regression re-runs are not kept)."""
+    by_lesson: dict[str, dict] = {}
+    for test in report.get("tests", []):
+        if test.get("figures") and not test.get("regression"):
+            by_lesson.setdefault(test["lesson"], {})[test["id"]] = test["figures"]
+    for lesson_id, figs in by_lesson.items():
+        path = _store() / f"{lesson_id}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        old = load_lesson(lesson_id)
+        old.update(figs)  # a run of some checks keeps the others' last pictures
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(old, ensure_ascii=False), encoding="utf-8")
+        tmp.replace(path)
+
+
+def load_lesson(lesson_id: str) -> dict[str, list]:
+    try:
+        data = json.loads((_store() / f"{lesson_id}.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return {k: F.clean_all(v) for k, v in data.items()} if isinstance(data, dict) else {}
+
+
+def reference_for(report: dict) -> dict[str, list]:
+    """Check id -> the reference's figures, for every lesson in the report."""
+    found: dict[str, list] = {}
+    for lesson in report.get("lessons", []):
+        found.update(load_lesson(lesson["id"]))
+    return found
+
+
+# --- drawing ------------------------------------------------------------------------------------------
+
+def _ticks(span: float) -> list[float]:
+    """About six round steps over 0..span."""
+    if span <= 0:
+        return [0.0]
+    raw = span / 6
+    step = 10 ** math.floor(math.log10(raw))
+    for factor in (1, 2, 5, 10):
+        if raw <= step * factor:
+            step *= factor
+            break
+    return [i * step for i in range(int(span / step) + 1)]
+
+
+def _title_of(item, lang: str) -> str:
+    return pick(item, lang) if isinstance(item, dict) else str(item or "")
+
+
+def render_lanes(fig: dict, lang: str) -> str:
+    lanes = fig["lanes"]
+    times = [b["end"] for ln in lanes for b in ln["bars"]] + [m["at"] for ln in lanes for m in ln["marks"]]
+    times += [m["at"] for m in fig["lines"]]
+    span = max(times + [0.001])
+    plot_w = WIDTH - LABEL_W - 10
+    height = TOP + LANE_H * len(lanes) + AXIS_H
+
+    def x(sec: float) -> float:
+        return LABEL_W + plot_w * max(0.0, sec) / span
+
+    out = [f'<svg class="timeline" data-kind="lanes" data-lanes="{len(lanes)}" data-span="{span:.4f}" '
+           f'viewBox="0 0 {WIDTH} {height}" width="{WIDTH}" height="{height}" role="img" '
+           f'xmlns="http://www.w3.org/2000/svg"><title>{esc(_title_of(fig["title"], lang))}</title>']
+    for i, ln in enumerate(lanes):
+        y = TOP + i * LANE_H
+        name = _title_of(ln["name"], lang)
+        out.append(f'<g class="lane" data-lane="{esc(name)}"><rect class="lane-bg" x="{LABEL_W}" y="{y + 2}" '
+                   f'width="{plot_w}" height="{LANE_H - 4}"/><text x="4" y="{y + LANE_H / 2 + 4}">{esc(name[:24])}'
+                   f'</text>')
+        for b in ln["bars"]:
+            x0, x1 = x(b["start"]), x(b["end"])
+            label = _title_of(b["label"], lang)
+            out.append(f'<rect class="bar k-{b["kind"]}" data-kind="{b["kind"]}" data-start="{b["start"]}" '
+                       f'data-end="{b["end"]}" data-label="{esc(label)}" x="{x0:.1f}" y="{y + 4}" '
+                       f'width="{max(1.5, x1 - x0):.1f}" height="{LANE_H - 8}" fill="{COLOURS[b["kind"]]}" rx="2" '
+                       f'stroke="#fff" stroke-width=".6">'
+                       f'<title>{esc(label)} · {b["start"]:.3f}–{b["end"]:.3f} s</title></rect>')
+        for m in ln["marks"]:
+            cx = x(m["at"])
+            label = _title_of(m["label"], lang)
+            out.append(f'<path class="mark k-{m["kind"]}" data-kind="{m["kind"]}" data-at="{m["at"]}" '
+                       f'data-label="{esc(label)}" d="M{cx:.1f},{y + 3} l5,-0 l-5,9 l-5,-9 z" '
+                       f'fill="{COLOURS[m["kind"]]}" stroke="#fff" stroke-width=".6"><title>{esc(label)} · '
+                       f'{m["at"]:.3f} s</title></path>')
+        out.append("</g>")
+    for m in fig["lines"]:
+        lx = x(m["at"])
+        label = _title_of(m["label"], lang)
+        out.append(f'<g class="line" data-kind="{m["kind"]}" data-at="{m["at"]}"><line class="limit" x1="{lx:.1f}" '
+                   f'x2="{lx:.1f}" y1="{TOP}" y2="{TOP + LANE_H * len(lanes)}"/><text x="{lx + 3:.1f}" y="{TOP + 9}">'
+                   f'{esc(label)}</text><title>{esc(label)} · {m["at"]:.3f} s</title></g>')
+    out.append(_axis(span, TOP + LANE_H * len(lanes), x))
+    out.append("</svg>")
+    return "".join(out) + _legend({b["kind"] for ln in lanes for b in ln["bars"]}
+                                  | {m["kind"] for ln in lanes for m in ln["marks"]})
+
+
+def _axis(span: float, y: float, x) -> str:
+    parts = ['<g class="axis">']
+    for tick in _ticks(span):
+        tx = x(tick)
+        parts.append(f'<line x1="{tx:.1f}" x2="{tx:.1f}" y1="{y}" y2="{y + 4}"/>'
+                     f'<text x="{tx:.1f}" y="{y + 16}" text-anchor="middle">{tick:g} s</text>')
+    return "".join(parts) + "</g>"
+
+
+def _legend(kinds: set[str]) -> str:
+    if not kinds:
+        return ""
+    return '<div class="figlegend">' + "".join(
+        f'<span style="background:{COLOURS[k]}"></span>{esc(k)}' for k in F.KINDS if k in kinds) + "</div>"
+
+
+def render_steps(fig: dict, lang: str) -> str:
+    points = fig["points"]
+    limit = fig.get("limit")
+    span = max([p[0] for p in points] + [0.001])
+    top = max([p[1] for p in points] + [limit or 0, 1])
+    plot_w, plot_h = WIDTH - LABEL_W - 10, 120
+    height = TOP + plot_h + AXIS_H
+
+    def x(sec: float) -> float:
+        return LABEL_W + plot_w * max(0.0, sec) / span
+
+    def y(value: float) -> float:
+        return TOP + plot_h - plot_h * value / (top * 1.1)
+
+    path, last = [], None
+    for px, py in points:
+        if last is not None:
+            path.append(f"L{x(px):.1f},{y(last):.1f}")
+        path.append(("M" if not path else "L") + f"{x(px):.1f},{y(py):.1f}")
+        last = py
+    peak = max([p[1] for p in points], default=0)
+    out = [f'<svg class="timeline" data-kind="steps" data-max="{peak:g}" data-limit="{"" if limit is None else f"{limit:g}"}" '
+           f'viewBox="0 0 {WIDTH} {height}" width="{WIDTH}" height="{height}" role="img" '
+           f'xmlns="http://www.w3.org/2000/svg"><title>{esc(_title_of(fig["title"], lang))}</title>',
+           f'<text x="4" y="{TOP + 12}">{esc(_title_of(fig.get("label"), lang)[:24])}</text>',
+           f'<text x="{LABEL_W - 4}" y="{y(top) + 4:.1f}" text-anchor="end">{top:g}</text>',
+           f'<text x="{LABEL_W - 4}" y="{y(0) + 4:.1f}" text-anchor="end">0</text>']
+    if limit is not None:
+        out.append(f'<line class="limit" x1="{LABEL_W}" x2="{WIDTH - 10}" y1="{y(limit):.1f}" y2="{y(limit):.1f}"/>'
+                   f'<text x="{WIDTH - 12}" y="{y(limit) - 3:.1f}" text-anchor="end">limit {limit:g}</text>')
+    if path:
+        out.append(f'<path class="series" d="{" ".join(path)}" fill="none" stroke="#4c78a8" stroke-width="2"/>')
+    out.append(_axis(span, TOP + plot_h, x))
+    out.append("</svg>")
+    return "".join(out)
+
+
+def render_table(fig: dict, lang: str) -> str:
+    head = "".join(f"<th>{esc(_title_of(c, lang))}</th>" for c in fig["columns"])
+    rows = "".join("<tr>" + "".join(f"<td>{esc(_title_of(v, lang))}</td>" for v in row) + "</tr>"
+                   for row in fig["rows"])
+    return (f'<table class="figtable" data-kind="table" data-rows="{len(fig["rows"])}"><thead><tr>{head}</tr></thead>'
+            f"<tbody>{rows}</tbody></table>")
+
+
+RENDER = {"lanes": render_lanes, "steps": render_steps, "table": render_table}
+
+
+def render_figure(fig: dict, lang: str) -> str:
+    fig = F.clean(fig)
+    if fig is None:
+        return ""
+    caption = _title_of(fig["title"], lang)
+    extra = _title_of(fig.get("caption"), lang)
+    return (f'<figure class="fig" data-type="{fig["type"]}"><figcaption><b>{esc(caption)}</b>'
+            f'{" — " + esc(extra) if extra else ""}</figcaption>{RENDER[fig["type"]](fig, lang)}</figure>')
+
+
+def render_check_figures(figs: list, reference: list | None, lang: str, *, learner: bool, lesson: str = "NN") -> str:
+    """A check's figures; on a learner's folder, beside the reference's when it has been recorded."""
+    figs = F.clean_all(figs)
+    if not figs and not reference:
+        return ""
+    mine = "".join(render_figure(f, lang) for f in figs)
+    if not learner:
+        return f'<div class="figs" data-source="reference">{mine}</div>'
+    yours, ref = (("你的文件夹", "参考实现") if lang == "zh" else ("your folder", "reference"))
+    if reference:
+        theirs = "".join(render_figure(f, lang) for f in reference)
+    else:
+        theirs = '<p class="small">' + esc(
+            f"参考实现的时间线尚未记录：运行一次 make lesson-{lesson} 即可对照。" if lang == "zh" else
+            f"The reference's timeline is not recorded yet: run make lesson-{lesson} once to compare.") + "</p>"
+    return (f'<div class="figpair"><div data-source="learner"><h4>{esc(yours)}</h4>{mine or "–"}</div>'
+            f'<div data-source="reference"><h4>{esc(ref)}</h4>{theirs}</div></div>')
