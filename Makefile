@@ -11,7 +11,7 @@ VPY := .venv/bin/python
 VENV_READY := .venv/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help venv check forget test test-all doctor watch clean list bench soak flake grade-drill services services-down services-status
+.PHONY: help venv check forget test test-all doctor watch clean list bench soak monitor flake grade-drill services services-down services-status
 
 help:
 	+@$(PYTHON) -m checks help
@@ -66,6 +66,11 @@ bench: $(VENV_READY)
 # (make test runs the short form, 100 jobs.)
 soak: $(VENV_READY)
 	+@$(VPY) -m checks soak --long $(if $(SEED),--seed $(SEED))
+
+# make monitor [PORT=8016]: lesson 16's numbers live in the browser; during make soak (another terminal)
+# it shows the soak's backlog, else the services of make services.
+monitor: $(VENV_READY)
+	+@exec $(VPY) -m checks monitor $(if $(PORT),--port $(PORT))
 
 # make flake [LESSON=NN] [ROUNDS=N] [PARALLEL=K] [BURN=C]: the reference, N rounds of K isolated copies side by
 # side, C processes burning CPU meanwhile; every non-pass is printed and written to .lab/flake/flake.json.

@@ -58,7 +58,19 @@ def main() -> int:
         signer.send({"type": "problem", "kind": "schema", "message": str(exc)})
         return 0
     if spec.get("script"):  # a kit script (the soak, a benchmark): its exit status is the box's
-        return subprocess.run([sys.executable, *spec["script"]], cwd=workdir, env=env).returncode
+        feeder = None
+        if spec.get("monitor"):  # numbers for `make monitor`, written where the host can read them
+            with open(log_dir / "monitor-feed.log", "ab") as log:
+                feeder = subprocess.Popen([sys.executable, "-m", "checks.monitor", "feed", "--out",
+                                           str(log_dir / "monitor.json"), "--env-file",
+                                           str(workdir / ".env.tasks")], cwd=KIT, env=env,
+                                          stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            return subprocess.run([sys.executable, *spec["script"]], cwd=workdir, env=env).returncode
+        finally:
+            if feeder is not None:
+                feeder.terminate()
+                feeder.wait()
     try:
         procs = start_processes(lesson, workdir, log_dir, env)
     except (AssertionError, WaitTimeout) as exc:

@@ -319,12 +319,13 @@ def _start_inbox(lesson: dict, workdir: Path, log_dir: Path, spec: dict, boxed: 
     return proc, key, token, channel_r, cgroups, spec_path
 
 
-def run_script(lesson: dict, workdir: Path, log_dir: Path, argv: list[str]) -> int:
+def run_script(lesson: dict, workdir: Path, log_dir: Path, argv: list[str], monitor: bool = False) -> int:
     """A kit script (the soak, a benchmark) in a box of its own with the lesson's servers: its output goes
-    to the terminal, its exit status is returned.  (The reference only: its verdict is its exit status.)"""
+    to the terminal, its exit status is returned.  (The reference only: its verdict is its exit status.)
+    `monitor`: the box also feeds `make monitor` its numbers (checks/monitor.py)."""
     from checks import box as B
     log_dir.mkdir(parents=True, exist_ok=True)
-    spec = {"lesson": dict(lesson, processes=[]), "schema_upto": lesson["id"], "script": argv,
+    spec = {"lesson": dict(lesson, processes=[]), "schema_upto": lesson["id"], "script": argv, "monitor": monitor,
             "log_dir": str(log_dir), "env": {"LAB_LOG_DIR": str(log_dir), "LAB_LESSON": lesson["id"]}}
     proc, _key, token, channel_r, cgroups, spec_path = _start_inbox(lesson, workdir, log_dir, spec,
                                                                     boxing() == "on", None)

@@ -389,8 +389,31 @@ def _grant(secret: dict) -> None:
                 cur.execute(f"GRANT ALL PRIVILEGES ON `{pattern}`.* TO %s@%s", (S.DB_USER, host))
                 # Lesson 11 reads innodb_trx to prove no transaction is held while a file is written.
                 cur.execute("GRANT PROCESS ON *.* TO %s@%s", (S.DB_USER, host))
+            _monitor_account(cur)
     finally:
         conn.close()
+
+
+MONITOR_ENV = S.SERVICES_DIR / "monitor.env"  # the read-only monitor account's password (make monitor)
+MONITOR_USER = "monitor_ro"
+
+
+def monitor_credentials() -> tuple[str, str]:
+    """(user, password) of the account `make monitor` reads through: it may only SELECT."""
+    password = read_env_file(MONITOR_ENV).get("MONITOR_PASSWORD")
+    if not password:
+        password = _new_password()
+        _write_private(MONITOR_ENV, f"MONITOR_PASSWORD={password}\n")
+    return MONITOR_USER, password
+
+
+def _monitor_account(cur) -> None:
+    user, password = monitor_credentials()
+    pattern = S.DATABASE_PATTERN.replace("%", "%%")
+    for host in (S.HOST, "localhost", "%"):
+        cur.execute("CREATE USER IF NOT EXISTS %s@%s IDENTIFIED BY %s", (user, host, password))
+        cur.execute("ALTER USER %s@%s IDENTIFIED BY %s", (user, host, password))
+        cur.execute(f"GRANT SELECT ON `{pattern}`.* TO %s@%s", (user, host))
 
 
 def _mysql_up(secret: dict) -> None:
@@ -450,6 +473,13 @@ def _docker_up(secret: dict, names: list[str]) -> None:
     result = _compose("up", "-d", "--wait", *names)
     if result.returncode != 0:
         raise ServiceError("docker compose up failed:\n" + result.stderr[-800:])
+    if "mysql" in names:  # the monitor's read-only account: its password is generated, so not in init SQL
+        conn = mysql_connect("root", secret["MYSQL_ROOT_PASSWORD"])
+        try:
+            with conn.cursor() as cur:
+                _monitor_account(cur)
+        finally:
+            conn.close()
 
 
 # --- public operations ---------------------------------------------------------------------------

@@ -20,3 +20,10 @@ def pytest_sessionfinish(session, exitstatus):
     if exitstatus == 5:
         session.exitstatus = 1
         print("\nno tests were collected — failing the run", file=sys.stderr)
+
+
+def pytest_configure(config):
+    # Once, in the controller, before any worker: the browser tests need Chromium (installed when root).
+    if os.environ.get("PYTEST_XDIST_WORKER") is None:
+        from tests import webdriver
+        webdriver.install_if_root()

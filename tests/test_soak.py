@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -16,11 +17,77 @@ from shared import manifest
 LESSON = manifest.lesson("16")
 
 
+SCREENS = manifest.KIT_ROOT / ".lab" / "screenshots"
+
+
+def _watch_with_the_monitor(env: dict, soak: subprocess.Popen, tmp_path) -> dict:
+    """While the soak runs: `python -m checks monitor` serves its numbers; the page in headless Chromium
+    (when installed) must show the backlog rise and move, with no console error and no outside request."""
+    import httpx2 as httpx
+
+    from shared.proc import free_port
+    from tests import webdriver
+    port = free_port()
+    page = subprocess.Popen([sys.executable, "-m", "checks", "monitor", "--port", str(port), "--source", "soak"],
+                            cwd=manifest.KIT_ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    seen = {"backlogs": [], "api": [], "browser": webdriver.available() is not None}
+    try:
+        url = f"http://127.0.0.1:{port}/"
+        browser = webdriver.Browser(tmp_path / "chrome") if seen["browser"] else None
+        try:
+            shots = first = 0
+            while soak.poll() is None and len(seen["backlogs"]) < 400:
+                try:
+                    sample = httpx.get(url + "api/stats", timeout=5).json()
+                except httpx.HTTPError:
+                    time.sleep(0.2)  # the page server is still starting
+                    continue
+                seen["api"].append(sample.get("db", {}).get("by_status"))
+                if browser is not None:
+                    if shots == 0 and not seen["backlogs"]:
+                        browser.open(url)
+                    backlog = browser.run("return document.body.dataset.backlog || null")
+                    if backlog is not None:
+                        seen["backlogs"].append(int(backlog))
+                        # two pictures a few seconds apart while jobs flow, for the note
+                        if int(backlog) > 0 and shots == 0 or shots == 1 and len(seen["backlogs"]) >= first + 8:
+                            shots += 1
+                            first = len(seen["backlogs"])
+                            browser.screenshot(SCREENS / f"monitor-soak-{shots}.png")
+                time.sleep(0.5)
+            if browser is not None:
+                seen["errors"] = browser.console_errors()
+                seen["outside"] = [u for u in browser.requested_urls()
+                                   if u.startswith(("http:", "https:", "ws:", "wss:")) and not u.startswith(url)]
+        finally:
+            if browser is not None:
+                browser.close()
+    finally:
+        page.terminate()
+        page.wait(20)
+    return seen
+
+
 @pytest.mark.skipif(LESSON["status"] != "ready", reason="lesson 16 is still planned")
 def test_short_soak_accounts_for_every_acknowledged_job(tmp_path):
     env = dict(os.environ, LAB_HOME=str(tmp_path / "lab"), LAB_LANG="en")
-    run = subprocess.run([sys.executable, "-m", "checks", "soak", "--jobs", "100"], cwd=manifest.KIT_ROOT,
-                         env=env, capture_output=True, text=True, timeout=420)
+    soak = subprocess.Popen([sys.executable, "-m", "checks", "soak", "--jobs", "100"], cwd=manifest.KIT_ROOT,
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        watched = _watch_with_the_monitor(env, soak, tmp_path)
+        out, err = soak.communicate(timeout=420)
+    finally:
+        if soak.poll() is None:
+            soak.kill()
+            soak.wait()
+    run = subprocess.CompletedProcess(soak.args, soak.returncode, out, err)
+    # The monitor's numbers moved while the jobs flowed (read through its SELECT-only account).
+    finished = [sum(v for k, v in (s or {}).items() if k == "succeeded") for s in watched["api"]]
+    assert len(set(finished)) >= 2 and max(finished) > 0, watched["api"][-5:]
+    if watched["browser"]:
+        assert max(watched["backlogs"]) > 0 and len(set(watched["backlogs"])) >= 2, watched["backlogs"]
+        assert not watched["errors"] and not watched["outside"], watched
     ledger_path = tmp_path / "lab" / "soak" / "ledger.json"
     assert ledger_path.is_file(), run.stdout[-4000:] + run.stderr[-2000:]
     record = json.loads(ledger_path.read_text())
