@@ -217,3 +217,27 @@ def test_a_waiting_exclusive_run_goes_before_later_shared_runs():
     for thread in (holder, waiter, late):
         thread.join(180)  # other parallel runs may hold the services for a while
     assert order == ["first shared", "exclusive", "late shared"]
+
+
+def test_the_monitor_reads_through_an_account_that_can_only_select(running):
+    """make monitor's account: its numbers come back; any write is refused by the server itself."""
+    import pymysql
+
+    from checks import monitor
+    user, password = labctl.monitor_credentials()
+    assert stat.S_IMODE(os.stat(labctl.MONITOR_ENV).st_mode) == 0o600
+    db_connect, redis_connect = monitor.connectors()
+    sample = monitor.collect(db_connect, redis_connect)
+    assert "db" in sample and "redis" in sample, sample
+    assert isinstance(sample["redis"]["queues"], dict)
+    conn = labctl.mysql_connect(user, password, S.DATABASE)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT COUNT(*) FROM products")
+            for statement in ("INSERT INTO products (id, name, description, price_cents) VALUES (999999, 'x', 'x', 1)",
+                              "DELETE FROM products", "CREATE TABLE monitor_may_not (id INT)"):
+                with pytest.raises(pymysql.err.OperationalError) as denied:
+                    cur.execute(statement)
+                assert denied.value.args[0] in (1142, 1044), denied.value  # command denied to user
+    finally:
+        conn.close()
