@@ -30,12 +30,14 @@ import signal
 import struct
 import subprocess
 import threading
+import time
 from pathlib import Path
 from uuid import uuid4
 
 from shared import handshake
 from shared.celerylab import (LOG_DIR, WORK, DeclaredWorker, children_of, import_learner, log_lines, read_events,
                               redact, start_worker, with_nodename)
+from shared.figures import attach, bar, lane, lanes, mark
 from shared.i18n import t
 from shared.proc import WaitTimeout, run_python, wait_until
 
@@ -326,6 +328,47 @@ def check_config(c, worker: DeclaredWorker) -> None:
 
 # ---------------------------------------------------------------- 09.4
 
+def drill_timeline(events: list[dict], message_id: str, killed: dict, worker_pid: int) -> dict:
+    """A picture of the drill (never a verdict): a lane per pool child (by pid) with a bar per execution of
+    our message (start to end as the child recorded them; the killed one ends at the SIGKILL), the pause
+    after os.replace, the SIGKILL the verifier sent, and the redelivered execution in the child that
+    replaced it."""
+    ours = [e for e in events if isinstance(e.get("at"), (int, float)) and isinstance(e.get("pid"), int)]
+    pids: list[int] = []
+    for e in ours:
+        if e.get("kind") == "start" and e.get("task_id") == message_id and e["pid"] not in pids:
+            pids.append(e["pid"])
+    if killed.get("pid") is not None and killed["pid"] not in pids:
+        pids.insert(0, killed["pid"])
+    job = message_id[:8]
+    rows = []
+    for pid in pids:
+        mine = [e for e in ours if e["pid"] == pid]
+        bars, marks = [], []
+        starts = [e for e in mine if e.get("kind") == "start" and e.get("task_id") == message_id]
+        for start in starts:
+            end = next((e for e in mine if e.get("kind") == "end" and e.get("task_id") == message_id
+                        and e["at"] >= start["at"]), None)
+            if end is not None:
+                stop, state = end["at"], str(end.get("state"))
+            elif pid == killed.get("pid") and "at" in killed:
+                stop, state = killed["at"], "SIGKILL"
+            else:
+                stop, state = start["at"], "no end recorded"
+            redelivered = bool(start.get("redelivered"))
+            bars.append(bar(start["at"], stop, f"{job} {'redelivered' if redelivered else 'first'} run: {state}",
+                            "retry" if redelivered else "run"))
+        marks += [mark(e["at"], "os.replace, held", "hold") for e in mine if e.get("kind") == "held"]
+        marks += [mark(e["at"], "os.replace", "event") for e in mine if e.get("kind") == "replaced"]
+        if pid == killed.get("pid") and "at" in killed:
+            marks.append(mark(killed["at"], "SIGKILL", "killed"))
+        rows.append(lane(f"child {pid}" + (" (killed)" if pid == killed.get("pid") else ""), bars=bars, marks=marks))
+    return lanes(t(f"子进程被 SIGKILL，消息 {job}… 重投到另一个子进程",
+                   f"a pool child SIGKILLed; message {job}… redelivered to another child"), rows,
+                 caption=t(f"演练 worker pid {worker_pid}，并发 1：池用新的子进程替换被杀的子进程",
+                           f"drill worker pid {worker_pid}, concurrency 1: the pool replaces the killed child"))
+
+
 def check_redelivery(c, worker: DeclaredWorker) -> None:
     app, export_products = _import()
     job_id = str(uuid4())
@@ -351,10 +394,11 @@ def check_redelivery(c, worker: DeclaredWorker) -> None:
         return [e for e in read_events(events_path) if e.get("kind") == kind]
 
     proc = start_worker(argv, "worker-drill.log", env=env)
+    message_id = str(uuid4())
+    killed: dict = {}  # the SIGKILL, for the figure: which child, when (this process's clock)
     try:
         c.note(t(f"演练 worker：pid {proc.pid}，节点 {node}，私有队列 {queue}，并发 1",
                  f"drill worker: pid {proc.pid}, node {node}, private queue {queue}, concurrency 1"))
-        message_id = str(uuid4())
         rows = _rows(40, "drill")
         result = export_products.apply_async(args=[job_id, rows], task_id=message_id, queue=queue)
         try:
@@ -385,6 +429,7 @@ def check_redelivery(c, worker: DeclaredWorker) -> None:
         json.loads(text)
         c.note(t(f"os.replace 已完成：{held['path']} 完整，sha256 {digest[:16]}…；发送 SIGKILL 给子进程 {child}",
                  f"os.replace done: {held['path']} is complete, sha256 {digest[:16]}…; SIGKILL to child {child}"))
+        killed.update(pid=child, at=time.time())  # taken before the kill: the redelivery comes after it
         os.kill(child, signal.SIGKILL)
 
         def second_run_or_end():
@@ -420,8 +465,11 @@ def check_redelivery(c, worker: DeclaredWorker) -> None:
         if lost:
             c.note(t("worker 日志：", "worker log: ") + lost[0].split("] ", 1)[-1])
     finally:
-        handshake.stop(drill_dir)  # a held execution (a failed check) lets go before the worker stops
-        proc.stop(grace=10)
+        try:
+            handshake.stop(drill_dir)  # a held execution (a failed check) lets go before the worker stops
+            proc.stop(grace=10)
+        finally:  # drawn once the worker has stopped: every execution's end is recorded by then
+            attach(c, lambda: drill_timeline(read_events(events_path), message_id, killed, proc.pid))
 
 
 # ---------------------------------------------------------------- 09.5

@@ -15,6 +15,8 @@ own app, settings and tasks, plus, in this process and its pool children only:
   the task module's clock (`time.time()`) reads deadline_epoch - 0.05 s, as if the read had been
   that slow, so the retry decision meets the exercise's 0.05 s budget however late the message
   arrived — nothing waits the time out;
+- each execution's start also records its message's eta (epoch seconds), for the report's
+  timeline figure only: a retry's planned wait is drawn ending there;
 - when the task declares backoff_base / backoff_max, they are shrunk (caps of 0.02, 0.04,
   0.08 s …) so the checks never wait out the lesson's real delays.  A task without them keeps
   its own delays (caps of 1, 2, 4 s).
@@ -24,6 +26,7 @@ Nothing is imported ahead of the worker: a module missing from include stays mis
 
 import os
 import time
+from datetime import datetime
 from pathlib import Path
 
 from celery import signals
@@ -133,6 +136,18 @@ def _previous_attempt_ended(task_id: str, attempt: int) -> bool:
                for e in read_events(EVENTS))
 
 
+def _eta_at(request) -> float | None:
+    """The message's eta as epoch seconds, or None: for the report's timeline only (a retry's countdown runs
+    from its publication to this eta), never judged."""
+    eta = getattr(request, "eta", None)
+    try:
+        if isinstance(eta, str):
+            eta = datetime.fromisoformat(eta)
+        return eta.timestamp() if isinstance(eta, datetime) else None
+    except (ValueError, OverflowError, OSError):
+        return None
+
+
 @signals.task_prerun.connect
 def _on_start(task_id=None, task=None, args=None, kwargs=None, **_):
     global _skew
@@ -152,7 +167,7 @@ def _on_start(task_id=None, task=None, args=None, kwargs=None, **_):
         except WaitTimeout:
             waited_out = True
     record("start", task_id=task_id, job=(list(args or []) or [None])[0], args=list(args or []),
-           kwargs=kwargs or {}, retries=attempt, previous_unended=waited_out)
+           kwargs=kwargs or {}, retries=attempt, previous_unended=waited_out, eta_at=_eta_at(task.request))
 
 
 @signals.task_retry.connect

@@ -26,6 +26,7 @@ import time
 from uuid import uuid4
 
 from shared.celerylab import LOG_DIR, WORK, DeclaredWorker, import_learner, log_lines, read_events, redact
+from shared.figures import attach, bar, lane, lanes, mark
 from shared.i18n import t
 from shared.proc import WaitTimeout, run_python, wait_until
 
@@ -50,6 +51,7 @@ class Run:
             with open(listed_in, "a", encoding="utf-8") as stream:
                 stream.write(self.job_id + "\n")
         self.deadline, self.fail_until = deadline, fail_until
+        self.submitted = time.time()  # for the timeline figure only
         self.result = task.apply_async(args=[self.job_id, deadline, fail_until])
         self.id = self.result.id
         self.last: dict | None = None
@@ -103,6 +105,66 @@ class Run:
                  f"{retries}, final state {self.state}")
 
 
+# ---------------------------------------------------------------- the timeline figure (a picture, never a verdict)
+
+DEADLINE_SHOWN = 2.0  # a deadline further than this (or the attempts' span) from them is told, not drawn
+
+
+def _cap(event: dict) -> float:
+    knobs = {k: event.get(k) if isinstance(event.get(k), (int, float)) else v for k, v in DEFAULT_BACKOFF.items()}
+    return min(knobs["backoff_max"], knobs["backoff_base"] * 2.0 ** event["retries"])
+
+
+def timeline(run: Run, task_clock: bool = False) -> dict:
+    """One lane for the job: a bar per attempt (start to end, as the worker recorded them), a wait bar per
+    planned retry (its countdown, ending at the next attempt's eta; labelled against the doubling cap), a
+    mark per read, and the job's deadline as a line when it is near enough to see (else told in the caption).  task_clock: draw the
+    deadline as the task's (probe-set) clock saw it after a budget-eating read, not the real one."""
+    events = [e for e in read_events(EVENTS) if e.get("task_id") == run.id and isinstance(e.get("at"), (int, float))]
+
+    def by_attempt(kind: str) -> dict:
+        return {e["retries"]: e for e in events if e.get("kind") == kind and isinstance(e.get("retries"), int)}
+    starts, ends, retries = by_attempt("start"), by_attempt("end"), by_attempt("retry")
+    bars, marks = [], [mark(run.submitted, "submitted", "queued")]
+    for n in sorted(starts):
+        end = ends.get(n)
+        state = end.get("state") if end else "no end recorded"
+        bars.append(bar(starts[n]["at"], end["at"] if end else starts[n]["at"], f"attempt {n}: {state}",
+                        "ok" if state == "SUCCESS" else "fail" if end else "run"))
+    for n in sorted(retries):
+        when = retries[n].get("when")
+        if isinstance(when, (int, float)):
+            cap = _cap(retries[n])
+            # The countdown ends at the next attempt's eta; without one, it is drawn from the retry signal
+            # (which comes after the RETRY state is stored, so a little late).
+            eta = (starts.get(n + 1) or {}).get("eta_at")
+            begin = eta - when if isinstance(eta, (int, float)) else retries[n]["at"]
+            bars.append(bar(begin, begin + when, f"wait {when:.3f}s {'≤' if 0 <= when <= cap else '>'} cap {cap:g}s",
+                            "wait"))
+    marks += [mark(e["at"], "read", "event") for e in events if e.get("kind") == "read"]
+    times = [b["start"] for b in bars] + [b["end"] for b in bars] + [m["at"] for m in marks]
+    span = max(times) - min(times)
+    lines, caption = [], None
+    if task_clock:
+        used = [e for e in events if e.get("kind") == "budget-used"]
+        if used:
+            lines.append(mark(used[0]["at"] + float(used[0].get("left") or 0), "deadline (task's clock)",
+                              "deadline"))
+        caption = t(f"截止时间：任务的时钟在读取后只剩 {used[0].get('left') if used else '?'} 秒（探针设置）；"
+                    f"真实的 deadline_epoch 在提交后 {run.deadline - run.submitted:.1f} 秒",
+                    f"deadline: after the read the task's clock leaves {used[0].get('left') if used else '?'} s "
+                    f"(set by the probe); the real deadline_epoch is {run.deadline - run.submitted:.1f} s after "
+                    "submission")
+    elif min(times) - max(DEADLINE_SHOWN, span) <= run.deadline <= max(times) + max(DEADLINE_SHOWN, span):
+        lines.append(mark(run.deadline, "deadline_epoch", "deadline"))
+    else:
+        caption = t(f"deadline_epoch 在提交后 {run.deadline - run.submitted:.1f} 秒，超出图的范围",
+                    f"deadline_epoch is {run.deadline - run.submitted:.1f} s after submission, beyond the figure")
+    return lanes(t(f"每次执行与计划的等待（fail_until={run.fail_until}）",
+                   f"each attempt and the planned waits (fail_until={run.fail_until})"),
+                 [lane(f"job {run.job_id[:8]}", bars=bars, marks=marks)], lines=lines, caption=caption)
+
+
 def _worker_alive(worker: DeclaredWorker) -> None:
     assert worker.alive(), t(f"worker（pid {worker.pid}）已退出，日志末尾：\n{worker.log_text()[-600:]}",
                              f"the worker (pid {worker.pid}) has exited; log tail:\n{worker.log_text()[-600:]}")
@@ -136,6 +198,7 @@ def check_recovers(c, worker: DeclaredWorker) -> None:
 
     run = Run(time.time() + 30, 2)
     run.finish()
+    attach(c, lambda: timeline(run))
     fetched = [e["args"][0] if e.get("args") else None
                for e in sorted(run.events("read"), key=lambda e: e.get("retries") or 0)]
     c.note(t(f"fail_until=2：{run.summary()}；fetch_snapshot 收到的 attempt = {fetched}",
@@ -158,6 +221,7 @@ def check_expired(c, worker: DeclaredWorker) -> None:
     _worker_alive(worker)
     run = Run(time.time() - 1, 0)
     run.finish()
+    attach(c, lambda: timeline(run))
     c.note(t(f"deadline 已过 1 秒、fail_until=0：{run.summary()}，错误 {run.error()}",
              f"deadline 1 s in the past, fail_until=0: {run.summary()}, error {run.error()}"))
     run.assert_finished()
@@ -178,6 +242,7 @@ def check_permanent(c, worker: DeclaredWorker) -> None:
     _worker_alive(worker)
     run = Run(time.time() + 30, 0, listed_in=PERMANENT)
     run.finish()
+    attach(c, lambda: timeline(run))
     c.note(t(f"读取抛 ValueError('invalid export request')：{run.summary()}，错误 {run.error()}",
              f"the read raises ValueError('invalid export request'): {run.summary()}, error {run.error()}"))
     run.assert_finished()
@@ -197,6 +262,7 @@ def check_limit(c, worker: DeclaredWorker) -> None:
     _worker_alive(worker)
     run = Run(time.time() + 60, 10)
     run.finish()
+    attach(c, lambda: timeline(run))
     c.note(t(f"fail_until=10：{run.summary()}，错误 {run.error()}",
              f"fail_until=10: {run.summary()}, error {run.error()}"))
     for line in log_lines(worker.log_text(), run.id, "retry", limit=3):
@@ -220,6 +286,7 @@ def check_delays(c, worker: DeclaredWorker) -> None:
     _worker_alive(worker)
     run = Run(time.time() + 60, 10)
     run.finish()
+    attach(c, lambda: timeline(run))
     run.assert_finished()
     planned = sorted(run.events("retry"), key=lambda e: e.get("retries") or 0)
     assert planned, t(f"没有观察到任何计划中的重试：{run.summary()}", f"no planned retry was observed: {run.summary()}")
@@ -259,6 +326,7 @@ def check_budget(c, worker: DeclaredWorker) -> None:
     # then makes the failed read use up the budget: the retry decision sees 0.05 s left, as in the exercise.
     run = Run(time.time() + 60, 2, listed_in=BUDGET)
     run.finish()
+    attach(c, lambda: timeline(run, task_clock=True))
     used = run.events("budget-used")
     c.note(t(f"读取失败后只剩 0.05 秒预算、fail_until=2（还剩 3 次重试）：{run.summary()}，错误 {run.error()}",
              f"0.05 s of budget left after the failed read, fail_until=2 (3 retries left): {run.summary()}, "
