@@ -44,11 +44,33 @@ def _expect_all_passed(report_path: Path, lessons: list[dict]) -> dict:
     return data
 
 
+def _figure_rules() -> dict:
+    """Check id -> a rule on its figures, from every tests/figrules_*.py (one per group of lessons)."""
+    import importlib
+    rules = {}
+    for path in sorted(Path(__file__).parent.glob("figrules_*.py")):
+        rules.update(importlib.import_module(f"tests.{path.stem}").RULES)
+    return rules
+
+
+def _figures_show_what_was_proved(data: dict) -> None:
+    """The timelines the HTML report draws: each check with a rule carries figures that show what it proved
+    (e.g. lesson 02's never more than two permits held at once)."""
+    rules = _figure_rules()
+    for test in data["tests"]:
+        rule = rules.get(test["id"])
+        if rule is None or test["regression"] or test["status"] != "pass":
+            continue
+        assert test.get("figures"), f"{test['id']} drew no figure"
+        rule(test["figures"])
+
+
 @pytest.mark.parametrize("lesson", READY, ids=lambda l: l["id"])
 def test_reference_lesson_passes_every_check(lesson, tmp_path):
     run = _cli("run", lesson["id"], "--report", str(tmp_path / "r.json"), home=tmp_path / "home")
     assert run.returncode == 0, run.stdout + run.stderr
-    _expect_all_passed(tmp_path / "r.json", [lesson])
+    data = _expect_all_passed(tmp_path / "r.json", [lesson])
+    _figures_show_what_was_proved(data)
     if lesson.get("services"):  # credentials never reach the output, the report or any log
         from shared import labctl
         secret = labctl.ensure_credentials()

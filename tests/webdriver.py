@@ -20,7 +20,7 @@ import pytest
 
 PACKAGES = ("chromium", "chromium-driver", "fonts-wqy-microhei")  # the font: Chinese text in screenshots
 INSTALL = "as root: apt-get install -y " + " ".join(PACKAGES)
-ELEMENT = "element-6066-11e4-a52f-4d65822e206e"  # the W3C key of an element reference
+ELEMENT = "element-6066-11e4-a52e-4f735466cecf"  # the W3C key of an element reference
 
 
 def available() -> tuple[str, str] | None:
