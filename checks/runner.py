@@ -15,7 +15,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from checks.workdir import verifier_files
+from checks import box as B
+from checks.workdir import LAB_DIR, verifier_files
 from shared.manifest import KIT_ROOT
 from shared import figures
 from shared.i18n import t
@@ -212,7 +213,6 @@ def _run_round(lesson: dict, workdir: Path, log_dir: Path, pending: list[str], l
     the verdict channel.  Each check gets its own limit from when it starts (tasks.json's timeout); the
     time before the first check and after the last is bounded too; so are the output and the disk used.
     When a limit runs out the whole box goes, every process in it with it."""
-    from checks import box as B
     from checks.verdicts import Reader
     verifiers = list(dict.fromkeys(c["verifier"] for c in lesson["checks"] if c["id"] in pending))
     spec = {"lesson": lesson, "schema_upto": schema_upto, "verifiers": verifiers, "log_dir": str(log_dir),
@@ -272,7 +272,6 @@ def _run_round(lesson: dict, workdir: Path, log_dir: Path, pending: list[str], l
 def _start_inbox(lesson: dict, workdir: Path, log_dir: Path, spec: dict, boxed: bool, stdout):
     """Start checks/inbox.py with this spec, in a box (or bare): (process, key, run token, verdict channel's
     reading end, cgroups, spec file).  The key reaches the inbox through a pipe, never a file or argv."""
-    from checks import box as B
     from checks.verdicts import KEY_BYTES, key_pipe
     token = secrets.token_hex(8)
     key = secrets.token_bytes(KEY_BYTES)
@@ -291,7 +290,7 @@ def _start_inbox(lesson: dict, workdir: Path, log_dir: Path, spec: dict, boxed: 
         cgroups = B.make_cgroups()
         if not cgroups:
             spec["nproc"] = _my_process_count() + B.PIDS_LIMIT
-        overlays = {v.name: v for v in _kit_verifiers(lesson)}
+        overlays = {v.name: v for v in verifier_files(lesson)}
         overlays.update({"shared": KIT_ROOT / "shared", "checks": KIT_ROOT / "checks",
                          "__pycache__": _empty_dir()})
         box_env = {"PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin",
@@ -302,7 +301,7 @@ def _start_inbox(lesson: dict, workdir: Path, log_dir: Path, spec: dict, boxed: 
                    "LAB_BOXED": "1", RUN_MARK: token, **verdict_env}
         files = {"/box/spec.json": spec_path}
         if lesson.get("services") and "mysql" in lesson["services"]:
-            files["/box/mariadb"] = B.mariadb_template(_lab_dir())
+            files["/box/mariadb"] = B.mariadb_template(LAB_DIR)
             box_env["LAB_MARIADB_TEMPLATE"] = "/box/mariadb"
         argv = B.Box(workdir, log_dir, overlays, files, box_env, cgroups).popen_argv([*inbox, "/box/spec.json"])
         child_env = None
@@ -323,7 +322,6 @@ def run_script(lesson: dict, workdir: Path, log_dir: Path, argv: list[str], moni
     """A kit script (the soak, a benchmark) in a box of its own with the lesson's servers: its output goes
     to the terminal, its exit status is returned.  (The reference only: its verdict is its exit status.)
     `monitor`: the box also feeds `make monitor` its numbers (checks/monitor.py)."""
-    from checks import box as B
     log_dir.mkdir(parents=True, exist_ok=True)
     spec = {"lesson": dict(lesson, processes=[]), "schema_upto": lesson["id"], "script": argv, "monitor": monitor,
             "log_dir": str(log_dir), "env": {"LAB_LOG_DIR": str(log_dir), "LAB_LESSON": lesson["id"]}}
@@ -348,10 +346,6 @@ def _stop_box(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
-def _kit_verifiers(lesson: dict) -> list[Path]:
-    return verifier_files(lesson)
-
-
 def _my_process_count() -> int:
     uid = os.getuid()
     count = 0
@@ -362,13 +356,8 @@ def _my_process_count() -> int:
     return count
 
 
-def _lab_dir() -> Path:
-    from checks.workdir import LAB_DIR
-    return LAB_DIR
-
-
 def _empty_dir() -> Path:
-    empty = _lab_dir() / "empty"
+    empty = LAB_DIR / "empty"
     empty.mkdir(parents=True, exist_ok=True)
     return empty
 
@@ -433,11 +422,12 @@ def run_checks(lesson: dict, workdir: Path, log_dir: Path, checks: list[dict], b
                                 f"ran past this check's {result.limit:g}s limit")
             elif result.ended == "output":
                 res.status = ERROR
-                res.message = t(f"输出超过 {B_OUTPUT_MB} MB：运行被停止", f"output over {B_OUTPUT_MB} MB: the run was stopped")
+                res.message = t(f"输出超过 {B.OUTPUT_LIMIT >> 20} MB：运行被停止",
+                                f"output over {B.OUTPUT_LIMIT >> 20} MB: the run was stopped")
             else:
                 res.status = ERROR
-                res.message = t(f"写入磁盘超过 {B_DISK_MB} MB：运行被停止",
-                                f"wrote over {B_DISK_MB} MB to disk: the run was stopped")
+                res.message = t(f"写入磁盘超过 {B.DISK_LIMIT >> 20} MB：运行被停止",
+                                f"wrote over {B.DISK_LIMIT >> 20} MB to disk: the run was stopped")
             res.notes = _tail(result.output)
             pending.remove(stuck)
             with open(log_dir / "box.log", "a", encoding="utf-8") as log:
@@ -463,10 +453,6 @@ def run_checks(lesson: dict, workdir: Path, log_dir: Path, checks: list[dict], b
             res.notes = _tail(result.output)
         break
     return []
-
-
-B_OUTPUT_MB = 1
-B_DISK_MB = 512
 
 
 def _tail(text: str, lines: int = 15) -> list[str]:
