@@ -40,6 +40,7 @@ from pathlib import Path
 from checks import distributed as D
 from shared.i18n import t
 from shared.manifest import KIT_ROOT
+from shared.proc import WaitTimeout, proc_stat, wait_until
 
 FULL = {"folders": 30, "lessons": ["01", "02", "03"], "machine_death": True, "timeout": 1800}
 SHORT = {"folders": 6, "lessons": ["01"], "machine_death": False, "timeout": 420}
@@ -55,15 +56,11 @@ class DrillError(Exception):
 
 
 def wait_for(what: str, predicate, limit: float, every: float = 0.1):
-    """Poll real state until `predicate()` is truthy; its value, or DrillError after `limit` seconds."""
-    deadline = time.monotonic() + limit
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise DrillError(t(f"{limit:.0f}s 内没有等到：{what}", f"not within {limit:.0f}s: {what}"))
-        time.sleep(every)
+    """shared.proc.wait_until (poll real state, bounded), failing the way the drill reports failures."""
+    try:
+        return wait_until(predicate, limit, what, every)
+    except WaitTimeout as exc:
+        raise DrillError(str(exc)) from None
 
 
 def free_port() -> int:
@@ -76,22 +73,17 @@ def free_port() -> int:
 
 
 def parent_of(pid: int) -> int | None:
-    try:
-        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-    except (OSError, IndexError, ValueError):
-        return None
+    fields = proc_stat(pid)
+    return int(fields[3]) if fields else None
 
 
 def session_members(sid: int) -> list[int]:
     """Processes whose session is `sid` (a session this drill made with start_new_session)."""
     found = []
     for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            except (OSError, IndexError):
-                continue
-            if int(fields[3]) == sid and int(entry.name) != os.getpid():
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            fields = proc_stat(int(entry.name))
+            if fields and int(fields[5]) == sid:
                 found.append(int(entry.name))
     return found
 
@@ -279,16 +271,21 @@ class Drill:
         return self.done_event.is_set() or (bool(self.keys) and self.done_count() >= len(self.keys))
 
     # -- the steps ---------------------------------------------------------------------------------------
-    def kill_pool_child(self) -> None:
+    def execution_under_way(self, what: str, limit: float, every: float, spare: str | None = None):
+        """(run, its grader) of an execution in a pool child of a worker this drill started (not of the
+        folder `spare`), "done" when every folder is graded already; polled, bounded."""
         def target():
             if self.all_done():
                 return "done"
             for run in self.in_flight():
                 g = self.grader_of(run["host"])
-                if g and parent_of(run["pid"]) == g.pid:  # a pool child of a worker this drill started
+                if g and parent_of(run["pid"]) == g.pid and run["key"] != spare:
                     return run, g
             return None
-        found = wait_for("an execution under way", target, 180, every=0.05)
+        return wait_for(what, target, limit, every)
+
+    def kill_pool_child(self) -> None:
+        found = self.execution_under_way("an execution under way", 180, 0.05)
         if found == "done":
             self.event("skipped: SIGKILL a pool child", reason="every folder was graded already")
             return
@@ -338,15 +335,8 @@ class Drill:
             g.kill_group()
 
     def machine_death(self) -> None:
-        def target():
-            if self.all_done():
-                return "done"
-            for run in self.in_flight():
-                g = self.grader_of(run["host"])
-                if g and parent_of(run["pid"]) == g.pid and run["key"] != getattr(self, "killed_key", None):
-                    return run, g
-            return None
-        found = wait_for("an execution under way for a machine death", target, 300, every=0.1)
+        found = self.execution_under_way("an execution under way for a machine death", 300, 0.1,
+                                         spare=getattr(self, "killed_key", None))
         if found == "done":
             self.event("skipped: machine death", reason="every folder was graded already")
             return
