@@ -57,6 +57,7 @@ from lab16_record import RECORD, row_problems
 from lab16_row import Row, scan_until, settle, unclaimed_reason
 
 from shared.celerylab import WORK, env_file_values, redact, secrets_in, short
+from shared.figures import attach, table
 from shared.i18n import t
 from shared.labdb import db_settings, job_row, sql
 from shared.proc import run_python, wait_until
@@ -139,6 +140,79 @@ def describe(row: dict) -> str:
     return text
 
 
+# ---------------------------------------------------------------- the matrix as a figure (a picture, never a verdict)
+
+def matrix_columns() -> list[str]:
+    """In this order (tests/figrules_16.py reads them by position): row, fault, expected, result, observed
+    states, final status, attempts, deliveries, duplicate deliveries, recovery seconds, evidence."""
+    return [t("行", "row"), t("故障", "fault"), t("预期", "expected"), t("结果", "result"),
+            t("观察到的状态", "observed states"), t("终态", "final"), "attempts", t("投递", "deliveries"),
+            t("重复", "duplicates"), t("恢复秒数", "recovery s"), t("证据", "evidence")]
+
+
+def clip(text, limit: int, tail: bool = False) -> str:
+    """At most `limit` characters; `tail` keeps the end (where a list of states arrives)."""
+    text = "" if text is None else str(text)
+    if len(text) <= limit:
+        return text
+    return "…" + text[-(limit - 1):] if tail else text[:limit - 1] + "…"
+
+
+def states_text(states) -> str:
+    return clip("→".join(str(s) for s in states) if isinstance(states, list) and states else "-", 180, tail=True)
+
+
+def evidence_text(row: dict) -> str:
+    bits = []
+    if row.get("artifact_sha256"):
+        bits.append(f"sha256 {row['artifact_sha256'][:10]}…")
+    if row.get("redispatches"):
+        bits.append(t(f"重新派发 {len(row['redispatches'])} 次", f"re-dispatched {len(row['redispatches'])}×"))
+    if row.get("time_moved_seconds"):
+        bits.append(t(f"移动时间 {row['time_moved_seconds']} s", f"{row['time_moved_seconds']} s moved"))
+    if row.get("budget_seconds") is not None:
+        bits.append(t(f"预算 {row['budget_seconds']:g} s", f"budget {row['budget_seconds']:g} s"))
+    if row.get("error"):
+        bits.append(redact(str(row["error"])))
+    elif row.get("result") == "not_run":
+        bits.append(t("本次没有运行", "not run in this run"))
+    return clip(" · ".join(bits) or "-", 190)
+
+
+def matrix_table(title: str, names: list[str], yours: dict[str, dict] | None = None) -> dict:
+    """The named matrix rows as the record holds them now, in catalogue order: a row this run has not
+    run (yet) shows as not_run.  `yours`: the learner's rows (16.1), their states and attempts in two last
+    columns."""
+    held = {row["case"]: row for row in Shared.matrix.record()["cases"]}
+    order = [name for name in CASE_IDS if name in names]
+    cells = []
+    for name in order:
+        row = held[name]
+        line = [name, clip(f"{row.get('fault_point')}: {row.get('operation')}", 120), clip(row.get("expect"), 120),
+                row.get("result"), states_text(row.get("observed_states")), row.get("final_status"),
+                row.get("attempts"), row.get("deliveries"), row.get("duplicate_deliveries"),
+                row.get("recovery_seconds"), evidence_text(row)]
+        if yours is not None:
+            mine = yours.get(name) or {}
+            line += [states_text(mine.get("observed_states")), clip(mine.get("attempts"), 20)]
+        cells.append(line)
+    ran = [held[name] for name in order if held[name].get("result") != "not_run"]
+    passed = sum(1 for row in ran if row.get("result") == "pass")
+    columns = matrix_columns() + ([t("你记录的状态", "your observed states"), t("你记录的 attempts", "your attempts")]
+                                  if yours is not None else [])
+    caption = t(f"{len(order)} 行，运行 {len(ran)} 行，通过 {passed} 行；记录：{RECORD}",
+                f"{len(order)} rows, {len(ran)} run, {passed} pass; record: {RECORD}")
+    return table(title, columns, cells, caption=caption)
+
+
+def run_rows(c, names: list[str], title: str, yours: dict[str, dict] | None = None) -> dict[str, dict]:
+    """Shared.rows, with the rows' table attached to the check however the run ends (before any assert)."""
+    try:
+        return Shared.rows(names)
+    finally:
+        attach(c, lambda: matrix_table(title, names, yours))
+
+
 def require_pass(c, rows: dict[str, dict], names: list[str]) -> None:
     for name in names:
         row = rows[name]
@@ -182,7 +256,9 @@ def check_record(c) -> None:
 
     # Your job ids name jobs of your own drills, in a database no check run sees: each claim is re-earned
     # instead — run again on your code, backed by this run's database and deliveries, and saying what it shows.
-    run = Shared.rows([r["case"] for r in claimed])
+    run = run_rows(c, [r["case"] for r in claimed],
+                   t("你标为 pass 的行，在你的代码上重新运行", "the rows you marked pass, run again on your code"),
+                   yours={r["case"]: r for r in claimed})
     versions = {UUID(r["job_id"]).version for r in run.values() if r.get("job_id")}
     c.note(t(f"你标为 pass 的 {len(claimed)} 行已在你的代码上重新运行；本次记录：{RECORD}",
              f"the {len(claimed)} rows you marked pass were run again on your code; this run's record: {RECORD}"))
@@ -284,12 +360,12 @@ def check_terminal(c) -> None:
 # ---------------------------------------------------------------- 16.3 / 16.4 / 16.8 / 16.9
 
 def check_rows(c, names: list[str]) -> None:
-    rows = Shared.rows(names)
+    rows = run_rows(c, names, t(f"故障矩阵：{len(names)} 行", f"failure matrix: {len(names)} rows"))
     require_pass(c, rows, names)
 
 
 def check_all_rows(c) -> None:
-    Shared.rows(CASE_IDS)
+    run_rows(c, CASE_IDS, t(f"故障矩阵：全部 {len(CASE_IDS)} 行", f"failure matrix: all {len(CASE_IDS)} rows"))
     rows = Shared.matrix.record()["cases"]
     c.note(t(f"记录：{RECORD}", f"record: {RECORD}"))
     for row in rows:
@@ -318,7 +394,7 @@ def check_all_rows(c) -> None:
 
 def check_budgets(c) -> None:
     names = ROWS_FOR["16.9"]
-    rows = Shared.rows(names)
+    rows = run_rows(c, names, t("故障矩阵：有恢复预算的行", "failure matrix: the rows with a recovery budget"))
     over = []
     for name in names:
         row = rows[name]
