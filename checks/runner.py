@@ -370,6 +370,7 @@ def run_checks(lesson: dict, workdir: Path, log_dir: Path, checks: list[dict], b
     log_dir.mkdir(parents=True, exist_ok=True)
     pending = [c["id"] for c in checks]
     limits = {c["id"]: float(c["timeout"]) for c in checks}
+    probed = False
     while pending:
         result = _run_round(lesson, workdir, log_dir, pending, {k: limits[k] for k in pending}, schema_upto, boxed)
         if notices is not None:
@@ -430,6 +431,18 @@ def run_checks(lesson: dict, workdir: Path, log_dir: Path, checks: list[dict], b
                                 f"wrote over {B.DISK_LIMIT >> 20} MB to disk: the run was stopped")
             res.notes = _tail(result.output)
             pending.remove(stuck)
+            if result.ended == "timeout" and pending and not probed:
+                probed = True
+                hung = _hanging_imports(lesson, workdir, log_dir, result.limit)
+                if hung:  # every check importing it would hang in turn: said once, not waited out again
+                    message = t(f"导入 {hung[0]}.py 一直没有结束：模块顶层的代码在导入时就会运行，那里的死循环会卡住每一项检查。"
+                                f"把它移到 if __name__ == \"__main__\": 下面。{stuck} 之后的检查没有运行。",
+                                f"importing {hung[0]}.py never finishes: code at a module's top level runs at import, "
+                                f"and an endless loop there blocks every check. Move it under "
+                                f"`if __name__ == \"__main__\":`. The checks after {stuck} were not run.")
+                    for check_id in pending:
+                        by_id[check_id].status, by_id[check_id].message = ERROR, message
+                    return [message]
             with open(log_dir / "box.log", "a", encoding="utf-8") as log:
                 log.write(f"\n--- {stuck} {result.ended}; the lesson starts again for {', '.join(pending)} ---\n")
             continue
@@ -453,6 +466,21 @@ def run_checks(lesson: dict, workdir: Path, log_dir: Path, checks: list[dict], b
             res.notes = _tail(result.output)
         break
     return []
+
+
+def _hanging_imports(lesson: dict, workdir: Path, log_dir: Path, limit: float) -> list[str]:
+    """The lesson's modules in the folder whose import alone outlasts a check's whole `limit`
+    (checks/import_probe.py, in a box of its own)."""
+    names = [n[:-3] for n in lesson.get("files", []) if n.endswith(".py") and (workdir / n).is_file()]
+    if not names:
+        return []
+    out = log_dir / "import-probe.json"
+    probe = str(Path(__file__).resolve().parent / "import_probe.py")
+    run_script(dict(lesson, services=[]), workdir, log_dir, [probe, str(out), f"{limit:g}", *names])
+    try:
+        return list(json.loads(out.read_text(encoding="utf-8"))["hung"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
 
 
 def _tail(text: str, lines: int = 15) -> list[str]:

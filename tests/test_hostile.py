@@ -302,6 +302,39 @@ def test_an_endless_loop_times_out(tmp_path):
     assert result.checks[0].status == TIMEOUT
 
 
+def test_an_endless_loop_at_import_costs_one_check_not_every_check(tmp_path, monkeypatch):
+    """After the first check runs out of time, each module is imported alone once; the one that never
+    finishes is named, and the checks after it are errors with that one message instead of timeouts."""
+    monkeypatch.setenv("LAB_LANG", "en")
+    kit = tmp_path / "kit" / "99-loop"
+    (kit / "verifiers").mkdir(parents=True)
+    (kit / "verifiers" / "verify_loop.py").write_text(textwrap.dedent("""
+        from shared.tap import main_guard
+        def main(tap):
+            for check_id in ("99.1", "99.2", "99.3"):
+                with tap.check(check_id):
+                    import loop
+                    assert loop.OK
+        main_guard(main)
+    """))
+    check = {"kind": "core", "text": {"zh": "x", "en": "x"}, "verifier": "verify_loop.py", "points": 1,
+             "timeout": 3, "hint": {"zh": "x", "en": "x"}}
+    lesson = {"id": "99", "slug": "loop", "folder": str(kit), "status": "ready", "title": {"zh": "环", "en": "x"},
+              "group": {"zh": "组", "en": "g"}, "processes": [], "files": ["loop.py", "fine.py"],
+              "checks": [dict(check, id=f"99.{n}") for n in (1, 2, 3)]}
+    folder = tmp_path / "learner"
+    folder.mkdir()
+    (folder / "loop.py").write_text("OK = True\nwhile True:\n    pass\n", encoding="utf-8")
+    (folder / "fine.py").write_text("OK = True\n", encoding="utf-8")
+    work = materialise([lesson], lesson, tmp_path / "work", lab=folder)
+    result = run_lesson(lesson, work, tmp_path / "logs", lessons=[lesson])
+    first, *rest = result.checks
+    assert first.status == TIMEOUT
+    for later in rest:
+        assert later.status == ERROR and "importing loop.py never finishes" in later.message, later.message
+    assert len(result.problems) == 1 and "loop.py" in result.problems[0]
+
+
 def test_an_output_flood_is_stopped(tmp_path):
     attack = """
         import sys
