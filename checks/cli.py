@@ -554,6 +554,14 @@ def cmd_soak(args) -> int:
         argv += ["--seed", str(args.seed)]
     code = run_kit_script("16", "soak.py", argv, exclusive=True, monitor=True)
     print(t(f"账本 JSON：{os.path.relpath(out)}", f"ledger JSON: {os.path.relpath(out)}"))
+    if out.is_file():  # and a page: the ledger, the backlog over time (the monitor's feed), the chaos
+        import json
+
+        from checks import monitor, timelines
+        page = out.with_suffix(".html")
+        history = monitor.read_history(LAB_DIR / "logs" / "soak" / monitor.HISTORY_NAME)
+        timelines.write_soak_page(page, json.loads(out.read_text(encoding="utf-8")), history)
+        print(t(f"账本页面：{os.path.relpath(page)}", f"ledger page: {os.path.relpath(page)}"))
     return 0 if code == 0 else 1
 
 

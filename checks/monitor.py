@@ -28,6 +28,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 FEED_NAME = "monitor.json"
+HISTORY_NAME = "monitor-history.jsonl"
 STALE_SECONDS = 5.0  # a feed older than this is a soak that has ended (or hangs): said on the page
 DEFAULT_PORT = 8016
 
@@ -130,10 +131,39 @@ def feed(out: Path, env_file: Path, interval: float = 1.0) -> None:
     """Write a sample to `out` every `interval` seconds until stopped (atomically: never half a file)."""
     db_connect, redis_connect = connectors(env_file)
     tmp = out.with_name(out.name + ".tmp")
+    history = out.with_name(HISTORY_NAME)
     while True:
-        tmp.write_text(json.dumps(collect(db_connect, redis_connect), default=str), encoding="utf-8")
+        sample = collect(db_connect, redis_connect)
+        tmp.write_text(json.dumps(sample, default=str), encoding="utf-8")
         tmp.replace(out)
+        with open(history, "a", encoding="utf-8") as log:  # the soak's report draws the backlog from it
+            log.write(json.dumps({"at": sample["at"], "backlog": backlog(sample)}) + "\n")
         time.sleep(interval)
+
+
+def backlog(sample: dict) -> int | None:
+    """Queued + running jobs + unsent outbox events: work accepted and not yet done (None: no database)."""
+    db = sample.get("db")
+    if not isinstance(db, dict) or not isinstance(db.get("by_status"), dict):
+        return None
+    unsent = db.get("outbox", {}).get("unsent", 0) if isinstance(db.get("outbox"), dict) else 0
+    return int(db["by_status"].get("queued", 0) + db["by_status"].get("running", 0) + (unsent or 0))
+
+
+def read_history(path: Path) -> list[tuple[float, int]]:
+    points = []
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return points
+    for line in lines:
+        try:
+            item = json.loads(line)
+        except ValueError:
+            continue  # the last line of a killed feeder may be half written
+        if item.get("backlog") is not None:
+            points.append((float(item["at"]), int(item["backlog"])))
+    return points
 
 
 # --- the page ----------------------------------------------------------------------------------------

@@ -231,3 +231,40 @@ def render_check_figures(figs: list, reference: list | None, lang: str, *, learn
             f"The reference's timeline is not recorded yet: run make lesson-{lesson} once to compare.") + "</p>"
     return (f'<div class="figpair"><div data-source="learner"><h4>{esc(yours)}</h4>{mine or "–"}</div>'
             f'<div data-source="reference"><h4>{esc(ref)}</h4>{theirs}</div></div>')
+
+
+# --- the soak's page ----------------------------------------------------------------------------------
+
+def soak_figures(record: dict, history: list[tuple[float, int]]) -> list[dict]:
+    """The soak's ledger as a table, the backlog over time (from the monitor's feed) and the chaos as
+    marks on one time axis."""
+    from shared.figures import lane, lanes, mark, steps, table
+    ledger = record.get("ledger", {})
+    rows = [[key, json.dumps(value, ensure_ascii=False) if isinstance(value, (dict, list)) else value]
+            for key, value in ledger.items() if not (isinstance(value, list) and not value)]
+    rows += [["seed", record.get("seed")], ["seconds", record.get("seconds")], ["pass", record.get("pass")]]
+    figs = [table("soak ledger", ["item", "value"], rows)]
+    chaos = [c for c in record.get("chaos", []) if isinstance(c.get("at"), (int, float))]
+    if not history:
+        return figs
+    # One time axis for both pictures: each figure starts at its earliest time, so both start at `start`.
+    start = min([history[0][0], *(c["at"] for c in chaos)])
+    points = ([(start, history[0][1])] if start < history[0][0] else []) + list(history)
+    figs.append(steps("backlog: queued + running + unsent events", points, label="backlog"))
+    if chaos:
+        figs.append(lanes("chaos", [lane("chaos", marks=[
+            mark(c["at"], f'{c["action"]}: {c.get("target", "")}', "killed" if "kill" in c["action"] else "retry")
+            for c in chaos])], lines=[mark(start, "", "event"), mark(history[-1][0], "end", "event")]))
+    return figs
+
+
+def write_soak_page(path: Path, record: dict, history: list[tuple[float, int]], lang: str | None = None) -> None:
+    from checks.html_report import page, resolve_lang
+    lang = resolve_lang(lang)
+    verdict = "PASS" if record.get("pass") else "FAIL"
+    body = [f"<h1>Task Lab soak — {esc(verdict)}</h1>",
+            f'<p>{esc(record.get("jobs_requested"))} jobs · seed {esc(record.get("seed"))} · '
+            f'lost {esc(record.get("ledger", {}).get("lost"))}</p>']
+    body += [render_figure(f, lang) for f in soak_figures(record, history)]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(page(f"Task Lab soak — {verdict}", "\n".join(body), lang, extra_css=CSS), encoding="utf-8")

@@ -98,6 +98,9 @@ def test_short_soak_accounts_for_every_acknowledged_job(tmp_path):
     assert ledger["artifact_mismatch_count"] == 0, run.stdout[-4000:]
     assert {e["action"] for e in record["chaos"] if e["done"]} >= {"restart_redis", "restart_mysql"}
     assert run.returncode == 0, run.stdout[-4000:]
+    # The ledger's page: the ledger table, the backlog over time from the monitor's feed, the chaos.
+    page = (tmp_path / "lab" / "soak" / "ledger.html").read_text(encoding="utf-8")
+    assert 'data-kind="table"' in page and 'data-kind="steps"' in page and "restart_redis" in page
 
 
 @pytest.mark.skipif(LESSON["status"] != "ready", reason="lesson 16 is still planned")
