@@ -30,6 +30,9 @@ of its module-level dicts, and int attributes of its functions, classes and name
 number of reads really running and the most seen so far.  A value that equals the first at every turn
 is the learner's running count; one that equals the second is their peak.
 
+The probe also notes, for the report's timeline figures only (never judged), when each read ran and in
+which task, how each task ended and when the budget was due: 02.2, 02.3 and 02.4 draw them as lanes.
+
 02.6–02.10 are the kit's extension (the asyncio note, not the course's exercise): lab02_note.py runs each
 script and records what asyncio really did -- budgets that expired, tasks cancelled, who printed what.
 """
@@ -116,6 +119,21 @@ def run_probe(kind: str) -> dict:
 
     state = {"active": 0, "peak": 0, "reads": [], "max_alive": 0, "queues": [], "getters": set(),
              "blocking_reads": 0}
+    # For the figures only (never judged): each read's time span, each task's end, the running count.
+    timeline: dict = {"reads": [], "tasks": [], "ends": [], "running": [], "consumers": [], "deadline": None}
+    task_numbers: dict = {}
+
+    def task_number(task) -> int:
+        """The task's place in order of first appearance; its end (and how) is noted when it is done."""
+        if task not in task_numbers:
+            task_numbers[task] = len(task_numbers)
+            timeline["tasks"].append(task.get_name() if task is not None else "?")
+            if task is not None:
+                def ended(done, number=task_numbers[task]):
+                    how = "cancelled" if done.cancelled() else "error" if done.exception() is not None else "done"
+                    timeline["ends"].append([number, time.monotonic(), how])
+                task.add_done_callback(ended)
+        return task_numbers[task]
     root_holder: list = []
     samples: list = []
 
@@ -135,6 +153,8 @@ def run_probe(kind: str) -> dict:
         async def get(self):
             task = asyncio.current_task()
             state["getters"].add(task)
+            if len(task_numbers) < 40 and task_number(task) not in timeline["consumers"]:
+                timeline["consumers"].append(task_number(task))
             if task is not None and task.cancelling():
                 # Asked to cancel, yet back for more work: the CancelledError was swallowed, and
                 # nothing would ever stop this consumer.  Note it, and end the task so the run ends.
@@ -149,18 +169,37 @@ def run_probe(kind: str) -> dict:
         state["reads"].append(product_id)
         alive = [t for t in asyncio.all_tasks() if t not in root_holder]
         state["max_alive"] = max(state["max_alive"], len(alive))
+        me = task_number(asyncio.current_task()) if len(timeline["reads"]) < 400 else None
+        read = {"task": me, "id": _plain_id(product_id), "start": time.monotonic(), "end": None, "outcome": None}
+        if me is not None:
+            timeline["reads"].append(read)
         if kind == "error" and product_id == 3:
+            read["end"], read["outcome"] = read["start"], "injected"
             raise ValueError("invalid product for drill")
         state["active"] += 1
         state["peak"] = max(state["peak"], state["active"])
+        read["start"] = time.monotonic()
+        if len(timeline["running"]) < 1000:
+            timeline["running"].append([read["start"], state["active"]])
         # A callback scheduled now runs at the loop's next turn: if it has not run when the read is
         # over, the read never gave the loop back -- no other task ran while it did.
         turned = []
         handle = asyncio.get_running_loop().call_soon(turned.append, True)
         try:
-            return await real_read(product_id, *args, **kwargs)
+            value = await real_read(product_id, *args, **kwargs)
+            read["outcome"] = "ok"
+            return value
+        except asyncio.CancelledError:
+            read["outcome"] = "cancelled"
+            raise
+        except BaseException:
+            read["outcome"] = "error"
+            raise
         finally:
+            read["end"] = time.monotonic()
             state["active"] -= 1
+            if len(timeline["running"]) < 1000:
+                timeline["running"].append([read["end"], state["active"]])
             if not turned:
                 state["blocking_reads"] += 1
             handle.cancel()
@@ -190,8 +229,11 @@ def run_probe(kind: str) -> dict:
             # Only the timeout run has a deadline, a short one.  The others run without: a slow machine
             # can never make a normal batch time out, and a stall shows as a loop with nothing to wait for.
             report["budget_requested"] = delay
-            return asyncio.timeout(SHORT_BUDGET if kind == "timeout" else None)
+            budget = asyncio.timeout(SHORT_BUDGET if kind == "timeout" else None)
+            budgets.append(budget)
+            return budget
 
+    budgets: list = []
     asyncio.Queue = SpyQueue
     module.read_product = spy_read
     module.collect_products = spy_collect
@@ -257,7 +299,16 @@ def run_probe(kind: str) -> dict:
     report["queues"] = [{"maxsize": q.maxsize, "largest": q.largest} for q in state["queues"]]
     report["blocking"] = {"reads": state["blocking_reads"], "sleeps": sleeps[:3]}
     report["numbers"] = follow(samples, numbers_of(module))
+    try:  # the loop time (time.monotonic) at which the budget was due
+        timeline["deadline"] = next((b.when() for b in budgets if b.when() is not None), None)
+    except Exception:  # noqa: BLE001 - only a figure needs it
+        pass
+    report["timeline"] = timeline
     return report
+
+
+def _plain_id(value):
+    return value if isinstance(value, (int, str)) else repr(value)[:20]
 
 
 def describe(exc: BaseException) -> dict:
@@ -272,6 +323,7 @@ def describe(exc: BaseException) -> dict:
 
 # --------------------------------------------------------------------------- checks (parent)
 
+from shared.figures import attach, bar, lane, lanes, mark, steps  # noqa: E402
 from shared.i18n import t  # noqa: E402
 from shared.proc import run_python  # noqa: E402
 from shared.tap import Tap  # noqa: E402
@@ -313,6 +365,48 @@ def probe(kind: str) -> dict:
         "being asked to cancel: the CancelledError was swallowed, nothing can stop them, and the batch would hang "
         "forever. Let CancelledError leave the consumer (clean up in finally).")
     return report
+
+
+# ----- figures: pictures of what the probe recorded, never part of a verdict
+
+def permit_lanes(report: dict, title: str) -> dict:
+    """One lane per task that read or took from the queue: a "hold" bar while each read ran (inside its
+    permit), a mark where a read or a task was cancelled or failed; the budget's deadline as a line."""
+    line = report["timeline"]
+    reads, ends = line["reads"], line["ends"]
+    getters = set(line["consumers"])
+    known = [read["start"] for read in reads] + [read["end"] for read in reads if read["end"] is not None]
+    last = max(known + [at for _, at, _ in ends]) if known or ends else 0.0
+    rows = []
+    for number, name in enumerate(line["tasks"]):
+        bars, marks = [], []
+        for read in (r for r in reads if r["task"] == number):
+            if read["outcome"] == "injected":
+                marks.append(mark(read["start"], f"read {read['id']}: ValueError", "fail"))
+                continue
+            end = read["end"] if read["end"] is not None else last
+            bars.append(bar(read["start"], end, f"read {read['id']}", "hold"))
+            if read["outcome"] == "cancelled":
+                marks.append(mark(end, f"read {read['id']} cancelled", "cancel"))
+            elif read["outcome"] == "error":
+                marks.append(mark(end, f"read {read['id']} raised", "fail"))
+        for _, at, how in (e for e in ends if e[0] == number and e[2] != "done"):
+            marks.append(mark(at, t("任务被取消", "task cancelled") if how == "cancelled" else t("任务出错", "task failed"),
+                              "cancel" if how == "cancelled" else "fail"))
+        rows.append(lane(t(f"消费者 {number + 1}", f"consumer {number + 1}") if number in getters or not reads
+                         else t(f"任务 {number + 1}", f"task {number + 1}"), bars=bars, marks=marks))
+    lines = [mark(line["deadline"], t(f"预算 {SHORT_BUDGET:g} 秒到期", f"budget {SHORT_BUDGET:g} s due"), "deadline")] \
+        if line.get("deadline") is not None else []
+    return lanes(title, rows, lines=lines, caption=t(
+        "每条：read_product 运行的时间（在 Semaphore 通行证之内）；同一时刻最多两条重叠",
+        "each bar: a read_product running (inside its Semaphore permit); at most two may overlap in time"))
+
+
+def permit_count(report: dict) -> dict:
+    """The number of reads running, at each change, against the ceiling of two."""
+    points = [(at, n) for at, n in report["timeline"]["running"]]
+    return steps(t("同时进行的读取（持有通行证）", "reads running at once (holding a permit)"),
+                 points[:1] and [(points[0][0], 0)] + points, limit=2, label=t("读取数", "reads"))
 
 
 def blocked_loop(report: dict) -> str:
@@ -385,6 +479,8 @@ def check_limits(tap: Tap) -> None:
     with tap.check("02.2") as c:
         c.skip_unless_selected()
         report = probe("normal")
+        attach(c, lambda: [permit_lanes(report, t("消费者与两张读取通行证", "consumers and the two read permits")),
+                           permit_count(report)])
         c.note(t(f"同时进行的读取最多 {report['peak']} 个（共 {report['reads']} 次读取）",
                  f"reads running at once, at most: {report['peak']} (over {report['reads']} reads)"))
         c.note(t(f"创建的队列：{report['queues']}", f"queues created: {report['queues']}"))
@@ -405,6 +501,8 @@ def check_timeout(tap: Tap) -> None:
     with tap.check("02.3") as c:
         c.skip_unless_selected()
         report = probe("timeout")
+        attach(c, lambda: permit_lanes(report, t(f"{SHORT_BUDGET:g} 秒预算到期：读取与消费者被取消",
+                                                 f"the {SHORT_BUDGET:g} s budget expires: reads and consumers cancelled")))
         lines = report["lines"]
         assert report["asyncio_view"], t(
             "bounded_async 里没有 asyncio 模块名（请用 import asyncio 和 asyncio.timeout）",
@@ -429,6 +527,8 @@ def check_error(tap: Tap) -> None:
     with tap.check("02.4") as c:
         c.skip_unless_selected()
         report = probe("error")
+        attach(c, lambda: permit_lanes(report, t("第 3 条读取失败：TaskGroup 取消其余消费者",
+                                                 "read 3 fails: the TaskGroup cancels the other consumers")))
         lines = report["lines"]
         collect, main = report.get("collect", {}), report.get("main", {})
         returned = t("返回了结果", "returned rows") if collect.get("returned") else "?"

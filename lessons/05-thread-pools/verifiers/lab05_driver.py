@@ -3,7 +3,8 @@
 Runs the learner's script with runpy as `python pool_io.py` would, with recorders around
 ThreadPoolExecutor.submit/shutdown, Future.result/cancel, Event.set/wait and time.sleep, and writes
 what happened to OUT.json: the events in the order they happened (one list, appended under a lock,
-so events of one thread keep their order), the script's outcome and the threads left at its end.
+so events of one thread keep their order; each stamped with time.monotonic() for the report's
+timeline figures), the script's outcome and the threads left at its end.
 
 Two things make the run a matter of facts rather than of scheduling:
   - submit() returns once a free worker has picked the job up (a handshake with the worker thread).
@@ -32,6 +33,7 @@ job = threading.local()          # in a worker thread: (job number, its stop eve
 
 def log(**event):
     with guard:
+        event["at"] = time.monotonic()  # for the figures only: checks judge the order, never the times
         events.append(event)
 
 
@@ -114,10 +116,10 @@ def result(self, timeout=None):
         value = real_result(self, timeout)
     except BaseException as exc:
         log(ev="result", f=number(self), timeout=timeout, before=before, error=type(exc).__name__,
-            waited=round(time.monotonic() - began, 3))  # evidence only
+            waited=round(time.monotonic() - began, 3), began=began)  # evidence only
         raise
     log(ev="result", f=number(self), timeout=timeout, before=before, value=repr(value)[:100],
-        waited=round(time.monotonic() - began, 3))
+        waited=round(time.monotonic() - began, 3), began=began)
     return value
 
 

@@ -19,6 +19,10 @@ Future.result/cancel, Event.set/wait and time.sleep with recorders, runs the scr
 writes what happened, in order, to a JSON file.  05.3 and 05.4 import batch_io / async_thread and
 replace the globals they look up (ThreadPoolExecutor, read_sync, Event, time).
 
+Figures (pictures in the report, never part of a verdict): 05.1, 05.2 and 05.5 draw the script's run
+from the driver's events (each stamped with time.monotonic()), 05.3 the reads per worker thread and
+the futures outstanding.
+
 "Stops soon" is counted in slices, never timed: a read_sync that looks at its stop event before
 every slice begins at most one more slice after stop.set() (one may start in the instant between
 its check and the set), however slowly the machine runs.
@@ -38,6 +42,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from shared.figures import attach, bar, lane, lanes, mark, steps
 from shared.i18n import t
 from shared.proc import WaitTimeout, run_python, wait_until
 
@@ -107,6 +112,61 @@ def pool_run() -> PoolRun:
     if isinstance(found, BaseException):
         raise found
     return found
+
+
+def pool_timeline(run: PoolRun) -> dict:
+    """The script's run as recorded by the driver: the main thread's submits, waits, cancels and stop; each
+    worker thread's jobs with the slices they waited through; each job's time in the pool's queue."""
+    events = [e for e in run.events if "at" in e]
+    last = max(e["at"] for e in events)
+    main_bars, main_marks, lines = [], [], []
+    queue_bars, queue_marks = [], []
+    workers: dict[str, dict] = {}
+    where: dict[int, str] = {}  # job -> its worker thread
+    submitted, started = {}, {}
+    for e in events:
+        ev, at = e["ev"], e["at"]
+        if ev == "submit":
+            submitted[e["f"]] = at
+            main_marks.append(mark(at, f"submit #{e['f']}", "queued"))
+        elif ev == "start":
+            started[e["f"]] = at
+            where[e["f"]] = e.get("thread", "?")
+            workers.setdefault(where[e["f"]], {"bars": [], "marks": []})
+            if e["f"] in submitted:
+                queue_bars.append(bar(submitted[e["f"]], at, f"#{e['f']}", "queued"))
+        elif ev == "end" and e["f"] in started:
+            workers[where[e["f"]]]["bars"].append(bar(started[e["f"]], at, f"job #{e['f']}", "run"))
+        elif ev == "slice" and e["f"] in where:
+            workers[where[e["f"]]]["marks"].append(
+                mark(at, t("停止后的一段", "slice after stop") if e["after_stop"] else t("一段", "slice"), "sleep"))
+        elif ev == "result":
+            main_bars.append(bar(e.get("began", at), at, f"result(timeout={e['timeout']})", "wait"))
+            if e.get("error") == "TimeoutError":
+                lines.append(mark(at, f"result(timeout={e['timeout']}) -> TimeoutError", "deadline"))
+        elif ev == "cancel":
+            label = f"cancel() #{e['f']} ({e['before']}) -> {e['value']}"
+            main_marks.append(mark(at, label, "cancel"))
+            if e["before"] == "pending" and e["value"] is True and e["f"] in submitted:
+                queue_bars.append(bar(submitted[e["f"]], at, f"#{e['f']}", "queued"))
+                queue_marks.append(mark(at, f"#{e['f']} cancelled", "cancel"))
+        elif ev == "set":
+            main_marks.append(mark(at, "stop.set()", "event"))
+        elif ev == "shutdown":
+            main_marks.append(mark(at, "shutdown", "event"))
+        elif ev == "print" and e["text"] == "pool closed":
+            main_marks.append(mark(at, "pool closed", "ok"))
+    for job, at in started.items():  # a job that never ended (the script crashed): open to the last event
+        if not any(b["label"] == f"job #{job}" for b in workers[where[job]]["bars"]):
+            workers[where[job]]["bars"].append(bar(at, last, f"job #{job}", "run"))
+    rows = [lane(t("主线程", "main thread"), bars=main_bars, marks=main_marks),
+            lane(t("线程池队列", "pool queue"), bars=queue_bars, marks=queue_marks)]
+    rows += [lane(name, bars=found["bars"][:200], marks=found["marks"][:400]) for name, found in workers.items()]
+    return lanes(t(f"python {run.name}：等待超时、取消、stop 与关闭", f"python {run.name}: wait timeout, cancel, stop, close"),
+                 rows[:20], lines=lines[:5], caption=t(
+                     "工作线程上的条：任务运行；短标记：每一小段等待开始；竖线：result(timeout=...) 放弃等待",
+                     "bars on a worker thread: a job running; small marks: each slice it began; line: "
+                     "result(timeout=...) giving up"))
 
 
 def timed_out_wait(run: PoolRun) -> dict | None:
@@ -217,6 +277,7 @@ class SpyStop(threading.Event):
 
 def check_timeout_and_cancel(c) -> None:
     run = pool_run()
+    attach(c, lambda: pool_timeline(run))
     c.note(t(f"python pool_io.py -> 退出码 {run.returncode}，用时 {run.seconds:.2f}s：{run.lines[:4]}",
              f"python pool_io.py -> exit {run.returncode} in {run.seconds:.2f}s: {run.lines[:4]}"))
     assert run.of("submit") or run.outcome == "ok", t(
@@ -297,6 +358,7 @@ def check_stop_and_close(c) -> None:
 
     # The learner's script: stop.set() in the timeout branch, then the pool closes.
     run = pool_run()
+    attach(c, lambda: pool_timeline(run))
     waited = timed_out_wait(run)
     n = waited["f"] if waited else 1
     sets = run.of("set")
@@ -341,6 +403,9 @@ class BatchProbe:
         self.live: list = []
         self.submitted = self.max_outstanding = self.running = self.max_running = 0
         self.workers: list = []
+        # For the figures only: each read's thread and time span, the futures outstanding at each change.
+        self.reads: list = []
+        self.outstanding: list = []
         probe = self
 
         class CountingPool(ThreadPoolExecutor):
@@ -355,20 +420,47 @@ class BatchProbe:
                     probe.live.append(future)
                     outstanding = sum(not f.done() for f in probe.live)
                     probe.max_outstanding = max(probe.max_outstanding, outstanding)
+                    if len(probe.outstanding) < 1000:
+                        probe.outstanding.append([time.monotonic(), outstanding])
+                future.add_done_callback(probe.settled)
                 return future
 
         self.pool_class = CountingPool
 
+    def settled(self, _future) -> None:
+        with self.guard:
+            if len(self.outstanding) < 1000:
+                self.outstanding.append([time.monotonic(), sum(not f.done() for f in self.live)])
+
     def read_sync(self, product_id, stop):
+        read = [threading.current_thread().name, repr(product_id)[:20], None, None]
         with self.guard:
             self.running += 1
             self.max_running = max(self.max_running, self.running)
+            read[2] = time.monotonic()
+            if len(self.reads) < 400:
+                self.reads.append(read)
         try:
             time.sleep(self.seconds)  # a short stand-in: the shape of the batching is what counts
         finally:
             with self.guard:
+                read[3] = time.monotonic()
                 self.running -= 1
         return {"id": product_id, "cancelled": False}
+
+    def figures(self) -> list[dict]:
+        """Lanes per worker thread (a bar per read), and the futures outstanding against the limit of 4."""
+        last = max([r[3] for r in self.reads if r[3] is not None] + [r[2] for r in self.reads])
+        threads: dict[str, list] = {}
+        for name, product, start, end in self.reads:
+            threads.setdefault(name, []).append(bar(start, last if end is None else end, f"read {product}", "pool"))
+        rows = [lane(name, bars=bars) for name, bars in threads.items()]
+        figure = lanes(t("线程池的工作线程：每批 4 个 Future，同时最多 2 个读取",
+                         "the pool's worker threads: 4 futures a batch, at most 2 reads at once"), rows[:20],
+                       caption=t("每条：一次 read_sync 在某个工作线程里运行", "each bar: one read_sync running in a worker thread"))
+        counts = steps(t("未完成的 Future", "futures outstanding"), [(at, n) for at, n in self.outstanding],
+                       limit=4, label="futures")
+        return [figure, counts]
 
 
 def check_batches(c) -> None:
@@ -377,7 +469,10 @@ def check_batches(c) -> None:
     probe = BatchProbe()
     batch_io.ThreadPoolExecutor = probe.pool_class
     batch_io.read_sync = probe.read_sync
-    results, seconds = call_bounded(batch_io.export_batches, CALL_BOUND, list(range(8)))
+    try:
+        results, seconds = call_bounded(batch_io.export_batches, CALL_BOUND, list(range(8)))
+    finally:
+        attach(c, probe.figures)
     ids = sorted(r.get("id") for r in results) if isinstance(results, list) and all(
         isinstance(r, dict) for r in results) else results
     c.note(t(f"export_batches(0..7)：{len(results)} 条，用时 {seconds:.2f}s；submit {probe.submitted} 次，"
@@ -510,6 +605,8 @@ def check_queued_cancel(c) -> None:
         run = PoolRun(name)
         tried.append(name)
     submits = run.of("submit")
+    if len(submits) >= 2:
+        attach(c, lambda: pool_timeline(run))
     if len(submits) < 2:
         c.skip(t(f"{'、'.join(tried)} 只提交了一个 Future：练习未做（max_workers=1 时先提交长任务，紧接着再提交一个，"
                  "在它排队时 cancel()）",

@@ -25,12 +25,16 @@ learner's script or main(), and prints one JSON line.  Workers stay real spawned
 processes; for the fault drills the pool's target is swapped for a top-level function
 of this file (a spawned worker can import it, as it imports cpu_work).  Timings are
 printed and compared only with the learner's own timers -- never against a speed.
+In the real runs the pool's target, when a worker can import it by name, is wrapped in pool_timed:
+the learner's function runs unchanged and the worker notes when each call began and ended, for
+the serial-versus-pool timeline figures of 06.3 and 06.6 (pictures, never part of a verdict).
 Probe logs go to .lab-logs/06/ in the working directory.
 """
 
 from __future__ import annotations
 
 import ast
+import contextlib
 import json
 import os
 import re
@@ -38,6 +42,7 @@ import sys
 import time
 from pathlib import Path
 
+from shared.figures import attach, bar, lane, lanes, mark
 from shared.i18n import t
 
 WORK = Path.cwd()
@@ -96,6 +101,22 @@ def pool_mismatch(*args, **kwargs) -> int:
 def pool_die(*args, **kwargs):
     """Pool target for 06.5: the worker vanishes without a word, like an OOM kill."""
     os._exit(17)
+
+
+def pool_timed(fn, log_path, *args, **kwargs):
+    """Pool target for the figures (real runs only): runs the learner's function unchanged and notes, in
+    the worker, its process id and when the call began and ended (perf_counter: one clock for every
+    process of the machine).  Only fn's value or exception ever leaves; a note that cannot be written is
+    left out."""
+    started = time.perf_counter()
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        try:
+            with open(log_path, "a", encoding="utf-8") as handle:
+                handle.write(json.dumps([os.getpid(), started, time.perf_counter(), _key(args, kwargs)[2]]) + "\n")
+        except Exception:  # noqa: BLE001 - only a figure needs it
+            pass
 
 
 def _plain(value):
@@ -157,8 +178,10 @@ class _Lines:
         return getattr(self.real, name)
 
 
-def _recording_pool(swap):
-    """A ProcessPoolExecutor that records how it is built and used; `swap` replaces its target."""
+def _recording_pool(swap, timed: str | None = None):
+    """A ProcessPoolExecutor that records how it is built and used; `swap` replaces its target.
+    `timed`: a file the workers note each call's time span in (for the figures), when the target is one a
+    worker can import by name anyway -- so the wrapper can never make a target fail that would not."""
     import concurrent.futures.process as cfp
     import functools
     import inspect
@@ -184,7 +207,10 @@ def _recording_pool(swap):
         def _target(self, fn):
             # Workers start on the first submit, not in __init__: time the pool from here.
             self._lab_info.setdefault("t_submit", time.perf_counter())
-            _REC["targets"].append(_describe_target(fn))
+            described = _describe_target(fn)
+            _REC["targets"].append(described)
+            if swap is None and timed and described["importable"]:
+                return functools.partial(pool_timed, fn, timed)
             return fn if swap is None else swap
 
         def map(self, fn, *iterables, **kwargs):
@@ -223,14 +249,14 @@ def _recording_pool(swap):
     return RecordingPool
 
 
-def _install(fake: str) -> None:
+def _install(fake: str, timed: str | None = None) -> None:
     """Put the recording pool and a recording score_text where the learner's imports find them."""
     import concurrent.futures as cf
     import concurrent.futures.process as cfp
     import cpu_work
 
     swap = {"real": None, "equal": pool_equal, "mismatch": pool_mismatch, "die": pool_die}[fake]
-    cf.ProcessPoolExecutor = cfp.ProcessPoolExecutor = _recording_pool(swap)
+    cf.ProcessPoolExecutor = cfp.ProcessPoolExecutor = _recording_pool(swap, timed)
     real_score = cpu_work.score_text
 
     def score_text(*args, **kwargs):
@@ -295,6 +321,18 @@ def _probe_imports() -> None:
     _REC["children"] = len(multiprocessing.active_children())
 
 
+def _worker_calls(path: str | None) -> list:
+    """[pid, start, end, rounds] of each pool call, as the workers noted them (the figures' evidence)."""
+    calls = []
+    if path:
+        with contextlib.suppress(OSError):
+            for line in Path(path).read_text(encoding="utf-8").splitlines()[:400]:
+                with contextlib.suppress(ValueError):
+                    calls.append(json.loads(line))
+            Path(path).unlink(missing_ok=True)
+    return calls
+
+
 def probe() -> None:
     """Entry point of a probe interpreter: python -c 'import verify_lesson06 as v; v.probe()' MODE ..."""
     import multiprocessing
@@ -309,11 +347,18 @@ def probe() -> None:
         report.update(_REC)
     elif mode == "script":  # run a lesson script as `python FILE [ARGS]` would, with the recorders in place
         path, fake, *extra = args
-        _attempt(lambda: _install(fake))
+        timed = None
+        if fake == "real":  # the workers note their calls' time spans here, for the figures
+            timed = str(LOGS / f"workers-{os.getpid()}.jsonl")
+            with contextlib.suppress(OSError):
+                LOGS.mkdir(parents=True, exist_ok=True)
+                Path(timed).unlink(missing_ok=True)
+        _attempt(lambda: _install(fake, timed))
         if _REC["error"] is None:
             sys.argv = [path, *extra]
             _attempt(lambda: runpy.run_path(path, run_name="__main__"))
         report.update(_REC)
+        report["worker_calls"] = _worker_calls(timed)
     elif mode == "local":  # 06.4: the target becomes a function defined inside another function
         def run():
             import cpu_work
@@ -439,6 +484,31 @@ def _rounds_seen(run: dict) -> tuple[set, set]:
     return {entry[0][2] for entry in run["serial"]}, {call[2] for call in run["pool_calls"]}
 
 
+def serial_and_pool(run: dict, title: str) -> dict:
+    """One time axis: the serial score_text calls in the main process, then the pool -- the main process
+    from building it to its shutdown, each result as it came back -- and a lane per worker process with a
+    bar per call it ran.  Every time is perf_counter, one clock for all processes of the machine."""
+    rows = [lane(t("串行（主进程）", "serial (main process)"),
+                 bars=[bar(start, end, f"rounds={key[2]}", "serial") for key, _, start, end in run["serial"][:200]])]
+    waits, marks = [], []
+    for pool in run["pools"]:
+        began = pool.get("t_init", pool.get("t_submit"))
+        if began is not None:
+            ended = pool.get("t_shutdown") or max([r[2] for r in run["pool_results"]] + [began])
+            waits.append(bar(began, ended, "ProcessPoolExecutor", "wait"))
+    marks += [mark(stamp, f"result #{index + 1}", "ok") for index, _, stamp in run["pool_results"][:200]]
+    marks += [mark(stamp, line.strip()[:40], "event") for stamp, line in run["lines"] if TIMING.match(line)][:20]
+    rows.append(lane(t("进程池（主进程）", "pool (main process)"), bars=waits, marks=marks))
+    workers: dict[int, list] = {}
+    for pid, start, end, rounds in run.get("worker_calls", []):
+        workers.setdefault(pid, []).append(bar(start, end, f"rounds={rounds}", "pool"))
+    rows += [lane(t(f"工作进程 {pid}", f"worker process {pid}"), bars=bars) for pid, bars in workers.items()]
+    return lanes(title, rows[:20], caption=t(
+        "同一时间轴：先串行逐个计算，再由工作进程并行计算；主进程的进程池条从建池到关闭（含启动工作进程）",
+        "one time axis: first each call in turn, then the worker processes in parallel; the pool bar in the "
+        "main process runs from building the pool to its shutdown (starting the workers included)"))
+
+
 # ---------------------------------------------------------------- 06.1
 
 def check_results(c, probes: Probes) -> None:
@@ -552,6 +622,8 @@ def check_structure(c, probes: Probes) -> None:
 
 def check_timings(c, probes: Probes) -> None:
     run = probes.script("process_export.py", "real")
+    attach(c, lambda: serial_and_pool(run, t("串行与进程池：python process_export.py",
+                                             "serial and pool: python process_export.py")))
     found = _timings(run)
     _printed(c, run)
     for label in ("serial", "process"):
@@ -716,6 +788,8 @@ def _one_size(run: dict, rounds) -> tuple[list, list]:
 def check_exercise(c, probes: Probes) -> None:
     runs = [("python process_export.py", probes.script("process_export.py", "real")),
             ("python process_export.py 10", probes.script("process_export.py", "real", "10"))]
+    attach(c, lambda: [serial_and_pool(run, t(f"串行与进程池：{label}", f"serial and pool: {label}"))
+                       for label, run in runs if run["serial"] or run.get("worker_calls")])
     for label, run in runs:
         serial_rounds, pool_rounds = _rounds_seen(run)
         c.note(t(f"{label}：串行 rounds {sorted(serial_rounds, key=str)}，进程池 rounds {sorted(pool_rounds, key=str)}"
