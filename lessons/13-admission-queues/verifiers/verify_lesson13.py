@@ -62,6 +62,8 @@ import json
 import os
 import signal
 import sys
+import time
+from datetime import datetime
 from uuid import uuid4
 
 from lab13_fixture import (EVENTS, TOOLS, active_count, add_filler, body_of, configured_limit, counts, delivered,
@@ -74,6 +76,7 @@ from lab13_tools import WAIT_TIMEOUTS  # errors that end a wait by time, not by 
 
 from shared import handshake
 from shared.celerylab import LOG_DIR, WORK, import_learner, redact, short
+from shared.figures import attach, bar, lane, lanes, mark, steps
 from shared.i18n import t
 from shared.labdb import job_row, kit_db, lock_waits, sql
 from shared.proc import Process, WaitTimeout, run_python, wait_until
@@ -89,6 +92,65 @@ BACKLOG_OUTBOX = """SELECT queue_name, COUNT(*) AS unpublished,
 FROM export_outbox WHERE sent_at IS NULL GROUP BY queue_name"""
 
 
+# ---------------------------------------------------------------- timeline figures (pictures, never a verdict)
+
+def server_now() -> datetime:
+    return sql("SELECT NOW(6) AS now")[0]["now"]
+
+
+def admission_steps(since: datetime, limit: int) -> dict:
+    """queued+running over time, counted over the rows created since `since` (the server's clock): +1 at a
+    row's created_at, -1 at the updated_at of a row that has left queued/running (the kit's reset sets it)."""
+    rows = sql("SELECT status, created_at, updated_at FROM export_jobs WHERE created_at >= %s", (since,))
+    changes = [((r["created_at"] - since).total_seconds(), 1) for r in rows]
+    changes += [((r["updated_at"] - since).total_seconds(), -1) for r in rows
+                if r["status"] not in ("queued", "running") and r["updated_at"] >= r["created_at"]]
+    changes.sort()  # at one instant the -1 of a reset comes before the +1 of a new row
+    points, count = [(0.0, 0)], 0
+    for at, step in changes:
+        count += step
+        points.append((at, count))
+    points.append(((server_now() - since).total_seconds(), count))
+    return steps(t("排队 + 执行中（本项建立的任务）与容量", "queued + running (the jobs this check made) against the limit"),
+                 points, limit=limit, label="queued+running",
+                 caption=t(f"数据库时钟；每行在 created_at +1，离开 queued/running 时（updated_at）-1；虚线是容量 {limit}",
+                           f"the database's clock; each row +1 at its created_at, -1 when it left queued/running "
+                           f"(its updated_at); the dashed line is the limit {limit}"))
+
+
+def isolation_lanes(bulk_jobs: list[str], fast: str | None, moments: dict) -> dict:
+    """13.5: a lane per worker (by the node and queue the probe recorded), a bar per execution from its
+    start to its end (or to now, still running); jobs no worker started wait in their own lane."""
+    from lab13_fixture import events
+    seen, now = events(), time.time()
+    jobs = [(job, "bulk", t(f"长任务 {n} 行", f"long job, {n} rows")) for job, n in zip(bulk_jobs, (40, 50))]
+    if fast:
+        jobs.append((fast, "fast", t("短任务 1 行", "short job, 1 row")))
+    rows: dict[str, dict] = {}
+    for job, kind, label in jobs:
+        started = [e for e in seen if e.get("kind") == "start" and (e.get("args") or [None])[0] == job]
+        holds = [e["at"] for e in seen if e.get("kind") == "hold" and e.get("job") == job]
+        for start in started:
+            end = next((e for e in seen if e.get("kind") == "end" and e.get("task_id") == start.get("task_id")), None)
+            name = f"{str(start.get('node')).split('@')[0]}@ ← {start.get('queue')}"
+            row = rows.setdefault(name, {"bars": [], "marks": []})
+            row["bars"].append(bar(start["at"], end["at"] if end else now,
+                                   label if end else label + t("（仍在执行）", " (still running)"), kind))
+            row["marks"] += [mark(at, t("写文件时被按住", "held while writing"), "hold") for at in holds]
+            if kind == "bulk" and job in moments:
+                row["marks"].append(mark(moments[job], t("提交", "submitted"), "queued"))
+        if not started and job in moments:
+            row = rows.setdefault(t("尚未开始", "not started yet"), {"bars": [], "marks": []})
+            row["bars"].append(bar(moments[job], now, label + t("（排队）", " (queued)"), "queued"))
+    order = sorted(rows, key=lambda n: (not n.startswith("fast@"), not n.startswith("bulk@"), n))
+    lines = [mark(moments["fast"], t("提交短任务", "short job submitted"), "event")] if "fast" in moments else []
+    return lanes(t("bulk worker 忙时，fast 队列的短任务", "a short job on the fast queue while the bulk worker is busy"),
+                 [lane(n, rows[n]["bars"], rows[n]["marks"]) for n in order], lines=lines,
+                 caption=t("各 worker 记录的开始与结束（墙上时钟）；没有结束的执行画到作图时刻",
+                           "starts and ends as each worker recorded them (wall clock); an execution with no end "
+                           "yet is drawn to the moment of drawing"))
+
+
 # ---------------------------------------------------------------- 13.1
 
 def check_concurrent_limit(c) -> None:
@@ -98,6 +160,7 @@ def check_concurrent_limit(c) -> None:
                          f"the configured limit {limit} is too small for this item (at least 4; the exercise's 5 "
                          "is 13.6)")
     running, bare = max(1, (limit - 1) // 4), max(1, (limit - 1) // 4)
+    since = server_now()  # for the figure: the rows this check makes
     producers = Producers(["P1", "P2", "P3"])
     try:
         race = race_at_edge(c, producers, limit, running=running, bare=bare)
@@ -144,6 +207,7 @@ def check_concurrent_limit(c) -> None:
         assert len(burst["ok"]) == 3, t(f"剩 3 个位置应恰好受理 3 个，实际 {len(burst['ok'])} 个",
                                         f"3 places left must admit exactly 3 submits, got {len(burst['ok'])}")
     finally:
+        attach(c, lambda: admission_steps(since, limit))  # pass or fail, before the rows are retired
         producers.stop()
         reset()
 
@@ -361,11 +425,14 @@ def check_fast_isolated(c) -> None:
     reset()
     procs = workers()
     bulk_jobs: list[str] = []
+    fast, moments, drawn = None, {}, False  # for the figure: when the kit submitted each job
     # Each worker resumes only once the publisher has confirmed what it is to run: its claim never meets
     # the confirm's lock (that race is 13.7's), so this item judges the split queues and nothing else.
     pause(procs, signal.SIGSTOP)
     try:
-        bulk_jobs = [submit_quietly(state_store, list(range(1, 41))), submit_quietly(state_store, list(range(1, 51)))]
+        for size in (40, 50):
+            bulk_jobs.append(submit_quietly(state_store, list(range(1, size + 1))))
+            moments[bulk_jobs[-1]] = time.time()
         hold(bulk_jobs)
         with publisher_loop() as publisher:
             wait_confirmed(c, bulk_jobs, publisher)
@@ -376,6 +443,7 @@ def check_fast_isolated(c) -> None:
                      f"2 long jobs (40, 50 rows): bulk@ runs one of them (held while writing), the other is {other}"))
 
             fast = submit_quietly(state_store, [7])
+            moments[fast] = moments["fast"] = time.time()
             wait_confirmed(c, [fast], publisher)
             pause({"fast": procs["fast"]}, signal.SIGCONT)
             row = wait_done([fast], 30)[fast]
@@ -388,6 +456,8 @@ def check_fast_isolated(c) -> None:
                      f"a 1-row job submitted now (the fast worker resumed once its event was confirmed) → "
                      f"{row and row['status']}, run by {', '.join(str(e.get('node')) for e in seen) or 'nobody'}; "
                      f"the long job still running: {still_busy}"))
+            attach(c, lambda: isolation_lanes(bulk_jobs, fast, moments))  # the long job still held
+            drawn = True
             assert row and row["status"] == "succeeded", t(
                 f"bulk worker 忙时短任务 30 秒内没有完成：{stuck_reason(fast)}",
                 f"the short job did not complete within 30 s while the bulk worker was busy: {stuck_reason(fast)}")
@@ -400,6 +470,8 @@ def check_fast_isolated(c) -> None:
             c.note(t(f"放开后长任务：{', '.join(str(r and r['status']) for r in rows.values())}",
                      f"released, the long jobs: {', '.join(str(r and r['status']) for r in rows.values())}"))
     finally:
+        if not drawn:  # it failed earlier: what happened so far
+            attach(c, lambda: isolation_lanes(bulk_jobs, fast, moments))
         pause(procs, signal.SIGCONT)
         release(bulk_jobs)
         reset()

@@ -53,6 +53,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import time
 from uuid import uuid4
 
 from lab15_delivery import check_confirm, check_retry_gate, check_unclaimed, check_warm_shutdown
@@ -63,9 +64,160 @@ from lab15_fixture import (UUID_RE, cancel, celery_app, dead_letter, events, exp
                            wait_hold)
 
 from shared.celerylab import LOG_DIR, DeclaredWorker, children_of, import_learner, pid_running, short
+from shared.figures import attach, bar, lane, lanes, mark
 from shared.i18n import t
 from shared.labdb import job_row, kit_db, sql
 from shared.proc import WaitTimeout, wait_until
+
+
+# ---------------------------------------------------------------- timeline figures (pictures, never a verdict)
+# The checks stamp their own steps with time.time() (the `tl` dicts); the worker's starts and ends come from
+# the probe's events (time.time() in the worker).  Times the kit moves with UPDATEs are drawn where the move
+# happened: a lease or a backoff ends when the kit moved it into the past.
+
+def _runs(job_id: str) -> tuple[list[dict], dict]:
+    """This job's task starts in order, and every task end by message id (the probe's events)."""
+    seen = events()
+    starts = [e for e in seen if e.get("kind") == "start" and (e.get("args") or [None])[:1] == [job_id]
+              and isinstance(e.get("at"), (int, float))]
+    ends = {e.get("task_id"): e for e in seen if e.get("kind") == "end" and isinstance(e.get("at"), (int, float))}
+    return sorted(starts, key=lambda e: e["at"]), ends
+
+
+def _attempt_run(job_id: str, attempt: int, after: float) -> tuple[dict, dict] | None:
+    """The execution (start, end) that claimed this attempt: its return value says so, or else the last
+    one that started after `after`, ended and did not say it claimed nothing."""
+    starts, ends = _runs(job_id)
+    ended = [(s, ends[s.get("task_id")]) for s in starts if s.get("task_id") in ends]
+    told = [(s, e) for s, e in ended if isinstance(e.get("retval"), dict) and e["retval"].get("attempt") == attempt]
+    guess = [(s, e) for s, e in ended if s["at"] >= after
+             and not (isinstance(e.get("retval"), dict) and e["retval"].get("claimed") is False)]
+    return (told or guess or [None])[-1]
+
+
+def recovery_lanes(job_id: str, tl: dict) -> dict:
+    """15.2: a lane per actor — the worker, the job's row (leases and the backoff), the recovery scan, the
+    outbox and publisher — from the claim that was killed to the claim after the backoff."""
+    now = time.time()
+    worker, row, scans, outbox, lines = lane(t("worker", "worker")), lane(t("任务行 export_jobs", "job row")), \
+        lane("recover_batch()"), lane(t("outbox 与 publisher", "outbox and publisher")), []
+    starts, _ = _runs(job_id)
+    first = [s for s in starts if s.get("pid") == tl.get("child") and s["at"] <= tl.get("kill", now)][-1:]
+    if first:
+        worker["bars"].append(bar(first[0]["at"], tl.get("kill", now), t("执行 1", "attempt 1"), "run"))
+        worker["marks"].append(mark(first[0]["at"], f"claim → attempts={tl.get('attempts1', '?')}", "claim"))
+        row["bars"].append(bar(first[0]["at"], tl.get("expire", now), t("租约 1（到期时刻被 UPDATE 移到过去）",
+                                                                      "lease 1 (lease_until moved into the past)"),
+                               "lease"))
+    if "kill" in tl:
+        worker["marks"].append(mark(tl["kill"], t("SIGKILL（pool 子进程）", "SIGKILL (pool child)"), "killed"))
+    if "scan_live" in tl:
+        scans["marks"].append(mark(tl["scan_live"], t("租约仍有效 → 不动", "lease still live → untouched"), "lease"))
+    if "scan" in tl:
+        scans["marks"].append(mark(tl["scan"], t("租约过期 → queued（lease_expired）", "lease expired → queued "
+                                                 "(lease_expired)"), "retry"))
+        outbox["marks"].append(mark(tl["scan"], t("新事件 2（available_at = next_attempt_at）",
+                                                  "new event 2 (available_at = next_attempt_at)"), "event"))
+    if "scan" in tl and isinstance(tl.get("backoff"), (int, float)):
+        due = tl["scan"] + tl["backoff"]
+        moved = "ff" in tl and tl["ff"] < due
+        row["bars"].append(bar(tl["scan"], min(due, tl["ff"]) if moved else min(due, now),
+                               t(f"退避 {tl['backoff']:.1f} 秒" + ("（被 UPDATE 提前结束）" if moved else ""),
+                                 f"backoff {tl['backoff']:.1f} s" + (" (ended early by UPDATE)" if moved else "")),
+                               "wait"))
+    if "pub1" in tl:
+        outbox["marks"].append(mark(tl["pub1"], t("事件 1 发送", "event 1 sent"), "event"))
+    if "pub_wait" in tl:
+        outbox["marks"].append(mark(tl["pub_wait"], t("退避中 publisher.py：未到期，不发送", "publisher.py during the "
+                                                      "backoff: not due, nothing sent"), "wait"))
+    if "pub2" in tl:
+        outbox["marks"].append(mark(tl["pub2"], t("事件 2 发送", "event 2 sent"), "event"))
+    second = _attempt_run(job_id, 2, tl["expire"]) if "pub2" in tl and "expire" in tl else None
+    if second:
+        start, end = second
+        worker["bars"].append(bar(start["at"], end["at"], t("执行 2", "attempt 2"), "run"))
+        worker["marks"].append(mark(start["at"], f"claim → attempts={tl.get('attempts2', '?')}", "claim"))
+        row["bars"].append(bar(start["at"], end["at"], t("租约 2", "lease 2"), "lease"))
+        status = tl.get("status", "?")
+        row["marks"].append(mark(end["at"], status, "ok" if status == "succeeded" else "fail"))
+    if "expire" in tl:
+        lines.append(mark(tl["expire"], t("lease_until 移到过去（UPDATE）", "lease_until moved into the past (UPDATE)"),
+                          "deadline"))
+    if "ff" in tl:
+        lines.append(mark(tl["ff"], t("next_attempt_at、available_at 各 -11 秒（UPDATE）",
+                                      "next_attempt_at and available_at moved 11 s back (UPDATE)"), "deadline"))
+    return lanes(t("租约过期 → 恢复 → 退避 → 新事件 → 再次领取", "lease expiry → recovery → backoff → new event → claim"),
+                 [worker, row, scans, outbox], lines=lines,
+                 caption=t("检查器与 worker 记录的时刻（墙上时钟）；被 UPDATE 移动的时间画在移动发生的时刻",
+                           "moments as the checker and the worker recorded them (wall clock); a time the kit moved "
+                           "with an UPDATE is drawn where the move happened"))
+
+
+def dead_letter_lanes(job_id: str, new_id: str | None, tl: dict) -> dict:
+    """15.3: the failed job's lane (claim, deadline, the scan's failure and dead letter, a refused replay)
+    and the replay's lane (created, published, run to its end)."""
+    now = time.time()
+    old = lane(t(f"原任务 {short(job_id)}", f"job {short(job_id)}"))
+    lanes_ = [old]
+    if "claim" in tl:
+        old["marks"].append(mark(tl["claim"], f"claim → attempts={tl.get('got', '?')}", "claim"))
+        old["bars"].append(bar(tl["claim"], tl.get("moved", now), t("租约", "lease"), "lease"))
+    if "scan" in tl:
+        old["marks"].append(mark(tl["scan"], f"failed: {tl.get('error_code')}", "fail"))
+        if tl.get("reason"):
+            old["marks"].append(mark(tl["scan"], t(f"死信：{tl['reason']}", f"dead letter: {tl['reason']}"), "dead"))
+    if "gate_full" in tl:
+        old["marks"].append(mark(tl["gate_full"], t(f"容量已满时 replay() → {tl.get('gate_answer')}",
+                                                    f"replay() with the gate full → {tl.get('gate_answer')}"), "fail"))
+    if new_id and "replay" in tl:
+        new = lane(t(f"重放 {short(new_id)}", f"replay {short(new_id)}"))
+        lanes_.append(new)
+        new["marks"].append(mark(tl["replay"], t("replay_job.py → 新任务（replay_of = 原任务）",
+                                                 "replay_job.py → new job (replay_of = the failed job)"), "replay"))
+        new["bars"].append(bar(tl["replay"], tl.get("pub", now), "queued", "queued"))
+        if "pub" in tl:
+            new["marks"].append(mark(tl["pub"], t("事件发送", "event sent"), "event"))
+            run = _attempt_run(new_id, 1, tl["pub"])
+            if run:
+                new["bars"].append(bar(run[0]["at"], run[1]["at"], t("执行 1", "attempt 1"), "run"))
+            if "status" in tl:
+                at = run[1]["at"] if run else tl.get("done", now)
+                new["marks"].append(mark(at, tl["status"], "ok" if tl["status"] == "succeeded" else "fail"))
+    if "refused" in tl:
+        lanes_.append(lane(t("一个 queued 任务", "a queued job"), marks=[
+            mark(tl["refused"], t(f"replay_job.py → 退出码 {tl.get('refused_code')}，未建任务",
+                                  f"replay_job.py → exit code {tl.get('refused_code')}, nothing created"), "fail")]))
+    lines = [mark(tl["moved"], t("deadline 与租约移到过去（UPDATE）", "deadline and lease moved into the past (UPDATE)"),
+                  "deadline")] if "moved" in tl else []
+    return lanes(t("死信与重放", "dead letter and replay"), lanes_, lines=lines,
+                 caption=t("检查器与 worker 记录的时刻（墙上时钟）", "moments as the checker and the worker recorded them "
+                           "(wall clock)"))
+
+
+def exhausted_lanes(tl: dict) -> dict:
+    """15.8: one lane for the job: three claims, each lease ended by the kit and scanned, the backoffs the kit
+    skipped, the dead letter, and the refused fourth claim."""
+    now, job = time.time(), lane(t("任务", "the job"))
+    for k in (1, 2, 3):
+        if f"claim{k}" not in tl:
+            break
+        job["marks"].append(mark(tl[f"claim{k}"], f"claim → attempts={tl.get(f'got{k}', '?')}", "claim"))
+        job["bars"].append(bar(tl[f"claim{k}"], tl.get(f"expire{k}", now), t(f"租约 {k}", f"lease {k}"), "lease"))
+        if f"scan{k}" in tl:
+            status, error = tl.get(f"status{k}"), tl.get(f"error{k}")
+            job["marks"].append(mark(tl[f"scan{k}"], f"{status}: {error}", "retry" if status == "queued" else "fail"))
+            if f"due{k + 1}" in tl:
+                job["bars"].append(bar(tl[f"scan{k}"], tl[f"due{k + 1}"], t("退避（被 UPDATE 提前结束）",
+                                                                         "backoff (ended early by UPDATE)"), "wait"))
+    if tl.get("reason"):
+        job["marks"].append(mark(tl["scan3"], t(f"死信：{tl['reason']}", f"dead letter: {tl['reason']}"), "dead"))
+    if "fourth" in tl:
+        job["marks"].append(mark(tl["fourth"], t(f"第 4 次 claim() → {tl.get('fourth_answer')}",
+                                                 f"4th claim() → {tl.get('fourth_answer')}"), "other"))
+    lines = [mark(tl[f"expire{k}"], t(f"租约 {k} 移到过去", f"lease {k} moved into the past"), "deadline")
+             for k in (1, 2, 3) if f"expire{k}" in tl]
+    return lanes(t("三次领取、租约过期与死信", "three claims, expired leases and the dead letter"), [job], lines=lines,
+                 caption=t("检查器记录的时刻（墙上时钟）", "moments as the checker recorded them (wall clock)"))
 
 
 # ---------------------------------------------------------------- 15.1
@@ -183,11 +335,13 @@ def check_lease_recovery(c) -> None:
     ids = [11, 12]
     job_id = st.submit_snapshot(ids)
     jobs = [job_id]
+    tl: dict = {}  # the figure's moments (time.time())
     try:
         snapshot = payload_of(job_row(job_id))
         hold("write", job_id)
         first = unsent(job_id)
         assert len(first) == 1, t("新任务应恰好有 1 条未发送事件", "a new job should have exactly 1 unsent event")
+        tl["pub1"] = time.time()
         publish_event(pub, first[0]["id"])
         try:
             wait_until(lambda: hold_event("write", job_id) or task_end(first[0]["id"]), 20,
@@ -205,10 +359,13 @@ def check_lease_recovery(c) -> None:
             f"暂停任务的进程 {child} 不是 worker（pid {worker.pid}）的子进程", f"the paused process {child} is not a "
             f"child of the worker (pid {worker.pid})")
         before = job_row(job_id)
+        tl["attempts1"] = before and before["attempts"]
         assert before["status"] == "running" and before["attempts"] == 1, t(
             f"写文件时任务应为 running/1，实际 {before['status']}/{before['attempts']}",
             f"during the write the job should be running/1, got {before['status']}/{before['attempts']}")
+        tl["child"] = child
         os.kill(child, signal.SIGKILL)
+        tl["kill"] = time.time()
         wait_until(lambda: not pid_running(child), 10, f"pool child {child} to die")
         c.note(t(f"任务 {short(job_id)} 写文件时，worker 子进程 {child} 被 SIGKILL（running，attempts=1）",
                  f"job {short(job_id)} mid-write: worker child {child} SIGKILLed (running, attempts=1)"))
@@ -216,6 +373,7 @@ def check_lease_recovery(c) -> None:
         # running (live lease), then queued in its backoff, and after that claimable like any other message.
         task_id = first[0]["id"]
 
+        tl["scan_live"] = time.time()
         scan(rec)
         live = job_row(job_id)
         c.note(t(f"租约仍有效时 recover_batch() → 行 {live['status']}，token 未变：{live['lease_token'] == before['lease_token']}",
@@ -225,16 +383,19 @@ def check_lease_recovery(c) -> None:
             "租约还有效的 running 任务被扫描器改动了：只恢复 lease_until 已过的任务",
             "the scan touched a running job whose lease is still live: recover only jobs whose lease_until has passed")
 
+        tl["expire"] = time.time()
         expire_lease(job_id)
         # The scan's NOW(6) lies between the server's clock read just before and just after it, so
         # next_attempt_at - 10 s must too, however slowly the scan ran.
         before = server_now()
+        tl["scan"] = time.time()
         scan(rec)
         after = server_now()
         row = job_row(job_id)
         pending = unsent(job_id)
         since_start = seconds_between(row["next_attempt_at"], before)
         since_end = seconds_between(row["next_attempt_at"], after)
+        tl["backoff"] = since_start
         c.note(t(f"租约移到过去后 recover_batch() → {row['status']}，error_code={row['error_code']}，attempts={row['attempts']}，"
                  f"next_attempt_at = 扫描开始后 {since_start:.1f} 秒 / 结束后 {since_end:.1f} 秒；未发送事件 {len(pending)} 条",
                  f"lease moved into the past, recover_batch() → {row['status']}, error_code={row['error_code']}, "
@@ -256,6 +417,7 @@ def check_lease_recovery(c) -> None:
             "新事件的 available_at 应等于任务的 next_attempt_at（同一退避）",
             "the new event's available_at must equal the job's next_attempt_at (one backoff)")
 
+        tl["pub_wait"] = time.time()
         with parked({event["id"]}):
             code, output, lines = run_script(c, ["publisher.py"])
         after = sql("SELECT sent_at, claim_token FROM export_outbox WHERE id=%s", (event["id"],))[0]
@@ -266,9 +428,12 @@ def check_lease_recovery(c) -> None:
             "退避未到，publisher 却领取或发送了恢复事件：claim_event 要求 available_at<=NOW(6)",
             "the publisher claimed or sent the recovery event before its available_at")
 
+        tl["ff"] = time.time()
         sql("UPDATE export_jobs SET next_attempt_at=DATE_SUB(next_attempt_at, INTERVAL 11 SECOND) WHERE id=%s", (job_id,))
         sql("UPDATE export_outbox SET available_at=DATE_SUB(available_at, INTERVAL 11 SECOND) WHERE id=%s", (event["id"],))
+        tl["pub2"] = time.time()
         row = run_published(c, pub, celery_app(), job_id, event["id"])
+        tl.update(status=row["status"], attempts2=row["attempts"])
         c.note(t(f"退避时间移到过去（各 -11 秒）后发布 → 任务 {row['status']}，attempts={row['attempts']}",
                  f"backoff moved 11 s into the past, then published → job {row['status']}, attempts={row['attempts']}"))
         assert row["status"] == "succeeded", t(f"恢复后的任务结束于 {row['status']}", f"the recovered job ended {row['status']}")
@@ -282,6 +447,7 @@ def check_lease_recovery(c) -> None:
                  f"recovery event {short(event['id'])} delivered {len(claimed_by)} time(s); result file {path.name} "
                  "holds the submit-time snapshot"))
     finally:
+        attach(c, lambda: recovery_lanes(job_id, tl))  # pass or fail: what happened so far
         release("write", job_id)
         retire(jobs)
 
@@ -296,13 +462,20 @@ def check_dead_letter_replay(c) -> None:
     job_id = st.submit_snapshot([21, 22])
     jobs = [job_id]
     fillers: list[str] = []
+    tl: dict = {}  # the figure's moments (time.time())
+    new_id = None
     try:
-        assert token_of(st.claim(job_id)), t("新任务 claim 不到 token", "a fresh job could not be claimed")
+        claimed = st.claim(job_id)
+        tl.update(claim=time.time(), got=claimed.get("attempts") if isinstance(claimed, dict) else None)
+        assert token_of(claimed), t("新任务 claim 不到 token", "a fresh job could not be claimed")
+        tl["moved"] = time.time()
         sql("UPDATE export_jobs SET deadline_at=DATE_SUB(NOW(6), INTERVAL 1 SECOND), "
             "lease_until=DATE_SUB(NOW(6), INTERVAL 1 SECOND) WHERE id=%s", (job_id,))
         scan(rec)
+        tl["scan"] = time.time()
         old = job_row(job_id)
         letter = dead_letter(job_id)
+        tl.update(error_code=old["error_code"], reason=letter and letter["reason"])
         c.note(t(f"已领取的任务 {short(job_id)} 超过 deadline、租约过期 → recover_batch() → {old['status']}/"
                  f"{old['error_code']}，死信 {letter and letter['reason']}",
                  f"claimed job {short(job_id)} past its deadline, lease expired → recover_batch() → {old['status']}/"
@@ -312,6 +485,7 @@ def check_dead_letter_replay(c) -> None:
         assert letter is not None, t("failed 任务没有 export_dead_letters 记录", "the failed job has no export_dead_letters row")
 
         code, output, lines = run_script(c, ["replay_job.py", job_id])
+        tl["replay"] = time.time()
         found = re.findall(UUID_RE, lines[-1]) if lines else []
         c.note(f"python replay_job.py {short(job_id)} → " + (lines[-1] if lines else t("（无输出）", "(no output)")))
         assert code == 0 and found and found[-1] != job_id, t(
@@ -349,6 +523,7 @@ def check_dead_letter_replay(c) -> None:
         jobs.append(queued)
         before = sql("SELECT COUNT(*) AS n FROM export_jobs")[0]["n"]
         code, output, lines = run_script(c, ["replay_job.py", queued])
+        tl.update(refused=time.time(), refused_code=code)
         after = sql("SELECT COUNT(*) AS n FROM export_jobs")[0]["n"]
         c.note(t(f"对 queued 任务运行 replay_job.py → 退出码 {code}，任务数 {before} → {after}",
                  f"replay_job.py on a queued job → exit code {code}, jobs {before} → {after}"))
@@ -369,6 +544,7 @@ def check_dead_letter_replay(c) -> None:
             jobs.append(replay_mod.replay(job_id))
         except Exception as exc:  # noqa: BLE001 - the gate's own exception is what we expect
             refused = exc
+        tl.update(gate_full=time.time(), gate_answer=type(refused).__name__ if refused else "ok")
         after = sql("SELECT COUNT(*) AS n FROM export_jobs WHERE replay_of=%s", (job_id,))[0]["n"]
         c.note(t(f"准入门闩已满（{limit}）时 replay() → {type(refused).__name__ if refused else '成功'}",
                  f"with the admission gate full ({limit}) replay() → {type(refused).__name__ if refused else 'succeeded'}"))
@@ -379,13 +555,16 @@ def check_dead_letter_replay(c) -> None:
         remove_jobs(fillers)
         fillers = []
 
+        tl["pub"] = time.time()
         done = run_published(c, pub, celery_app(), new_id, new_events[0]["id"])
+        tl.update(done=time.time(), status=done["status"])
         assert done["status"] == "succeeded", t(f"重放任务结束于 {done['status']}", f"the replay ended {done['status']}")
         path, written = published_payload(done)
         assert same_rows(written, payload_of(old)), t("重放的结果文件不是原快照", "the replay's file is not the old snapshot")
         c.note(t(f"重放任务发布后 succeeded，文件 {path.name} 是原快照", f"the replay, published, succeeded; file "
                  f"{path.name} holds the old snapshot"))
     finally:
+        attach(c, lambda: dead_letter_lanes(job_id, new_id, tl))  # pass or fail: what happened so far
         if fillers:
             remove_jobs(fillers)
         retire(jobs)
@@ -400,18 +579,25 @@ def check_exhausted(c) -> None:
     DeclaredWorker()
     job_id = st.submit_snapshot([47])
     jobs = [job_id]
+    tl: dict = {}  # the figure's moments (time.time())
     try:
         trail = []
         for attempt in (1, 2, 3):
+            tl[f"due{attempt}"] = time.time()
             make_due(job_id)
             job = st.claim(job_id)
+            tl.update({f"claim{attempt}": time.time(), f"got{attempt}": job.get("attempts") if isinstance(job, dict)
+                       else None})
             assert token_of(job), t(f"第 {attempt} 次 claim 拿不到 token（应可领取）",
                                     f"claim {attempt} got no token (the job should be claimable)")
             assert job["attempts"] == attempt, t(f"第 {attempt} 次领取 attempts 应为 {attempt}，实际 {job['attempts']}",
                                                  f"claim {attempt} should have attempts {attempt}, got {job['attempts']}")
+            tl[f"expire{attempt}"] = time.time()
             expire_lease(job_id)
             scan(rec)
+            tl[f"scan{attempt}"] = time.time()
             row = job_row(job_id)
+            tl.update({f"status{attempt}": row["status"], f"error{attempt}": row["error_code"]})
             trail.append(f"{attempt}: {row['status']}/{row['error_code']}")
             if attempt < 3:
                 assert row["status"] == "queued", t(f"第 {attempt} 次租约过期后应回到 queued，实际 {row['status']}",
@@ -425,9 +611,11 @@ def check_exhausted(c) -> None:
             "failed 并写死信",
             f"after the third expiry the job should be failed with attempts 3, got {row['status']}/{row['attempts']}: "
             "the scan must move jobs with attempts>=3 to failed with a dead letter")
+        tl["reason"] = letter and letter["reason"]
         assert letter is not None, t("failed 任务没有死信记录", "the failed job has no dead letter")
         make_due(job_id)
         fourth = st.claim(job_id)
+        tl.update(fourth=time.time(), fourth_answer="None" if fourth is None else "a job")
         end = wait_end(send(app, job_id))
         scan(rec)
         row = job_row(job_id)
@@ -441,6 +629,7 @@ def check_exhausted(c) -> None:
         assert fourth is None and row["status"] == "failed" and row["attempts"] == 3 and letters == 1, t(
             "耗尽后仍有第 4 次领取或状态被改动", "a 4th claim happened after exhaustion, or the failed job changed")
     finally:
+        attach(c, lambda: exhausted_lanes(tl))  # pass or fail: what happened so far
         retire(jobs)
 
 
