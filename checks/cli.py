@@ -348,9 +348,8 @@ def cmd_grade(args) -> int:
         args.jobs = 1  # unboxed runs share the kit's servers: one at a time
     if args.broker:  # spread over grading machines (checks/distributed.py); each grades in boxes
         from checks.distributed import submit_and_collect
-        if args.at:
-            raise UsageError(t("--at 还不能和 --broker 一起用", "--at cannot be used with --broker yet"))
-        students = submit_and_collect([Path(p) for p in args.lab], [l["id"] for l in lessons], out, args.broker)
+        students = submit_and_collect([Path(p) for p in args.lab], [l["id"] for l in lessons], out, args.broker,
+                                      at=args.at)
     else:
         students = grade.grade(args.lab, lessons, data, out, args.jobs, run_many, at=args.at)
     print(t("学生                 得分      状态    扩展加分", "student              score     status  bonus"))

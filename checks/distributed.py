@@ -317,26 +317,72 @@ def run_worker(broker_url: str, concurrency: int = 1, name: str | None = None, r
 
 # --- the instructor side -------------------------------------------------------------------------------
 
-def pack_class(students: list, lessons: list[dict], size_limit: int, kit: str) -> tuple[dict, dict]:
-    """key -> students, key -> packed bytes.  A folder that cannot be packed gets its error here and is
-    left out; the rest of the class goes on."""
+@dataclasses.dataclass
+class Part:
+    """One grading task's share of a student: all the lessons of their folder, or (--at REF with {NN})
+    one lesson from the commit they made for it."""
+    student: object
+    lessons: list[str]
+    results: list | None = None  # filled when its result is back (or at once, for an error of its own)
+
+
+def _sources(student, lessons: list[dict], at: str | None, tmp: Path) -> list[tuple[list[dict], Path | str]]:
+    """(lessons, folder to pack) per part; a lesson whose commit cannot be exported gets its error text
+    instead of a folder.  Without --at: the folder itself, all lessons in one part."""
+    from checks.grade import export_commit
+    if at is None:
+        return [(lessons, student.folder)]
+    if "{NN}" not in at:
+        return [(lessons, export_commit(student.folder, at, tmp / student.name / "all"))]
+    parts = []
+    for lesson in lessons:
+        try:
+            parts.append(([lesson], export_commit(student.folder, at.replace("{NN}", lesson["id"]),
+                                                  tmp / student.name / lesson["id"])))
+        except UsageError as exc:
+            parts.append(([lesson], str(exc)))
+    return parts
+
+
+def pack_class(students: list, lessons: list[dict], size_limit: int, kit: str,
+               at: str | None = None) -> tuple[dict, dict]:
+    """key -> parts, key -> packed bytes.  A folder (or a commit) that cannot be packed gets its error
+    here and is left out; the rest of the class goes on."""
     from checks import grade
     from checks.cli import _lab_path
-    ids = [l["id"] for l in lessons]
-    jobs: dict[str, list] = {}
+    jobs: dict[str, list[Part]] = {}
     packed: dict[str, bytes] = {}
-    for s in students:
-        try:
-            s.folder = _lab_path(s.raw)
-            data = pack_folder(s.folder, size_limit)
-        except (UsageError, PackRefused, OSError) as exc:
-            s.error = str(exc) if not isinstance(exc, OSError) else t(f"无法读取文件夹：{exc}",
-                                                                        f"cannot read the folder: {exc}")
-            s.results = grade.errored(lessons, s.error)
-            continue
-        key = grading_key(data, ids, kit)
-        jobs.setdefault(key, []).append(s)  # identical folders: graded once, reported for each
-        packed.setdefault(key, data)
+    with tempfile.TemporaryDirectory(prefix="tasklab-pack-") as tmp:
+        for s in students:
+            s.parts = []
+            try:
+                s.folder = _lab_path(s.raw)
+                sources = _sources(s, lessons, at, Path(tmp))
+            except (UsageError, OSError) as exc:
+                s.error = str(exc) if isinstance(exc, UsageError) else t(f"无法读取文件夹：{exc}",
+                                                                         f"cannot read the folder: {exc}")
+                s.results = grade.errored(lessons, s.error)
+                continue
+            for part_lessons, source in sources:
+                part = Part(s, [l["id"] for l in part_lessons])
+                s.parts.append(part)
+                if isinstance(source, str):  # this lesson's commit could not be exported
+                    part.results = grade.errored(part_lessons, source)
+                    continue
+                try:
+                    data = pack_folder(source, size_limit)
+                except (PackRefused, OSError) as exc:
+                    message = str(exc) if isinstance(exc, PackRefused) else t(f"无法读取文件夹：{exc}",
+                                                                              f"cannot read the folder: {exc}")
+                    part.results = grade.errored(part_lessons, message)
+                    if len(sources) == 1:
+                        s.error = message
+                    continue
+                key = grading_key(data, part.lessons, kit)
+                jobs.setdefault(key, []).append(part)  # identical folders: graded once, reported for each
+                packed.setdefault(key, data)
+            if all(p.results is not None for p in s.parts):  # nothing of theirs to send
+                s.results = [r for p in s.parts for r in p.results]
     return jobs, packed
 
 
@@ -356,11 +402,13 @@ def _progress(done: int, total: int, started: float, hosts: dict[str, int], busy
 
 def submit_and_collect(folders: list, lessons: list[str], out: Path, broker_url: str, result_url: str | None = None,
                        size_limit: int = SIZE_LIMIT, force: bool = False, timeout: float | None = None,
-                       stream=sys.stderr) -> list:
+                       stream=sys.stderr, at: str | None = None) -> list:
     """Grade these folders on whatever workers serve the broker; write <name>.json and <name>.xml into
     `out` as `python -m checks grade` does, and return the students (checks.grade.Student) as it does.
     A folder graded before with the same bytes, lessons and kit is not sent again unless `force`.
-    `timeout`: seconds to wait in all; folders not back by then get an error (None: wait until done)."""
+    `timeout`: seconds to wait in all; folders not back by then get an error (None: wait until done).
+    `at`: grade a git ref of each folder instead of its files (as local `grade --at`; "{NN}" in it: each
+    lesson from its own commit, one task per lesson)."""
     import redis
 
     from checks import grade, report
@@ -381,9 +429,18 @@ def submit_and_collect(folders: list, lessons: list[str], out: Path, broker_url:
         print(t(f"  完成 {s.name}：{m['score']}/{m['max_score']}（{s.seconds:.0f}s，{how}）",
                 f"  done {s.name}: {m['score']}/{m['max_score']} ({s.seconds:.0f}s, {how})"), file=stream, flush=True)
 
-    jobs, packed = pack_class(students, chosen, size_limit, kit_version())
+    jobs, packed = pack_class(students, chosen, size_limit, kit_version(), at)
+    order = {lid: n for n, lid in enumerate(ids)}
+
+    def complete(s) -> bool:
+        """Every part of the student back: their results, in lesson order, and their report files."""
+        if s.parts and all(p.results is not None for p in s.parts):
+            s.results = sorted((r for p in s.parts for r in p.results), key=lambda r: order[r.lesson["id"]])
+            return True
+        return not s.parts
+
     for s in students:
-        if s.error and not any(s in group for group in jobs.values()):
+        if complete(s) and not any(p.student is s for group in jobs.values() for p in group):
             finished(s, t("未发送", "not sent"))
     try:
         for key, group in jobs.items():
@@ -391,8 +448,8 @@ def submit_and_collect(folders: list, lessons: list[str], out: Path, broker_url:
                 store.delete(RESULTS + key, DELIVERIES + key)
             elif store.exists(RESULTS + key):
                 continue  # graded before: same bytes, lessons and kit
-            grade_folder.apply_async((key, group[0].name, base64.b64encode(packed[key]).decode("ascii"), ids),
-                                     queue=QUEUE, retry=True)
+            grade_folder.apply_async((key, group[0].student.name, base64.b64encode(packed[key]).decode("ascii"),
+                                      group[0].lessons), queue=QUEUE, retry=True)
     except redis.RedisError as exc:
         raise UsageError(t(f"无法连接 broker：{exc}", f"cannot reach the broker: {exc}")) from None
     except Exception as exc:  # kombu's own connection errors
@@ -400,7 +457,7 @@ def submit_and_collect(folders: list, lessons: list[str], out: Path, broker_url:
     del packed
 
     pending, total = set(jobs), len(students)
-    done = total - sum(len(g) for g in jobs.values())
+    done = sum(1 for s in students if not any(p.student is s for g in jobs.values() for p in g))
     hosts: dict[str, int] = {}
     last_line, last_shown, warned = "", 0.0, False
     while pending:
@@ -410,13 +467,16 @@ def submit_and_collect(folders: list, lessons: list[str], out: Path, broker_url:
                 if value is None:
                     continue
                 entry = json.loads(value)
-                for s in jobs[key]:
-                    s.results, s.error = wire_to_results(entry["result"], data, str(s.folder))
-                    if s.error and not s.results:  # the worker could not start: every check, errored
-                        s.results = grade.errored(chosen, s.error)
-                    s.seconds = entry["seconds"]
-                    finished(s, entry["worker"])
-                    done += 1
+                for part in jobs[key]:
+                    s = part.student
+                    part.results, error = wire_to_results(entry["result"], data, str(s.folder))
+                    if error and not part.results:  # the worker could not start: every check, errored
+                        part.results = grade.errored([l for l in chosen if l["id"] in part.lessons], error)
+                    s.error = s.error or error
+                    s.seconds = (s.seconds or 0) + entry["seconds"]
+                    if complete(s):
+                        finished(s, entry["worker"])
+                        done += 1
                 hosts[entry["worker"]] = hosts.get(entry["worker"], 0) + len(jobs[key])
                 if entry["result"].get("retry"):
                     store.delete(RESULTS + key)  # a worker of another kit version: not this folder's verdict
@@ -439,11 +499,13 @@ def submit_and_collect(folders: list, lessons: list[str], out: Path, broker_url:
                       file=stream, flush=True)
             warned = True
         if timeout is not None and time.monotonic() - started > timeout:
+            message = t(f"{timeout:.0f}s 内没有批改完（没有 worker？）", f"not graded within {timeout:.0f}s (no worker?)")
             for key in sorted(pending):
-                message = t(f"{timeout:.0f}s 内没有批改完（没有 worker？）", f"not graded within {timeout:.0f}s (no worker?)")
-                for s in jobs[key]:
-                    s.error, s.results = message, grade.errored(chosen, message)
-                    finished(s, t("超时", "timed out"))
+                for part in jobs[key]:
+                    part.results = grade.errored([l for l in chosen if l["id"] in part.lessons], message)
+                    part.student.error = message
+                    if complete(part.student):
+                        finished(part.student, t("超时", "timed out"))
             break
         if pending:
             time.sleep(0.5)
@@ -479,6 +541,7 @@ def main(argv: list[str] | None = None) -> int:
     grade_p.add_argument("--out", default="grades", metavar="DIR")
     grade_p.add_argument("--size-limit", type=float, default=SIZE_LIMIT / 1024 / 1024, metavar="MB")
     grade_p.add_argument("--force", action="store_true", help="grade again even when the store has a result")
+    grade_p.add_argument("--at", metavar="REF", help="grade this git ref of each folder ({NN}: the lesson's id)")
     grade_p.add_argument("--timeout", type=float, default=None, metavar="S", help="give up on folders after S seconds")
     args = parser.parse_args(argv)
     try:
@@ -489,7 +552,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         from checks import grade
         students = submit_and_collect(args.lab, args.lessons, Path(args.out), args.broker, args.result_backend,
-                                      int(args.size_limit * 1024 * 1024), args.force, args.timeout)
+                                      int(args.size_limit * 1024 * 1024), args.force, args.timeout, at=args.at)
         print_table(students)
         print(t(f"报告写在 {args.out}/", f"reports written to {args.out}/"))
         return grade.exit_code(students)

@@ -34,6 +34,7 @@ class Student:
     error: str | None = None
     lesson: str = ""              # the lesson being graded now
     seconds: float = 0.0
+    parts: list = field(default_factory=list)  # distributed grading: its tasks (checks.distributed.Part)
 
 
 def student_names(raws: list[str]) -> list[str]:

@@ -79,7 +79,7 @@ def test_a_refused_or_missing_folder_is_that_students_error_and_the_class_goes_o
     raws = [str(tmp_path / "class" / n / "tasks_lab") for n in ("alice", "bob", "carol")]
     students = [grade.Student(raw, name) for raw, name in zip(raws, grade.student_names(raws))]
     jobs, packed = D.pack_class(students, lessons, 16 * 1024, "abc123")
-    assert [s.name for group in jobs.values() for s in group] == ["alice"]
+    assert [p.student.name for group in jobs.values() for p in group] == ["alice"]
     [key] = jobs
     assert key.endswith(":01:abc123") and key in packed
     alice, bob, carol = students
@@ -168,3 +168,49 @@ def test_short_drill_loses_nothing_and_matches_the_local_verdicts(tmp_path):
     # The killed pool child's folder comes back (task_reject_on_worker_lost), unless the drill says why not.
     assert L["duplicates"] >= 1 or ledger.get("no_redelivery_reason"), output[-3000:]
     assert {e["what"] for e in ledger["events"]} >= {"three workers ready"}
+
+
+def _git_folder(path: Path) -> Path:
+    """A learner's folder that is a git repository with one tag per lesson it reached (lesson-01 only)."""
+    write(path / "api_states.py", b"# lesson 01, not done yet\n")
+    git = ["git", "-C", str(path), "-c", "user.name=t", "-c", "user.email=t@example.invalid"]
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "lesson 01"], ["tag", "lesson-01"]):
+        subprocess.run([*git, *args], check=True, capture_output=True)
+    write(path / "api_states.py", b"# edited after the tag: must not be graded\nraise SystemExit(3)\n")
+    return path
+
+
+def test_at_with_lesson_numbers_sends_one_part_per_lesson_and_a_missing_tag_is_that_lessons_error(tmp_path):
+    data = manifest.load()
+    lessons = [manifest.lesson("01", data), manifest.lesson("02", data)]
+    folder = _git_folder(tmp_path / "class" / "alice" / "tasks_lab")
+    [alice] = [grade.Student(str(folder), "alice")]
+    jobs, packed = D.pack_class([alice], lessons, 1024 * 1024, "abc123", at="lesson-{NN}")
+    [key] = jobs
+    assert key.endswith(":01:abc123") and [p.lessons for p in alice.parts] == [["01"], ["02"]]
+    with tarfile.open(fileobj=io.BytesIO(packed[key])) as tar:  # the tagged commit's file, not today's
+        text = tar.extractfile(next(m for m in tar.getmembers() if m.name.endswith("api_states.py"))).read()
+    assert b"not done yet" in text
+    missing = alice.parts[1].results
+    assert {c.status for r in missing for c in r.checks} == {ERROR} and "lesson-02" in missing[0].checks[0].message
+
+
+def test_at_through_a_real_worker_writes_the_same_report_files(broker, tmp_path):
+    folder = _git_folder(tmp_path / "class" / "alice" / "tasks_lab")
+    worker = subprocess.Popen([sys.executable, "-m", "checks.distributed", "worker", "-c", "1", "-n", "t1@%h"],
+                              cwd=KIT_ROOT, env=dict(os.environ, LAB_GRADE_BROKER=broker.url,
+                                                     LAB_HOME=str(tmp_path / "home")),
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        [alice] = D.submit_and_collect([folder], ["01", "02"], tmp_path / "out", broker.url, timeout=300,
+                                       at="lesson-{NN}", stream=io.StringIO())
+    finally:
+        os.killpg(worker.pid, signal.SIGTERM)
+        worker.wait(60)
+    body = json.loads((tmp_path / "out" / "alice.json").read_text())
+    by_lesson = {}
+    for test in body["tests"]:
+        by_lesson.setdefault(test["lesson"], set()).add(test["status"])
+    assert by_lesson["01"] <= {"fail", "skipped"} and "fail" in by_lesson["01"], body["tests"]
+    assert by_lesson["02"] == {"error"}
+    assert [l["id"] for l in body["lessons"]] == ["01", "02"]
