@@ -8,8 +8,10 @@ import shutil
 import subprocess
 
 import pytest
+from pathlib import Path
 
 from checks import gradebook, html_report
+from tests import webdriver
 from checks.html_report import MARKS, render_run, write_run
 
 # A tiny course: lesson 01 has a core check, an exercise and an extension; lesson 02 re-runs 01.1 as a
@@ -254,32 +256,88 @@ def test_hardest_checks_are_ordered_by_how_many_did_not_pass(tmp_path):
     assert "regression" in table and "queue unbounded" in table
 
 
-def _chromium():
-    browser = shutil.which("chromium") or shutil.which("chromium-browser")
-    return browser if browser and shutil.which("chromedriver") else None
+SCREENS = Path(__file__).resolve().parent.parent / ".lab" / "screenshots"
 
 
-def test_the_gradebook_opens_in_headless_chromium(tmp_path):
-    browser = _chromium()
-    if browser is None:
-        pytest.skip("chromium and chromedriver are not installed "
-                    "(as root: apt-get install -y chromium chromium-driver)")
-    gradebook.write_gradebook(tmp_path / "book", class_reports(), LESSONS, "en")
+def ten_students():
+    """The four of class_reports() and six more, so the grid is the 10-student picture of the note."""
+    reports = class_reports()
+    for i, name in enumerate(["erin", "frank", "grace", "heidi", "ivan", "judy"]):
+        failing = "fail" if i % 2 else "pass"
+        reports[name] = make_report({"01": [check("01.1"), check("01.2", failing, "wrong count"), check("01.3")],
+                                     "02": [check("02.1"), check("02.2", "pass" if i % 3 else "timeout", "hung")]},
+                                    source=f"/class/{name}/tasks_lab")
+    return reports
+
+
+def _offline_and_quiet(browser, page_url):
+    """No console error, and nothing requested but the page itself (file://) and data: URLs."""
+    assert browser.console_errors() == []
+    outside = [u for u in browser.requested_urls() if u.startswith(("http:", "https:", "ws:", "wss:", "ftp:"))]
+    assert outside == [], outside
+
+
+def test_the_gradebook_in_headless_chromium(tmp_path):
+    """Grid of exactly students × lessons cells, sorting runs, a click opens that student's own checks."""
+    reports = ten_students()
+    gradebook.write_gradebook(tmp_path / "book", reports, LESSONS, "en")
     url = (tmp_path / "book" / "index.html").as_uri()
-    base = [browser, "--headless=new", "--disable-gpu", "--no-sandbox", "--disable-dev-shm-usage",
-            "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}"]
-    env = dict(os.environ, HOME=str(tmp_path))  # chromium writes its crash and config folders here
-    dom = subprocess.run([*base, "--dump-dom", url], capture_output=True, text=True, timeout=120, env=env)
-    assert dom.returncode == 0, dom.stderr[-2000:]
-    assert '<table id="grid"' in dom.stdout and '<table id="hardest"' in dom.stdout
-    for name in ("alice", "bob", "carol", "dave"):
-        assert f">{name}</a>" in dom.stdout
-    assert 'tabindex="0"' in dom.stdout  # the sorting script ran in the page (file:// and the CSP allow it)
-    shot = tmp_path / "grid.png"
-    run = subprocess.run([*base, f"--screenshot={shot}", "--window-size=1200,900", url], capture_output=True,
-                         text=True, timeout=120, env=env)
-    assert run.returncode == 0, run.stderr[-2000:]
-    assert shot.stat().st_size > 1000 and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    with webdriver.Browser(tmp_path / "profile") as browser:
+        browser.open(url)
+        cells = browser.run("return document.querySelectorAll('#grid tbody tr td.cell').length")
+        rows = browser.run("return document.querySelectorAll('#grid tbody tr').length")
+        assert (rows, cells) == (10, 10 * len(LESSONS))
+        assert browser.run("return document.querySelectorAll('#grid th[tabindex]').length") > 0  # the script ran
+        browser.screenshot(SCREENS / "gradebook-10-students.png")
+        _offline_and_quiet(browser, url)
+        browser.click("#grid a[href='bob.html']")
+        browser.wait_for("return location.href.endsWith('bob.html') && document.readyState === 'complete'")
+        text = browser.run("return document.body.innerText")
+        assert "/class/bob/tasks_lab" in text and "queue unbounded" in text and "old token finished" in text
+        assert "/class/alice/" not in text
+        _offline_and_quiet(browser, url)
+
+
+def test_lesson_timelines_in_headless_chromium(tmp_path):
+    """`check … --html` on a learner's folder (here a copy of the reference): lesson 02's timeline has a
+    lane per consumer, never more than two permits held at once, and the reference's drawn beside it."""
+    from checks import cli
+    from checks.workdir import materialise
+    from shared import manifest
+    data = manifest.load()
+    lesson = next(l for l in data["lessons"] if l["id"] == "02")
+    env_home = os.environ.get("LAB_HOME")
+    assert cli.main(["run", "02"]) == 0  # records the reference's timelines for the comparison
+    lab = materialise(data["lessons"], lesson, tmp_path / "tasks_lab")
+    page = tmp_path / "mine.html"
+    cli.main(["run", "02", "--lab", str(lab), "--html", str(page)])
+    with webdriver.Browser(tmp_path / "profile", size=(1300, 1000)) as browser:
+        browser.open(page.as_uri())
+        held = browser.run(OVERLAP_JS, "#lesson-02 li[data-status] .figpair [data-source=learner]", "hold")
+        assert held and max(held) <= 2 and 2 in held, held
+        assert browser.run(OVERLAP_JS, "#lesson-02 .figpair [data-source=reference]", "hold"), "no reference lanes"
+        browser.run("document.querySelector('#lesson-02 .figpair').scrollIntoView()")
+        browser.screenshot(SCREENS / "lesson-02-timeline.png")
+        _offline_and_quiet(browser, page.as_uri())
+    assert env_home == os.environ.get("LAB_HOME")
+
+
+# For each timeline under `scope`: the most bars of `kind` open at one instant (a sweep over the bars).
+OVERLAP_JS = """
+const [scope, kind] = arguments, peaks = [];
+for (const svg of document.querySelectorAll(scope + ' svg.timeline[data-kind=lanes]')) {
+  const edges = [];
+  for (const b of svg.querySelectorAll('rect.bar[data-kind=' + kind + ']')) {
+    edges.push([+b.dataset.start, 1], [+b.dataset.end, -1]);
+  }
+  if (!edges.length) continue;
+  edges.sort((a, b) => a[0] - b[0] || a[1] - b[1]);  // an end before a start at the same instant
+  let open = 0, most = 0;
+  for (const [, d] of edges) { open += d; most = Math.max(most, open); }
+  peaks.push(most);
+}
+return peaks;
+"""
 
 
 def test_run_and_grade_write_html_through_the_command_line(tmp_path):
