@@ -24,7 +24,7 @@ import pymysql
 from lab16_fixture import (FAIL_LIST, HOLD_LIST, QUEUES, RESULT_TTL, active_jobs, artifact_evidence,
                            claim_seconds_left, confirm_lost, counts, dead_letters, deliveries, delivery_log,
                            drop_kit_triggers, due_events, ended, events_of, fail_claim, hold, learner,
-                           outbox_insert_fails, park, pending_of, release, seconds_until, status_of)
+                           outbox_insert_fails, park, pending_of, publishing, release, seconds_until, status_of)
 from lab16_record import empty_row, now_iso
 from lab16_row import Row, age_until_requeued, await_hold, scan_until, settle
 
@@ -73,7 +73,8 @@ def case_broker_down(row: Row, lab) -> None:
             job = row.submit()
             error = None
             try:
-                lab.publisher.publish_one()
+                with publishing():
+                    lab.publisher.publish_one()
             except Exception as exc:  # noqa: BLE001
                 error = exc
             row.note(t(f"broker pid {pid} 已停止；submit → {short(job)} queued；publish_one → "
@@ -109,7 +110,8 @@ def case_publish_before_mark(row: Row, lab) -> None:
         with confirm_lost(event):
             error = None
             try:
-                lab.publisher.publish_one()
+                with publishing():
+                    lab.publisher.publish_one()
             except Exception as exc:  # noqa: BLE001
                 error = exc
         row.expect(any(e["id"] == event for e in pending_of(job)), "确认失败后事件应仍未标记 sent",

@@ -16,7 +16,11 @@ settings and tasks, plus, in the worker process and its pool children only:
   once per job — the worker loses its database as it enters claim (whether its connections are
   new per transaction or reused, this is where the outage shows);
 - LAB16_RESULT_EXPIRES=N (environment): this worker keeps Celery results N seconds, the
-  "shortened result_expires" of the result-cache row.
+  "shortened result_expires" of the result-cache row;
+- a claim waits while the matrix's own publish_one runs ($LAB_LOG_DIR/lab16-publishing-<pid>, see
+  lab16_fixture.publishing): the publisher's confirm locks the job row (a foreign-key check) until it
+  commits, and a claim that met that lock would put luck into a row.  Lesson 13 forces that race in a
+  check of its own, with a message that teaches the fix; here each row judges what it states.
 
 Nothing else changes: the tasks, their names and settings are the learner's.
 """
@@ -102,6 +106,15 @@ builtins.open = _open
 import state_store  # noqa: E402  patched before the task module imports claim from it
 
 _real_claim = state_store.claim
+PUBLISHING = "lab16-publishing-"  # + pid of a process inside lab16_fixture.publishing()
+PUBLISH_WAIT = 60.0  # a publish_one takes milliseconds; a bound, so a wedged publisher never stops the worker
+
+
+def _publishes_under_way() -> bool:
+    for name in os.listdir(FOLDER):
+        if name.startswith(PUBLISHING) and os.path.exists(f"/proc/{name[len(PUBLISHING):]}"):
+            return True
+    return False
 
 
 def _claim(job_id, *args, **kwargs):
@@ -109,6 +122,9 @@ def _claim(job_id, *args, **kwargs):
     if job in _listed(FAIL_LIST) and _first_time(f"lab16-failed-{job}"):
         record("db_fault", job=job)
         raise pymysql.err.OperationalError(2003, "lab16 drill: the database cannot be reached")
+    until = time.monotonic() + PUBLISH_WAIT
+    while _publishes_under_way() and time.monotonic() < until:
+        time.sleep(0.005)
     return _real_claim(job_id, *args, **kwargs)
 
 

@@ -50,7 +50,8 @@ import pymysql
 from failure_matrix import Matrix
 from lab16_cases import CASE_IDS
 from lab16_fixture import (Lab, advance, artifact_evidence, claim_seconds_left, confirm_lost, dead_letters, deliveries,
-                           ended, events_of, hold, holds, learner, park, payload_of, pending_of, release, seconds_until)
+                           ended, events_of, hold, holds, learner, park, payload_of, pending_of, publishing, release,
+                           seconds_until)
 from lab16_evidence import (backing_problems, claim_problems, claimed_cases, collapse, learner_record, real_statuses,
                             why_not_backed)
 from lab16_record import RECORD, row_problems
@@ -759,7 +760,8 @@ def check_two_deliveries(c) -> None:
         with confirm_lost(event):
             for sent in (1, 2):
                 with contextlib.suppress(Exception):  # the lost confirm is the drill
-                    lab.publisher.publish_one()
+                    with publishing():
+                        lab.publisher.publish_one()
                 wait_until(lambda sent=sent: holds(job) or len(ended(job)) >= sent, 60,
                            t("这次投递领取（停在写文件处）或结束", "the delivery to claim (hold its write) or end"),
                            interval=0.05)
