@@ -322,6 +322,20 @@ def test_lesson_timelines_in_headless_chromium(tmp_path):
     assert env_home == os.environ.get("LAB_HOME")
 
 
+def test_lesson_06_serial_and_pool_share_one_axis_in_headless_chromium(tmp_path):
+    """`make check LESSON=06 HTML=…`'s page: the serial calls and the worker processes' calls as lanes."""
+    from checks import cli
+    page = tmp_path / "r06.html"
+    assert cli.main(["run", "06", "--html", str(page)]) == 0
+    with webdriver.Browser(tmp_path / "profile", size=(1300, 1000)) as browser:
+        browser.open(page.as_uri())
+        kinds = browser.run("return [...document.querySelectorAll('#lesson-06 rect.bar')].map(b => b.dataset.kind)")
+        assert kinds.count("serial") >= 4 and kinds.count("pool") >= 4, kinds
+        browser.run("document.querySelector('#lesson-06 svg.timeline').scrollIntoView()")
+        browser.screenshot(SCREENS / "lesson-06-serial-vs-pool.png")
+        _offline_and_quiet(browser, page.as_uri())
+
+
 # For each timeline under `scope`: the most bars of `kind` open at one instant (a sweep over the bars).
 OVERLAP_JS = """
 const [scope, kind] = arguments, peaks = [];
