@@ -1,19 +1,23 @@
 """Grade a made-up class twice — one folder at a time and N at a time — and compare times and verdicts.
 
-    .venv/bin/python -m checks.bench_class [--lessons 01 02 03] [--jobs 4] [--out FILE.json]
+    .venv/bin/python -m checks.bench_class [--lessons 01 02 03|all] [--jobs 4] [--workers 3] [--folders 30]
+                                            [--skip-serial] [--out FILE.json]
 
 The class (30 folders): 10 copies of the finished reference, 10 folders each with one mutant of the
 test suite (tests/mutants) for a lesson of the chosen ones, and 10 hostile folders (a forged TAP line,
 a patched checker, a shared/ package, a secrets reader, kill -9 -1, a fork bomb, a memory hog, an output
 flood, a daemon left running, a disk filler).  It prints a table and writes JSON; nothing is asserted
-but that both gradings gave the same verdicts.
+but that every grading gave the same verdicts.  `--workers N` also grades the class through a private
+broker and N grading workers (checks/distributed.py), each a separate process standing in for a machine.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -74,16 +78,54 @@ def make_class(root: Path, lessons: list[str]) -> list[Path]:
     return folders
 
 
-def grade(folders: list[Path], lessons: list[str], out: Path, jobs: int) -> tuple[float, dict]:
+def grade(folders: list[Path], lessons: list[str], out: Path, jobs: int, env: dict | None = None,
+          extra: tuple[str, ...] = ()) -> tuple[float, dict]:
     started = time.monotonic()
     subprocess.run([sys.executable, "-m", "checks", "grade", "--lab", *map(str, folders), "--lessons", *lessons,
-                    "--out", str(out), "-j", str(jobs)], cwd=manifest.KIT_ROOT, capture_output=True)
+                    "--out", str(out), "-j", str(jobs), *extra], cwd=manifest.KIT_ROOT, capture_output=True, env=env)
     seconds = time.monotonic() - started
+    return seconds, verdicts_in(out)
+
+
+def grade_on_workers(folders: list[Path], lessons: list[str], out: Path, workers: int, home: Path) -> tuple[float, dict]:
+    """The same class through a private broker and `workers` grading workers (-c 1 each, separate
+    processes standing in for machines); the clock starts when every worker is up."""
+    from checks.grade_drill import Broker, lab_env
+    home.mkdir(parents=True, exist_ok=True)
+    broker = Broker(home)
+    broker.start()
+    env = dict(lab_env(home), LAB_GRADE_BROKER=broker.url)
+    procs = []
+    try:
+        for n in range(workers):
+            with open(home / f"grader{n}.log", "wb") as log:
+                procs.append(subprocess.Popen([sys.executable, "-m", "checks.distributed", "worker", "-c", "1",
+                                               "-n", f"grader{n}@%h"], cwd=manifest.KIT_ROOT, env=env, stdout=log,
+                                              stderr=subprocess.STDOUT, start_new_session=True))
+        for n in range(workers):  # ready: each worker's log says so
+            log = home / f"grader{n}.log"
+            deadline = time.monotonic() + 120
+            while b"ready." not in log.read_bytes() and time.monotonic() < deadline:
+                time.sleep(0.2)
+        return grade(folders, lessons, out, 1, env=env, extra=("--broker", broker.url))
+    finally:
+        for proc in procs:
+            os.killpg(proc.pid, signal.SIGTERM)
+        for proc in procs:
+            try:
+                proc.wait(60)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        broker.stop()
+
+
+def verdicts_in(out: Path) -> dict:
     verdicts = {}
     for report in sorted(out.glob("*.json")):
         body = json.loads(report.read_text())
         verdicts[report.stem] = {t["id"] + ("r" if t["regression"] else ""): t["status"] for t in body["tests"]}
-    return seconds, verdicts
+    return verdicts
 
 
 def main() -> int:
@@ -91,6 +133,9 @@ def main() -> int:
     parser.add_argument("--lessons", nargs="+", default=["01", "02", "03"])
     parser.add_argument("--jobs", type=int, default=4)
     parser.add_argument("--out", default=None)
+    parser.add_argument("--workers", type=int, default=0, help="also grade through a broker and N grading workers")
+    parser.add_argument("--folders", type=int, default=30, help="the first N folders of the class (a mix)")
+    parser.add_argument("--skip-serial", action="store_true", help="leave out the -j 1 grading")
     args = parser.parse_args()
     if args.lessons == ["all"]:
         args.lessons = [l["id"] for l in manifest.load()["lessons"] if l["status"] == "ready"]
@@ -103,18 +148,26 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         folders = make_class(root / "class", args.lessons)
+        folders = [folders[i] for i in sorted(range(len(folders)), key=lambda i: (i % 10, i))][:args.folders]
         result["folders"] = len(folders)
         print(f"{len(folders)} folders × lessons {' '.join(args.lessons)}", flush=True)
         verdicts = {}
-        for jobs in (args.jobs, 1):  # the parallel run first: the quicker figure is there early
-            seconds, verdicts[jobs] = grade(folders, args.lessons, root / f"j{jobs}", jobs)
-            result[f"seconds_j{jobs}"] = round(seconds, 1)
-            print(f"  -j {jobs}: {seconds:7.1f} s", flush=True)
+        runs = [f"j{args.jobs}"] + ([f"w{args.workers}"] if args.workers else []) + ([] if args.skip_serial else ["j1"])
+        for run in runs:  # the parallel run first: the quicker figure is there early
+            if run.startswith("w"):
+                seconds, verdicts[run] = grade_on_workers(folders, args.lessons, root / run, args.workers, root / "home")
+                label = f"{args.workers} workers"
+            else:
+                seconds, verdicts[run] = grade(folders, args.lessons, root / run, int(run[1:]))
+                label = f"-j {run[1:]}"
+            result[f"seconds_{run}"] = round(seconds, 1)
+            print(f"  {label}: {seconds:7.1f} s", flush=True)
             save()
-    same = verdicts[1] == verdicts[args.jobs]
-    passed = sum(all(s in ("pass", "skipped", "superseded") for s in v.values()) for v in verdicts[1].values())
-    result.update(same_verdicts=same, folders_all_passed=passed)
-    print(f"  same verdicts both ways: {same}; folders with every check passed: {passed} (the 10 references)")
+    first = verdicts[runs[0]]
+    same = all(v == first for v in verdicts.values())
+    passed = sum(all(s in ("pass", "skipped", "superseded") for s in v.values()) for v in first.values())
+    result.update(same_verdicts=same, folders_all_passed=passed, runs=runs)
+    print(f"  same verdicts every way: {same}; folders with every check passed: {passed} (the references)")
     save()
     return 0 if same else 1
 
