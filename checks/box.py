@@ -17,6 +17,7 @@ process in it along).
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import functools
 import os
 import secrets
@@ -91,22 +92,33 @@ def mariadb_template(lab_dir: Path) -> Path:
     if (target / "mysql").is_dir():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
-    making = target.with_name(target.name + f".{os.getpid()}.tmp")
-    shutil.rmtree(making, ignore_errors=True)
-    argv = [_find("mariadb-install-db"), "--no-defaults", f"--datadir={making}", "--skip-test-db",
-            "--auth-root-authentication-method=normal", f"--innodb-log-file-size={TEMPLATE_LOG_FILE_SIZE}"]
-    if os.geteuid() == 0:
-        argv.append("--user=root")
-    done = subprocess.run(argv, capture_output=True, text=True)
-    if done.returncode != 0:
-        shutil.rmtree(making, ignore_errors=True)
-        raise BoxUnavailable("mariadb-install-db failed:\n" + (done.stdout + done.stderr)[-600:])
-    for path in [making, *making.rglob("*")]:  # readable by the box's uid, which copies it
-        path.chmod(0o755 if path.is_dir() else 0o644)
-    try:
+    # One maker at a time (parallel test workers on a fresh clone all want it at once); the others wait
+    # and find it made.  Its temporary tables go to a folder of its own: two bootstraps sharing /tmp
+    # removed each other's (ERROR 1051 Unknown table 'mysql.tmp_user_sys').
+    with open(target.parent / f"{target.name}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (target / "mysql").is_dir():
+            return target
+        making = target.with_name(target.name + f".{os.getpid()}.tmp")
+        scratch = target.with_name(target.name + f".{os.getpid()}.scratch")
+        for path in (making, scratch):
+            shutil.rmtree(path, ignore_errors=True)
+        scratch.mkdir()
+        argv = [_find("mariadb-install-db"), "--no-defaults", f"--datadir={making}", "--skip-test-db",
+                "--auth-root-authentication-method=normal", f"--innodb-log-file-size={TEMPLATE_LOG_FILE_SIZE}",
+                f"--tmpdir={scratch}"]
+        if os.geteuid() == 0:
+            argv.append("--user=root")
+        try:
+            done = subprocess.run(argv, capture_output=True, text=True)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+        if done.returncode != 0:
+            shutil.rmtree(making, ignore_errors=True)
+            raise BoxUnavailable("mariadb-install-db failed:\n" + (done.stdout + done.stderr)[-600:])
+        for path in [making, *making.rglob("*")]:  # readable by the box's uid, which copies it
+            path.chmod(0o755 if path.is_dir() else 0o644)
         making.rename(target)
-    except OSError:  # another run made it first
-        shutil.rmtree(making, ignore_errors=True)
     return target
 
 

@@ -423,3 +423,15 @@ def test_a_class_with_hostile_folders_is_graded_and_the_good_folder_passes(tmp_p
     assert reports["good"]["score"] == reports["good"]["max_score"] > 0
     for name in ("flood", "killer", "missing"):
         assert reports[name]["score"] == 0 and reports[name]["max_score"] == reports["good"]["max_score"], name
+
+
+def test_the_mariadb_template_is_made_once_when_many_runs_ask_at_once(tmp_path):
+    """A fresh clone's parallel test workers all want the template at the same moment: one makes it
+    (its temporary tables in a folder of its own), the others wait and use it."""
+    from concurrent.futures import ProcessPoolExecutor
+    if shutil.which("mariadb-install-db") is None:
+        pytest.skip("no mariadb-install-db (as root: apt-get install -y mariadb-server)")
+    with ProcessPoolExecutor(3) as pool:
+        made = list(pool.map(box.mariadb_template, [tmp_path] * 3))
+    assert len(set(made)) == 1 and (made[0] / "mysql").is_dir()
+    assert [p.name for p in made[0].parent.iterdir() if p.name.endswith((".tmp", ".scratch"))] == []
