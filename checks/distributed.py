@@ -63,6 +63,10 @@ VISIBILITY_SECONDS = int(os.environ.get("LAB_GRADE_VISIBILITY", "3600"))
 # interval x throttle seconds (100 s by default); every 5 s instead.
 RESTORE_INTERVAL = 5
 STORE_PATIENCE = 180.0                    # seconds a worker keeps retrying Redis (a broker restart)
+# A folder whose grading was started this many times without a result (each time its process died) is
+# not handed out again: the next start stores an error for it.  Deaths of machines, a killed pool child and
+# a broker restart each cost a folder one start, so a healthy class never comes near it.
+MAX_EXECUTIONS = 4
 
 app = Celery("tasklab_grade")
 
@@ -251,11 +255,11 @@ def grade_packed(name: str, packed: bytes, lesson_ids: list[str], key: str) -> d
     from checks.cli import _load, _select, run_many
     data = _load()
     lessons = _select(data, lesson_ids, allow_planned=True)  # the instructor's side chose and checked them
-    with tempfile.TemporaryDirectory(prefix="tasklab-grade-") as tmp:
+    with tempfile.TemporaryDirectory(prefix=f"{TEMP_PREFIX}{os.getpid()}-") as tmp:
         lab = Path(tmp).resolve() / "tasks_lab"
         # Its own work/log folders: two deliveries of one folder on one machine never share a scratch copy.
         safe = re.sub(r"[^\w.-]", "_", name)[:80]
-        student = grade.Student(raw=str(lab), name=f"dist-{safe}-{secrets.token_hex(4)}")
+        student = grade.Student(raw=str(lab), name=f"{TEMP_PREFIX}{os.getpid()}-{safe}-{secrets.token_hex(4)}")
         wanted, mine = key.rsplit(":", 1)[-1], kit_version()
         try:
             if not mine.startswith(wanted):
@@ -277,6 +281,23 @@ def grade_packed(name: str, packed: bytes, lesson_ids: list[str], key: str) -> d
         return wire
 
 
+TEMP_PREFIX = "tasklab-grade-"  # + pid: a grading's temporary copy, work and log folders
+
+
+def sweep_leftovers() -> list[Path]:
+    """A SIGKILLed pool child never ran its cleanup: remove the folders named after processes that are
+    gone (this machine's only; the pid in the name says whose)."""
+    removed = []
+    places = [Path(tempfile.gettempdir()), LAB_DIR / "work" / "grade", LAB_DIR / "logs" / "grade"]
+    for place in places:
+        for path in place.glob(f"{TEMP_PREFIX}*") if place.is_dir() else []:
+            pid = path.name[len(TEMP_PREFIX):].split("-", 1)[0]
+            if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+                shutil.rmtree(path, ignore_errors=True)
+                removed.append(path)
+    return removed
+
+
 @app.task(name="tasklab.grade_folder", bind=True, acks_late=True, reject_on_worker_lost=True)
 def grade_folder(self, key: str, name: str, packed_b64: str, lessons: list[str]) -> dict:
     """Grade one packed folder; safe to run twice for one key (the first stored result stands)."""
@@ -285,6 +306,17 @@ def grade_folder(self, key: str, name: str, packed_b64: str, lessons: list[str])
                           "redelivered": bool((self.request.delivery_info or {}).get("redelivered"))})
     if _patient(lambda: _store().exists(RESULTS + key)):
         return {"key": key, "graded": False}  # graded already; the ack was lost (a crash or a restart)
+    sweep_leftovers()
+    started_before = _patient(lambda: _store().llen(DELIVERIES + key)) - 1
+    if started_before >= MAX_EXECUTIONS:  # a folder whose grading kills its worker every time: stop here
+        message = t(f"这个文件夹的批改已开始 {started_before} 次，每次批改进程都在出结果前死掉（被杀？内存耗尽？）："
+                    f"不再重试。单独批改它看原因：python -m checks grade --lab 文件夹",
+                    f"grading this folder started {started_before} times and each time the grading process died "
+                    "before a result (killed? out of memory?): not retried again. Grade it alone to see why: "
+                    "python -m checks grade --lab DIR")
+        entry = {"key": key, "name": name, "worker": host, "pid": os.getpid(), "kit": kit_version(), "seconds": 0.0,
+                 "result": {"lab": "", "error": message, "lessons": [], "retry": False}}
+        return {"key": key, "graded": True, "stored": store_result(key, entry)}
     started = time.monotonic()
     try:
         wire = grade_packed(name, base64.b64decode(packed_b64), lessons, key)

@@ -214,3 +214,37 @@ def test_at_through_a_real_worker_writes_the_same_report_files(broker, tmp_path)
     assert by_lesson["01"] <= {"fail", "skipped"} and "fail" in by_lesson["01"], body["tests"]
     assert by_lesson["02"] == {"error"}
     assert [l["id"] for l in body["lessons"]] == ["01", "02"]
+
+
+def test_a_folder_whose_grading_dies_every_time_is_stopped_with_an_error(broker, tmp_path, monkeypatch):
+    """MAX_EXECUTIONS starts without a result (each time the grading process died): the next start stores
+    an error for the folder instead of grading it again, so one poison folder cannot loop forever."""
+    monkeypatch.setenv("LAB_LANG", "en")
+    key = "poison:01:" + D.kit_version()[:12]
+    for n in range(D.MAX_EXECUTIONS):
+        D.record_delivery(key, {"host": f"g{n}", "pid": 1, "task": "t", "at": 0, "redelivered": n > 0})
+    write(tmp_path / "lab" / "api_states.py")
+    packed = base64.b64encode(D.pack_folder(tmp_path / "lab")).decode()
+    outcome = D.grade_folder.apply(args=(key, "mallory", packed, ["01"])).get()
+    assert outcome["graded"] and outcome["stored"]
+    stored = json.loads(D._store().get(D.RESULTS + key))
+    assert stored["result"]["lessons"] == [] and f"started {D.MAX_EXECUTIONS} times" in stored["result"]["error"]
+
+
+def test_folders_of_a_killed_grading_process_are_swept(tmp_path, monkeypatch):
+    """A SIGKILLed pool child leaves its temporary copy, work and log folders: the next task removes the
+    ones named after processes that are gone, never a live one's."""
+    lab = tmp_path / "lab"
+    monkeypatch.setattr(D, "LAB_DIR", lab)
+    monkeypatch.setattr(D.tempfile, "tempdir", str(tmp_path / "tmp"))
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead_pid = int(dead.stdout)
+    made = []
+    for place in (tmp_path / "tmp", lab / "work" / "grade", lab / "logs" / "grade"):
+        for pid in (dead_pid, os.getpid()):
+            folder = place / f"{D.TEMP_PREFIX}{pid}-alice-1234"
+            folder.mkdir(parents=True)
+            made.append(folder)
+    removed = D.sweep_leftovers()
+    assert sorted(removed) == sorted(f for f in made if f"-{dead_pid}-" in f.name)
+    assert all(f.exists() for f in made if f"-{os.getpid()}-" in f.name)
