@@ -85,22 +85,15 @@ def collect_redis(client) -> dict:
 def collect(db_connect, redis_connect) -> dict:
     """One sample.  A server that is down (the soak restarts both) is a fact to show, not a crash."""
     sample: dict = {"at": time.time()}
-    try:
-        conn = db_connect()
+    for name, connect, read in (("db", db_connect, collect_database), ("redis", redis_connect, collect_redis)):
         try:
-            sample["db"] = collect_database(conn)
-        finally:
-            conn.close()
-    except Exception as exc:  # noqa: BLE001
-        sample["db_error"] = f"{type(exc).__name__}: {str(exc)[:160]}"
-    try:
-        client = redis_connect()
-        try:
-            sample["redis"] = collect_redis(client)
-        finally:
-            client.close()
-    except Exception as exc:  # noqa: BLE001
-        sample["redis_error"] = f"{type(exc).__name__}: {str(exc)[:160]}"
+            handle = connect()
+            try:
+                sample[name] = read(handle)
+            finally:
+                handle.close()
+        except Exception as exc:  # noqa: BLE001
+            sample[f"{name}_error"] = f"{type(exc).__name__}: {str(exc)[:160]}"
     return sample
 
 
