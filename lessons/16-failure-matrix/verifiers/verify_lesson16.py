@@ -52,13 +52,14 @@ from lab16_cases import CASE_IDS
 from lab16_fixture import (Lab, advance, artifact_evidence, claim_seconds_left, confirm_lost, dead_letters, deliveries,
                            ended, events_of, hold, holds, learner, park, payload_of, pending_of, publishing, release,
                            seconds_until)
+from lab16_figure import matrix_table
 from lab16_evidence import (backing_problems, claim_problems, claimed_cases, collapse, learner_record, real_statuses,
                             why_not_backed)
 from lab16_record import RECORD, row_problems
 from lab16_row import Row, scan_until, settle, unclaimed_reason
 
 from shared.celerylab import WORK, env_file_values, redact, secrets_in, short
-from shared.figures import attach, table
+from shared.figures import attach
 from shared.i18n import t
 from shared.labdb import db_settings, job_row, sql
 from shared.proc import run_python, wait_until
@@ -141,77 +142,12 @@ def describe(row: dict) -> str:
     return text
 
 
-# ---------------------------------------------------------------- the matrix as a figure (a picture, never a verdict)
-
-def matrix_columns() -> list[str]:
-    """In this order (tests/figrules_16.py reads them by position): row, fault, expected, result, observed
-    states, final status, attempts, deliveries, duplicate deliveries, recovery seconds, evidence."""
-    return [t("行", "row"), t("故障", "fault"), t("预期", "expected"), t("结果", "result"),
-            t("观察到的状态", "observed states"), t("终态", "final"), "attempts", t("投递", "deliveries"),
-            t("重复", "duplicates"), t("恢复秒数", "recovery s"), t("证据", "evidence")]
-
-
-def clip(text, limit: int, tail: bool = False) -> str:
-    """At most `limit` characters; `tail` keeps the end (where a list of states arrives)."""
-    text = "" if text is None else str(text)
-    if len(text) <= limit:
-        return text
-    return "…" + text[-(limit - 1):] if tail else text[:limit - 1] + "…"
-
-
-def states_text(states) -> str:
-    return clip("→".join(str(s) for s in states) if isinstance(states, list) and states else "-", 180, tail=True)
-
-
-def evidence_text(row: dict) -> str:
-    bits = []
-    if row.get("artifact_sha256"):
-        bits.append(f"sha256 {row['artifact_sha256'][:10]}…")
-    if row.get("redispatches"):
-        bits.append(t(f"重新派发 {len(row['redispatches'])} 次", f"re-dispatched {len(row['redispatches'])}×"))
-    if row.get("time_moved_seconds"):
-        bits.append(t(f"移动时间 {row['time_moved_seconds']} s", f"{row['time_moved_seconds']} s moved"))
-    if row.get("budget_seconds") is not None:
-        bits.append(t(f"预算 {row['budget_seconds']:g} s", f"budget {row['budget_seconds']:g} s"))
-    if row.get("error"):
-        bits.append(redact(str(row["error"])))
-    elif row.get("result") == "not_run":
-        bits.append(t("本次没有运行", "not run in this run"))
-    return clip(" · ".join(bits) or "-", 190)
-
-
-def matrix_table(title: str, names: list[str], yours: dict[str, dict] | None = None) -> dict:
-    """The named matrix rows as the record holds them now, in catalogue order: a row this run has not
-    run (yet) shows as not_run.  `yours`: the learner's rows (16.1), their states and attempts in two last
-    columns."""
-    held = {row["case"]: row for row in Shared.matrix.record()["cases"]}
-    order = [name for name in CASE_IDS if name in names]
-    cells = []
-    for name in order:
-        row = held[name]
-        line = [name, clip(f"{row.get('fault_point')}: {row.get('operation')}", 120), clip(row.get("expect"), 120),
-                row.get("result"), states_text(row.get("observed_states")), row.get("final_status"),
-                row.get("attempts"), row.get("deliveries"), row.get("duplicate_deliveries"),
-                row.get("recovery_seconds"), evidence_text(row)]
-        if yours is not None:
-            mine = yours.get(name) or {}
-            line += [states_text(mine.get("observed_states")), clip(mine.get("attempts"), 20)]
-        cells.append(line)
-    ran = [held[name] for name in order if held[name].get("result") != "not_run"]
-    passed = sum(1 for row in ran if row.get("result") == "pass")
-    columns = matrix_columns() + ([t("你记录的状态", "your observed states"), t("你记录的 attempts", "your attempts")]
-                                  if yours is not None else [])
-    caption = t(f"{len(order)} 行，运行 {len(ran)} 行，通过 {passed} 行；记录：{RECORD}",
-                f"{len(order)} rows, {len(ran)} run, {passed} pass; record: {RECORD}")
-    return table(title, columns, cells, caption=caption)
-
-
 def run_rows(c, names: list[str], title: str, yours: dict[str, dict] | None = None) -> dict[str, dict]:
     """Shared.rows, with the rows' table attached to the check however the run ends (before any assert)."""
     try:
         return Shared.rows(names)
     finally:
-        attach(c, lambda: matrix_table(title, names, yours))
+        attach(c, lambda: matrix_table(title, names, Shared.matrix.record()["cases"], yours))
 
 
 def require_pass(c, rows: dict[str, dict], names: list[str]) -> None:
