@@ -37,6 +37,7 @@ def _watch_with_the_monitor(env: dict, soak: subprocess.Popen, tmp_path) -> dict
         browser = webdriver.Browser(tmp_path / "chrome") if seen["browser"] else None
         try:
             shots = first = 0
+            opened = False
             while soak.poll() is None and len(seen["backlogs"]) < 400:
                 try:
                     sample = httpx.get(url + "api/stats", timeout=5).json()
@@ -45,8 +46,9 @@ def _watch_with_the_monitor(env: dict, soak: subprocess.Popen, tmp_path) -> dict
                     continue
                 seen["api"].append(sample.get("db", {}).get("by_status"))
                 if browser is not None:
-                    if shots == 0 and not seen["backlogs"]:
+                    if not opened:  # once the page's server answers
                         browser.open(url)
+                        opened = True
                     backlog = browser.run("return document.body.dataset.backlog || null")
                     if backlog is not None:
                         seen["backlogs"].append(int(backlog))
