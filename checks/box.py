@@ -35,6 +35,8 @@ BOX_UID = 65534                    # "nobody" inside the box
 TMP_SIZE = 768 * 1024 * 1024       # the box's /tmp (the private MariaDB's data lives there)
 MEMORY_LIMIT = 3 * 1024 ** 3       # like Exercism's runners
 PIDS_LIMIT = 1024                  # processes and threads (a Celery pool and MariaDB's threads fit easily)
+CGROUP_SETTINGS = (("pids", {"pids.max": PIDS_LIMIT}), ("memory", {"memory.limit_in_bytes": MEMORY_LIMIT}),
+                   ("cpu", {"cpu.shares": 1024}))  # 1024: the default weight; every box weighs the same
 DISK_LIMIT = 512 * 1024 * 1024     # what the box may write into its scratch folder and logs, in total
 OUTPUT_LIMIT = 1024 * 1024         # bytes of output the box may print (Exercism stops at 1 MB too)
 ETC_FILES = ("passwd", "group", "hosts", "nsswitch.conf", "localtime", "ld.so.cache", "ld.so.conf",
@@ -182,15 +184,16 @@ class Box:
 
 
 def make_cgroups() -> list[Path]:
-    """As root: a pids and a memory cgroup (v1) for one box, with its limits.  Elsewhere: none (the box
-    falls back to RLIMIT_NPROC, set inside)."""
+    """As root: a pids, a memory and a cpu cgroup (v1) for one box, with its limits.  Elsewhere: none (the
+    box falls back to RLIMIT_NPROC, set inside).  The cpu group caps nothing: it makes the scheduler share
+    the CPU between boxes, not between processes, so a fork bomb's thousand busy processes get one box's
+    share while the class's other boxes keep theirs."""
     if os.geteuid() != 0:
         return []
     _sweep_stale_cgroups()
     made = []
     name = f"tasklab-{int(time.time())}-{secrets.token_hex(4)}"
-    for controller, settings in (("pids", {"pids.max": PIDS_LIMIT}),
-                                 ("memory", {"memory.limit_in_bytes": MEMORY_LIMIT})):
+    for controller, settings in CGROUP_SETTINGS:
         base = CGROUP_ROOT / controller
         if not (base / "cgroup.procs").exists():
             continue
@@ -212,7 +215,7 @@ STALE_CGROUP = 3600  # seconds: an empty box cgroup this old belongs to a runner
 def _sweep_stale_cgroups() -> None:
     """Remove empty box cgroups left by runners that were killed before their clean-up (the name carries the
     time it was made; a young one may belong to a box that is just starting)."""
-    for controller in ("pids", "memory"):
+    for controller, _settings in CGROUP_SETTINGS:
         for group in (CGROUP_ROOT / controller).glob("tasklab-*"):
             parts = group.name.split("-")
             if len(parts) != 3 or not parts[1].isdigit():

@@ -435,3 +435,19 @@ def test_the_mariadb_template_is_made_once_when_many_runs_ask_at_once(tmp_path):
         made = list(pool.map(box.mariadb_template, [tmp_path] * 3))
     assert len(set(made)) == 1 and (made[0] / "mysql").is_dir()
     assert [p.name for p in made[0].parent.iterdir() if p.name.endswith((".tmp", ".scratch"))] == []
+
+
+def test_each_box_gets_a_cpu_group_of_its_own_beside_its_limits():
+    """The scheduler shares the CPU between boxes, not processes: a fork bomb's thousand busy processes
+    weigh one box (seen grading a class at -j 4: without it, the load reached 700 and every box slowed)."""
+    if os.geteuid() != 0 or not (box.CGROUP_ROOT / "cpu" / "cgroup.procs").exists():
+        pytest.skip("box cgroups are made only as root on cgroup v1 with the cpu controller")
+    groups = box.make_cgroups()
+    try:
+        by_controller = {g.parent.name: g for g in groups}
+        assert set(by_controller) == {"pids", "memory", "cpu"}
+        assert (by_controller["cpu"] / "cpu.shares").read_text().strip() == "1024"
+        assert (by_controller["pids"] / "pids.max").read_text().strip() == str(box.PIDS_LIMIT)
+    finally:
+        box.remove_cgroups(groups)
+    assert not any(g.exists() for g in groups)
