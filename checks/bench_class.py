@@ -136,6 +136,7 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=0, help="also grade through a broker and N grading workers")
     parser.add_argument("--folders", type=int, default=30, help="the first N folders of the class (a mix)")
     parser.add_argument("--skip-serial", action="store_true", help="leave out the -j 1 grading")
+    parser.add_argument("--keep", default=None, metavar="DIR", help="copy each grading's reports here")
     args = parser.parse_args()
     if args.lessons == ["all"]:
         args.lessons = [l["id"] for l in manifest.load()["lessons"] if l["status"] == "ready"]
@@ -162,9 +163,21 @@ def main() -> int:
                 label = f"-j {run[1:]}"
             result[f"seconds_{run}"] = round(seconds, 1)
             print(f"  {label}: {seconds:7.1f} s", flush=True)
+            if args.keep:  # the reports themselves, to read after the class folder is gone
+                shutil.copytree(root / run, Path(args.keep) / run, dirs_exist_ok=True)
             save()
     first = verdicts[runs[0]]
     same = all(v == first for v in verdicts.values())
+    differ = {}  # folder -> check -> status per run, where the runs disagree
+    for run, seen in verdicts.items():
+        for folder in sorted(set(first) | set(seen)):
+            a, b = first.get(folder, {}), seen.get(folder, {})
+            for check in sorted(set(a) | set(b)):
+                if a.get(check) != b.get(check):
+                    differ.setdefault(folder, {})[check] = {r: verdicts[r].get(folder, {}).get(check) for r in runs}
+    for folder, checks in differ.items():
+        print(f"  differs: {folder}: " + "; ".join(f"{c} {v}" for c, v in checks.items()))
+    result["differences"] = differ
     passed = sum(all(s in ("pass", "skipped", "superseded") for s in v.values()) for v in first.values())
     result.update(same_verdicts=same, folders_all_passed=passed, runs=runs)
     print(f"  same verdicts every way: {same}; folders with every check passed: {passed} (the references)")
