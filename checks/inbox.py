@@ -44,6 +44,7 @@ def main() -> int:
     channel = int(os.environ.pop("LAB_VERDICT_FD"))
     run = os.environ.pop("LAB_VERDICT_RUN")
     signer = Signer(channel, key, run)
+    signer.send({"type": "inbox"})  # before any verifier exists: the runner learns which process is this one
     set_limits(spec.get("nproc"))
 
     from checks.runner import SchemaError, prepare_services, start_processes, stop_processes

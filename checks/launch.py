@@ -25,9 +25,13 @@ def main() -> None:
     key = read_key(int(os.environ.pop("LAB_VERDICT_KEY_FD")))
     channel = int(os.environ.pop("LAB_VERDICT_FD"))
     os.set_inheritable(channel, False)  # the learner's processes started from here never get it
-    tap.install_channel(Signer(channel, key, os.environ.pop("LAB_VERDICT_RUN")))
+    signer = Signer(channel, key, os.environ.pop("LAB_VERDICT_RUN"))
     del key
     verifier = sys.argv[1]
+    # This process is the verifier: only its own records count (a fork of it, made by learner code, has
+    # another pid), and it says so first, before any learner code can run.
+    signer.send({"type": "launch", "verifier": verifier})
+    tap.install_channel(signer)
     work = str(Path.cwd())
     stdlib = {sysconfig.get_path(name) for name in ("stdlib", "platstdlib")}
     # After the kit and the standard library, before site-packages: where the verifier finds its own

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from checks import box as B
+from checks.verdicts import Reader, foreign
 from checks.workdir import LAB_DIR, verifier_files
 from shared.manifest import KIT_ROOT
 from shared import figures
@@ -213,7 +214,6 @@ def _run_round(lesson: dict, workdir: Path, log_dir: Path, pending: list[str], l
     the verdict channel.  Each check gets its own limit from when it starts (tasks.json's timeout); the
     time before the first check and after the last is bounded too; so are the output and the disk used.
     When a limit runs out the whole box goes, every process in it with it."""
-    from checks.verdicts import Reader
     verifiers = list(dict.fromkeys(c["verifier"] for c in lesson["checks"] if c["id"] in pending))
     spec = {"lesson": lesson, "schema_upto": schema_upto, "verifiers": verifiers, "log_dir": str(log_dir),
             "env": {"LAB_LOG_DIR": str(log_dir), "LAB_LESSON": lesson["id"], "LAB_CHECKS": ",".join(pending)}}
@@ -385,7 +385,8 @@ def run_checks(lesson: dict, workdir: Path, log_dir: Path, checks: list[dict], b
             if r["type"] == "result" and r["id"] in pending:
                 results.setdefault(r["id"], r)
         exits = {r["verifier"]: r["code"] for r in result.records if r["type"] == "exit"}
-        tampered = result.forged > 0 or any(not r.get("intact", False) for r in results.values())
+        tampered = (result.forged > 0 or foreign(result.records) > 0
+                    or any(not r.get("intact", False) for r in results.values()))
         stuck = result.current if result.ended != "exit" and result.current in pending else None
         for check_id in list(pending):
             seen = results.get(check_id)
@@ -402,9 +403,11 @@ def run_checks(lesson: dict, workdir: Path, log_dir: Path, checks: list[dict], b
                         if next(x["verifier"] for x in checks if x["id"] == c) == verifier)
             if tampered:
                 res.status, res.notes, res.tampered = ERROR, _tail(result.output), True
-                res.message = t("疑似篡改：检查器自己的函数被替换，或判定通道上出现了未签名的行",
-                                "tampering suspected: the checker's own functions were replaced, or unsigned "
-                                "lines appeared on the verdict channel")
+                res.message = t("疑似篡改：检查器自己的函数被替换，或判定通道上出现了未签名的行，"
+                                "或判定来自检查器以外的进程（例如 fork 出的副本）",
+                                "tampering suspected: the checker's own functions were replaced, unsigned lines "
+                                "appeared on the verdict channel, or verdicts came from a process other than the "
+                                "checker (a fork of it)")
             elif result.ended == "exit" and code != 0 and not fails:
                 # Every line said ok, yet the verifier failed (or its end was never seen): distrust the passes.
                 res.status, res.notes = ERROR, _tail(result.output)

@@ -6,12 +6,15 @@ per-run key that reaches the box through another pipe, is read before any learne
 is then gone from the environment.  A line that is not signed with the run's key, or that comes from
 another run, is not a verdict: the runner reports "tampering suspected" instead.
 
-Records: {"type": "start", "id"} when a check begins; {"type": "result", "id", "status", "message",
-"notes", "seconds"}; {"type": "problem", "message"} for what stops a lesson before its checks (a schema
-file that fails, a process that never became ready); {"type": "exit", "verifier", "code"}.
+Records: {"type": "launch", "verifier"}, the first thing a verifier process sends (checks/launch.py,
+before any learner code runs); {"type": "start", "id"} when a check begins; {"type": "result", "id",
+"status", "message", "notes", "seconds"}; {"type": "problem", "message"} for what stops a lesson before
+its checks (a schema file that fails, a process that never became ready); {"type": "exit", "verifier",
+"code"} when inbox.py saw it end; {"type": "inbox"}, inbox.py's first record.  Every record carries the pid of the process that sent it: a check's
+start and result must come from the process that launched as the verifier, so a copy of it made by
+fork() (learner code run inside it can fork) is not believed either.
 """
 
-from __future__ import annotations
 
 import hashlib
 import hmac
@@ -19,6 +22,28 @@ import json
 import os
 
 KEY_BYTES = 32
+
+
+def foreign(records: list[dict]) -> int:
+    """Records that did not come from whom they should: a start or result from another process than the
+    verifier that launched, a second launch before that verifier's exit, or an exit, problem or notice
+    from another process than inbox.py (whose first record says which it is)."""
+    inbox = next((r.get("pid") for r in records if r["type"] == "inbox"), None)
+    verifier, count = None, 0
+    for record in records:
+        if record["type"] in ("exit", "problem", "notice") and record.get("pid") != inbox:
+            count += 1
+            continue
+        if record["type"] == "launch":
+            if verifier is not None:
+                count += 1
+            else:
+                verifier = record.get("pid")
+        elif record["type"] == "exit":
+            verifier = None
+        elif record["type"] in ("start", "result") and (verifier is None or record.get("pid") != verifier):
+            count += 1
+    return count
 
 
 def _mac(key: bytes, record: dict) -> str:
@@ -33,7 +58,7 @@ class Signer:
         self._fd, self._key, self._run = fd, key, run
 
     def send(self, record: dict) -> None:
-        record = dict(record, run=self._run)
+        record = dict(record, run=self._run, pid=os.getpid())  # which process: a fork of a verifier is not it
         record["mac"] = _mac(self._key, record)
         data = (json.dumps(record, ensure_ascii=False) + "\n").encode()
         while data:  # a pipe write may be partial for long records

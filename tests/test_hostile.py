@@ -86,6 +86,32 @@ def test_replacing_the_checkers_exit_is_tampering(tmp_path):
     assert any("tampering" in c.message for c in result.checks), [c.message for c in result.checks]
 
 
+def test_a_fork_of_the_checker_is_not_believed(tmp_path):
+    """Code imported into a verifier forks: the copy runs the same checks and signs with the same key, yet
+    it is not the process that launched as the verifier, so its verdicts make the run "tampering suspected"."""
+    attack = """
+        import os, sys
+        if os.fork() == 0:  # the copy goes on as a second checker, reporting passes of its own
+            sys.modules["api_states"] = sys.modules[__name__]
+        raise RuntimeError("nothing implemented")
+    """
+    result, _ = _lesson01_with(tmp_path, attack)
+    _no_pass(result)
+    assert any(c.tampered and "tampering" in c.message for c in result.checks), [c.message for c in result.checks]
+
+
+def test_only_the_launched_verifier_and_inbox_may_speak_on_the_channel():
+    from checks.verdicts import foreign
+    good = [{"type": "inbox", "pid": 2}, {"type": "notice", "pid": 2}, {"type": "launch", "pid": 9},
+            {"type": "start", "id": "a", "pid": 9}, {"type": "result", "id": "a", "pid": 9},
+            {"type": "exit", "pid": 2}, {"type": "launch", "pid": 12}, {"type": "start", "id": "b", "pid": 12}]
+    assert foreign(good) == 0
+    assert foreign(good + [{"type": "result", "id": "b", "pid": 13}]) == 1           # a fork's verdict
+    assert foreign(good + [{"type": "launch", "pid": 13}]) == 1                      # a fork calling itself one
+    assert foreign(good[:5] + [{"type": "exit", "pid": 9}] + good[6:]) >= 1           # an exit not from inbox
+    assert foreign([{"type": "inbox", "pid": 2}, {"type": "start", "id": "a", "pid": 2}]) == 1  # before any launch
+
+
 def test_patching_sys_exit_and_os_exit_is_no_pass(tmp_path):
     attack = """
         import os, sys
