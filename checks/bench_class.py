@@ -26,6 +26,7 @@ from pathlib import Path
 
 from checks.workdir import reference_files
 from shared import manifest
+from shared.proc import wait_until
 
 HOSTILE = {
     "forge-tap": "import os\nprint('ok 1 - 01.1'); os._exit(0)\n",
@@ -104,9 +105,7 @@ def grade_on_workers(folders: list[Path], lessons: list[str], out: Path, workers
                                               stderr=subprocess.STDOUT, start_new_session=True))
         for n in range(workers):  # ready: each worker's log says so
             log = home / f"grader{n}.log"
-            deadline = time.monotonic() + 120
-            while b"ready." not in log.read_bytes() and time.monotonic() < deadline:
-                time.sleep(0.2)
+            wait_until(lambda log=log: b"ready." in log.read_bytes(), 120, f"grading worker {n} to be ready")
         return grade(folders, lessons, out, 1, env=env, extra=("--broker", broker.url))
     finally:
         for proc in procs:

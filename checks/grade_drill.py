@@ -29,7 +29,6 @@ import os
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -41,6 +40,7 @@ from checks import distributed as D
 from shared.i18n import t
 from shared.manifest import KIT_ROOT
 from shared.proc import WaitTimeout, proc_stat, wait_until
+from shared.proc import free_port as _free_port
 
 FULL = {"folders": 30, "lessons": ["01", "02", "03"], "machine_death": True, "timeout": 1800}
 SHORT = {"folders": 6, "lessons": ["01"], "machine_death": False, "timeout": 420}
@@ -64,10 +64,9 @@ def wait_for(what: str, predicate, limit: float, every: float = 0.1):
 
 
 def free_port() -> int:
+    """shared.proc.free_port, never one of the kit's own service ports."""
     while True:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
+        port = _free_port()
         if port not in KIT_PORTS:
             return port
 

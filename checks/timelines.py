@@ -88,10 +88,6 @@ def _ticks(span: float) -> list[float]:
     return [i * step for i in range(int(span / step) + 1)]
 
 
-def _title_of(item, lang: str) -> str:
-    return pick(item, lang) if isinstance(item, dict) else str(item or "")
-
-
 def render_lanes(fig: dict, lang: str) -> str:
     lanes = fig["lanes"]
     times = [b["end"] for ln in lanes for b in ln["bars"]] + [m["at"] for ln in lanes for m in ln["marks"]]
@@ -105,16 +101,16 @@ def render_lanes(fig: dict, lang: str) -> str:
 
     out = [f'<svg class="timeline" data-kind="lanes" data-lanes="{len(lanes)}" data-span="{span:.4f}" '
            f'viewBox="0 0 {WIDTH} {height}" width="{WIDTH}" height="{height}" role="img" '
-           f'xmlns="http://www.w3.org/2000/svg"><title>{esc(_title_of(fig["title"], lang))}</title>']
+           f'xmlns="http://www.w3.org/2000/svg"><title>{esc(pick(fig["title"], lang))}</title>']
     for i, ln in enumerate(lanes):
         y = TOP + i * LANE_H
-        name = _title_of(ln["name"], lang)
+        name = pick(ln["name"], lang)
         out.append(f'<g class="lane" data-lane="{esc(name)}"><rect class="lane-bg" x="{LABEL_W}" y="{y + 2}" '
                    f'width="{plot_w}" height="{LANE_H - 4}"/><text x="4" y="{y + LANE_H / 2 + 4}">{esc(name[:24])}'
                    f'</text>')
         for b in ln["bars"]:
             x0, x1 = x(b["start"]), x(b["end"])
-            label = _title_of(b["label"], lang)
+            label = pick(b["label"], lang)
             out.append(f'<rect class="bar k-{b["kind"]}" data-kind="{b["kind"]}" data-start="{b["start"]}" '
                        f'data-end="{b["end"]}" data-label="{esc(label)}" x="{x0:.1f}" y="{y + 4}" '
                        f'width="{max(1.5, x1 - x0):.1f}" height="{LANE_H - 8}" fill="{COLOURS[b["kind"]]}" rx="2" '
@@ -122,7 +118,7 @@ def render_lanes(fig: dict, lang: str) -> str:
                        f'<title>{esc(label)} · {b["start"]:.3f}–{b["end"]:.3f} s</title></rect>')
         for m in ln["marks"]:
             cx = x(m["at"])
-            label = _title_of(m["label"], lang)
+            label = pick(m["label"], lang)
             out.append(f'<path class="mark k-{m["kind"]}" data-kind="{m["kind"]}" data-at="{m["at"]}" '
                        f'data-label="{esc(label)}" d="M{cx:.1f},{y + 3} l5,-0 l-5,9 l-5,-9 z" '
                        f'fill="{COLOURS[m["kind"]]}" stroke="#fff" stroke-width=".6"><title>{esc(label)} · '
@@ -130,7 +126,7 @@ def render_lanes(fig: dict, lang: str) -> str:
         out.append("</g>")
     for m in fig["lines"]:
         lx = x(m["at"])
-        label = _title_of(m["label"], lang)
+        label = pick(m["label"], lang)
         out.append(f'<g class="line" data-kind="{m["kind"]}" data-at="{m["at"]}"><line class="limit" x1="{lx:.1f}" '
                    f'x2="{lx:.1f}" y1="{TOP}" y2="{TOP + LANE_H * len(lanes)}"/><text x="{lx + 3:.1f}" y="{TOP + 9}">'
                    f'{esc(label)}</text><title>{esc(label)} · {m["at"]:.3f} s</title></g>')
@@ -179,8 +175,8 @@ def render_steps(fig: dict, lang: str) -> str:
     peak = max([p[1] for p in points], default=0)
     out = [f'<svg class="timeline" data-kind="steps" data-max="{peak:g}" data-limit="{"" if limit is None else f"{limit:g}"}" '
            f'viewBox="0 0 {WIDTH} {height}" width="{WIDTH}" height="{height}" role="img" '
-           f'xmlns="http://www.w3.org/2000/svg"><title>{esc(_title_of(fig["title"], lang))}</title>',
-           f'<text x="4" y="{TOP + 12}">{esc(_title_of(fig.get("label"), lang)[:24])}</text>',
+           f'xmlns="http://www.w3.org/2000/svg"><title>{esc(pick(fig["title"], lang))}</title>',
+           f'<text x="4" y="{TOP + 12}">{esc(pick(fig.get("label"), lang)[:24])}</text>',
            f'<text x="{LABEL_W - 4}" y="{y(top) + 4:.1f}" text-anchor="end">{top:g}</text>',
            f'<text x="{LABEL_W - 4}" y="{y(0) + 4:.1f}" text-anchor="end">0</text>']
     if limit is not None:
@@ -194,8 +190,8 @@ def render_steps(fig: dict, lang: str) -> str:
 
 
 def render_table(fig: dict, lang: str) -> str:
-    head = "".join(f"<th>{esc(_title_of(c, lang))}</th>" for c in fig["columns"])
-    rows = "".join("<tr>" + "".join(f"<td>{esc(_title_of(v, lang))}</td>" for v in row) + "</tr>"
+    head = "".join(f"<th>{esc(pick(c, lang))}</th>" for c in fig["columns"])
+    rows = "".join("<tr>" + "".join(f"<td>{esc(pick(v, lang))}</td>" for v in row) + "</tr>"
                    for row in fig["rows"])
     return (f'<table class="figtable" data-kind="table" data-rows="{len(fig["rows"])}"><thead><tr>{head}</tr></thead>'
             f"<tbody>{rows}</tbody></table>")
@@ -208,8 +204,8 @@ def render_figure(fig: dict, lang: str) -> str:
     fig = F.clean(fig)
     if fig is None:
         return ""
-    caption = _title_of(fig["title"], lang)
-    extra = _title_of(fig.get("caption"), lang)
+    caption = pick(fig["title"], lang)
+    extra = pick(fig.get("caption"), lang)
     return (f'<figure class="fig" data-type="{fig["type"]}"><figcaption><b>{esc(caption)}</b>'
             f'{" — " + esc(extra) if extra else ""}</figcaption>{RENDER[fig["type"]](fig, lang)}</figure>')
 

@@ -10,13 +10,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
-import time
 from pathlib import Path
 
 import httpx2 as httpx
 import pytest
+
+from shared.proc import free_port, wait_until
 
 PACKAGES = ("chromium", "chromium-driver", "fonts-wqy-microhei")  # the font: Chinese text in screenshots
 INSTALL = "as root: apt-get install -y " + " ".join(PACKAGES)
@@ -49,18 +49,12 @@ def require() -> tuple[str, str]:
     return found
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class Browser:
     """One headless Chromium session.  Use as a context manager; screenshots go where you say."""
 
     def __init__(self, profile: Path, size=(1200, 900)):
         self.browser, driver = require()
-        self.port = _free_port()
+        self.port = free_port()
         profile.mkdir(parents=True, exist_ok=True)
         self.driver = subprocess.Popen([driver, f"--port={self.port}"], stdout=subprocess.DEVNULL,
                                        stderr=subprocess.DEVNULL, env=dict(os.environ, HOME=str(profile)),
@@ -76,17 +70,14 @@ class Browser:
         self.session = reply["sessionId"]
 
     def _wait_ready(self) -> None:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
+        def ready():
             if self.driver.poll() is not None:
                 raise RuntimeError("chromedriver exited at start")
             try:
-                if self.http.get("/status").json()["value"].get("ready"):
-                    return
+                return self.http.get("/status").json()["value"].get("ready")
             except (httpx.HTTPError, ValueError, KeyError):
-                pass
-            time.sleep(0.1)
-        raise RuntimeError("chromedriver did not become ready in 30 s")
+                return False
+        wait_until(ready, 30, "chromedriver to become ready", interval=0.1)
 
     def _call(self, method: str, path: str, body: dict | None = None):
         reply = self.http.request(method, path, json=body if body is not None else None)
@@ -112,13 +103,8 @@ class Browser:
         self._call("POST", self._s(f"/element/{self.find(css)}/click"), {})
 
     def wait_for(self, script: str, timeout: float = 20.0, *args):
-        """Poll a script until it returns something truthy (bounded); return that."""
-        deadline = time.monotonic() + timeout
-        while True:
-            value = self.run(script, *args)
-            if value or time.monotonic() > deadline:
-                return value
-            time.sleep(0.1)
+        """Poll a script until it returns something truthy (bounded: WaitTimeout after `timeout`)."""
+        return wait_until(lambda: self.run(script, *args), timeout, f"the page: {script}", interval=0.1)
 
     def console_errors(self) -> list[str]:
         logs = self._call("POST", self._s("/se/log"), {"type": "browser"})
