@@ -1,7 +1,7 @@
 """Grade a made-up class twice — one folder at a time and N at a time — and compare times and verdicts.
 
     .venv/bin/python -m checks.bench_class [--lessons 01 02 03|all] [--jobs 4] [--workers 3] [--folders 30]
-                                            [--skip-serial] [--out FILE.json]
+                                            [--skip-serial | --serial-only] [--against DIR] [--out FILE.json]
 
 The class (30 folders): 10 copies of the finished reference, 10 folders each with one mutant of the
 test suite (tests/mutants) for a lesson of the chosen ones, and 10 hostile folders (a forged TAP line,
@@ -9,6 +9,8 @@ a patched checker, a shared/ package, a secrets reader, kill -9 -1, a fork bomb,
 flood, a daemon left running, a disk filler).  It prints a table and writes JSON; nothing is asserted
 but that every grading gave the same verdicts.  `--workers N` also grades the class through a private
 broker and N grading workers (checks/distributed.py), each a separate process standing in for a machine.
+`--against DIR` compares with the reports an earlier run kept (`--keep DIR`: one folder per grading), so
+the hour-long -j 1 grading can be measured on its own and still be held against the others.
 """
 
 from __future__ import annotations
@@ -135,7 +137,9 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=0, help="also grade through a broker and N grading workers")
     parser.add_argument("--folders", type=int, default=30, help="the first N folders of the class (a mix)")
     parser.add_argument("--skip-serial", action="store_true", help="leave out the -j 1 grading")
+    parser.add_argument("--serial-only", action="store_true", help="only the -j 1 grading")
     parser.add_argument("--keep", default=None, metavar="DIR", help="copy each grading's reports here")
+    parser.add_argument("--against", default=None, metavar="DIR", help="also compare with the gradings kept in DIR")
     args = parser.parse_args()
     if args.lessons == ["all"]:
         args.lessons = [l["id"] for l in manifest.load()["lessons"] if l["status"] == "ready"]
@@ -153,6 +157,8 @@ def main() -> int:
         print(f"{len(folders)} folders × lessons {' '.join(args.lessons)}", flush=True)
         verdicts = {}
         runs = [f"j{args.jobs}"] + ([f"w{args.workers}"] if args.workers else []) + ([] if args.skip_serial else ["j1"])
+        if args.serial_only:
+            runs = ["j1"]
         for run in runs:  # the parallel run first: the quicker figure is there early
             if run.startswith("w"):
                 seconds, verdicts[run] = grade_on_workers(folders, args.lessons, root / run, args.workers, root / "home")
@@ -165,6 +171,11 @@ def main() -> int:
             if args.keep:  # the reports themselves, to read after the class folder is gone
                 shutil.copytree(root / run, Path(args.keep) / run, dirs_exist_ok=True)
             save()
+    if args.against:  # earlier gradings of the same class, kept as reports
+        for kept in sorted(p for p in Path(args.against).iterdir() if p.is_dir() and p.name not in verdicts):
+            verdicts[kept.name] = verdicts_in(kept)
+            runs.append(kept.name)
+            print(f"  compared with: {kept} ({len(verdicts[kept.name])} reports)", flush=True)
     first = verdicts[runs[0]]
     same = all(v == first for v in verdicts.values())
     differ = {}  # folder -> check -> status per run, where the runs disagree
