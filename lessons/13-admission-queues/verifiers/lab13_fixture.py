@@ -240,6 +240,16 @@ def wait_done(job_ids: list[str], seconds: float) -> dict[str, dict]:
         return {j: job_row(j) for j in job_ids}
 
 
+def waits_elsewhere(job_id: str, consumed: str) -> str | None:
+    """The queue, other than `consumed`, in which this job's sent message waits.  A fact, not a guess:
+    only that queue's workers can ever take it (the kit starts each worker on one queue)."""
+    event = event_of(job_id)
+    if event is None or event["sent_at"] is None:
+        return None
+    from shared.celerylab import queued_task_ids
+    return next((q for q in ("exports", *QUEUES) if q != consumed and event["id"] in queued_task_ids(q)), None)
+
+
 def stuck_reason(job_id: str) -> str:
     """Why a job did not finish: its event, the broker's queues, the deliveries (bilingual pieces)."""
     event = event_of(job_id)
