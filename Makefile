@@ -51,9 +51,9 @@ doctor:
 test: $(VENV_READY)
 	+@$(VPY) -m pytest -n 4
 
-# Everything make test runs, plus every check of every lesson run alone against the reference.
+# Everything make test samples, whole: every mutant, every check alone, every lesson graded as finished.
 test-all: $(VENV_READY)
-	+@LAB_ALONE=all $(VPY) -m pytest -n 4
+	+@LAB_TEST_ALL=1 $(VPY) -m pytest -n 4
 
 clean:
 	+@$(PYTHON) -m checks clean

@@ -451,7 +451,7 @@ def cmd_help(args) -> int:
         ("make diff-NN", t("查看第 NN 课相对上一课的改动", "what lesson NN changes")),
         ("make doctor", t("检查本机环境", "check this machine")),
         ("make test", t("运行套件自身的全部测试", "run the kit's own test suite")),
-        ("make test-all", t("再加上每一项检查单独运行", "the same, plus every check run alone")),
+        ("make test-all", t("完整版：每个变异体、每项检查单独运行", "the whole of it: every mutant, every check run alone")),
         ("make bench", t("运行教学用基准测试（表格 + JSON）", "run the teaching benchmarks (table + JSON)")),
         ("make soak", t("长时间混沌测试：杀 worker、重启服务，最后逐条对账（丢失必须为 0）",
                         "the long soak: killed workers, restarted servers, then a ledger (lost must be 0)")),

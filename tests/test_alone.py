@@ -2,27 +2,24 @@
 
 Mutant runs execute only the checks they name, so a check that leaned on what an earlier check left
 behind would give a mutant run a false verdict.  `make test` runs a rotating sample (one check per lesson,
-a different one each day); `make test-all` (LAB_ALONE=all) runs every check of every lesson alone.
+a different one each day); `make test-all` (LAB_TEST_ALL=1) runs every check of every lesson alone.
 """
-
-import datetime
-import os
 
 import pytest
 
 from checks.runner import PASS, run_lesson
 from checks.workdir import materialise
 from shared import manifest
+from tests.daily import EVERYTHING, today
 
 DATA = manifest.load()
 READY = [lesson for lesson in DATA["lessons"] if lesson["status"] == "ready"]
 
 
 def _chosen() -> list[tuple[dict, str]]:
-    if os.environ.get("LAB_ALONE") == "all":
+    if EVERYTHING:
         return [(lesson, c["id"]) for lesson in READY for c in lesson["checks"]]
-    day = datetime.date.today().toordinal()
-    return [(lesson, lesson["checks"][day % len(lesson["checks"])]["id"]) for lesson in READY]
+    return [(lesson, lesson["checks"][today() % len(lesson["checks"])]["id"]) for lesson in READY]
 
 
 @pytest.mark.parametrize("lesson,check_id", _chosen(), ids=lambda v: v if isinstance(v, str) else "")

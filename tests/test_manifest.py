@@ -2,11 +2,12 @@
 
 import subprocess
 import sys
+from unittest import mock
 
 from checks import cli
 from checks.workdir import lesson_files
 from shared import manifest
-from tests.mutants import all_mutants
+from tests.mutants import ROTATION, all_mutants, for_today
 
 DATA = manifest.load()
 READY = [lesson for lesson in DATA["lessons"] if lesson["status"] == "ready"]
@@ -31,6 +32,20 @@ def test_every_check_of_a_ready_lesson_has_a_mutant():
     covered = {check_id for mutant in all_mutants() for check_id in mutant.fails}
     missing = [c["id"] for lesson in READY for c in lesson["checks"] if c["id"] not in covered]
     assert not missing, f"checks without a mutant that fails them: {missing}"
+
+
+def test_every_make_test_fails_every_check_that_any_mutant_fails():
+    """make test runs a share of the mutants: whatever the day, the share holds the cover, and within
+    ROTATION days every mutant has come round."""
+    mutants = all_mutants()
+    wanted = {(m.lesson, check) for m in mutants for check in m.fails}
+    seen: set[str] = set()
+    for day in range(ROTATION):
+        with mock.patch("tests.daily.today", return_value=day):
+            chosen = for_today(mutants)
+        assert {(m.lesson, check) for m in chosen for check in m.fails} == wanted
+        seen |= {m.name for m in chosen}
+    assert seen == {m.name for m in mutants}
 
 
 def test_readme_lesson_table_matches_manifest():

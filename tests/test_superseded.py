@@ -4,11 +4,9 @@ A folder that has moved on to lesson 16 is graded for every earlier lesson with 
 checks whose subject a later lesson replaced (tasks.json `superseded_by`) are shown as superseded and not
 counted; every other check — own and regression — must pass.  The reference after lesson 16 stands in for
 a learner who finished the course.  `make test` grades a rotating two of the lessons 08–15 (those with
-superseded checks among them); `make test-all` (LAB_ALONE=all) grades all fifteen.
+superseded checks among them); `make test-all` (LAB_TEST_ALL=1) grades all fifteen.
 """
 
-import datetime
-import os
 import shutil
 from pathlib import Path
 
@@ -18,17 +16,17 @@ from checks import cli, report
 from checks.runner import PASS, SUPERSEDED
 from checks.workdir import reference_files
 from shared import manifest
+from tests.daily import EVERYTHING, today
 
 DATA = manifest.load()
 EARLIER = [lesson for lesson in DATA["lessons"] if lesson["id"] < "16"]
 
 
 def _chosen() -> list[dict]:
-    if os.environ.get("LAB_ALONE") == "all":
+    if EVERYTHING:
         return EARLIER
     later = [lesson for lesson in EARLIER if lesson["id"] >= "08"]
-    day = datetime.date.today().toordinal()
-    return [later[day % len(later)], later[(day + 3) % len(later)]]
+    return [later[today() % len(later)], later[(today() + 3) % len(later)]]
 
 
 def _finished_folder(tmp_path: Path) -> Path:

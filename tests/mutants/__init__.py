@@ -4,6 +4,9 @@ Each tests/mutants/lessonNN.py defines MUTANTS, a list of Mutant.  A mutant
 replaces `old` by `new` in `file` (old must occur exactly once) and names the
 check ids that must then fail — exactly those, no others.  A mutant with `on="NN"` breaks lesson NN's
 folder and names checks of an earlier lesson: they must fail as regressions (tests/mutants/regressions.py).
+
+`make test` runs the cover — the fewest mutants that between them fail every check any mutant fails, so
+every run proves every check can fail — plus a daily share of the rest; `make test-all` runs them all.
 """
 
 from __future__ import annotations
@@ -43,3 +46,25 @@ def all_mutants() -> list[Mutant]:
             module = importlib.import_module(f"{__name__}.{info.name}")
             found.extend(module.MUTANTS)
     return found
+
+
+def cover(mutants: list[Mutant]) -> list[Mutant]:
+    """Greedy: take the mutant that fails the most (lesson run, check) pairs not yet failed, until none is
+    left.  Ties go to the one defined first, so the cover is the same on every machine."""
+    left = {(m.lesson, check) for m in mutants for check in m.fails}
+    chosen: list[Mutant] = []
+    while left:
+        best = max(mutants, key=lambda m: len({(m.lesson, check) for check in m.fails} & left))
+        chosen.append(best)
+        left -= {(best.lesson, check) for check in best.fails}
+    return chosen
+
+
+ROTATION = 3  # days: a mutant outside the cover runs in make test one day in three
+
+
+def for_today(mutants: list[Mutant]) -> list[Mutant]:
+    from tests.daily import share
+    core = cover(mutants)
+    today = set(core) | set(share([m for m in mutants if m not in core], ROTATION))
+    return [m for m in mutants if m in today]
