@@ -256,7 +256,8 @@ def test_hardest_checks_are_ordered_by_how_many_did_not_pass(tmp_path):
     assert "regression" in table and "queue unbounded" in table
 
 
-SCREENS = Path(__file__).resolve().parent.parent / ".lab" / "screenshots"
+KIT = Path(__file__).resolve().parent.parent
+SCREENS = KIT / ".lab" / "screenshots"
 
 
 def ten_students():
@@ -368,3 +369,59 @@ def test_run_and_grade_write_html_through_the_command_line(tmp_path):
     cli.main(["grade", "--lab", str(lab), "--lessons", "01", "--out", str(out), "--html", "--unsafe"])
     assert (out / "index.html").is_file() and (out / "alice.html").is_file()
     assert (out / "grades.csv").read_text(encoding="utf-8").splitlines()[0].startswith("student,01,")
+
+
+def test_a_queue_whose_depth_stands_still_turns_red_in_the_monitor(tmp_path):
+    """make monitor's one judgement: a non-empty queue whose depth has not moved for 10 s of the samples'
+    own clock is marked "not moving"; a moving or empty one is not.  The samples' clock is set in the
+    feed the page reads (the soak's), never waited out."""
+    import json
+    import sys
+    import time
+
+    import httpx2 as httpx
+
+    from shared.proc import free_port, wait_until
+    feed = tmp_path / "lab" / "logs" / "soak" / "monitor.json"
+    feed.parent.mkdir(parents=True)
+    base = time.time() + 600  # ahead of the clock: the feed stays fresh however slow the test
+
+    def sample(offset: float, fast: int, bulk: int) -> None:
+        feed.write_text(json.dumps({"at": base + offset, "db": {}, "redis": {
+            "queues": {"exports.fast": fast, "exports.bulk": bulk}, "unacked": 0}}))
+
+    def tile(name: str) -> str:
+        return (f"const t = document.querySelector('#queues .tile[data-stat=\"{name}\"]');"
+                " return t && [t.querySelector('.v').textContent, t.classList.contains('stuck')]")
+
+    sample(0, 3, 5)
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/"
+    page = subprocess.Popen([sys.executable, "-m", "checks", "monitor", "--port", str(port), "--source", "soak"],
+                            cwd=KIT, env=dict(os.environ, LAB_HOME=str(tmp_path / "lab")),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        def answers():
+            try:
+                return httpx.get(url + "api/stats", timeout=2).json().get("source") == "soak"
+            except httpx.HTTPError:
+                return False
+        wait_until(answers, 60, "the monitor page to answer")
+        with webdriver.Browser(tmp_path / "profile") as browser:
+            browser.open(url)
+            assert browser.wait_for(tile("exports.fast")) == ["3", False]
+            sample(11, 3, 4)  # 11 s later by the samples' clock: fast has not moved, bulk has
+            browser.wait_for(f"const v = (() => {{ {tile('exports.bulk')} }})(); return v && v[0] === '4'")
+            assert browser.run(tile("exports.fast")) == ["3", True]
+            assert browser.run(tile("exports.bulk")) == ["4", False]
+            sample(30, 0, 4)  # fast drained (empty is never stuck); bulk still 4, for 19 s now
+            browser.wait_for(f"const v = (() => {{ {tile('exports.fast')} }})(); return v && v[0] === '0'")
+            assert browser.run(tile("exports.fast")) == ["0", False]
+            assert browser.run(tile("exports.bulk")) == ["4", True]
+            assert browser.console_errors() == []
+            outside = [u for u in browser.requested_urls()
+                       if u.startswith(("http:", "https:", "ws:", "wss:", "ftp:")) and not u.startswith(url)]
+            assert outside == [], outside
+    finally:
+        page.terminate()
+        page.wait(20)
