@@ -160,3 +160,31 @@ def test_curriculum_folder_passes_lab(lesson_id, tmp_path):
         assert all(t["status"] in ("pass", "skipped") for t in tests if t["kind"] == "exercise")
     skipped = [t["id"] for t in tests if t["status"] == "skipped"]
     assert all(t["kind"] in ("exercise", "extension") for t in tests if t["id"] in skipped)  # only work not taken up skips
+
+
+def test_the_finished_course_folder_graded_at_once(tmp_path):
+    """The end of the course: one folder typed through lesson 16, graded with `--lessons all` in one grade.
+    Every counted mark is earned but the known gaps; what a later lesson replaced is shown superseded."""
+    lab = assemble(READY[-1], tmp_path / "class" / "learner" / "tasks_lab")
+    out = tmp_path / "out"
+    run = subprocess.run([sys.executable, "-m", "checks", "grade", "--lab", str(lab), "--lessons", "all",
+                          "--out", str(out), "-j", "1"], cwd=manifest.KIT_ROOT, capture_output=True, text=True,
+                         timeout=3600, env=dict(os.environ, LAB_LANG="en"))
+    [report] = list(out.glob("*.json"))
+    body = json.loads(report.read_text())
+    tests = body["tests"]
+    bad = [(t["id"], t["status"], t["message"]) for t in tests
+           if t["status"] not in ("pass", "skipped", "superseded") and t["id"] not in KNOWN_GAPS]
+    assert not bad, run.stderr[-2000:]
+    missed = sorted({t["id"] for t in tests if t["status"] not in ("pass", "skipped", "superseded")})
+    assert missed == sorted(KNOWN_GAPS), missed  # every gap still caught, nothing else lost
+    # Marks: all but the gaps' and those of exercises the course gives no code for (not attempted: skipped).
+    counted = [t for t in tests if not t["regression"] and not t["bonus"]]
+    gap_points = sum(t["points"] for t in counted if t["id"] in KNOWN_GAPS)
+    not_attempted = [t for t in counted if t["status"] == "skipped"]
+    assert all(t["kind"] == "exercise" for t in not_attempted), [t["id"] for t in not_attempted]
+    assert body["max_score"] - body["score"] == gap_points + sum(t["points"] for t in not_attempted), (
+        body["score"], body["max_score"], gap_points, [t["id"] for t in not_attempted])
+    replaced = {t["id"] for t in tests if t["status"] == "superseded"}
+    declared = {c["id"] for lesson in DATA["lessons"] for c in lesson["checks"] if c.get("superseded_by")}
+    assert replaced and replaced <= declared, replaced - declared
