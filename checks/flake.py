@@ -1,8 +1,9 @@
 """The flake hunt: the reference of chosen lessons, N rounds; in each round every lesson runs K times side by
 side (so ROUNDS=5 PARALLEL=4 is 20 runs of each lesson).
 
-Each run is `python -m checks run NN --report …` in its own isolation slot (own Redis dbs and schema) and
-its own LAB_HOME, so runs never share a work folder.  `--burn C` adds C processes that burn CPU for the
+Each run is `python -m checks run NN --report …` with its own LAB_HOME, so runs never share a work folder,
+in boxes with servers of their own (where boxes cannot run: in its own isolation slot of the kit's shared
+servers — own Redis dbs and schema).  `--burn C` adds C processes that burn CPU for the
 whole hunt, standing in for a slow laptop or a WSL2 VM.  Every non-pass is printed with its message and
 evidence and written to JSON.  The reference must pass every time: one non-pass is a bug to find.
 """
