@@ -5,7 +5,7 @@ already proves every check passes on the unbroken files, so re-running the other
 mutant would only cost time.  Checks are written to be independent of one another for this.
 
 `make test` runs the cover (every check any mutant fails is failed by one of them, every run) and a
-daily third of the others; `make test-all` runs every mutant (tests/mutants/__init__.py, tests/daily.py)."""
+daily quarter of the others; `make test-all` runs every mutant (tests/mutants/__init__.py, tests/daily.py)."""
 
 import pytest
 

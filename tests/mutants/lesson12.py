@@ -38,6 +38,7 @@ MUTANTS = [
     # ---- 12.2: a failed send must leave sent_at NULL
     Mutant(
         name="12-swallow-send-error",
+        slow=True,  # the publisher's own retries while Redis is down
         file="publisher.py",
         old=SEND,
         new='''    try:
@@ -51,6 +52,7 @@ MUTANTS = [
     ),
     Mutant(
         name="12-mark-sent-before-sending",
+        slow=True,  # 12.3 waits 15 s for a delivery that is never sent
         file="publisher.py",
         old=SEND + CONFIRM,
         new=CONFIRM.replace("        return cur.rowcount == 1\n", "        confirmed = cur.rowcount == 1\n") + SEND

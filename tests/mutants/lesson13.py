@@ -65,6 +65,7 @@ MUTANTS = [
     ),
     Mutant(
         name="13-publisher-waits-for-result",
+        slow=True,  # 13.4 and 13.5 each run out 20 s waiting for confirms
         file="publisher.py",
         old="""    app.send_task("products.export", args=[event["job_id"]], task_id=event["id"],
                   queue=event["queue_name"], retry=False, ignore_result=True)
