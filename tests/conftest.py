@@ -27,3 +27,13 @@ def pytest_configure(config):
     if os.environ.get("PYTEST_XDIST_WORKER") is None:
         from tests import webdriver
         webdriver.install_if_root()
+
+
+# The longest tests (20–45 s each on two cores) are handed out first: pytest-xdist gives tests to its
+# workers in collection order, and one of these left for the end would run alone while the others idle.
+LONGEST_FIRST = ("tests/test_distributed.py::test_short_drill", "tests/test_soak.py::",
+                 "tests/test_lessons.py::test_reference_lesson_passes_every_check")
+
+
+def pytest_collection_modifyitems(config, items):
+    items.sort(key=lambda item: not item.nodeid.startswith(LONGEST_FIRST))  # stable: the rest keep their order
