@@ -15,11 +15,33 @@ _worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
 os.environ["LAB_SLOT"] = os.environ.get("LAB_TEST_SLOT") or str(4 + int(_worker[2:] or 0) % 4)
 
 
+def _controller() -> bool:
+    return os.environ.get("PYTEST_XDIST_WORKER") is None
+
+
+def _own_servers_running() -> bool:
+    """The kit's native servers (make services) are up: the ones tests/test_services.py starts."""
+    from shared import labctl
+    return labctl.mode() == "native" and any(s.pid() for s in (labctl.REDIS, labctl.MYSQL))
+
+
+_SERVERS_WERE_UP: list[bool] = []
+
+
+def pytest_sessionstart(session):
+    if _controller():
+        _SERVERS_WERE_UP.append(_own_servers_running())
+
+
 def pytest_sessionfinish(session, exitstatus):
     # A run that collected nothing proved nothing: fail it instead of pytest's quiet exit 5.
     if exitstatus == 5:
         session.exitstatus = 1
         print("\nno tests were collected — failing the run", file=sys.stderr)
+    # The machine as the run found it: servers the tests started are stopped; a learner's are left alone.
+    if _controller() and _SERVERS_WERE_UP == [False] and _own_servers_running():
+        from shared import labctl
+        labctl.down()
 
 
 def pytest_configure(config):
