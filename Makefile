@@ -48,7 +48,7 @@ doctor:
 
 # Four workers: mutant runs mostly wait on real processes. Each worker has its own isolation slot
 # (Redis databases, MySQL schema) on the shared servers.
-# -n 4: four test workers (they keep two cores over 90 % busy; more add no speed); --maxschedchunk 1: tests are
+# -n 4: four test workers (they keep two cores 85-95 % busy; more add little); --maxschedchunk 1: tests are
 # handed out one at a time, longest first (tests/conftest.py), so no worker is left with a queue at the end.
 test: $(VENV_READY)
 	+@$(VPY) -m pytest -n 4 --maxschedchunk 1
