@@ -46,10 +46,9 @@ watch: $(VENV_READY)
 doctor:
 	+@if [ -x $(VPY) ]; then $(VPY) -m checks doctor; else $(PYTHON) -m checks doctor; fi
 
-# Four workers: mutant runs mostly wait on real processes. Each worker has its own isolation slot
-# (Redis databases, MySQL schema) on the shared servers.
-# -n 4: four test workers (they keep two cores 85-95 % busy; more add little); --maxschedchunk 1: tests are
-# handed out one at a time, longest first (tests/conftest.py), so no worker is left with a queue at the end.
+# -n 4: four test workers (they keep two cores 85-95 % busy; more add little), each with its own isolation
+# slot for the tests that use the shared servers; --maxschedchunk 1: tests are handed out one at a time,
+# longest first (tests/conftest.py), so no worker is left with a queue at the end.
 test: $(VENV_READY)
 	+@$(VPY) -m pytest -n 4 --maxschedchunk 1
 

@@ -46,7 +46,7 @@ def pytest_sessionfinish(session, exitstatus):
 
 def pytest_configure(config):
     # Once, in the controller, before any worker: the browser tests need Chromium (installed when root).
-    if os.environ.get("PYTEST_XDIST_WORKER") is None:
+    if _controller():
         from tests import webdriver
         webdriver.install_if_root()
 

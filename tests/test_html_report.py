@@ -2,10 +2,13 @@
 
 import csv
 import html
+import json
 import os
 import re
 import shutil
 import subprocess
+import sys
+import time
 
 import pytest
 from pathlib import Path
@@ -375,10 +378,6 @@ def test_a_queue_whose_depth_stands_still_turns_red_in_the_monitor(tmp_path):
     """make monitor's one judgement: a non-empty queue whose depth has not moved for 10 s of the samples'
     own clock is marked "not moving"; a moving or empty one is not.  The samples' clock is set in the
     feed the page reads (the soak's), never waited out."""
-    import json
-    import sys
-    import time
-
     import httpx2 as httpx
 
     from shared.proc import free_port, wait_until

@@ -50,16 +50,21 @@ def all_mutants() -> list[Mutant]:
     return found
 
 
+def failed_pairs(mutant: Mutant) -> set[tuple[str, str]]:
+    """The (lesson run, check) pairs this mutant must fail."""
+    return {(mutant.lesson, check) for check in mutant.fails}
+
+
 def cover(mutants: list[Mutant]) -> list[Mutant]:
     """Greedy: take the mutant that fails the most (lesson run, check) pairs not yet failed — a slow one
     counting as a quarter as many, so it is taken only where no quick one fails the same — until none is
     left.  Ties go to the one defined first, so the cover is the same on every machine."""
-    left = {(m.lesson, check) for m in mutants for check in m.fails}
+    left = set().union(*map(failed_pairs, mutants))
     chosen: list[Mutant] = []
     while left:
-        best = max(mutants, key=lambda m: len({(m.lesson, check) for check in m.fails} & left) / (4 if m.slow else 1))
+        best = max(mutants, key=lambda m: len(failed_pairs(m) & left) / (4 if m.slow else 1))
         chosen.append(best)
-        left -= {(best.lesson, check) for check in best.fails}
+        left -= failed_pairs(best)
     return chosen
 
 

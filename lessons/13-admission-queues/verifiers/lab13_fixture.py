@@ -240,14 +240,20 @@ def wait_done(job_ids: list[str], seconds: float) -> dict[str, dict]:
         return {j: job_row(j) for j in job_ids}
 
 
+def queue_holding(event_id: str) -> str | None:
+    """The Redis queue in which this event's message waits (LRANGE: nothing is consumed), if any."""
+    from shared.celerylab import queued_task_ids
+    return next((q for q in ("exports", *QUEUES) if event_id in queued_task_ids(q)), None)
+
+
 def waits_elsewhere(job_id: str, consumed: str) -> str | None:
     """The queue, other than `consumed`, in which this job's sent message waits.  A fact, not a guess:
     only that queue's workers can ever take it (the kit starts each worker on one queue)."""
     event = event_of(job_id)
     if event is None or event["sent_at"] is None:
         return None
-    from shared.celerylab import queued_task_ids
-    return next((q for q in ("exports", *QUEUES) if q != consumed and event["id"] in queued_task_ids(q)), None)
+    queue = queue_holding(event["id"])
+    return queue if queue != consumed else None
 
 
 def stuck_reason(job_id: str) -> str:
@@ -264,14 +270,13 @@ def stuck_reason(job_id: str) -> str:
         return t(f"它的事件（queue_name={event['queue_name']}）还没有发出：publisher 卡住了或出错（见 publisher 日志）",
                  f"its event (queue_name={event['queue_name']}) is still unsent: the publisher is stuck or failing "
                  "(see the publisher log)")
-    from shared.celerylab import queued_task_ids
-    for queue in ("exports", *QUEUES):
-        if event["id"] in queued_task_ids(queue):
-            if queue == "exports":
-                return t('消息在 Redis 队列 exports 里等着，没有 worker 消费这个队列：send_task 要用 queue=event["queue_name"]',
-                         'its message waits in the Redis queue exports, which no worker consumes: send_task needs '
-                         'queue=event["queue_name"]')
-            return t(f"消息在 Redis 队列 {queue} 里等着", f"its message waits in the Redis queue {queue}")
+    queue = queue_holding(event["id"])
+    if queue == "exports":
+        return t('消息在 Redis 队列 exports 里等着，没有 worker 消费这个队列：send_task 要用 queue=event["queue_name"]',
+                 'its message waits in the Redis queue exports, which no worker consumes: send_task needs '
+                 'queue=event["queue_name"]')
+    if queue:
+        return t(f"消息在 Redis 队列 {queue} 里等着", f"its message waits in the Redis queue {queue}")
     seen = starts(job_id)
     unclaimed = [e for e in events() if e.get("kind") == "end" and e.get("task_id") == event["id"]
                  and isinstance(e.get("retval"), dict) and e["retval"].get("claimed") is False]

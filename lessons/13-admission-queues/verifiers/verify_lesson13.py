@@ -67,9 +67,9 @@ import time
 from datetime import datetime
 from uuid import uuid4
 
-from lab13_fixture import (EVENTS, TERMINAL, TOOLS, active_count, add_filler, body_of, configured_limit, counts, delivered,
-                           event_of, first_held, hold, http_app, pause, publisher_loop, release, released, reset,
-                           serve, starts, stop_workers, store, stuck_reason, submit_quietly, wait_confirmed,
+from lab13_fixture import (EVENTS, TERMINAL, TOOLS, active_count, add_filler, body_of, configured_limit, counts,
+                           delivered, event_of, first_held, hold, http_app, pause, publisher_loop, release, released,
+                           reset, serve, starts, stop_workers, store, stuck_reason, submit_quietly, wait_confirmed,
                            wait_done, waits_elsewhere, workers)
 from lab13_gate import (INNODB_TRX_POLL, Producers, answered, assert_no_errors, classify, helpers_ready,
                         outcome_text, outcome_zh, race_at_edge)
