@@ -39,6 +39,8 @@ CGROUP_SETTINGS = (("pids", {"pids.max": PIDS_LIMIT}), ("memory", {"memory.limit
                    ("cpu", {"cpu.shares": 1024}))  # 1024: the default weight; every box weighs the same
 DISK_LIMIT = 512 * 1024 * 1024     # what the box may write into its scratch folder and logs, in total
 OUTPUT_LIMIT = 1024 * 1024         # bytes of output the box may print (Exercism stops at 1 MB too)
+RECORD_LIMIT = 1024 * 1024         # one record on the verdict channel (a check's result with its figures)
+CHANNEL_LIMIT = 16 * 1024 * 1024   # the verdict channel in all (a whole lesson's records, figures included)
 ETC_FILES = ("passwd", "group", "hosts", "nsswitch.conf", "localtime", "ld.so.cache", "ld.so.conf",
              "ld.so.conf.d", "ssl", "ca-certificates", "alternatives", "mime.types", "host.conf", "gai.conf")
 TEMPLATES = "templates"            # under LAB_DIR: the MariaDB data dir every box copies

@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from checks import preflight, progress, report, tamper
+from checks import boxfiles, intake, preflight, progress, report, tamper
 from checks.runner import ERROR, FAIL, NOT_PASSED, PASS, SKIPPED, SUPERSEDED, TIMEOUT, LessonResult, run_lesson
 from checks.workdir import LAB_DIR, UsageError, lesson_files, materialise, reference_files
 from shared import manifest
@@ -64,9 +64,20 @@ def _planned_result(lesson: dict) -> LessonResult:
 
 def run_many(lessons: list[dict], data: dict, lab: Path | None, scope: str, show=None,
              on_start=None) -> list[LessonResult]:
-    """Run each lesson (planned ones are reported as such); `scope` names the work/log subfolder."""
-    if lab is not None and lab.is_dir():
-        findings = tamper.scan(lab)
+    """Run each lesson (planned ones are reported as such); `scope` names the work/log subfolder.
+
+    A learner's folder is read once, as data, into the host's own copy (checks/intake.py: no link
+    followed, no special file read, sizes capped); everything after — the tamper scan, the folder's
+    diagnosis, the lesson it reached, every box — only ever sees that copy.  IntakeRefused (a UsageError)
+    says which path was refused and why."""
+    if lab is None:
+        return _run_lessons(lessons, data, None, None, scope, show, on_start)
+    copy = LAB_DIR / "intake" / scope
+    boxfiles.remove(copy)
+    boxfiles.private_dir(copy.parent)
+    try:
+        intake.take_in(lab, copy)
+        findings = tamper.scan(copy)
         if findings:  # code that reaches into the checker: no verdict of this folder could be trusted
             from checks.grade import errored
             results = errored([l for l in lessons if l["status"] == "ready"], tamper.message(findings), tampering=True)
@@ -74,6 +85,12 @@ def run_many(lessons: list[dict], data: dict, lab: Path | None, scope: str, show
                 if show:
                     show(result)
             return results
+        return _run_lessons(lessons, data, lab, copy, scope, show, on_start)
+    finally:
+        boxfiles.remove(copy)
+
+
+def _run_lessons(lessons, data, lab: Path | None, copy: Path | None, scope: str, show, on_start) -> list[LessonResult]:
     results = []
     for lesson in lessons:
         if on_start:
@@ -83,31 +100,38 @@ def run_many(lessons: list[dict], data: dict, lab: Path | None, scope: str, show
         else:
             workdir = LAB_DIR / "work" / scope / lesson["id"]
             log_dir = LAB_DIR / "logs" / scope / lesson["id"]
-            materialise(data["lessons"], lesson, workdir, lab)
-            problems = preflight.diagnose(lesson, data["lessons"], lab) if lab else []
+            materialise(data["lessons"], lesson, workdir, copy)
+            problems = preflight.diagnose(lesson, data["lessons"], copy) if copy else []
             try:
                 # A folder that has moved past this lesson: its whole schema, and checks of what later
                 # lessons replaced are superseded (not counted).
-                reached = reached_lesson(data, lab) if lab else None
+                reached = reached_lesson(data, copy) if copy else None
                 result = run_lesson(lesson, workdir, log_dir, source=str(lab) if lab else "reference",
                                     schema_upto=reached)
             except ServiceError as exc:  # a service down: says what to do
                 raise UsageError(str(exc)) from None
             if lab:
-                _speak_of_the_learners_folder(result, problems, workdir, lab)
+                _speak_of_the_learners_folder(result, problems, {workdir: lab, copy: lab})
         results.append(result)
         if show:
             show(result)
     return results
 
 
-def _speak_of_the_learners_folder(result: LessonResult, problems: list, workdir: Path, lab: Path) -> None:
-    """Paths in the scratch copy become the learner's own; a check that failed because of a problem with
-    the folder as a whole is shown as blocked by it instead of repeating the same traceback."""
+def _speak_of_the_learners_folder(result: LessonResult, problems: list, copies: dict[Path, Path]) -> None:
+    """Paths in the host's copies (the intake copy, the box's scratch copy) become the learner's own; a
+    check that failed because of a problem with the folder as a whole is shown as blocked by it instead
+    of repeating the same traceback."""
+    def theirs(text: str) -> str:
+        for copy, lab in copies.items():
+            text = text.replace(str(copy), str(lab))
+        return text
+    for problem in problems:
+        problem.message = theirs(problem.message)
     blocking = set()
     for c in result.checks:
-        c.message = c.message.replace(str(workdir), str(lab))
-        c.notes = [n.replace(str(workdir), str(lab)) for n in c.notes]
+        c.message = theirs(c.message)
+        c.notes = [theirs(n) for n in c.notes]
         if c.status in NOT_PASSED:
             cause = preflight.blocked_by(problems, "\n".join([c.message, *c.notes]))
             if cause is not None:
@@ -265,7 +289,7 @@ def reached_lesson(data: dict, folder: Path) -> str | None:
     for lesson in data["lessons"]:
         new = [name for name in lesson.get("files", []) if name not in earlier]
         earlier.update(lesson.get("files", []))
-        if lesson["status"] == "ready" and any((folder / name).is_file() for name in new):
+        if lesson["status"] == "ready" and any(boxfiles.is_plain_file(folder / name) for name in new):
             reached = lesson["id"]
     return reached
 
@@ -351,7 +375,7 @@ def cmd_grade(args) -> int:
         students = submit_and_collect([Path(p) for p in args.lab], [l["id"] for l in lessons], out, args.broker,
                                       at=args.at)
     else:
-        students = grade.grade(args.lab, lessons, data, out, args.jobs, run_many, at=args.at)
+        students = grade.grade(args.lab, lessons, data, out, args.jobs, run_many, at=args.at, keep=args.keep)
     print(t("学生                 得分      状态    扩展加分", "student              score     status  bonus"))
     for s in students:
         m = report.marks([c for r in s.results for c in r.checks])
@@ -521,9 +545,14 @@ def run_kit_script(lesson_id: str, script: str, args: list[str], exclusive: bool
             code = run_script(lesson, workdir, log_dir, [script, *args], monitor)
     else:
         code = run_script(lesson, workdir, log_dir, [script, *args], monitor)
-    if wanted is not None and (log_dir / wanted.name).exists():
-        wanted.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(log_dir / wanted.name, wanted)
+    if wanted is not None:  # written in the box: read back as data (no link followed, capped)
+        try:
+            made = boxfiles.read(log_dir / wanted.name, 64 << 20)
+        except OSError:
+            made = None
+        if made is not None:
+            wanted.parent.mkdir(parents=True, exist_ok=True)
+            wanted.write_bytes(made)
     return code
 
 
@@ -629,6 +658,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="grade on the machines running grade-worker, through this Redis broker "
                             "(or LAB_GRADE_BROKER, which keeps the password out of ps)")
     grade.add_argument("--at", metavar="REF", help="grade each folder's git history at REF (lesson-{NN}: a tag per lesson)")
+    grade.add_argument("--keep", action="store_true", help="keep each folder's work copies and logs under .lab/ "
+                                                          "(removed when its grading ends otherwise)")
 
     worker = sub.add_parser("grade-worker", help="grade folders sent by `grade --broker` on this machine")
     worker.add_argument("--broker", metavar="URL", default=os.environ.get("LAB_GRADE_BROKER"))

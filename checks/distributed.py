@@ -24,24 +24,20 @@ import argparse
 import base64
 import dataclasses
 import functools
-import gzip
 import hashlib
-import io
 import json
 import os
 import re
 import secrets
-import shutil
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 from pathlib import Path
 
 from celery import Celery
 
-from checks.tamper import SKIP_PARTS
+from checks import grade, intake
 from checks.workdir import LAB_DIR, UsageError
 from shared.i18n import t
 from shared.manifest import KIT_ROOT, MANIFEST
@@ -160,48 +156,32 @@ def _too_big(limit: int) -> PackRefused:
                          "remove large files (data, downloads, build output) and hand it in again"))
 
 
+def _caps(limit: int) -> intake.Caps:
+    return dataclasses.replace(intake.CAPS, total_bytes=min(intake.CAPS.total_bytes, RAW_FACTOR * limit))
+
+
 def pack_folder(folder: Path, limit: int = SIZE_LIMIT) -> bytes:
-    """The folder as tar.gz bytes, the same for the same content (sorted, no owners or times), without
-    what a local grade skips too (.venv, venv, __pycache__, .git, .lab, node_modules).  Refused past
-    `limit` packed bytes (or 20x that unpacked) — checked as it goes, so a huge folder is not read whole."""
-    buf = io.BytesIO()
-    raw = 0
-    with gzip.GzipFile(fileobj=buf, mode="wb", mtime=0) as gz, \
-            tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        for root, dirs, files in os.walk(folder):
-            dirs[:] = sorted(d for d in dirs if d not in SKIP_PARTS)
-            for name in sorted(dirs) + sorted(files):
-                path = Path(root, name)
-                info = tar.gettarinfo(str(path), arcname=path.relative_to(folder).as_posix())
-                if not (info.isfile() or info.isdir() or info.issym()):
-                    continue  # sockets, fifos, devices: nothing a lesson needs
-                info.mtime, info.uid, info.gid, info.uname, info.gname = 0, 0, 0, "", ""
-                if info.isfile():
-                    raw += info.size
-                    if raw > RAW_FACTOR * limit:
-                        raise _too_big(limit)
-                    with open(path, "rb") as handle:
-                        tar.addfile(info, handle)
-                else:
-                    tar.addfile(info)
-                if buf.tell() > limit:
-                    raise _too_big(limit)
-    packed = buf.getvalue()
-    if len(packed) > limit:
-        raise _too_big(limit)
-    return packed
+    """The folder as tar.gz bytes, the same for the same content (sorted, no owners or times): taken in as
+    data first (checks/intake.py: no link followed, no special file read, what a local grade skips left
+    out), so only plain files travel.  Refused past `limit` packed bytes or 20x that unpacked."""
+    with tempfile.TemporaryDirectory(prefix="tasklab-pack-") as tmp:
+        try:
+            copy = intake.take_in(folder, Path(tmp) / "copy", _caps(limit))
+        except intake.IntakeRefused as exc:
+            raise PackRefused(str(exc)) from None
+        try:
+            return intake.pack(copy.path, limit)
+        except intake.IntakeRefused:
+            raise _too_big(limit) from None
 
 
 def unpack(packed: bytes, dest: Path, limit: int = SIZE_LIMIT) -> None:
-    """Into an empty `dest`; filter="data" refuses links out of it, devices and odd modes."""
-    if len(packed) > limit:
-        raise _too_big(limit)
-    dest.mkdir(parents=True)
-    with tarfile.open(fileobj=io.BytesIO(packed), mode="r:gz") as tar:
-        members = tar.getmembers()
-        if sum(m.size for m in members) > RAW_FACTOR * limit:
-            raise _too_big(limit)
-        tar.extractall(dest, members=members, filter="data")
+    """Into `dest` (made here), every member checked by the kit itself (checks/intake.py unpack: plain
+    files and folders only, relative names, sizes counted as they are read) — never tarfile's extract."""
+    try:
+        intake.unpack(packed, dest, limit, _caps(limit))
+    except intake.IntakeRefused as exc:
+        raise PackRefused(str(exc)) from None
 
 
 # --- the wire: LessonResults as JSON and back ---------------------------------------------------------
@@ -251,7 +231,6 @@ def record_delivery(key: str, delivery: dict) -> None:
 
 def grade_packed(name: str, packed: bytes, lesson_ids: list[str], key: str) -> dict:
     """Unpack into a fresh folder and grade it the local way; return the results on the wire."""
-    from checks import grade
     from checks.cli import _load, _select, run_many
     data = _load()
     lessons = _select(data, lesson_ids, allow_planned=True)  # the instructor's side chose and checked them
@@ -259,7 +238,7 @@ def grade_packed(name: str, packed: bytes, lesson_ids: list[str], key: str) -> d
         lab = Path(tmp).resolve() / "tasks_lab"
         # Its own work/log folders: two deliveries of one folder on one machine never share a scratch copy.
         safe = re.sub(r"[^\w.-]", "_", name)[:80]
-        student = grade.Student(raw=str(lab), name=f"{TEMP_PREFIX}{os.getpid()}-{safe}-{secrets.token_hex(4)}")
+        student = grade.Student(raw=str(lab), name=f"{safe}-{secrets.token_hex(4)}")  # its folders: grade.scope_of
         wanted, mine = key.rsplit(":", 1)[-1], kit_version()
         try:
             if not mine.startswith(wanted):
@@ -267,35 +246,24 @@ def grade_packed(name: str, packed: bytes, lesson_ids: list[str], key: str) -> d
                                     f"this grading machine runs kit {mine[:12]}, the instructor's is {wanted}: "
                                     "update it (git pull) and restart the worker"))
             unpack(packed, lab)
-        except (PackRefused, tarfile.TarError, OSError) as exc:
+        except (PackRefused, OSError) as exc:
             student.error = str(exc) if isinstance(exc, PackRefused) else t(
                 f"打包的文件夹无法解开：{exc}", f"the packed folder could not be unpacked: {exc}")
             student.results = grade.errored(lessons, student.error)
-        else:
-            grade.grade_one(student, lessons, data, run_many)  # every lesson boxed, as `checks grade`
-        finally:
-            for kind in ("work", "logs"):  # a grading machine keeps no learner files
-                shutil.rmtree(LAB_DIR / kind / "grade" / student.name, ignore_errors=True)
+        else:  # every lesson boxed, as `checks grade`; a grading machine keeps no learner files after it
+            grade.grade_one(student, lessons, data, run_many)
         wire = results_to_wire(student.results, student.error, str(lab))
         wire["retry"] = not mine.startswith(wanted)  # not the folder's fault: grade it again next time
         return wire
 
 
-TEMP_PREFIX = "tasklab-grade-"  # + pid: a grading's temporary copy, work and log folders
+TEMP_PREFIX = grade.TEMP_PREFIX  # + pid: a grading's temporary copy, work and log folders
 
 
 def sweep_leftovers() -> list[Path]:
     """A SIGKILLed pool child never ran its cleanup: remove the folders named after processes that are
     gone (this machine's only; the pid in the name says whose)."""
-    removed = []
-    places = [Path(tempfile.gettempdir()), LAB_DIR / "work" / "grade", LAB_DIR / "logs" / "grade"]
-    for place in places:
-        for path in place.glob(f"{TEMP_PREFIX}*") if place.is_dir() else []:
-            pid = path.name[len(TEMP_PREFIX):].split("-", 1)[0]
-            if pid.isdigit() and not Path(f"/proc/{pid}").exists():
-                shutil.rmtree(path, ignore_errors=True)
-                removed.append(path)
-    return removed
+    return grade.sweep_leftovers([Path(tempfile.gettempdir()), *(LAB_DIR / kind / "grade" for kind in grade.SCRATCH)])
 
 
 @app.task(name="tasklab.grade_folder", bind=True, acks_late=True, reject_on_worker_lost=True)
@@ -361,7 +329,7 @@ class Part:
 def _sources(student, lessons: list[dict], at: str | None, tmp: Path) -> list[tuple[list[dict], Path | str]]:
     """(lessons, folder to pack) per part; a lesson whose commit cannot be exported gets its error text
     instead of a folder.  Without --at: the folder itself, all lessons in one part."""
-    from checks.grade import export_commit
+    from checks.gitread import export_commit
     if at is None:
         return [(lessons, student.folder)]
     if "{NN}" not in at:
@@ -380,15 +348,13 @@ def pack_class(students: list, lessons: list[dict], size_limit: int, kit: str,
                at: str | None = None) -> tuple[dict, dict]:
     """key -> parts, key -> packed bytes.  A folder (or a commit) that cannot be packed gets its error
     here and is left out; the rest of the class goes on."""
-    from checks import grade
-    from checks.cli import _lab_path
     jobs: dict[str, list[Part]] = {}
     packed: dict[str, bytes] = {}
     with tempfile.TemporaryDirectory(prefix="tasklab-pack-") as tmp:
         for s in students:
             s.parts = []
             try:
-                s.folder = _lab_path(s.raw)
+                s.folder = grade.folder_as_given(s.raw)
                 sources = _sources(s, lessons, at, Path(tmp))
             except (UsageError, OSError) as exc:
                 s.error = str(exc) if isinstance(exc, UsageError) else t(f"无法读取文件夹：{exc}",
@@ -443,7 +409,7 @@ def submit_and_collect(folders: list, lessons: list[str], out: Path, broker_url:
     lesson from its own commit, one task per lesson)."""
     import redis
 
-    from checks import grade, report
+    from checks import report
     from checks.cli import _load, _select
     data = _load()
     chosen = _select(data, lessons, allow_planned=lessons == ["all"])
@@ -546,7 +512,7 @@ def submit_and_collect(folders: list, lessons: list[str], out: Path, broker_url:
 
 def print_table(students: list) -> None:
     """The score table `python -m checks grade` prints."""
-    from checks import grade, report
+    from checks import report
     print(t("学生                 得分      状态    扩展加分", "student              score     status  bonus"))
     for s in students:
         m = report.marks([c for r in s.results for c in r.checks])
@@ -582,7 +548,6 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "worker":
             run_worker(args.broker, args.concurrency, args.name, args.result_backend, loglevel=args.loglevel)
             return 0
-        from checks import grade
         students = submit_and_collect(args.lab, args.lessons, Path(args.out), args.broker, args.result_backend,
                                       int(args.size_limit * 1024 * 1024), args.force, args.timeout, at=args.at)
         print_table(students)

@@ -11,6 +11,8 @@ message, never the end of the class's grading.
 from __future__ import annotations
 
 import concurrent.futures
+import hashlib
+import os
 import re
 import sys
 import threading
@@ -19,7 +21,7 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from checks import report
+from checks import boxfiles, gitread, report, runner
 from checks.runner import ERROR, FAIL, CheckResult, LessonResult
 from checks.workdir import LAB_DIR, UsageError
 from shared.i18n import t
@@ -39,8 +41,12 @@ class Student:
 
 def student_names(raws: list[str]) -> list[str]:
     """A short name per folder (`class/alice/tasks_lab` -> alice), lengthened with parent folders until
-    no two students share one (`class-alice`, `class2-alice`)."""
-    parts = [[p for p in Path(raw).resolve().parts if p not in ("/", "")] for raw in raws]
+    no two students share one (`class-alice`, `class2-alice`).  Names become report file names, so only
+    letters, digits, `_`, `.` and `-` stay (never first: `-x` or `.x` would read as an option or a hidden
+    file); a name that cleaning changed, or that still clashes, gets a short hash of its folder's path
+    (`bob_-3f9a1c`), the same every time — so `bob?` and `bob!` never share a report."""
+    paths = [Path(raw).expanduser().absolute() for raw in raws]
+    parts = [[p for p in path.parts if p not in ("/", "")] for path in paths]
     parts = [p[:-1] if p and p[-1] == "tasks_lab" and len(p) > 1 else p for p in parts]
     depth = [1] * len(raws)
     while True:
@@ -49,10 +55,14 @@ def student_names(raws: list[str]) -> list[str]:
         if not clashes or all(depth[i] >= len(parts[i]) for i, n in enumerate(names) if n in clashes):
             break
         depth = [d + 1 if names[i] in clashes and d < len(parts[i]) else d for i, d in enumerate(depth)]
-    names = [re.sub(r"[^\w.-]", "_", n) for n in names]
+    cleaned = [re.sub(r"^[-.]", "_", re.sub(r"[^\w.-]", "_", n, flags=re.ASCII))[:60] for n in names]
+    clashing = {c for c in cleaned if cleaned.count(c) > 1}
+    for i, (name, clean) in enumerate(zip(names, cleaned)):
+        if clean != name or clean in clashing:
+            cleaned[i] = f"{clean}-{hashlib.sha256(str(paths[i]).encode(errors='surrogateescape')).hexdigest()[:6]}"
     seen: dict[str, int] = {}
     unique = []
-    for n in names:  # the same folder given twice
+    for n in cleaned:  # the same folder given twice
         seen[n] = seen.get(n, 0) + 1
         unique.append(n if seen[n] == 1 else f"{n}-{seen[n]}")
     return unique
@@ -69,54 +79,64 @@ def errored(lessons: list[dict], message: str, tampering: bool = False) -> list[
     return results
 
 
-def export_commit(repo: Path, ref: str, dest: Path) -> Path:
-    """The folder as it was at `ref` (a tag, branch or commit of the learner's git repository), written
-    to `dest` by `git archive`: the learner's repository is only read, and no hook or filter of theirs
-    runs."""
-    import shutil
-    import subprocess
-    import tarfile
-    git = ["git", "-c", "safe.directory=*", "-C", str(repo)]
-    top = subprocess.run([*git, "rev-parse", "--show-toplevel"], capture_output=True, text=True)
-    if top.returncode != 0:
-        raise UsageError(t(f"{repo} 不是 git 仓库：--at 需要学习者的提交历史",
-                           f"{repo} is not a git repository: --at needs the learner's history"))
-    prefix = subprocess.run([*git, "rev-parse", "--show-prefix"], capture_output=True, text=True).stdout.strip()
-    commit = subprocess.run([*git, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"], capture_output=True, text=True)
-    if commit.returncode != 0:
-        raise UsageError(t(f"仓库 {repo} 里没有 {ref}（标签、分支或提交）", f"{repo} has no {ref} (tag, branch or commit)"))
-    if dest.exists():
-        shutil.rmtree(dest)
-    dest.mkdir(parents=True)
-    archive = subprocess.run([*git, "archive", "--format=tar", commit.stdout.strip(), *([prefix] if prefix else [])],
-                             capture_output=True)
-    if archive.returncode != 0:
-        raise UsageError(f"git archive {ref}: {archive.stderr.decode(errors='replace')[-300:]}")
-    import io
-    with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
-        tar.extractall(dest, filter="data")  # no links out of dest, no devices, no odd modes
-    return dest / prefix if prefix else dest
+TEMP_PREFIX = "tasklab-grade-"  # + pid: a grading's copies, exports, work and log folders (swept once it is gone)
+SCRATCH = ("work", "logs", "intake", "grade-src")  # LAB_DIR/<kind>/grade/<scope>: what grading one folder leaves
 
 
-def grade_one(student: Student, lessons: list[dict], data: dict, run_many, at: str | None = None) -> None:
+def scope_of(student: Student, keep: bool) -> str:
+    """The folder name under LAB_DIR/*/grade/ for this student's grading: plain when kept (--keep), else
+    named after this process, so a grader that was killed leaves folders the next one can tell are gone."""
+    return student.name if keep else f"{TEMP_PREFIX}{os.getpid()}-{student.name}"
+
+
+def clean_up(scope: str) -> None:
+    for kind in SCRATCH:
+        boxfiles.remove(LAB_DIR / kind / "grade" / scope)
+
+
+def sweep_leftovers(places: list[Path] | None = None) -> list[Path]:
+    """Folders of graders (or pool children) killed before their clean-up: removed when the process
+    named in them is gone (this machine's only), never a live one's."""
+    removed = []
+    for place in places or [LAB_DIR / kind / "grade" for kind in SCRATCH]:
+        for path in place.glob(f"{TEMP_PREFIX}*") if place.is_dir() else []:
+            pid = path.name[len(TEMP_PREFIX):].split("-", 1)[0]
+            if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+                boxfiles.remove(path)
+                removed.append(path)
+    return removed
+
+
+def folder_as_given(raw: str) -> Path:
+    """The folder as the instructor named it: made absolute, never resolved (a student's folder that is a
+    link is refused when it is taken in, not followed here)."""
+    path = Path(raw).expanduser().absolute()
+    if not os.path.lexists(path):
+        raise UsageError(t(f"--lab {raw}：文件夹不存在", f"--lab {raw}: no such folder"))
+    return path
+
+
+def grade_one(student: Student, lessons: list[dict], data: dict, run_many, at: str | None = None,
+              keep: bool = False) -> None:
     started = time.monotonic()
+    scope = scope_of(student, keep)
     try:
-        from checks.cli import _lab_path
-        student.folder = _lab_path(student.raw)
+        student.folder = folder_as_given(student.raw)
+
         def starting(lesson):
             student.lesson = lesson["id"]
         if at is None:
-            student.results = run_many(lessons, data, student.folder, f"grade/{student.name}", on_start=starting)
+            student.results = run_many(lessons, data, student.folder, f"grade/{scope}", on_start=starting)
             return
         for lesson in lessons:  # each lesson from the commit the learner made for it
             ref = at.replace("{NN}", lesson["id"])
             try:
-                folder = export_commit(student.folder, ref, LAB_DIR / "grade-src" / student.name / lesson["id"])
+                folder = gitread.export_commit(student.folder, ref, LAB_DIR / "grade-src" / "grade" / scope / lesson["id"])
             except UsageError as exc:
                 student.results += errored([lesson], str(exc))
                 continue
-            student.results += run_many([lesson], data, folder, f"grade/{student.name}", on_start=starting)
-    except UsageError as exc:  # a folder that is missing or not a folder: its own error
+            student.results += run_many([lesson], data, folder, f"grade/{scope}", on_start=starting)
+    except UsageError as exc:  # a folder that is missing, not a folder, or refused as data: its own error
         student.error = str(exc)
         student.results = errored(lessons, str(exc))
     except Exception as exc:  # noqa: BLE001 - whatever went wrong is this student's error, not the class's
@@ -125,6 +145,8 @@ def grade_one(student: Student, lessons: list[dict], data: dict, run_many, at: s
         traceback.print_exc(file=sys.stderr)
     finally:
         student.lesson, student.seconds = "", time.monotonic() - started
+        if not keep:
+            clean_up(scope)
 
 
 def _progress_line(students: list[Student], started: float) -> str:
@@ -140,11 +162,15 @@ def _progress_line(students: list[Student], started: float) -> str:
 
 
 def grade(raws: list[str], lessons: list[dict], data: dict, out: Path, jobs: int, run_many,
-          stream=sys.stderr, at: str | None = None) -> list[Student]:
+          stream=sys.stderr, at: str | None = None, keep: bool = False) -> list[Student]:
+    """Grade every folder, `jobs` at a time.  TERM or Ctrl-C at any moment stops every box under way
+    (runner.STOP), grades nothing more and leaves no process behind; what was finished is reported."""
     names = student_names(raws)
     students = [Student(raw, name) for raw, name in zip(raws, names)]
     started = time.monotonic()
     finished = threading.Event()
+    runner.STOP.clear()
+    sweep_leftovers()  # what a grader killed earlier left behind
 
     def show_progress():
         last = ""
@@ -155,17 +181,24 @@ def grade(raws: list[str], lessons: list[dict], data: dict, out: Path, jobs: int
                 last = line
     ticker = threading.Thread(target=show_progress, daemon=True)
     ticker.start()
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs))
     try:
-        with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-            futures = {pool.submit(grade_one, s, lessons, data, run_many, at): s for s in students}
-            for future in concurrent.futures.as_completed(futures):
-                s = futures[future]
-                future.result()
-                write_reports(s, out)
-                m = report.marks([c for r in s.results for c in r.checks])
-                print(t(f"  完成 {s.name}：{m['score']}/{m['max_score']}（{s.seconds:.0f}s）",
-                        f"  done {s.name}: {m['score']}/{m['max_score']} ({s.seconds:.0f}s)"), file=stream, flush=True)
+        futures = {pool.submit(grade_one, s, lessons, data, run_many, at, keep): s for s in students}
+        for future in concurrent.futures.as_completed(futures):
+            s = futures[future]
+            future.result()
+            write_reports(s, out)
+            m = report.marks([c for r in s.results for c in r.checks])
+            print(t(f"  完成 {s.name}：{m['score']}/{m['max_score']}（{s.seconds:.0f}s）",
+                    f"  done {s.name}: {m['score']}/{m['max_score']} ({s.seconds:.0f}s)"), file=stream, flush=True)
+    except BaseException:  # TERM, Ctrl-C: every box stops within a moment, nothing new starts
+        runner.STOP.set()
+        pool.shutdown(wait=True, cancel_futures=True)
+        print(t("已停止：正在进行的批改已中止，未完成的文件夹没有报告",
+                "stopped: the gradings under way were ended; unfinished folders have no report"), file=stream, flush=True)
+        raise
     finally:
+        pool.shutdown(wait=True)
         finished.set()
     return students
 

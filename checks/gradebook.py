@@ -214,6 +214,14 @@ def render_index(reports: dict[str, dict], lessons: list[dict], lang: str) -> st
     return page(w["book_title"], "\n".join(body), lang, SORT_JS)
 
 
+def cell(value) -> object:
+    """A CSV cell a spreadsheet reads as text, never a formula: a text starting with =, +, -, @, a tab or
+    a carriage return gets a leading ' (OWASP's advice on CSV injection).  Numbers stay numbers."""
+    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
+        return "'" + value
+    return value
+
+
 def write_csv(path: Path, reports: dict[str, dict], lessons: list[dict]) -> None:
     """One row per student: the course score of each lesson, total, max_total, bonus.  Numbers only in
     the score columns (a lesson not graded or not reached is 0), so an LMS imports it as it is."""
@@ -224,8 +232,8 @@ def write_csv(path: Path, reports: dict[str, dict], lessons: list[dict]) -> None
         for name in sorted(reports):
             r = reports[name]
             by_id = {l["id"]: l for l in r.get("lessons", [])}
-            out.writerow([name, *(by_id.get(c["id"], {}).get("score", 0) for c in cols),
-                          r.get("score", 0), r.get("max_score", 0), r.get("bonus", 0)])
+            out.writerow([cell(v) for v in [name, *(by_id.get(c["id"], {}).get("score", 0) for c in cols),
+                                            r.get("score", 0), r.get("max_score", 0), r.get("bonus", 0)]])
 
 
 def write_gradebook(out_dir: Path, reports: dict[str, dict], lessons: list[dict], lang: str | None = None) -> None:

@@ -27,6 +27,8 @@ import time
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
+from checks import boxfiles
+
 FEED_NAME = "monitor.json"
 HISTORY_NAME = "monitor-history.jsonl"
 STALE_SECONDS = 5.0  # a feed older than this is a soak that has ended (or hangs): said on the page
@@ -146,7 +148,7 @@ def backlog(sample: dict) -> int | None:
 def read_history(path: Path) -> list[tuple[float, int]]:
     points = []
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        lines = boxfiles.read(path, 16 << 20).decode("utf-8", errors="replace").splitlines()  # a box wrote it
     except OSError:
         return points
     for line in lines:
@@ -169,7 +171,7 @@ def soak_feed() -> Path:
 def read_feed(path: Path) -> dict | None:
     """The soak's last sample, or None when there is none or it is stale (the soak is not running)."""
     try:
-        sample = json.loads(path.read_text(encoding="utf-8"))
+        sample = json.loads(boxfiles.read(path, 1 << 20))  # written in the soak's box: read as data
     except (OSError, ValueError):
         return None
     return sample if time.time() - float(sample.get("at", 0)) <= STALE_SECONDS else None

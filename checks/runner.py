@@ -11,11 +11,13 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from checks import box as B
+from checks import boxfiles
 from checks.verdicts import Reader, foreign
 from checks.workdir import LAB_DIR, verifier_files
 from shared.manifest import KIT_ROOT
@@ -130,6 +132,13 @@ def verifier_env(extra: dict | None = None) -> dict:
     return env
 
 
+class Stopped(BaseException):
+    """The run was told to stop (TERM or Ctrl-C while grading): its box is gone; unwind, report nothing.
+    A BaseException, so no `except Exception` on the way turns it into one folder's error."""
+
+
+STOP = threading.Event()  # set once by whoever handles TERM/Ctrl-C: every running box stops within 0.1 s
+
 SETUP_LIMIT = 60.0     # seconds a lesson may take before its first check starts (servers, processes, imports)
 TEARDOWN_LIMIT = 60.0  # seconds it may take to end after its last check (stopping what it started)
 RUN_MARK = "LAB_RUN_ID"  # every process of a run inherits this mark; leftovers are found by it
@@ -209,7 +218,7 @@ def _state(records: list[dict], order: list[str]) -> tuple[str | None, bool, set
 
 
 def _run_round(lesson: dict, workdir: Path, log_dir: Path, pending: list[str], limits: dict[str, float],
-               schema_upto: str, boxed: bool) -> _Round:
+               schema_upto: str, boxed: bool, staged: Path | None = None) -> _Round:
     """Start the lesson in a box (or bare, LAB_BOX=off) for these checks and judge what comes back on
     the verdict channel.  Each check gets its own limit from when it starts (tasks.json's timeout); the
     time before the first check and after the last is bounded too; so are the output and the disk used.
@@ -217,9 +226,9 @@ def _run_round(lesson: dict, workdir: Path, log_dir: Path, pending: list[str], l
     verifiers = list(dict.fromkeys(c["verifier"] for c in lesson["checks"] if c["id"] in pending))
     spec = {"lesson": lesson, "schema_upto": schema_upto, "verifiers": verifiers, "log_dir": str(log_dir),
             "env": {"LAB_LOG_DIR": str(log_dir), "LAB_LESSON": lesson["id"], "LAB_CHECKS": ",".join(pending)}}
-    started = _start_inbox(lesson, workdir, log_dir, spec, boxed, subprocess.PIPE)
+    started = _start_inbox(lesson, workdir, log_dir, spec, boxed, subprocess.PIPE, staged)
     proc, key, token, channel_r, cgroups, spec_path = started
-    reader = Reader(key, token)
+    reader = Reader(key, token, B.RECORD_LIMIT, B.CHANNEL_LIMIT)
     records: list[dict] = []
     output = bytearray()
     ended, current, limit = "exit", None, 0.0
@@ -243,7 +252,9 @@ def _run_round(lesson: dict, workdir: Path, log_dir: Path, pending: list[str], l
                 seen_state, since = state, time.monotonic()
             limit = limits.get(current, SETUP_LIMIT) if current is not None else (
                 TEARDOWN_LIMIT if started else SETUP_LIMIT)
-            if len(output) > B.OUTPUT_LIMIT:
+            if STOP.is_set():
+                ended = "stopped"
+            elif len(output) > B.OUTPUT_LIMIT or reader.overflowed:
                 ended = "output"
             elif boxed and time.monotonic() - last_disk_look > 0.5:
                 last_disk_look = time.monotonic()
@@ -264,19 +275,27 @@ def _run_round(lesson: dict, workdir: Path, log_dir: Path, pending: list[str], l
         B.remove_cgroups(cgroups)
         spec_path.unlink(missing_ok=True)
     text = output[: B.OUTPUT_LIMIT].decode("utf-8", errors="replace")
-    with open(log_dir / "box.log", "a", encoding="utf-8") as log:
-        log.write(text)
+    boxfiles.append(log_dir / "box.log", text)
+    if ended == "stopped":
+        raise Stopped()
     return _Round(records, text, ended, current, limit, reader.forged)
 
 
-def _start_inbox(lesson: dict, workdir: Path, log_dir: Path, spec: dict, boxed: bool, stdout):
+def _start_inbox(lesson: dict, workdir: Path, log_dir: Path, spec: dict, boxed: bool, stdout,
+                 staged: Path | None = None):
     """Start checks/inbox.py with this spec, in a box (or bare): (process, key, run token, verdict channel's
-    reading end, cgroups, spec file).  The key reaches the inbox through a pipe, never a file or argv."""
+    reading end, cgroups, spec file).  The key reaches the inbox through a pipe, never a file or argv.
+    `staged`: the host's own copy of the folder; the box's `workdir` is made afresh from it first, so no
+    box starts in (or lets the host act on) what an earlier box left there."""
     from checks.verdicts import KEY_BYTES, key_pipe
+    if STOP.is_set():
+        raise Stopped()
+    if staged is not None:
+        boxfiles.stage(staged, workdir)
     token = secrets.token_hex(8)
     key = secrets.token_bytes(KEY_BYTES)
     spec = dict(spec, nproc=None)
-    spec_path = log_dir.parent / f".{log_dir.name}-{token}.spec.json"
+    spec_path = boxfiles.private_dir(LAB_DIR / "run") / f"{token}.spec.json"  # where no box can write
     channel_r, channel_w = os.pipe()
     key_fd = key_pipe(key)
     os.set_inheritable(channel_w, True)
@@ -318,7 +337,8 @@ def _start_inbox(lesson: dict, workdir: Path, log_dir: Path, spec: dict, boxed: 
     return proc, key, token, channel_r, cgroups, spec_path
 
 
-def run_script(lesson: dict, workdir: Path, log_dir: Path, argv: list[str], monitor: bool = False) -> int:
+def run_script(lesson: dict, workdir: Path, log_dir: Path, argv: list[str], monitor: bool = False,
+               staged: Path | None = None) -> int:
     """A kit script (the soak, a benchmark) in a box of its own with the lesson's servers: its output goes
     to the terminal, its exit status is returned.  (The reference only: its verdict is its exit status.)
     `monitor`: the box also feeds `make monitor` its numbers (checks/monitor.py)."""
@@ -326,9 +346,15 @@ def run_script(lesson: dict, workdir: Path, log_dir: Path, argv: list[str], moni
     spec = {"lesson": dict(lesson, processes=[]), "schema_upto": lesson["id"], "script": argv, "monitor": monitor,
             "log_dir": str(log_dir), "env": {"LAB_LOG_DIR": str(log_dir), "LAB_LESSON": lesson["id"]}}
     proc, _key, token, channel_r, cgroups, spec_path = _start_inbox(lesson, workdir, log_dir, spec,
-                                                                    boxing() == "on", None)
+                                                                    boxing() == "on", None, staged)
     try:
-        return proc.wait()
+        while proc.poll() is None:
+            if STOP.is_set():
+                _stop_box(proc)
+                raise Stopped()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=0.1)
+        return proc.returncode
     finally:
         if proc.poll() is None:
             _stop_box(proc)
@@ -363,16 +389,19 @@ def _empty_dir() -> Path:
 
 
 def run_checks(lesson: dict, workdir: Path, log_dir: Path, checks: list[dict], by_id: dict[str, "CheckResult"],
-               schema_upto: str, boxed: bool, notices: list[str] | None = None) -> list[str]:
+               schema_upto: str, boxed: bool, notices: list[str] | None = None,
+               staged: Path | None = None) -> list[str]:
     """Run the lesson until each of these checks has a verdict.  A check that overruns its limit is
-    TIMEOUT and the lesson is started again (a new box) for the checks it had not reached, so one hang
-    costs one check, not every check after it.  Returns problems with the folder, said once."""
-    log_dir.mkdir(parents=True, exist_ok=True)
+    TIMEOUT and the lesson is started again (a new box, its folder made afresh from `staged`) for the
+    checks it had not reached, so one hang costs one check, not every check after it.  Returns problems
+    with the folder, said once."""
+    boxfiles.fresh_dir(log_dir)
     pending = [c["id"] for c in checks]
     limits = {c["id"]: float(c["timeout"]) for c in checks}
     probed = False
     while pending:
-        result = _run_round(lesson, workdir, log_dir, pending, {k: limits[k] for k in pending}, schema_upto, boxed)
+        result = _run_round(lesson, workdir, log_dir, pending, {k: limits[k] for k in pending}, schema_upto, boxed,
+                            staged)
         if notices is not None:
             notices += [r["message"] for r in result.records if r["type"] == "notice" and r["message"] not in notices]
         problem = next((r for r in result.records if r["type"] == "problem"), None)
@@ -426,8 +455,9 @@ def run_checks(lesson: dict, workdir: Path, log_dir: Path, checks: list[dict], b
                                 f"ran past this check's {result.limit:g}s limit")
             elif result.ended == "output":
                 res.status = ERROR
-                res.message = t(f"输出超过 {B.OUTPUT_LIMIT >> 20} MB：运行被停止",
-                                f"output over {B.OUTPUT_LIMIT >> 20} MB: the run was stopped")
+                res.message = t(f"输出超过上限（屏幕输出 {B.OUTPUT_LIMIT >> 20} MB，或判定通道上过长的记录）：运行被停止",
+                                f"output limit: over {B.OUTPUT_LIMIT >> 20} MB printed, or an over-long record on "
+                                "the verdict channel: the run was stopped")
             else:
                 res.status = ERROR
                 res.message = t(f"写入磁盘超过 {B.DISK_LIMIT >> 20} MB：运行被停止",
@@ -436,7 +466,7 @@ def run_checks(lesson: dict, workdir: Path, log_dir: Path, checks: list[dict], b
             pending.remove(stuck)
             if result.ended == "timeout" and pending and not probed:
                 probed = True
-                hung = _hanging_imports(lesson, workdir, log_dir, result.limit)
+                hung = _hanging_imports(lesson, workdir, log_dir, result.limit, staged)
                 if hung:  # every check importing it would hang in turn: said once, not waited out again
                     message = t(f"导入 {hung[0]}.py 一直没有结束：模块顶层的代码在导入时就会运行，那里的死循环会卡住每一项检查。"
                                 f"把它移到 if __name__ == \"__main__\": 下面。{stuck} 之后的检查没有运行。",
@@ -446,8 +476,8 @@ def run_checks(lesson: dict, workdir: Path, log_dir: Path, checks: list[dict], b
                     for check_id in pending:
                         by_id[check_id].status, by_id[check_id].message = ERROR, message
                     return [message]
-            with open(log_dir / "box.log", "a", encoding="utf-8") as log:
-                log.write(f"\n--- {stuck} {result.ended}; the lesson starts again for {', '.join(pending)} ---\n")
+            boxfiles.append(log_dir / "box.log",
+                            f"\n--- {stuck} {result.ended}; the lesson starts again for {', '.join(pending)} ---\n")
             continue
         for check_id in pending:  # it ended (or hung outside any check) without reporting these
             res = by_id[check_id]
@@ -471,17 +501,20 @@ def run_checks(lesson: dict, workdir: Path, log_dir: Path, checks: list[dict], b
     return []
 
 
-def _hanging_imports(lesson: dict, workdir: Path, log_dir: Path, limit: float) -> list[str]:
+def _hanging_imports(lesson: dict, workdir: Path, log_dir: Path, limit: float, staged: Path | None) -> list[str]:
     """The lesson's modules in the folder whose import alone outlasts a check's whole `limit`
-    (checks/import_probe.py, in a box of its own)."""
-    names = [n[:-3] for n in lesson.get("files", []) if n.endswith(".py") and (workdir / n).is_file()]
+    (checks/import_probe.py, in a box of its own).  Its answer is read back as data: capped, no link
+    followed, and only names of the lesson's own modules are believed."""
+    folder = staged or workdir
+    names = [n[:-3] for n in lesson.get("files", []) if n.endswith(".py") and (folder / n).is_file()]
     if not names:
         return []
     out = log_dir / "import-probe.json"
     probe = str(Path(__file__).resolve().parent / "import_probe.py")
-    run_script(dict(lesson, services=[]), workdir, log_dir, [probe, str(out), f"{limit:g}", *names])
+    run_script(dict(lesson, services=[]), workdir, log_dir, [probe, str(out), f"{limit:g}", *names], staged=staged)
     try:
-        return list(json.loads(out.read_text(encoding="utf-8"))["hung"])
+        hung = json.loads(boxfiles.read(out, 64 * 1024))["hung"]
+        return [name for name in hung if name in names]
     except (OSError, ValueError, KeyError, TypeError):
         return []
 
@@ -625,8 +658,7 @@ def run_lesson(lesson: dict, workdir: Path, log_dir: Path, source: str = "refere
     it, because a mutant only has to prove its own checks fail.  `schema_upto`: the folder has moved on to
     that lesson, so its whole schema is applied (its later lessons' tables are there)."""
     started = time.monotonic()
-    if log_dir.exists():  # each run's logs are its own: an earlier run's lines are never read as this one's
-        shutil.rmtree(log_dir)
+    boxfiles.remove(log_dir)  # each run's logs are its own: an earlier run's lines are never read as this one's
     own = [_new_result(lesson["id"], c) for c in lesson["checks"]]
     earlier = regressions_of(lesson, lessons)
     if only is not None:
@@ -634,20 +666,34 @@ def run_lesson(lesson: dict, workdir: Path, log_dir: Path, source: str = "refere
         if unknown:
             raise ValueError(f"lesson {lesson['id']} has no check or regression {sorted(unknown)}")
     upto = max(lesson["id"], schema_upto or lesson["id"])
-    gone = _superseded(own, lesson, lessons, upto)
-    result = _run_guarded(lesson, workdir, log_dir, own, _without(only, own, gone), upto)
-    _mark_superseded(own, gone)
-    for earlier_id, checks in earlier.items():
-        regression = dict(_lesson_by_id(earlier_id, lessons), checks=checks)
-        rows = [_new_result(earlier_id, c, regression=True) for c in checks]
-        gone = _superseded(rows, regression, lessons, upto)
-        for verifier in verifier_files(regression):  # the earlier lesson's verifiers, beside this folder's files
-            shutil.copy2(verifier, workdir / verifier.name)
-        done = _run_guarded(regression, workdir, log_dir / f"regression-{earlier_id}", rows,
-                            _without(only, rows, gone), upto)
-        _mark_superseded(rows, gone)
-        result.checks += done.checks
-        result.logs += done.logs
+    # The folder as the host made it is set aside where no box can write; every box gets a fresh copy.
+    staged = workdir.with_name(f".{workdir.name}.staged")
+    boxfiles.remove(staged)
+    boxfiles.private_dir(workdir.parent)  # what boxes write lives in folders no other user can enter
+    boxfiles.private_dir(log_dir.parent)
+    workdir.rename(staged)
+    try:
+        gone = _superseded(own, lesson, lessons, upto)
+        result = _run_guarded(lesson, workdir, log_dir, own, _without(only, own, gone), upto, staged)
+        _mark_superseded(own, gone)
+        for earlier_id, checks in earlier.items():
+            regression = dict(_lesson_by_id(earlier_id, lessons), checks=checks)
+            rows = [_new_result(earlier_id, c, regression=True) for c in checks]
+            gone = _superseded(rows, regression, lessons, upto)
+            for verifier in verifier_files(regression):  # the earlier lesson's verifiers, beside the folder's files
+                shutil.copy2(verifier, staged / verifier.name)
+            # Beside this lesson's logs, not inside them: a folder a box wrote never holds the host's next one.
+            regression_logs = log_dir.with_name(f"{log_dir.name}-regression-{earlier_id}")
+            boxfiles.remove(regression_logs)
+            done = _run_guarded(regression, workdir, regression_logs, rows, _without(only, rows, gone), upto, staged)
+            _mark_superseded(rows, gone)
+            result.checks += done.checks
+            result.logs += done.logs
+    finally:
+        if not workdir.exists():  # nothing ran (or it stopped early): the folder goes back where it was
+            staged.rename(workdir)
+        else:
+            boxfiles.remove(staged)
     result.source, result.seconds = source, time.monotonic() - started
     return result
 
@@ -690,7 +736,7 @@ def _lesson_by_id(lesson_id: str, lessons: list[dict] | None) -> dict:
 
 
 def _run_guarded(lesson: dict, workdir: Path, log_dir: Path, results: list, only: set[str] | None,
-                 schema_upto: str) -> LessonResult:
+                 schema_upto: str, staged: Path | None = None) -> LessonResult:
     """One lesson's checks in `results`: in a box with servers of its own, or (LAB_BOX=off, or no box
     here) on the kit's shared servers under the services lock."""
     started = time.monotonic()
@@ -704,12 +750,12 @@ def _run_guarded(lesson: dict, workdir: Path, log_dir: Path, results: list, only
         from shared import labctl
         with labctl.in_use(exclusive=needs_exclusive(lesson, selected)):
             labctl.up(lesson["services"])  # ServiceError (a service that cannot start) propagates
-            return _run_lesson(lesson, workdir, log_dir, "", started, results, selected, schema_upto, boxed)
-    return _run_lesson(lesson, workdir, log_dir, "", started, results, selected, schema_upto, boxed)
+            return _run_lesson(lesson, workdir, log_dir, "", started, results, selected, schema_upto, boxed, staged)
+    return _run_lesson(lesson, workdir, log_dir, "", started, results, selected, schema_upto, boxed, staged)
 
 
 def _run_lesson(lesson, workdir, log_dir, source, started, results, only=None, schema_upto=None,
-                boxed=False) -> LessonResult:
+                boxed=False, staged=None) -> LessonResult:
     by_id = {r.id: r for r in results}
     checks = []
     for check in lesson["checks"]:
@@ -718,7 +764,8 @@ def _run_lesson(lesson, workdir, log_dir, source, started, results, only=None, s
             continue
         checks.append(check)
     notices: list[str] = []
-    problems = run_checks(lesson, workdir, log_dir, checks, by_id, schema_upto or lesson["id"], boxed, notices)
+    problems = run_checks(lesson, workdir, log_dir, checks, by_id, schema_upto or lesson["id"], boxed, notices,
+                          staged)
     logs = [log_dir / "box.log", *(log_dir / f"{Path(v).stem}.log" for v in dict.fromkeys(c["verifier"] for c in checks))]
     logs += [log_dir / f"{p['name']}.log" for p in lesson.get("processes", [])]
     return LessonResult(lesson, source, results, time.monotonic() - started, logs, notices, problems)

@@ -66,15 +66,26 @@ class Signer:
 
 
 class Reader:
-    """The reading end, in the runner: turns bytes into verified records."""
+    """The reading end, in the runner: turns bytes into verified records.  Bounded: a record longer than
+    `record_limit` or more than `total_limit` bytes in all sets `overflowed` (the runner then stops the
+    box: "output limit") and nothing more is kept — a line that never ends costs no memory or time."""
 
-    def __init__(self, key: bytes, run: str):
+    def __init__(self, key: bytes, run: str, record_limit: int = 1 << 20, total_limit: int = 16 << 20):
         self._key, self._run, self._buffer = key, run, b""
+        self._record_limit, self._left = record_limit, total_limit
         self.forged = 0
+        self.overflowed = False
 
     def feed(self, data: bytes) -> list[dict]:
+        if self.overflowed:
+            return []
+        self._left -= len(data)
         self._buffer += data
         *lines, self._buffer = self._buffer.split(b"\n")
+        if self._left < 0 or len(self._buffer) > self._record_limit or \
+                any(len(line) > self._record_limit for line in lines):
+            self.overflowed, self._buffer = True, b""
+            return []
         records = []
         for raw in lines:
             try:

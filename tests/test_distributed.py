@@ -67,8 +67,9 @@ def test_unpacking_refuses_a_link_out_of_the_folder(tmp_path):
         link = tarfile.TarInfo("escape")
         link.type, link.linkname = tarfile.SYMTYPE, "/etc/passwd"
         tar.addfile(link)
-    with pytest.raises(tarfile.TarError):
+    with pytest.raises(D.PackRefused, match="escape"):
         D.unpack(buf.getvalue(), tmp_path / "dest")
+    assert not (tmp_path / "dest").exists()
 
 
 def test_a_refused_or_missing_folder_is_that_students_error_and_the_class_goes_on(tmp_path, monkeypatch):
