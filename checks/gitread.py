@@ -21,6 +21,7 @@ import tempfile
 import threading
 from pathlib import Path
 
+from checks import boxfiles
 from checks.intake import CAPS, Caps, IntakeRefused, take_in
 from checks.workdir import UsageError
 from shared.i18n import t
@@ -50,7 +51,7 @@ def export_commit(folder: Path, ref: str, dest: Path) -> Path:
         if commit.returncode != 0 or not OBJECT_ID.fullmatch(commit.stdout.decode().strip()):
             raise UsageError(_no_ref(git, folder, ref))
         entries = _listing(git, folder, ref, commit.stdout.decode().strip(), prefix)
-        _fresh(dest)
+        boxfiles.fresh_dir(dest)
         _write_blobs(git, entries, dest)
     return dest / prefix if prefix else dest
 
@@ -240,16 +241,15 @@ def _lstat(path: Path, about: Path) -> os.stat_result:
 
 
 def _read_plain(path: Path, limit: int) -> bytes:
-    """A regular file's bytes, never through a link (O_NOFOLLOW) nor blocking on a fifo (O_NONBLOCK)."""
+    """A regular file's bytes, never through a link nor blocking on a fifo (checks/boxfiles.read)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        data = boxfiles.read(path, limit + 1)
     except OSError as exc:
-        raise UsageError(t(f"{path}：不能作为普通文件读取（{exc.strerror}）",
-                           f"{path}: cannot be read as a plain file ({exc.strerror})")) from None
-    with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode) or os.fstat(f.fileno()).st_size > limit:
-            raise UsageError(t(f"{path}：不是普通文件或太大", f"{path}: not a plain file, or too big"))
-        return f.read(limit + 1)[:limit]
+        raise UsageError(t(f"{path}：不能作为普通文件读取（{exc.strerror or exc}）",
+                           f"{path}: cannot be read as a plain file ({exc.strerror or exc})")) from None
+    if len(data) > limit:
+        raise UsageError(t(f"{path}：太大", f"{path}: too big"))
+    return data
 
 
 def _peek(path: Path) -> str:
@@ -257,11 +257,3 @@ def _peek(path: Path) -> str:
         return _read_plain(path, 4096).decode(errors="replace").strip()[:200]
     except UsageError:
         return "?"
-
-
-def _fresh(dest: Path) -> None:
-    if os.path.islink(dest) or os.path.isfile(dest):
-        os.unlink(dest)
-    elif dest.exists():
-        shutil.rmtree(dest)
-    dest.mkdir(parents=True)
