@@ -11,14 +11,16 @@ import time
 from pathlib import Path
 
 from checks import boxfiles, intake, preflight, progress, report, tamper
-from checks.runner import ERROR, FAIL, NOT_PASSED, PASS, SKIPPED, SUPERSEDED, TIMEOUT, LessonResult, run_lesson
+from checks.runner import (ERROR, FAIL, NOT_PASSED, NOT_REACHED, PASS, SKIPPED, SUPERSEDED, TIMEOUT, LessonResult,
+                           run_lesson)
 from checks.workdir import LAB_DIR, UsageError, lesson_files, materialise, reference_files
 from shared import manifest
 from shared.labctl import ServiceError
 from shared.i18n import pick, t
 
-MARKS = {PASS: "✓", FAIL: "✗", ERROR: "!", TIMEOUT: "⏱", SKIPPED: "–", SUPERSEDED: "↷"}
-LABELS = {PASS: "", FAIL: "", ERROR: " ERROR", TIMEOUT: " TIMEOUT", SKIPPED: " SKIP", SUPERSEDED: " SUPERSEDED"}
+MARKS = {PASS: "✓", FAIL: "✗", ERROR: "!", TIMEOUT: "⏱", SKIPPED: "–", SUPERSEDED: "↷", NOT_REACHED: "○"}
+LABELS = {PASS: ("", ""), FAIL: ("", ""), ERROR: (" 出错", " ERROR"), TIMEOUT: (" 超时", " TIMEOUT"),
+          SKIPPED: (" 未尝试", " SKIP"), SUPERSEDED: (" 已被替换", " SUPERSEDED"), NOT_REACHED: (" 未到达", " NOT REACHED")}
 
 
 def _load() -> dict:
@@ -63,15 +65,20 @@ def _planned_result(lesson: dict) -> LessonResult:
 
 
 def run_many(lessons: list[dict], data: dict, lab: Path | None, scope: str, show=None,
-             on_start=None) -> list[LessonResult]:
+             on_start=None, skip_unreached: bool | None = None) -> list[LessonResult]:
     """Run each lesson (planned ones are reported as such); `scope` names the work/log subfolder.
 
     A learner's folder is read once, as data, into the host's own copy (checks/intake.py: no link
     followed, no special file read, sizes capped); everything after — the tamper scan, the folder's
     diagnosis, the lesson it reached, every box — only ever sees that copy.  IntakeRefused (a UsageError)
-    says which path was refused and why."""
+    says which path was refused and why.
+
+    `skip_unreached` (default: when several lessons are run): a lesson the folder has not got to yet —
+    none of its new files, nor any later lesson's — is reported "not reached" without running it."""
+    if skip_unreached is None:
+        skip_unreached = len(lessons) > 1
     if lab is None:
-        return _run_lessons(lessons, data, None, None, scope, show, on_start)
+        return _run_lessons(lessons, data, None, None, scope, show, on_start, False)
     copy = LAB_DIR / "intake" / scope
     boxfiles.remove(copy)
     boxfiles.private_dir(copy.parent)
@@ -85,18 +92,23 @@ def run_many(lessons: list[dict], data: dict, lab: Path | None, scope: str, show
                 if show:
                     show(result)
             return results
-        return _run_lessons(lessons, data, lab, copy, scope, show, on_start)
+        return _run_lessons(lessons, data, lab, copy, scope, show, on_start, skip_unreached)
     finally:
         boxfiles.remove(copy)
 
 
-def _run_lessons(lessons, data, lab: Path | None, copy: Path | None, scope: str, show, on_start) -> list[LessonResult]:
+def _run_lessons(lessons, data, lab: Path | None, copy: Path | None, scope: str, show, on_start,
+                 skip_unreached: bool) -> list[LessonResult]:
     results = []
+    reached = reached_lesson(data, copy) if copy else None
     for lesson in lessons:
         if on_start:
             on_start(lesson)
+        ahead = copy is not None and (reached is None or lesson["id"] > reached)
         if lesson["status"] != "ready":
             result = _planned_result(lesson)
+        elif ahead and skip_unreached:
+            result = _not_reached_result(lesson, data, reached, lab)
         else:
             workdir = LAB_DIR / "work" / scope / lesson["id"]
             log_dir = LAB_DIR / "logs" / scope / lesson["id"]
@@ -105,25 +117,78 @@ def _run_lessons(lessons, data, lab: Path | None, copy: Path | None, scope: str,
             try:
                 # A folder that has moved past this lesson: its whole schema, and checks of what later
                 # lessons replaced are superseded (not counted).
-                reached = reached_lesson(data, copy) if copy else None
                 result = run_lesson(lesson, workdir, log_dir, source=str(lab) if lab else "reference",
                                     schema_upto=reached)
             except ServiceError as exc:  # a service down: says what to do
                 raise UsageError(str(exc)) from None
             if lab:
                 _speak_of_the_learners_folder(result, problems, {workdir: lab, copy: lab})
+                if ahead:  # checked on request, though its new files are not there: say where the folder is
+                    result.notices.insert(0, _where_the_folder_is(lesson, data, reached))
         results.append(result)
         if show:
             show(result)
     return results
 
 
+def _new_files(lesson: dict, data: dict) -> list[str]:
+    """The files lesson NN adds (not those it rewrites: an earlier lesson's folder has those too)."""
+    earlier = {name for l in data["lessons"] if l["id"] < lesson["id"] for name in l.get("files", [])}
+    return [name for name in lesson.get("files", []) if name not in earlier]
+
+
+def _where_the_folder_is(lesson: dict, data: dict, reached: str | None) -> str:
+    new = ", ".join(_new_files(lesson, data)[:4])
+    at = t(f"你的文件夹里的文件到第 {reached} 课为止", f"your folder's files reach lesson {reached}") if reached else \
+        t("你的文件夹里还没有任何一课的文件", "your folder has no lesson's files yet")
+    return t(f"{at}：第 {lesson['id']} 课新增的文件（{new}）还不在文件夹里",
+             f"{at}: the files lesson {lesson['id']} adds ({new}) are not in it yet")
+
+
+def _not_reached_result(lesson: dict, data: dict, reached: str | None, lab: Path | None) -> LessonResult:
+    """Every check of a lesson the folder has not got to: not reached (not run, not a failure)."""
+    from checks.runner import CheckResult
+    message = _where_the_folder_is(lesson, data, reached)
+    checks = [CheckResult(lesson=lesson["id"], id=c["id"], kind=c.get("kind", "core"), text=c["text"], hint=c["hint"],
+                          points=c["points"], status=NOT_REACHED, message=message) for c in lesson["checks"]]
+    return LessonResult(lesson, str(lab), checks, 0.0)
+
+
+def _regression_cause(lesson: dict, earlier_id: str) -> str:
+    """A regression failed: it passed on what lesson `earlier_id` built, so this lesson's changes broke it —
+    name them (the files this lesson rewrites of what came before, else every file it brings)."""
+    data = manifest.load()
+    before = {name for l in data["lessons"] if l["id"] <= earlier_id for name in l.get("files", [])}
+    mine = [n for n in lesson.get("files", []) if n.endswith((".py", ".sql"))]
+    changed = ", ".join([n for n in mine if n in before] or mine) or "?"
+    return t(f"这是第 {earlier_id} 课的检查，在你第 {lesson['id']} 课的文件上重跑：第 {lesson['id']} 课的改动（{changed}）"
+             f"破坏了第 {earlier_id} 课建好的行为",
+             f"this is lesson {earlier_id}'s check, re-run on your lesson-{lesson['id']} files: a change you made for "
+             f"lesson {lesson['id']} ({changed}) broke what lesson {earlier_id} built")
+
+
+def _kit_files_in_work() -> dict[str, Path]:
+    """Names the kit lays into a work copy (every lesson's verifiers, shared/, checks/) -> where they live."""
+    from checks.workdir import verifier_files
+    from shared.manifest import KIT_ROOT
+    found = {"shared": KIT_ROOT / "shared", "checks": KIT_ROOT / "checks"}
+    for lesson in manifest.load()["lessons"]:
+        found.update({p.name: p for p in verifier_files(lesson)})
+    return found
+
+
 def _speak_of_the_learners_folder(result: LessonResult, problems: list, copies: dict[Path, Path]) -> None:
     """Paths in the host's copies (the intake copy, the box's scratch copy) become the learner's own; a
     check that failed because of a problem with the folder as a whole is shown as blocked by it instead
     of repeating the same traceback."""
+    kit = {name: str(path) for name, path in _kit_files_in_work().items()}
+
     def theirs(text: str) -> str:
         for copy, lab in copies.items():
+            if str(copy) not in text:
+                continue
+            for name, path in kit.items():  # the kit's own files in the copy are the kit's, not the learner's
+                text = text.replace(f"{copy}/{name}", path)
             text = text.replace(str(copy), str(lab))
         return text
     for problem in problems:
@@ -163,7 +228,7 @@ def print_lesson(result: LessonResult, evidence: bool = False, first_failure_onl
         if heading and group:
             print(f"  {heading}")
         for c in group:
-            label = t(f" 被挡住（{c.blocked}）", f" BLOCKED ({c.blocked})") if c.blocked else LABELS[c.status]
+            label = t(f" 被挡住（{c.blocked}）", f" BLOCKED ({c.blocked})") if c.blocked else t(*LABELS[c.status])
             print(f"  {MARKS[c.status]} {c.id:<6} {pick(c.text)}  ({c.seconds:.2f}s){label}")
             if c.status in NOT_PASSED and c.blocked:
                 pass  # the problem is said once, above the checks
@@ -173,13 +238,14 @@ def print_lesson(result: LessonResult, evidence: bool = False, first_failure_onl
                 shown_failure = True
                 explained.setdefault(c.message, c.id)
                 if c.message:
-                    print(f"      {t('原因', 'why')}: {c.message}")
+                    print(f"      {t('原因：', 'why: ')}{c.message}")
                 for line in [n for n in c.notes if n != c.message][-10:]:
                     print(f"      | {line}")
                 if c.regression:
-                    print("      " + t(f"第 {c.lesson} 课写的代码在这里坏了：先修它", f"code lesson {c.lesson} built broke here: fix it first"))
-                print(f"      {t('提示', 'hint')}: {pick(c.hint)}")
-            elif c.status in (SKIPPED, SUPERSEDED) and c.message:
+                    print("      " + _regression_cause(result.lesson, c.lesson))
+                print(f"      {t('提示：', 'hint: ')}{pick(c.hint)}")
+            elif c.status in (SKIPPED, SUPERSEDED, NOT_REACHED) and c.message and c.message not in explained:
+                explained.setdefault(c.message, c.id)
                 print(f"      {c.message}")
             elif evidence and c.status == PASS:
                 for line in c.notes[-6:]:
@@ -188,11 +254,8 @@ def print_lesson(result: LessonResult, evidence: bool = False, first_failure_onl
     if first_failure_only and len(failed) > 1:
         print("  " + t(f"（另有 {len(failed) - 1} 项失败的原因未显示：先修第一项；全部原因：make check）",
                        f"({len(failed) - 1} more failure(s) not explained here: fix the first one; all reasons: make check)"))
-    passed = sum(c.status == PASS for c in result.checks)
-    counted = sum(c.counted for c in result.checks)
-    summary = t(f"  {passed}/{counted} 项通过，用时 {result.seconds:.1f}s",
-                f"  {passed}/{counted} passed in {result.seconds:.1f}s")
-    print(summary)
+    print(f"  {report.count_text(report.count_checks(result.checks))}" +
+          t(f"（用时 {result.seconds:.1f}s）", f" ({result.seconds:.1f}s)"))
     if failed and result.logs:
         existing = [os.path.relpath(p) for p in result.logs if p.exists()]
         if existing:
@@ -210,7 +273,7 @@ def _write_reports(args, results, source, error=None) -> None:
 
 
 def _exit_code(results: list[LessonResult]) -> int:
-    return 1 if any(r.status == FAIL for r in results) else 0
+    return 1 if any(r.status in (FAIL, NOT_REACHED) for r in results) else 0
 
 
 def cmd_list(args) -> int:
@@ -219,15 +282,19 @@ def cmd_list(args) -> int:
     folder = progress.learner_folder()
     mine = progress.load(str(folder)) if folder else {}
 
-    def last(entry):
-        return f"{entry['status']} {entry['passed']}/{entry['total']}" if entry else "—"
+    def last(entry):  # the same words as a run's summary line, its regressions left to the run itself
+        if not entry:
+            return "—"
+        return report.count_text(entry["counts"]).split(t("；", "; "))[0] if "counts" in entry else entry["status"]
     print(t(f"你的文件夹：{folder}" if folder else "你的文件夹：（尚未记住；make check LAB=目录）",
             f"your folder: {folder}" if folder else "your folder: (none remembered yet; make check LAB=DIR)"))
-    print(t("编号  状态     检查  参考答案上次     你的文件夹上次   标题",
-            "id  status   checks reference last   your folder last  title"))
     for lesson in data["lessons"]:
-        print(f"{lesson['id']}  {lesson['status']:<8} {len(lesson['checks']):>4}   {last(reference.get(lesson['id'])):<15}  "
-              f"{last(mine.get(lesson['id'])):<16}  {pick(lesson['title'])}")
+        planned = "" if lesson["status"] == "ready" else t("（计划中）", " (planned)")
+        print(f"{lesson['id']}  {pick(lesson['title'])}{planned} — " +
+              t(f"{len(lesson['checks'])} 项检查；参考答案上次：{last(reference.get(lesson['id']))}；"
+                f"你的文件夹上次：{last(mine.get(lesson['id']))}",
+                f"{len(lesson['checks'])} checks; reference last: {last(reference.get(lesson['id']))}; "
+                f"your folder last: {last(mine.get(lesson['id']))}"))
     return 0
 
 
@@ -256,11 +323,10 @@ def cmd_run(args, evidence: bool = False) -> int:
         from checks import timelines
         timelines.save_reference(report.to_dict([r for r in results if r.source != "planned"], "reference"))
     _write_reports(args, results, str(lab) if lab else "reference")
-    total = sum(c.counted for r in results for c in r.checks)
-    passed = sum(c.status == PASS for r in results for c in r.checks)
-    m = report.marks([c for r in results for c in r.checks])
-    line = t(f"合计：{passed}/{total} 项通过；得分 {m['score']}/{m['max_score']}",
-             f"total: {passed}/{total} checks passed; score {m['score']}/{m['max_score']}")
+    every = [c for r in results for c in r.checks]
+    m = report.marks(every)
+    line = t(f"合计：{report.count_text(report.count_checks(every))}；得分 {m['score']}/{m['max_score']}",
+             f"total: {report.count_text(report.count_checks(every))}; score {m['score']}/{m['max_score']}")
     superseded = sum(not c.counted for r in results for c in r.checks)
     if superseded:
         line += t(f"；{superseded} 项已被后面的课程替换，不计分", f"; {superseded} superseded by later lessons, not counted")

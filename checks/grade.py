@@ -126,7 +126,8 @@ def grade_one(student: Student, lessons: list[dict], data: dict, run_many, at: s
         def starting(lesson):
             student.lesson = lesson["id"]
         if at is None:
-            student.results = run_many(lessons, data, student.folder, f"grade/{scope}", on_start=starting)
+            student.results = run_many(lessons, data, student.folder, f"grade/{scope}", on_start=starting,
+                                       skip_unreached=True)
             return
         for lesson in lessons:  # each lesson from the commit the learner made for it
             ref = at.replace("{NN}", lesson["id"])
@@ -135,7 +136,8 @@ def grade_one(student: Student, lessons: list[dict], data: dict, run_many, at: s
             except UsageError as exc:
                 student.results += errored([lesson], str(exc))
                 continue
-            student.results += run_many([lesson], data, folder, f"grade/{scope}", on_start=starting)
+            student.results += run_many([lesson], data, folder, f"grade/{scope}", on_start=starting,
+                                        skip_unreached=True)
     except UsageError as exc:  # a folder that is missing, not a folder, or refused as data: its own error
         student.error = str(exc)
         student.results = errored(lessons, str(exc))

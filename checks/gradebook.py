@@ -62,6 +62,8 @@ def not_reached(lesson: dict, tests: list[dict]) -> bool:
     """The student never got to this lesson (missing folder, the lesson's files absent): shown in grey,
     apart from a failure.  Every check error or skipped, nothing scored, and a message saying so."""
     own = [t for t in tests if not t.get("regression")] or tests
+    if own and all(t.get("status") == "not_reached" for t in own):  # the grader found the lesson's files absent
+        return True
     return (bool(own) and all(t.get("status") in ("error", "skipped") for t in own)
             and not lesson.get("score")
             and any(word in (t.get("message") or "").lower() for t in own for word in ABSENT))

@@ -11,7 +11,9 @@ import html
 import os
 from pathlib import Path
 
-MARKS = {"pass": "✓", "fail": "✗", "error": "!", "timeout": "⏱", "skipped": "–", "superseded": "↷"}
+from checks.report import count_tests, count_text
+
+MARKS = {"pass": "✓", "fail": "✗", "error": "!", "timeout": "⏱", "skipped": "–", "superseded": "↷", "not_reached": "○"}
 NOT_PASSED = ("fail", "error", "timeout")
 OUTPUT_LINES, OUTPUT_CHARS = 40, 4000  # the tail of a check's output shown under a failure
 
@@ -19,7 +21,7 @@ OUTPUT_LINES, OUTPUT_CHARS = 40, 4000  # the tail of a check's output shown unde
 WORDS = {
     "en": {
         "run_title": "Task Lab report", "source": "Source", "created": "Created", "status": "Status",
-        "score": "Score", "bonus": "bonus", "tampering": "⚠ tampering suspected", "regressions": "Regressions",
+        "score": "Score", "checks": "Checks", "bonus": "bonus", "tampering": "⚠ tampering suspected", "regressions": "Regressions",
         "lesson": "Lesson {id}", "hint": "Hint", "output": "Output (tail)", "exercise": "exercise",
         "no_checks": "No checks in this report.", "back": "← class gradebook", "run_error": "The run could not happen",
         "pass": "pass", "fail": "fail", "error": "error", "timeout": "timeout", "skipped": "skipped",
@@ -27,7 +29,7 @@ WORDS = {
         # gradebook
         "book_title": "Class gradebook", "students": "Students", "student": "Student", "total": "Total",
         "not_reached": "not reached", "not_graded": "not graded", "hardest": "Hardest checks",
-        "check": "Check", "text": "What it checks", "did_not_pass": "Did not pass", "breakdown": "✗ / ! / ⏱",
+        "check": "Check", "text": "What it checks", "did_not_pass": "Did not pass", "breakdown": "fail / error / timeout",
         "common_message": "Most common message", "flags": "Flags", "sort_hint": "Click a column heading to sort.",
         "regression_failed": "regression not passed", "regression": "regression",
         "hardest_note": "Lessons a student did not reach are not counted here (see the “not reached” column).",
@@ -38,14 +40,14 @@ WORDS = {
     },
     "zh": {
         "run_title": "Task Lab 检查报告", "source": "检查对象", "created": "生成时间", "status": "状态",
-        "score": "得分", "bonus": "加分", "tampering": "⚠ 疑似篡改", "regressions": "回归检查",
+        "score": "得分", "checks": "检查", "bonus": "加分", "tampering": "⚠ 疑似篡改", "regressions": "回归检查",
         "lesson": "第 {id} 课", "hint": "提示", "output": "输出（末尾）", "exercise": "练习",
         "no_checks": "本报告没有检查项。", "back": "← 全班成绩册", "run_error": "本次运行未能进行",
         "pass": "通过", "fail": "失败", "error": "出错", "timeout": "超时", "skipped": "跳过",
         "superseded": "已被替换",
         "book_title": "全班成绩册", "students": "学生数", "student": "学生", "total": "总分",
         "not_reached": "未到达", "not_graded": "未批改", "hardest": "最难的检查",
-        "check": "检查", "text": "检查内容", "did_not_pass": "未通过", "breakdown": "✗ / ! / ⏱",
+        "check": "检查", "text": "检查内容", "did_not_pass": "未通过", "breakdown": "失败 / 出错 / 超时",
         "common_message": "最常见的信息", "flags": "标记", "sort_hint": "点击列标题可排序。",
         "regression_failed": "回归检查未通过", "regression": "回归",
         "hardest_note": "学生未到达的课程不计入此表（见“未到达”列）。",
@@ -84,7 +86,7 @@ table{border-collapse:collapse;margin:.4rem 0}th,td{border:1px solid #ccc;paddin
  vertical-align:top}th{background:#f3f3f3}
 table.sortable th{cursor:pointer;user-select:none}table.sortable th[data-dir=asc]::after{content:" ▲"}
 table.sortable th[data-dir=desc]::after{content:" ▼"}
-td.num{text-align:right;font-variant-numeric:tabular-nums}td.cell{text-align:center;white-space:nowrap}
+td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}td.cell{text-align:center;white-space:nowrap}
 td.nr{background:#e4e4e4;color:#666;font-style:italic}td.ng{color:#999}
 .small{font-size:.8em;color:#555}
 """
@@ -179,6 +181,7 @@ def render_lesson(lesson: dict, tests: list[dict], lang: str, reference: dict | 
     out = [f'<section class="lesson" id="lesson-{esc(lesson["id"])}">',
            f'<h2>{esc(w["lesson"].format(id=lesson["id"]))} — {esc(pick(lesson.get("title"), lang))}</h2>',
            f'<p>{status_label(lesson.get("status", ""), w)} · {score} · '
+           f'<span class="counts">{esc(count_text(count_tests(tests), lang))}</span> · '
            f'<span class="secs">{float(lesson.get("seconds") or 0):.1f} s</span></p>',
            '<ul class="checks">', *(render_check(t, lang, reference, learner) for t in own), "</ul>"]
     if again:  # an earlier lesson's checks re-run here: shown apart, since a failed one fails the lesson
@@ -201,6 +204,7 @@ def render_run(report: dict, lang: str, *, back: str | None = None, reference: d
             f'<dt>{esc(w["created"])}</dt><dd>{esc(report.get("created_at"))}</dd>',
             f'<dt>{esc(w["status"])}</dt><dd class="overall">{status_label(report.get("status", ""), w)}</dd>',
             f'<dt>{esc(w["score"])}</dt><dd class="score">{score}</dd>',
+            f'<dt>{esc(w["checks"])}</dt><dd class="counts">{esc(count_text(count_tests(report.get("tests", [])), lang))}</dd>',
             f'<dt>{esc(w["bonus"])}</dt><dd class="bonus">{bonus}</dd>']
     if report.get("tampering"):
         head.append(f'<dt>⚠</dt><dd><span class="badge warn">{esc(w["tampering"])}</span></dd>')

@@ -29,6 +29,7 @@ class Problem:
     # A missing file is said only when a check failed for it: a file only an extension (or an exercise
     # not taken up) needs is no problem of a folder typed from the course.
     only_if_blocking: bool = False
+    kind: str = "other"  # missing | syntax | shadow | other: what a failure caused by it looks like
 
     @property
     def module(self) -> str:
@@ -57,7 +58,7 @@ def diagnose(lesson: dict, lessons: list[dict], folder: Path) -> list[Problem]:
             guess = t(f"（是不是 {near[0]} 写错了名字？）", f" (is {near[0]} the same file, misnamed?)") if near else ""
             problems.append(Problem(name, t(f"你的文件夹里没有 {name}：应在 {path}{guess}",
                                             f"{name} not found in your folder: expected at {path}{guess}"),
-                                    only_if_blocking=True))
+                                    only_if_blocking=True, kind="missing"))
             continue
         if name.endswith(".py"):
             try:
@@ -66,22 +67,40 @@ def diagnose(lesson: dict, lessons: list[dict], folder: Path) -> list[Problem]:
                 where = f"{path}:{exc.lineno}" if exc.lineno else str(path)
                 line = (exc.text or "").strip()
                 problems.append(Problem(name, t(f"{name} 无法解析（语法错误）：{where}：{exc.msg}" + (f"\n    {line}" if line else ""),
-                                                f"{name} does not compile: {where}: {exc.msg}" + (f"\n    {line}" if line else ""))))
+                                                f"{name} does not compile: {where}: {exc.msg}" + (f"\n    {line}" if line else "")),
+                                        kind="syntax"))
             except ValueError as exc:  # e.g. a NUL byte
-                problems.append(Problem(name, t(f"{name} 无法解析：{exc}", f"{name} does not compile: {exc}")))
+                problems.append(Problem(name, t(f"{name} 无法解析：{exc}", f"{name} does not compile: {exc}"), kind="syntax"))
     for name in sorted(present):
         stem = name[:-3] if name.endswith(".py") else None
         if stem and (stem in sys.stdlib_module_names or stem in THIRD_PARTY):
             problems.append(Problem(name, t(
                 f"{folder / name} 与 Python 的 {stem} 模块同名，会被错误地导入：请改名（例如 my_{name}）",
                 f"{folder / name} has the name of Python's {stem} module and would be imported in its place: "
-                f"rename it (e.g. my_{name})")))
+                f"rename it (e.g. my_{name})"), kind="shadow"))
     return problems
 
 
+# How a failure caused by a missing file reads, on the line that names the file.
+MISSING_SIGNS = ("No such file", "FileNotFoundError", "not found", "does not exist", "is missing", "can't open",
+                 "cannot open", "没有", "不存在", "缺少")
+
+
 def blocked_by(problems: list[Problem], text: str) -> Problem | None:
-    """The problem a failing check's message and evidence name, if any."""
+    """The problem a failing check's message and evidence show to be its cause, if any — not merely a
+    problem whose file the evidence mentions (a check may name api_db.py while failing for its own
+    reason: then its own finding is what the learner must read)."""
+    lines = text.splitlines()
     for problem in problems:
-        if problem.file in text or f"'{problem.module}'" in text or f"No module named {problem.module}" in text:
+        module = problem.module
+        imported = f"No module named '{module}'" in text or f"No module named {module}" in text
+        if problem.kind == "missing":
+            if imported or any(problem.file in line and any(sign in line for sign in MISSING_SIGNS) for line in lines):
+                return problem
+        elif problem.kind == "syntax":
+            if (problem.file in text or f"'{module}'" in text) and any(
+                    sign in text for sign in ("SyntaxError", "IndentationError", "TabError", "does not compile")):
+                return problem
+        elif problem.file in text or f"'{module}'" in text or imported:
             return problem
     return None

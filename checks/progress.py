@@ -8,6 +8,7 @@ import json
 from datetime import datetime, timezone
 from pathlib import Path
 
+from checks.report import count_checks
 from checks.runner import LessonResult
 from checks.workdir import LAB_DIR
 
@@ -45,6 +46,7 @@ def record(results: list[LessonResult]) -> None:
             "status": result.status,
             "passed": sum(c.status == "pass" for c in result.checks),
             "total": len(result.checks),
+            "counts": count_checks(result.checks),  # what make list shows, in the run's own words
             "at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         }
     _write(data)

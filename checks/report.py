@@ -7,7 +7,8 @@ import xml.etree.ElementTree as ET
 from datetime import datetime, timezone
 from pathlib import Path
 
-from checks.runner import ERROR, FAIL, PASS, SKIPPED, SUPERSEDED, TIMEOUT, LessonResult
+from checks.runner import ERROR, FAIL, NOT_PASSED, NOT_REACHED, PASS, SKIPPED, SUPERSEDED, TIMEOUT, LessonResult
+from shared.i18n import lang as current_lang
 from shared.i18n import pick
 
 REPORT_VERSION = 1
@@ -17,7 +18,7 @@ def overall(lessons: list[LessonResult], error: str | None = None) -> str:
     """pass / fail, or error when the run itself could not happen (bad folder, broken kit)."""
     if error:
         return ERROR
-    return FAIL if any(l.status == FAIL for l in lessons) else PASS
+    return FAIL if any(l.status in (FAIL, NOT_REACHED) for l in lessons) else PASS
 
 
 def marks(checks) -> dict:
@@ -26,6 +27,59 @@ def marks(checks) -> dict:
     extra = [c for c in checks if c.bonus and c.counted]
     return {"score": sum(c.score for c in course), "max_score": sum(c.points for c in course),
             "bonus": sum(c.score for c in extra), "max_bonus": sum(c.points for c in extra)}
+
+
+# --- counting: the one set of words every view uses (terminal, JSON, make list, HTML) -----------------
+#   passed · failed (fail, error, timeout, blocked) · not attempted (skipped: an exercise not taken up, a
+#   check not selected) · not reached (the folder has not got to the lesson) — of the lesson's own checks;
+#   regressions (earlier lessons' checks re-run) apart; superseded checks are not counted at all.
+
+def counts(tests) -> dict:
+    """Counts from (status, regression) pairs."""
+    n = {"passed": 0, "failed": 0, "not_attempted": 0, "not_reached": 0, "regressions": 0, "regressions_passed": 0}
+    for status, regression in tests:
+        if status == SUPERSEDED:
+            continue
+        if regression:
+            n["regressions"] += 1
+            n["regressions_passed"] += status == PASS
+        elif status == PASS:
+            n["passed"] += 1
+        elif status in NOT_PASSED:
+            n["failed"] += 1
+        elif status == NOT_REACHED:
+            n["not_reached"] += 1
+        else:
+            n["not_attempted"] += 1
+    return n
+
+
+def count_checks(checks) -> dict:
+    return counts((c.status, c.regression) for c in checks)
+
+
+def count_tests(tests: list[dict]) -> dict:
+    return counts((t.get("status"), bool(t.get("regression"))) for t in tests)
+
+
+COUNT_WORDS = {
+    "en": {"passed": "{} passed", "failed": "{} failed", "not_attempted": "{} not attempted",
+           "not_reached": "{} not reached", "regressions": "regressions: {} of {} passed", "sep": ", ", "then": "; "},
+    "zh": {"passed": "通过 {} 项", "failed": "失败 {} 项", "not_attempted": "未尝试 {} 项",
+           "not_reached": "未到达 {} 项", "regressions": "回归：{1} 项中通过 {0} 项", "sep": "，", "then": "；"},
+}
+
+
+def count_text(n: dict, lang: str | None = None) -> str:
+    """`5 passed, 1 failed, 2 not attempted; regressions: 2 of 2 passed` (zero parts left out, passed
+    always said), in the learner's language or `lang`."""
+    w = COUNT_WORDS.get(lang or current_lang(), COUNT_WORDS["en"])
+    parts = [w["passed"].format(n["passed"])]
+    parts += [w[key].format(n[key]) for key in ("failed", "not_attempted", "not_reached") if n[key]]
+    text = w["sep"].join(parts)
+    if n["regressions"]:
+        text += w["then"] + w["regressions"].format(n["regressions_passed"], n["regressions"])
+    return text
 
 
 def to_dict(lessons: list[LessonResult], source: str, error: str | None = None) -> dict:
@@ -37,7 +91,7 @@ def to_dict(lessons: list[LessonResult], source: str, error: str | None = None) 
                 "regression": c.regression, "bonus": c.bonus, "tampering": c.tampered,
                 "text": c.text, "status": c.status, "points": c.points, "score": c.score,
                 "seconds": round(c.seconds, 3), "message": c.message or None,
-                "hint": c.hint if c.status not in (PASS, SKIPPED, SUPERSEDED) else None, "output": c.output or None,
+                "hint": c.hint if c.status not in (PASS, SKIPPED, SUPERSEDED, NOT_REACHED) else None, "output": c.output or None,
                 **({"figures": c.figures} if c.figures else {}),
             })
     return {
@@ -49,8 +103,9 @@ def to_dict(lessons: list[LessonResult], source: str, error: str | None = None) 
         "message": error,
         "tampering": any(c.tampered for l in lessons for c in l.checks),
         **marks([c for l in lessons for c in l.checks]),
+        "counts": count_checks([c for l in lessons for c in l.checks]),
         "lessons": [{"id": l.lesson["id"], "title": l.lesson["title"], "status": l.status, **marks(l.checks),
-                     "seconds": round(l.seconds, 3)} for l in lessons],
+                     "counts": count_checks(l.checks), "seconds": round(l.seconds, 3)} for l in lessons],
         "tests": tests,
     }
 
@@ -74,7 +129,7 @@ def write_junit(path: Path, lessons: list[LessonResult], source: str, error: str
             "tests": len(lesson.checks),
             "failures": sum(c.status == FAIL for c in lesson.checks),
             "errors": sum(c.status in (ERROR, TIMEOUT) for c in lesson.checks),
-            "skipped": sum(c.status in (SKIPPED, SUPERSEDED) for c in lesson.checks),
+            "skipped": sum(c.status in (SKIPPED, SUPERSEDED, NOT_REACHED) for c in lesson.checks),
         }
         for key in totals:
             totals[key] += counts[key]
@@ -90,7 +145,7 @@ def write_junit(path: Path, lessons: list[LessonResult], source: str, error: str
                 ET.SubElement(case, "failure", message=c.message or "failed").text = detail
             elif c.status in (ERROR, TIMEOUT):
                 ET.SubElement(case, "error", message=c.message or c.status, type=c.status).text = detail
-            elif c.status in (SKIPPED, SUPERSEDED):
+            elif c.status in (SKIPPED, SUPERSEDED, NOT_REACHED):
                 ET.SubElement(case, "skipped", message=c.message or c.status)
     for key, value in totals.items():
         root.set(key, str(value))

@@ -31,6 +31,7 @@ OUTPUT_CAP = 500  # characters of output kept per check, as in Exercism's result
 
 PASS, FAIL, ERROR, TIMEOUT, SKIPPED = "pass", "fail", "error", "timeout", "skipped"
 SUPERSEDED = "superseded"  # a later lesson the folder has reached replaced this check's subject: not counted
+NOT_REACHED = "not_reached"  # the folder has not got to this lesson yet (none of its new files): not run
 NOT_PASSED = (FAIL, ERROR, TIMEOUT)
 
 
@@ -84,6 +85,8 @@ class LessonResult:
     def status(self) -> str:
         if any(c.status in NOT_PASSED for c in self.checks):
             return FAIL
+        if self.checks and all(c.status == NOT_REACHED for c in self.checks if not c.regression):
+            return NOT_REACHED
         return PASS
 
 
@@ -588,7 +591,9 @@ def prepare_services(lesson: dict, workdir: Path, schema_files: list[str] | None
                             raise SchemaError(t(f"{name} 执行失败：`{first}`：{exc}",
                                                 f"{name} failed on `{first}`: {exc}")) from None
                         first = statement.strip().splitlines()[0][:80]
-                        notices.append(f"{name}: skipped informational statement `{first}`: {exc}")
+                        notices.append(t(f"{name}：只用于查看的语句 `{first}` 这个服务器答不了（{exc}），已略过；检查不需要它",
+                                         f"{name}: `{first}` only looks at the result, and this server cannot "
+                                         f"answer it ({exc}); passed over — the checks do not need it"))
     finally:
         conn.close()
     return notices

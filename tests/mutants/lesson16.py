@@ -115,6 +115,16 @@ MUTANTS = [
         fails=("16.6",),
         why="str(job) carries the payload: product descriptions end up in the worker log.",
     ),
+    # ---- 16.6: the database URL (password inside) logged "to see which database it talked to"
+    Mutant(
+        name="16-log-database-url",
+        file="export_tasks.py",
+        old='    log_phase(job_id, "claimed", message_id, token, attempt)\n',
+        new='    import os\n    log_phase(job_id, "claimed", message_id, token, attempt, database=os.environ.get("DATABASE_URL"))\n',
+        fails=("16.6",),
+        why="DATABASE_URL carries the MySQL password: the log line leaks it (the message quotes the line, "
+            "redacted, with the field that leaks).",
+    ),
     # ---- 16.7: an empty backlog reported as 0 seconds old
     Mutant(
         name="16-monitor-null-age-as-zero",

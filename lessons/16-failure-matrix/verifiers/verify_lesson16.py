@@ -513,8 +513,13 @@ def check_phase_logs(c) -> None:
         leaks.append(t(f"商品描述（如 “{descriptions[0]}”）", f"a product description (such as '{descriptions[0]}')"))
     secrets = secrets_in(env_file_values()) + secrets_in({k: v for k, v in os.environ.items() if k in
                                                           ("CELERY_RESULT_BACKEND", "DATABASE_URL")})
-    if any(secret in text for secret in secrets):
-        leaks.append(t("密码或带密码的连接 URL", "a password or a connection URL with its password"))
+    leaking = next((line for line in text.splitlines() if any(secret in line for secret in secrets)), None)
+    if leaking is not None:  # quote the line around the leak, redacted, so the field that leaks is seen
+        shown = redact(leaking)
+        at = shown.find("***")
+        excerpt = ("…" if at > 100 else "") + shown[max(0, at - 100): at + 60] + ("…" if len(shown) > at + 60 else "")
+        leaks.append(t(f"密码或带密码的连接 URL（这一行：{excerpt}）",
+                       f"a password or a connection URL with its password (this line: {excerpt})"))
     if CREDENTIAL_URL.search(text):
         leaks.append(t("带凭据的 URL（user:password@）", "a URL with credentials (user:password@)"))
     c.note(t(f"扫描 worker 日志 {len(text.splitlines())} 行：商品描述、密码、带凭据 URL → {'发现' if leaks else '都没有'}",
