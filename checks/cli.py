@@ -125,6 +125,9 @@ def _run_lessons(lessons, data, lab: Path | None, copy: Path | None, scope: str,
                 _speak_of_the_learners_folder(result, problems, {workdir: lab, copy: lab})
                 if ahead:  # checked on request, though its new files are not there: say where the folder is
                     result.notices.insert(0, _where_the_folder_is(lesson, data, reached))
+                broken_env = preflight.env_file_notice(lesson, copy)
+                if broken_env:
+                    result.notices.append(broken_env)
         results.append(result)
         if show:
             show(result)
@@ -197,6 +200,10 @@ def _speak_of_the_learners_folder(result: LessonResult, problems: list, copies: 
     for c in result.checks:
         c.message = theirs(c.message)
         c.notes = [theirs(n) for n in c.notes]
+    # One mistake that broke many checks (lesson 11's MySQL-only line on MariaDB): said once, the rest wait.
+    problems = problems + preflight.causes_seen(["\n".join([c.message, *c.notes]) for c in result.checks
+                                                 if c.status in NOT_PASSED])
+    for c in result.checks:
         if c.status in NOT_PASSED:
             cause = preflight.blocked_by(problems, "\n".join([c.message, *c.notes]))
             if cause is not None:

@@ -10,6 +10,7 @@ problem's file are shown as blocked by it (see `blocked_by`).
 from __future__ import annotations
 
 import difflib
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +30,8 @@ class Problem:
     # A missing file is said only when a check failed for it: a file only an extension (or an exercise
     # not taken up) needs is no problem of a folder typed from the course.
     only_if_blocking: bool = False
-    kind: str = "other"  # missing | syntax | shadow | other: what a failure caused by it looks like
+    kind: str = "other"  # missing | syntax | shadow | cause | other: what a failure caused by it looks like
+    signs: tuple[str, ...] = ()  # kind "cause": phrases in a failing check's text that show it failed for it
 
     @property
     def module(self) -> str:
@@ -81,6 +83,66 @@ def diagnose(lesson: dict, lessons: list[dict], folder: Path) -> list[Problem]:
     return problems
 
 
+ENV_LINE = re.compile(r"^\s*(?:export\s+)?[A-Za-z_][A-Za-z0-9_]*\s*=")
+
+
+def env_file_notice(lesson: dict, folder: Path) -> str | None:
+    """The learner's own .env.tasks, when broken: the checks never use it (a box has its own servers and
+    credentials), so they pass — but the learner's own terminal runs read it and would fail.  Say so."""
+    from shared.labctl import URL_KEYS
+    from shared.i18n import t
+    path = folder / ".env.tasks"
+    if not lesson.get("services") or not path.is_file() or path.is_symlink():
+        return None
+    lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    bad = next((n for n, line in enumerate(lines, 1) if line.strip() and not line.lstrip().startswith("#")
+                and not ENV_LINE.match(line)), None)
+    keys = {line.split("=", 1)[0].strip().removeprefix("export ").strip() for line in lines if ENV_LINE.match(line)}
+    missing = [key for key in URL_KEYS if key not in keys]
+    if bad is None and not missing:
+        return None
+    what = t(f"第 {bad} 行不是 KEY=value", f"line {bad} is not KEY=value") if bad is not None else \
+        t(f"缺少 {', '.join(missing)}", f"it has no {', '.join(missing)}")
+    return t(f"你文件夹里的 .env.tasks 有问题：{what}。检查不用它（沙箱有自己的服务和凭据），"
+             "但你自己在终端里运行本课的程序时会读它而失败：make services 之后，"
+             "把套件目录里的 .env.tasks 复制过来（cp -p .env.tasks 你的文件夹/）",
+             f"your folder's .env.tasks is broken: {what}. The checks never use it (the box has its own servers "
+             "and credentials), but your own terminal runs of this lesson read it and will fail: after make services, "
+             "copy the kit's own (cp -p .env.tasks YOUR_FOLDER/)")
+
+
+@dataclass(frozen=True)
+class Cause:
+    """A mistake that breaks many checks at once, recognised from one of their failures (`seen`), so the
+    learner reads it once, with the fix, and the other checks it broke wait behind it (`signs`)."""
+    seen: tuple[str, ...]
+    file: str
+    signs: tuple[str, ...]
+    zh: str
+    en: str
+
+
+CAUSES = (
+    # The course's connect() is MySQL's; the box's server is MariaDB 10.11 (lesson 11's guide says so first).
+    Cause(seen=("has no max_execution_time", "不认识 max_execution_time"), file="state_store.py",
+          signs=("max_execution_time", "Unknown system variable", "OperationalError", "1193"),
+          zh="这里的服务器是 MariaDB 10.11，没有 MySQL 的 max_execution_time，所以每次 connect() 都失败（1193）。"
+             "把 connect() 里那一行改成 cur.execute(\"SET SESSION max_statement_time = 3\")（秒），"
+             "或像本课指南那样按服务器版本二选一；下面连接数据库的检查都在等它",
+          en="the server here is MariaDB 10.11, which has no max_execution_time (MySQL's), so every connect() "
+             "fails (1193). Change that line in connect() to cur.execute(\"SET SESSION max_statement_time = 3\") "
+             "(seconds), or choose by server version as this lesson's guide shows; every check below that "
+             "connects waits behind it"),
+)
+
+
+def causes_seen(texts: list[str]) -> list[Problem]:
+    """The known causes that one of these failing checks' texts shows, as problems to say once."""
+    from shared.i18n import t
+    return [Problem(cause.file, t(cause.zh, cause.en), kind="cause", signs=cause.signs) for cause in CAUSES
+            if any(phrase in text for text in texts for phrase in cause.seen)]
+
+
 # How a failure caused by a missing file reads, on the line that names the file.
 MISSING_SIGNS = ("No such file", "FileNotFoundError", "not found", "does not exist", "is missing", "can't open",
                  "cannot open", "没有", "不存在", "缺少")
@@ -96,6 +158,9 @@ def blocked_by(problems: list[Problem], text: str) -> Problem | None:
         imported = f"No module named '{module}'" in text or f"No module named {module}" in text
         if problem.kind == "missing":
             if imported or any(problem.file in line and any(sign in line for sign in MISSING_SIGNS) for line in lines):
+                return problem
+        elif problem.kind == "cause":
+            if any(sign in text for sign in problem.signs):
                 return problem
         elif problem.kind == "syntax":
             if (problem.file in text or f"'{module}'" in text) and any(

@@ -119,3 +119,26 @@ def test_paths_of_the_kits_own_files_in_the_copy_are_not_called_the_learners(tmp
     cli._speak_of_the_learners_folder(result, [], {work: lab})
     assert str(KIT / "lessons") in check.message and f"{lab}/lab11_fixture.py" not in check.message
     assert f"{lab}/state_store.py" in check.message
+
+
+# --- one cause, said once; a broken .env.tasks is said, not silently ignored -----------------------------
+
+def test_one_known_cause_is_said_once_and_the_checks_it_broke_wait_behind_it():
+    texts = ["the server is MariaDB, which has no max_execution_time: change that line in connect() …",
+             "these URLs were not refused … [('real', 'OperationalError')]"]
+    [cause] = preflight.causes_seen(texts)
+    assert cause.file == "state_store.py" and "max_statement_time = 3" in cause.message
+    assert all(preflight.blocked_by([cause], text) is cause for text in texts)
+    assert preflight.blocked_by([cause], "at capacity the answer must be 503, got 202") is None
+    assert preflight.causes_seen(["at capacity the answer must be 503, got 202"]) == []
+
+
+def test_a_broken_env_file_in_the_folder_is_said(tmp_path, monkeypatch):
+    monkeypatch.setenv("LAB_LANG", "en")
+    lesson = manifest.lesson("11", DATA)
+    (tmp_path / ".env.tasks").write_text("CELERY_BROKER_URL=redis://x\nDATABASE_URL mysql://oops\n")
+    notice = preflight.env_file_notice(lesson, tmp_path)
+    assert notice and "line 2 is not KEY=value" in notice and "never use it" in notice
+    (tmp_path / ".env.tasks").write_text("CELERY_BROKER_URL=a\nCELERY_RESULT_BACKEND=b\nDATABASE_URL=c\n")
+    assert preflight.env_file_notice(lesson, tmp_path) is None
+    assert preflight.env_file_notice(manifest.lesson("01", DATA), tmp_path) is None  # no services: not read

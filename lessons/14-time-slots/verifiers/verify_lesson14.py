@@ -565,6 +565,33 @@ def check_boundary(c) -> None:
     tasks = schedule_tasks()
     product = first_product()
     with own_rows():
+        # The kit's own experiment first: its finding names the mistake (the slot's minute); the learner's
+        # script failing on the same mistake would only say that it failed.
+        prefix = f"kit14-5:{uuid4()}:"
+        late = dtmod.datetime(2026, 1, 1, 10, 0, 59, tzinfo=UTC)
+        next_minute = dtmod.datetime(2026, 1, 1, 10, 1, 1, tzinfo=UTC)
+        keys = [prefix + tasks.execution_slot(late), prefix + tasks.execution_slot(late),
+                prefix + tasks.execution_slot(next_minute)]
+        got = [outcome(lambda key=key: store.schedule_once(key, [product])) for key in keys]
+        c.note(t("同一模拟信号在 10:00:59、10:00:59、10:01:01 执行 → " + "，".join(describe(*g) for g in got),
+                 "one simulated signal executed at 10:00:59, 10:00:59, 10:01:01 → " + ", ".join(describe(*g) for g in got)))
+        assert all(kind == "value" for kind, _ in got), t("schedule_once 出错（见上方）", "schedule_once failed (see above)")
+        a, b, later_kit = (value for _, value in got)
+        assert a and b is None, t("同一分钟的第二次执行应返回 None", "the second run in the same minute should return None")
+        assert later_kit and later_kit != a, t(
+            "下一分钟的执行应得到新的槽和新的任务：槽名要包含执行的分钟（%Y%m%dT%H%M）",
+            "the run in the next minute should get a new slot and a new job: the slot name must carry the minute "
+            "of execution (%Y%m%dT%H%M)")
+        rows = sql("SELECT slot_key, job_id FROM export_schedule_slots WHERE slot_key LIKE %s ORDER BY slot_key",
+                   (prefix + "%",))
+        assert len(rows) == 2 and len({r["job_id"] for r in rows}) == 2, t(
+            f"应有 2 个槽对应 2 个不同任务，实际 {len(rows)} 个槽", f"expected 2 slots with 2 different jobs, found {len(rows)}")
+        c.note(t(f"2 个槽：{rows[0]['slot_key'][len(prefix):]} 与 {rows[1]['slot_key'][len(prefix):]}，2 个任务——"
+                 "按执行分钟合并，不是按信号恰好一次",
+                 f"2 slots: {rows[0]['slot_key'][len(prefix):]} and {rows[1]['slot_key'][len(prefix):]}, 2 jobs — "
+                 "merged per execution minute, not exactly-once per signal"))
+
+        # Then the learner's own script, as the course runs it.
         assert (WORK / "verify_schedule_slots.py").is_file(), t("文件夹里没有 verify_schedule_slots.py",
                                                                 "verify_schedule_slots.py is missing from the folder")
         done = run_python(["verify_schedule_slots.py"], cwd=WORK, timeout=30)
@@ -597,31 +624,6 @@ def check_boundary(c) -> None:
         names = [s[0].split(":", 2)[-1] for s in script_slots]  # without the script's drill:<uuid>: prefix
         c.note(t(f"脚本的两个任务各有槽：…{names[0]}，…{names[1]}",
                  f"the script's jobs have one slot each: …{names[0]}, …{names[1]}"))
-
-        # The kit runs the same experiment itself, with its own prefix.
-        prefix = f"kit14-5:{uuid4()}:"
-        late = dtmod.datetime(2026, 1, 1, 10, 0, 59, tzinfo=UTC)
-        next_minute = dtmod.datetime(2026, 1, 1, 10, 1, 1, tzinfo=UTC)
-        keys = [prefix + tasks.execution_slot(late), prefix + tasks.execution_slot(late),
-                prefix + tasks.execution_slot(next_minute)]
-        got = [outcome(lambda key=key: store.schedule_once(key, [product])) for key in keys]
-        c.note(t("同一模拟信号在 10:00:59、10:00:59、10:01:01 执行 → " + "，".join(describe(*g) for g in got),
-                 "one simulated signal executed at 10:00:59, 10:00:59, 10:01:01 → " + ", ".join(describe(*g) for g in got)))
-        assert all(kind == "value" for kind, _ in got), t("schedule_once 出错（见上方）", "schedule_once failed (see above)")
-        a, b, later_kit = (value for _, value in got)
-        assert a and b is None, t("同一分钟的第二次执行应返回 None", "the second run in the same minute should return None")
-        assert later_kit and later_kit != a, t(
-            "下一分钟的执行应得到新的槽和新的任务：槽名要包含执行的分钟（%Y%m%dT%H%M）",
-            "the run in the next minute should get a new slot and a new job: the slot name must carry the minute "
-            "of execution (%Y%m%dT%H%M)")
-        rows = sql("SELECT slot_key, job_id FROM export_schedule_slots WHERE slot_key LIKE %s ORDER BY slot_key",
-                   (prefix + "%",))
-        assert len(rows) == 2 and len({r["job_id"] for r in rows}) == 2, t(
-            f"应有 2 个槽对应 2 个不同任务，实际 {len(rows)} 个槽", f"expected 2 slots with 2 different jobs, found {len(rows)}")
-        c.note(t(f"2 个槽：{rows[0]['slot_key'][len(prefix):]} 与 {rows[1]['slot_key'][len(prefix):]}，2 个任务——"
-                 "按执行分钟合并，不是按信号恰好一次",
-                 f"2 slots: {rows[0]['slot_key'][len(prefix):]} and {rows[1]['slot_key'][len(prefix):]}, 2 jobs — "
-                 "merged per execution minute, not exactly-once per signal"))
 
 
 # ---------------------------------------------------------------- 14.6
