@@ -136,6 +136,19 @@ CAUSES = (
 )
 
 
+CAUSES += (
+    # Lesson 13: `>` where `>=` belongs.  13.1 tells it apart (one past the limit with turns taken at the
+    # gate); 13.3's 202 at capacity and 13.6's overshoot are the same mistake seen from elsewhere.
+    Cause(seen=("the last place was given out twice", "最后一个位置被给了两次"), file="state_store.py",
+          signs=("must be 503, got 202", "应返回 503，实际 202", "pushed queued+running to", "让 queued+running 达到"),
+          zh="admit_export 的比较让计数等于容量时仍然放行：已有 limit 个时服务就满了，要在 count >= limit 时拒绝"
+             "（只有 count < limit 才有空位）。下面 13.3 的 202 和 13.6 的超出都是它",
+          en="admit_export's comparison lets a count equal to the limit through: with `limit` jobs in the service is "
+             "full, so refuse when count >= limit (a place is free only while count < limit). 13.3's 202 and "
+             "13.6's overshoot below are this same mistake"),
+)
+
+
 def causes_seen(texts: list[str]) -> list[Problem]:
     """The known causes that one of these failing checks' texts shows, as problems to say once."""
     from shared.i18n import t

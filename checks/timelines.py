@@ -163,8 +163,13 @@ def render_steps(fig: dict, lang: str) -> str:
     def x(sec: float) -> float:
         return LABEL_W + plot_w * max(0.0, sec) / span
 
+    peak = max([p[1] for p in points], default=0)
+    # A high limit: the axis starts just below it, or one job past a limit of 100 would be one pixel.
+    lo = max(0.0, min(limit, peak) - max(5.0, 0.05 * limit)) if limit is not None and limit >= 20 else 0.0
+
     def y(value: float) -> float:
-        return TOP + plot_h - plot_h * value / (top * 1.1)
+        value = min(max(value, lo), top * 1.1)
+        return TOP + plot_h - plot_h * (value - lo) / (top * 1.1 - lo)
 
     path, last = [], None
     for px, py in points:
@@ -172,18 +177,23 @@ def render_steps(fig: dict, lang: str) -> str:
             path.append(f"L{x(px):.1f},{y(last):.1f}")
         path.append(("M" if not path else "L") + f"{x(px):.1f},{y(py):.1f}")
         last = py
-    peak = max([p[1] for p in points], default=0)
     out = [f'<svg class="timeline" data-kind="steps" data-max="{peak:g}" data-limit="{"" if limit is None else f"{limit:g}"}" '
            f'viewBox="0 0 {WIDTH} {height}" width="{WIDTH}" height="{height}" role="img" '
            f'xmlns="http://www.w3.org/2000/svg"><title>{esc(pick(fig["title"], lang))}</title>',
            f'<text x="4" y="{TOP + 12}">{esc(pick(fig.get("label"), lang)[:24])}</text>',
            f'<text x="{LABEL_W - 4}" y="{y(top) + 4:.1f}" text-anchor="end">{top:g}</text>',
-           f'<text x="{LABEL_W - 4}" y="{y(0) + 4:.1f}" text-anchor="end">0</text>']
+           f'<text x="{LABEL_W - 4}" y="{y(lo) + 4:.1f}" text-anchor="end">{lo:g}</text>']
     if limit is not None:
         out.append(f'<line class="limit" x1="{LABEL_W}" x2="{WIDTH - 10}" y1="{y(limit):.1f}" y2="{y(limit):.1f}"/>'
-                   f'<text x="{WIDTH - 12}" y="{y(limit) - 3:.1f}" text-anchor="end">limit {limit:g}</text>')
+                   f'<text x="{LABEL_W + 4}" y="{y(limit) + 12:.1f}">limit {limit:g}</text>')
     if path:
         out.append(f'<path class="series" d="{" ".join(path)}" fill="none" stroke="#4c78a8" stroke-width="2"/>')
+    if limit is not None and peak > limit:  # the finding itself, where the eye lands first
+        at = next(px for px, py in points if py == peak)
+        out.append(f'<circle class="over" cx="{x(at):.1f}" cy="{y(peak):.1f}" r="5" fill="#d23b3b"/>'
+                   f'<text class="over" x="{x(at) - 8:.1f}" y="{y(peak) - 7:.1f}" text-anchor="end" fill="#d23b3b">'
+                   f'{esc(pick({"en": f"peak {peak:g} > limit {limit:g}", "zh": f"峰值 {peak:g} > 容量 {limit:g}"}, lang))}'
+                   '</text>')
     out.append(_axis(span, TOP + plot_h, x))
     out.append("</svg>")
     return "".join(out)

@@ -22,6 +22,15 @@ MUTANTS = [
         why="Running jobs are left out of the count (\"they are not waiting any more\"), yet they still hold a "
             "worker and a connection: with running leftovers the service admits past its limit.",
     ),
+    Mutant(
+        name="13-admission-compares-with-greater",
+        file="state_store.py",
+        old='if cur.fetchone()["total"] >= limit:',
+        new='if cur.fetchone()["total"] > limit:',
+        fails=("13.1", "13.3", "13.6"),
+        why="`>` instead of `>=`: with exactly `limit` jobs in, the count equals the limit and one more is admitted; "
+            "the last place is given out twice.",
+    ),
     # ---- 13.2: the route
     Mutant(
         name="13-fast-boundary-off-by-one",

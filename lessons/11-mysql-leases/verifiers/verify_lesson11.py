@@ -405,6 +405,22 @@ def check_recovery(c, workers: Workers) -> None:
     c.note(t(f"succeeded，attempts=2，result_ref={path.name}（新 token 的文件）；旧 token finish → False",
              f"succeeded, attempts=2, result_ref={path.name} (the new token's file); old token finish → False"))
 
+    # The moment verify_lease.py tests, looked at by the kit first, so its finding names the mistake: an old
+    # token finishing while a new one holds the job running (after the row ended, finish refuses anyway).
+    probe = state_store.submit_snapshot([53])
+    first = claimed_token(state_store.claim(probe))
+    sql("UPDATE export_jobs SET lease_until=DATE_SUB(NOW(6), INTERVAL 1 SECOND) WHERE id=%s", (probe,))
+    assert first and sql_count(RECOVER_SQL, (probe,)) == 1, t("恢复转换没有作用到这一行", "the recovery transition missed the row")
+    second = claimed_token(state_store.claim(probe))
+    stale = state_store.finish(probe, first, "artifacts/stale.json")
+    c.note(t(f"新 token 持有 running 任务时，旧 token finish → {stale}", f"while a new token holds the job running, "
+             f"the old token's finish → {stale}"))
+    assert stale is False and not job_row(probe)["result_ref"], t(
+        "新 token 持有 running 任务时，旧 token 完成了它：finish 的 WHERE 要比较 lease_token（还有 status='running' 和未过期的租约）",
+        "the old token finished the job while a new token held it running: finish's WHERE must compare lease_token "
+        "(with status='running' and a live lease)")
+    state_store.finish(probe, second, "artifacts/probe.json")
+
     done = run_python(["verify_lease.py"], cwd=WORK, timeout=30)
     tail = [line for line in redact(done.stdout).splitlines() if line.strip()][-3:]
     c.note(t(f"python verify_lease.py → 退出码 {done.returncode}",

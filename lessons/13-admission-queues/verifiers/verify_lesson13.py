@@ -112,11 +112,14 @@ def admission_steps(since: datetime, limit: int) -> dict:
         count += step
         points.append((at, count))
     points.append(((server_now() - since).total_seconds(), count))
-    return steps(t("排队 + 执行中（本项建立的任务）与容量", "queued + running (the jobs this check made) against the limit"),
+    return steps(t("排队 + 执行中与容量（预先放入的行和本项提交的任务）",
+                   "queued + running against the limit (the rows placed first, then the jobs this check submitted)"),
                  points, limit=limit, label="queued+running",
-                 caption=t(f"数据库时钟；每行在 created_at +1，离开 queued/running 时（updated_at）-1；虚线是容量 {limit}",
-                           f"the database's clock; each row +1 at its created_at, -1 when it left queued/running "
-                           f"(its updated_at); the dashed line is the limit {limit}"))
+                 caption=t(f"数据库时钟；本项开始后建立的每一行（先放入的占位行，再是并发提交）在 created_at +1，"
+                           f"离开 queued/running 时（updated_at）-1；虚线是容量 {limit}，纵轴从容量下方开始",
+                           f"the database's clock; every row made since this check began (the places filled first, "
+                           f"then the concurrent submits) +1 at its created_at, -1 when it left queued/running (its "
+                           f"updated_at); the dashed line is the limit {limit}, the axis starts just below it"))
 
 
 def isolation_lanes(bulk_jobs: list[str], fast: str | None, moments: dict) -> dict:
@@ -183,6 +186,14 @@ def check_concurrent_limit(c) -> None:
             f"queued+running reached {race['active']}, past the limit {limit}: with one place left, {len(race['ok'])} "
             "concurrent submits were all admitted. Lock export_admission_gate id=1 with SELECT … FOR UPDATE first, "
             "then count and insert, in the same transaction")
+        # Turns were taken and exactly one got in too many: the count was right, the comparison let the
+        # count equal to the limit through (with the running jobs left out, every submit would get in).
+        assert race["active"] != limit + 1, t(
+            f"queued+running 达到 {race['active']}，超过容量 {limit}：提交在门闩处排了队，计数也对，但最后一个位置被给了两次："
+            f"已有 {limit} 个时服务就满了——比较要写 count >= limit 时拒绝（只有 count < limit 才有空位）",
+            f"queued+running reached {race['active']}, past the limit {limit}: the submits took turns at the gate and "
+            f"the count was right, but the last place was given out twice: with {limit} already in, the service is "
+            "full — refuse when count >= limit (a place is free only while count < limit)")
         assert race["active"] <= limit, t(
             f"queued+running 达到 {race['active']}，超过容量 {limit}：提交在门闩处排了队，但计数仍放它们进来了。"
             "要数 status IN ('queued','running')：执行中的任务同样占着位置",

@@ -143,21 +143,8 @@ def check_retry_gate(c) -> None:
     DeclaredWorker()
     jobs: list[str] = []
     try:
-        code, output, lines = run_script(c, ["lab15_tools.py", "fast-forward"])
-        printed = [line for line in lines if not line.startswith("LAB15-FAST-FORWARD")]
-        info = next((json.loads(line.split(" ", 1)[1]) for line in lines if line.startswith("LAB15-FAST-FORWARD")),
-                    {"jobs": [], "seconds": 0})
-        jobs += info["jobs"]
-        c.note(t(f"python verify_retry_gate.py（sleep 快进 {info['seconds']} 秒）→ " + (printed[-1] if printed else "（无输出）"),
-                 f"python verify_retry_gate.py (sleeps fast-forwarded by {info['seconds']} s) → "
-                 + (printed[-1] if printed else "(no output)")))
-        if code != 0:
-            for line in printed[-4:-1]:
-                c.note("  " + line)
-        assert code == 0 and any("persistent retry gate verified" in line for line in printed), t(
-            "verify_retry_gate.py 没有打印 persistent retry gate verified（见上方输出）",
-            "verify_retry_gate.py did not print persistent retry gate verified (see the output above)")
-
+        # The kit's own duplicates first: its finding names the mistake (the claim's backoff condition); the
+        # course's script failing on the same mistake would only say that it failed.
         job_id = st.submit_snapshot([41])
         jobs.append(job_id)
         # An hour, not the script's 10 s: the backoff must still hold however slowly the messages are handled.
@@ -183,6 +170,22 @@ def check_retry_gate(c) -> None:
         assert row["status"] == "succeeded" and row["attempts"] == 1, t(
             f"到期后应领取一次并成功（attempts=1），实际 {row['status']}/{row['attempts']}",
             f"once due one claim should succeed with attempts 1, got {row['status']}/{row['attempts']}")
+
+        # Then the course's own script, its sleeps fast-forwarded.
+        code, output, lines = run_script(c, ["lab15_tools.py", "fast-forward"])
+        printed = [line for line in lines if not line.startswith("LAB15-FAST-FORWARD")]
+        info = next((json.loads(line.split(" ", 1)[1]) for line in lines if line.startswith("LAB15-FAST-FORWARD")),
+                    {"jobs": [], "seconds": 0})
+        jobs += info["jobs"]
+        c.note(t(f"python verify_retry_gate.py（sleep 快进 {info['seconds']} 秒）→ " + (printed[-1] if printed else "（无输出）"),
+                 f"python verify_retry_gate.py (sleeps fast-forwarded by {info['seconds']} s) → "
+                 + (printed[-1] if printed else "(no output)")))
+        if code != 0:
+            for line in printed[-4:-1]:
+                c.note("  " + line)
+        assert code == 0 and any("persistent retry gate verified" in line for line in printed), t(
+            "verify_retry_gate.py 没有打印 persistent retry gate verified（见上方输出）",
+            "verify_retry_gate.py did not print persistent retry gate verified (see the output above)")
     finally:
         retire(jobs)
 
