@@ -35,9 +35,16 @@ def remove(path: Path) -> None:
     except FileNotFoundError:
         return
     if stat.S_ISDIR(mode):
-        shutil.rmtree(path)
+        shutil.rmtree(path, onerror=_gone_already)
     else:
-        os.unlink(path)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+
+
+def _gone_already(function, path, exc_info) -> None:
+    """rmtree's error handler: an entry another process removed meanwhile (two sweeps at once) is fine."""
+    if not issubclass(exc_info[0], FileNotFoundError):
+        raise exc_info[1]
 
 
 def fresh_dir(path: Path, private: bool = False) -> Path:

@@ -368,23 +368,18 @@ def reached_lesson(data: dict, folder: Path) -> str | None:
 
 
 def next_lesson(data: dict, folder: Path | None) -> tuple[str | None, str]:
-    """The lesson a learner is on, and why: one past the last lesson their folder passed (when their
-    files reach it), else the highest lesson their files reach."""
+    """The lesson a learner is on, and why: the highest lesson their folder's files reach — what the
+    folder is, not which lesson some earlier run happened to check (a failed check of an earlier lesson
+    never sends a learner back)."""
     if folder is None:
         return None, ""
     reached = reached_lesson(data, folder)
-    done = progress.load(str(folder))
-    passed = sorted(lid for lid, entry in done.items() if entry["status"] == "pass")
-    ready = [l["id"] for l in data["lessons"] if l["status"] == "ready"]
-    if passed:
-        following = [lid for lid in ready if lid > passed[-1]]
-        if following and reached and following[0] <= reached:
-            return following[0], t(f"上次通过了第 {passed[-1]} 课", f"you last passed lesson {passed[-1]}")
-        return passed[-1], t(f"上次通过了第 {passed[-1]} 课，文件夹里还没有下一课的文件",
-                             f"you last passed lesson {passed[-1]}; your folder has no file of the next lesson yet")
-    if reached:
-        return reached, t(f"你的文件夹里最新的是第 {reached} 课的文件", f"your folder's files reach lesson {reached}")
-    return None, ""
+    if reached is None:
+        return None, ""
+    if progress.load(str(folder)).get(reached, {}).get("status") == "pass":
+        return reached, t(f"上次通过了第 {reached} 课，文件夹里还没有下一课的文件",
+                          f"you last passed lesson {reached}; your folder has no file of the next lesson yet")
+    return reached, t(f"你的文件夹里最新的是第 {reached} 课的文件", f"your folder's files reach lesson {reached}")
 
 
 HOW_TO_GIVE_FOLDER = (

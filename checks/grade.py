@@ -11,6 +11,7 @@ message, never the end of the class's grading.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import hashlib
 import os
 import re
@@ -90,8 +91,10 @@ def scope_of(student: Student, keep: bool) -> str:
 
 
 def clean_up(scope: str) -> None:
+    """A folder's copies gone (what cannot be removed now, a later grade start sweeps: never a lost grade)."""
     for kind in SCRATCH:
-        boxfiles.remove(LAB_DIR / kind / "grade" / scope)
+        with contextlib.suppress(OSError):
+            boxfiles.remove(LAB_DIR / kind / "grade" / scope)
 
 
 def sweep_leftovers(places: list[Path] | None = None) -> list[Path]:
@@ -102,7 +105,8 @@ def sweep_leftovers(places: list[Path] | None = None) -> list[Path]:
         for path in place.glob(f"{TEMP_PREFIX}*") if place.is_dir() else []:
             pid = path.name[len(TEMP_PREFIX):].split("-", 1)[0]
             if pid.isdigit() and not Path(f"/proc/{pid}").exists():
-                boxfiles.remove(path)
+                with contextlib.suppress(OSError):  # another sweep (a grading worker beside this one) got there first
+                    boxfiles.remove(path)
                 removed.append(path)
     return removed
 

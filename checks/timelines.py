@@ -28,6 +28,7 @@ figure.fig{margin:.5rem 0 .3rem 1.6rem}figure.fig figcaption{font-size:.85em;col
 .figpair>div>h4{margin:.2rem 0;font-size:.85em;color:#555}.figpair figure.fig{margin-left:0}
 svg.timeline{max-width:100%;height:auto;background:#fcfcfc;border:1px solid #e2e2e2}
 svg.timeline text{font:11px system-ui,sans-serif;fill:#333}svg.timeline .axis line{stroke:#bbb}
+.figscroll{overflow-x:auto;max-width:100%}table.figtable tr.failed td{color:#b00020;background:#fdecee;font-weight:600}
 svg.timeline .lane-bg{fill:#f4f4f4}svg.timeline .limit{stroke:#d23b3b;stroke-dasharray:4 3}
 table.figtable td,table.figtable th{font-size:.85em}.figlegend{font-size:.8em;color:#555}
 .figlegend span{display:inline-block;width:.8em;height:.8em;margin:0 .2em 0 .6em;vertical-align:middle}
@@ -201,10 +202,12 @@ def render_steps(fig: dict, lang: str) -> str:
 
 def render_table(fig: dict, lang: str) -> str:
     head = "".join(f"<th>{esc(pick(c, lang))}</th>" for c in fig["columns"])
-    rows = "".join("<tr>" + "".join(f"<td>{esc(pick(v, lang))}</td>" for v in row) + "</tr>"
-                   for row in fig["rows"])
-    return (f'<table class="figtable" data-kind="table" data-rows="{len(fig["rows"])}"><thead><tr>{head}</tr></thead>'
-            f"<tbody>{rows}</tbody></table>")
+    failed = set(fig.get("failed") or [])
+    rows = "".join(("<tr class=\"failed\">" if n in failed else "<tr>")
+                   + "".join(f"<td>{esc(pick(v, lang))}</td>" for v in row) + "</tr>"
+                   for n, row in enumerate(fig["rows"]))
+    return (f'<div class="figscroll"><table class="figtable" data-kind="table" data-rows="{len(fig["rows"])}" '
+            f'data-failed="{len(failed)}"><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table></div>')
 
 
 RENDER = {"lanes": render_lanes, "steps": render_steps, "table": render_table}

@@ -52,9 +52,10 @@ def steps(title, points: list[tuple[float, float]], *, limit: float | None = Non
     return _shift(fig)
 
 
-def table(title, columns: list[str], rows: list[list], caption=None) -> dict:
+def table(title, columns: list[str], rows: list[list], caption=None, failed: list[int] = ()) -> dict:
+    """`failed`: the indices of rows that show a failure (drawn so the eye finds them first)."""
     return {"type": "table", "title": title, "caption": caption, "columns": [str(c) for c in columns],
-            "rows": [["" if v is None else str(v) for v in row] for row in rows]}
+            "rows": [["" if v is None else str(v) for v in row] for row in rows], "failed": list(failed)}
 
 
 def _times(fig: dict) -> list[float]:
@@ -128,6 +129,8 @@ def clean(fig) -> dict | None:
         elif kind == "table":
             out["columns"] = [_text(c) for c in list(fig["columns"])[:MAX_COLUMNS]]
             out["rows"] = [[_text(v) for v in list(row)[:MAX_COLUMNS]] for row in list(fig["rows"])[:MAX_ROWS]]
+            out["failed"] = sorted({int(i) for i in list(fig.get("failed") or [])[:MAX_ROWS]
+                                    if isinstance(i, int) and 0 <= i < len(out["rows"])})
         else:
             return None
         return out

@@ -142,3 +142,35 @@ def test_a_broken_env_file_in_the_folder_is_said(tmp_path, monkeypatch):
     (tmp_path / ".env.tasks").write_text("CELERY_BROKER_URL=a\nCELERY_RESULT_BACKEND=b\nDATABASE_URL=c\n")
     assert preflight.env_file_notice(lesson, tmp_path) is None
     assert preflight.env_file_notice(manifest.lesson("01", DATA), tmp_path) is None  # no services: not read
+
+
+# --- where am I: the folder says, not the last run ------------------------------------------------------
+
+def test_the_lesson_you_are_on_is_the_one_your_files_reach_not_an_earlier_failed_run(tmp_path, monkeypatch):
+    monkeypatch.setenv("LAB_LANG", "en")
+    for lesson_id in ("01", "02", "03"):
+        for name in manifest.lesson(lesson_id, DATA)["files"]:
+            (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / name).write_text("")
+    history = {"01": {"status": "pass"}, "02": {"status": "fail"}, "03": {"status": "fail"}}
+    monkeypatch.setattr(cli.progress, "load", lambda source="reference": history)
+    assert cli.next_lesson(DATA, tmp_path) == ("03", "your folder's files reach lesson 03")
+    history["03"] = {"status": "pass"}
+    assert cli.next_lesson(DATA, tmp_path)[0] == "03"
+    assert "you last passed lesson 03" in cli.next_lesson(DATA, tmp_path)[1]
+
+
+# --- pictures of a failed check show the failure at a glance ------------------------------------------
+
+def test_a_failed_table_row_is_marked_and_a_peak_past_the_limit_is_drawn():
+    from checks import timelines
+    from shared import figures
+    fig = figures.clean(figures.table({"en": "matrix"}, ["case", "result"], [["a", "pass"], ["b", "fail"]],
+                                      failed=[1, 7, "x"]))
+    assert fig["failed"] == [1]
+    html = timelines.render_table(fig, "en")
+    assert html.count('class="failed"') == 1 and "figscroll" in html
+    steps = figures.clean(figures.steps({"en": "queued+running"}, [(0, 0), (0.1, 99), (0.2, 101)], limit=100))
+    svg = timelines.render_steps(steps, "en")
+    assert "peak 101 &gt; limit 100" in svg or "peak 101 > limit 100" in svg
+    assert ">95<" in svg  # the axis starts just below the limit, so one past it is seen

@@ -71,4 +71,5 @@ def matrix_table(title: str, names: list[str], cases: list[dict], yours: dict[st
                                   if yours is not None else [])
     caption = t(f"{len(order)} 行，运行 {len(ran)} 行，通过 {passed} 行；记录：{RECORD}",
                 f"{len(order)} rows, {len(ran)} run, {passed} pass; record: {RECORD}")
-    return table(title, columns, cells, caption=caption)
+    failed = [n for n, name in enumerate(order) if held[name].get("result") not in ("pass", "not_run")]
+    return table(title, columns, cells, caption=caption, failed=failed)
