@@ -202,7 +202,7 @@ def _speak_of_the_learners_folder(result: LessonResult, problems: list, copies: 
         c.notes = [theirs(n) for n in c.notes]
     # One mistake that broke many checks (lesson 11's MySQL-only line on MariaDB): said once, the rest wait.
     problems = problems + preflight.causes_seen(["\n".join([c.message, *c.notes]) for c in result.checks
-                                                 if c.status in NOT_PASSED])
+                                                 if c.status in NOT_PASSED], result.lesson["id"])
     for c in result.checks:
         if c.status in NOT_PASSED:
             cause = preflight.blocked_by(problems, "\n".join([c.message, *c.notes]))

@@ -120,6 +120,7 @@ class Cause:
     signs: tuple[str, ...]
     zh: str
     en: str
+    lessons: tuple[str, ...] = ()  # the lessons whose checks it speaks of (its words name them)
 
 
 CAUSES = (
@@ -132,7 +133,7 @@ CAUSES = (
           en="the server here is MariaDB 10.11, which has no max_execution_time (MySQL's), so every connect() "
              "fails (1193). Change that line in connect() to cur.execute(\"SET SESSION max_statement_time = 3\") "
              "(seconds), or choose by server version as this lesson's guide shows; every check below that "
-             "connects waits behind it"),
+             "connects waits behind it", lessons=("11", "12", "13", "14", "15", "16")),
 )
 
 
@@ -145,15 +146,29 @@ CAUSES += (
              "（只有 count < limit 才有空位）。下面 13.3 的 202 和 13.6 的超出都是它",
           en="admit_export's comparison lets a count equal to the limit through: with `limit` jobs in the service is "
              "full, so refuse when count >= limit (a place is free only while count < limit). 13.3's 202 and "
-             "13.6's overshoot below are this same mistake"),
+             "13.6's overshoot below are this same mistake", lessons=("13",)),
 )
 
 
-def causes_seen(texts: list[str]) -> list[Problem]:
-    """The known causes that one of these failing checks' texts shows, as problems to say once."""
+CAUSES += (
+    # Lesson 14's slot without the minute, met again in lesson 16's matrix: the row, the record's claim for
+    # it and the 15/15 count are one mistake in schedule_tasks.py, not three about how the drills were run.
+    Cause(seen=("must carry the minute of execution", "槽名要包含执行的分钟"), file="schedule_tasks.py",
+          signs=("cross_minute_redelivery",),
+          zh="schedule_tasks.py 的槽名没有包含执行的分钟：同一信号在下一分钟落回同一个槽，不会新建任务。"
+             "槽名格式要到分钟（%Y%m%dT%H%M）；下面矩阵的 cross_minute_redelivery 行和记录都是它",
+          en="the slot name in schedule_tasks.py does not carry the minute of execution: the same signal a minute "
+             "later lands in the same slot and makes no new job. Format the slot to the minute (%Y%m%dT%H%M); "
+             "the matrix's cross_minute_redelivery row and the record below are this same mistake", lessons=("16",)),
+)
+
+
+def causes_seen(texts: list[str], lesson_id: str) -> list[Problem]:
+    """The known causes of lesson `lesson_id` that one of these failing checks' texts shows, as problems to
+    say once."""
     from shared.i18n import t
     return [Problem(cause.file, t(cause.zh, cause.en), kind="cause", signs=cause.signs) for cause in CAUSES
-            if any(phrase in text for text in texts for phrase in cause.seen)]
+            if lesson_id in cause.lessons and any(phrase in text for text in texts for phrase in cause.seen)]
 
 
 # How a failure caused by a missing file reads, on the line that names the file.

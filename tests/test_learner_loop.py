@@ -126,11 +126,12 @@ def test_paths_of_the_kits_own_files_in_the_copy_are_not_called_the_learners(tmp
 def test_one_known_cause_is_said_once_and_the_checks_it_broke_wait_behind_it():
     texts = ["the server is MariaDB, which has no max_execution_time: change that line in connect() …",
              "these URLs were not refused … [('real', 'OperationalError')]"]
-    [cause] = preflight.causes_seen(texts)
+    [cause] = preflight.causes_seen(texts, "11")
     assert cause.file == "state_store.py" and "max_statement_time = 3" in cause.message
     assert all(preflight.blocked_by([cause], text) is cause for text in texts)
     assert preflight.blocked_by([cause], "at capacity the answer must be 503, got 202") is None
-    assert preflight.causes_seen(["at capacity the answer must be 503, got 202"]) == []
+    assert preflight.causes_seen(["at capacity the answer must be 503, got 202"], "11") == []
+    assert preflight.causes_seen(texts, "08") == []  # said only where its words fit
 
 
 def test_a_broken_env_file_in_the_folder_is_said(tmp_path, monkeypatch):

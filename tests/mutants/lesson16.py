@@ -125,6 +125,16 @@ MUTANTS = [
         why="DATABASE_URL carries the MySQL password: the log line leaks it (the message quotes the line, "
             "redacted, with the field that leaks).",
     ),
+    # ---- 16.4 (and the record, and the 15/15): lesson 14's slot without the minute, met in the matrix
+    Mutant(
+        name="16-slot-per-hour",
+        file="schedule_tasks.py",
+        old='SLOT_FORMAT = "shop-export:%Y%m%dT%H%M"',
+        new='SLOT_FORMAT = "shop-export:%Y%m%dT%H"',
+        fails=("16.1", "16.4", "16.8"),
+        why="A slot per hour: the same signal a minute later lands in the old slot, so the cross-minute row fails, "
+            "and with it the record's claim for that row and the 15/15.",
+    ),
     # ---- 16.7: an empty backlog reported as 0 seconds old
     Mutant(
         name="16-monitor-null-age-as-zero",

@@ -483,8 +483,11 @@ def case_cross_minute(row: Row, lab) -> None:
                    f"{again}; {slot2[len(prefix):]} → {later and short(later)}"))
         row.expect(first and again is None, "同一槽第二次应返回 None", "the same slot must return None the second time")
         row.expect(later and later != first and slot1 != slot2,
-                   "下一分钟的同一信号应落入新槽并新建任务（当前模型的边界）",
-                   "the same signal a minute later must land in a new slot with a new job (this model's boundary)")
+                   f"下一分钟的同一信号应落入新槽并新建任务（当前模型的边界），实际槽 {slot1[len(prefix):]} 与 "
+                   f"{slot2[len(prefix):]}：schedule_tasks.py 的槽名要包含执行的分钟（%Y%m%dT%H%M）",
+                   f"the same signal a minute later must land in a new slot with a new job (this model's boundary), "
+                   f"got slots {slot1[len(prefix):]} and {slot2[len(prefix):]}: the slot name in schedule_tasks.py "
+                   "must carry the minute of execution (%Y%m%dT%H%M)")
         row.job(first)
         row.job(later)
         slots = sql("SELECT slot_key FROM export_schedule_slots WHERE slot_key LIKE %s", (prefix + "%",))
