@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import os
-import subprocess
+import secrets
 import sys
 import time
 from pathlib import Path
@@ -79,9 +79,8 @@ def run_many(lessons: list[dict], data: dict, lab: Path | None, scope: str, show
         skip_unreached = len(lessons) > 1
     if lab is None:
         return _run_lessons(lessons, data, None, None, scope, show, on_start, False)
-    copy = LAB_DIR / "intake" / scope
-    boxfiles.remove(copy)
-    boxfiles.private_dir(copy.parent)
+    # A copy of this run's own: two runs at once (a check beside a watch, parallel tests) never share one.
+    copy = boxfiles.private_dir(LAB_DIR / "intake" / scope) / f"{os.getpid()}-{secrets.token_hex(4)}"
     try:
         intake.take_in(lab, copy)
         findings = tamper.scan(copy)

@@ -175,3 +175,18 @@ def test_a_failed_table_row_is_marked_and_a_peak_past_the_limit_is_drawn():
     svg = timelines.render_steps(steps, "en")
     assert "peak 101 &gt; limit 100" in svg or "peak 101 > limit 100" in svg
     assert ">95<" in svg  # the axis starts just below the limit, so one past it is seen
+
+
+def test_two_checks_at_once_each_read_their_own_copy(tmp_path):
+    """Lessons checked side by side on one .lab/ (a check beside a watch, parallel tests): each run takes the
+    folder in to a copy of its own, so none sees another's copy removed under it (seen as false BLOCKED lines
+    when parallel runs shared one)."""
+    from checks.workdir import materialise
+    lab = materialise(DATA["lessons"], manifest.lesson("03", DATA), tmp_path / "tasks_lab")
+    runs = [subprocess.Popen([sys.executable, "-m", "checks", "run", lesson_id, "--lab", str(lab)], cwd=KIT,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                             env=dict(os.environ, LAB_LANG="en", LAB_HOME=str(tmp_path / "home")))
+            for lesson_id in ("01", "02", "03")]
+    outputs = [run.communicate(timeout=300)[0] for run in runs]
+    assert all(run.returncode == 0 for run in runs), outputs
+    assert not list((tmp_path / "home" / "intake" / "lab").iterdir())  # each copy gone with its run
