@@ -47,12 +47,11 @@ def _gone_already(function, path, exc_info) -> None:
         raise exc_info[1]
 
 
-def fresh_dir(path: Path, private: bool = False) -> Path:
-    """An empty folder at `path` made by the host now (its parents too).  `private`: mode 0700, for the
-    host's own folders that hold what boxes wrote, so no other user of the machine reaches into them."""
+def fresh_dir(path: Path) -> Path:
+    """An empty folder at `path` made by the host now (its parents too)."""
     remove(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.mkdir(mode=0o700 if private else 0o755)
+    path.mkdir()
     return path
 
 
@@ -118,15 +117,8 @@ def append(path: Path, text: str) -> None:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             os.close(fd)
             raise NotARegularFile(path)
-    except OSError:  # ELOOP (a link), ENXIO (a FIFO with no reader), not a regular file: replace it
-        dir_fd = os.open(path.parent, DIR_FLAGS)
-        try:
-            with contextlib.suppress(FileNotFoundError, IsADirectoryError):
-                os.unlink(path.name, dir_fd=dir_fd)
-            if os.path.isdir(path) and not os.path.islink(path):
-                shutil.rmtree(path)
-        finally:
-            os.close(dir_fd)
+    except OSError:  # ELOOP (a link), ENXIO (a FIFO with no reader), a folder, not a regular file: replace it
+        remove(path)
         fd = _open_beneath(path.parent, path.name, flags | os.O_EXCL)
     with os.fdopen(fd, "a", encoding="utf-8") as stream:
         stream.write(text)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from checks import boxfiles, intake, preflight, progress, report, tamper
 from checks.runner import (ERROR, FAIL, NOT_PASSED, NOT_REACHED, PASS, SKIPPED, SUPERSEDED, TIMEOUT, LessonResult,
-                           run_lesson)
+                           every_check, run_lesson)
 from checks.workdir import LAB_DIR, UsageError, lesson_files, materialise, reference_files
 from shared import manifest
 from shared.labctl import ServiceError
@@ -56,14 +56,6 @@ def _lab_path(raw: str | None) -> Path | None:
     return path
 
 
-def _planned_result(lesson: dict) -> LessonResult:
-    from checks.runner import CheckResult
-    checks = [CheckResult(lesson=lesson["id"], id=c["id"], kind=c.get("kind", "core"), text=c["text"],
-                          hint=c["hint"], points=c["points"], status=SKIPPED,
-                          message=t("本课尚未建成（planned）", "lesson not built yet (planned)")) for c in lesson["checks"]]
-    return LessonResult(lesson, "planned", checks, 0.0)
-
-
 def run_many(lessons: list[dict], data: dict, lab: Path | None, scope: str, show=None,
              on_start=None, skip_unreached: bool | None = None) -> list[LessonResult]:
     """Run each lesson (planned ones are reported as such); `scope` names the work/log subfolder.
@@ -105,9 +97,10 @@ def _run_lessons(lessons, data, lab: Path | None, copy: Path | None, scope: str,
             on_start(lesson)
         ahead = copy is not None and (reached is None or lesson["id"] > reached)
         if lesson["status"] != "ready":
-            result = _planned_result(lesson)
+            result = every_check(lesson, SKIPPED, t("本课尚未建成（planned）", "lesson not built yet (planned)"),
+                                 source="planned")
         elif ahead and skip_unreached:
-            result = _not_reached_result(lesson, data, reached, lab)
+            result = every_check(lesson, NOT_REACHED, _where_the_folder_is(lesson, data, reached), str(lab))
         else:
             workdir = LAB_DIR / "work" / scope / lesson["id"]
             log_dir = LAB_DIR / "logs" / scope / lesson["id"]
@@ -147,15 +140,6 @@ def _where_the_folder_is(lesson: dict, data: dict, reached: str | None) -> str:
              f"{at}: the files lesson {lesson['id']} adds ({new}) are not in it yet")
 
 
-def _not_reached_result(lesson: dict, data: dict, reached: str | None, lab: Path | None) -> LessonResult:
-    """Every check of a lesson the folder has not got to: not reached (not run, not a failure)."""
-    from checks.runner import CheckResult
-    message = _where_the_folder_is(lesson, data, reached)
-    checks = [CheckResult(lesson=lesson["id"], id=c["id"], kind=c.get("kind", "core"), text=c["text"], hint=c["hint"],
-                          points=c["points"], status=NOT_REACHED, message=message) for c in lesson["checks"]]
-    return LessonResult(lesson, str(lab), checks, 0.0)
-
-
 def _regression_cause(lesson: dict, earlier_id: str) -> str:
     """A regression failed: it passed on what lesson `earlier_id` built, so this lesson's changes broke it —
     name them (the files this lesson rewrites of what came before, else every file it brings)."""
@@ -171,12 +155,8 @@ def _regression_cause(lesson: dict, earlier_id: str) -> str:
 
 def _kit_files_in_work() -> dict[str, Path]:
     """Names the kit lays into a work copy (every lesson's verifiers, shared/, checks/) -> where they live."""
-    from checks.workdir import verifier_files
-    from shared.manifest import KIT_ROOT
-    found = {"shared": KIT_ROOT / "shared", "checks": KIT_ROOT / "checks"}
-    for lesson in manifest.load()["lessons"]:
-        found.update({p.name: p for p in verifier_files(lesson)})
-    return found
+    return {"shared": manifest.KIT_ROOT / "shared", "checks": manifest.KIT_ROOT / "checks",
+            **manifest.kit_verifier_files()}
 
 
 def _speak_of_the_learners_folder(result: LessonResult, problems: list, copies: dict[Path, Path]) -> None:
@@ -291,7 +271,7 @@ def cmd_list(args) -> int:
     def last(entry):  # the same words as a run's summary line, its regressions left to the run itself
         if not entry:
             return "—"
-        return report.count_text(entry["counts"]).split(t("；", "; "))[0] if "counts" in entry else entry["status"]
+        return report.count_text(entry["counts"], regressions=False) if "counts" in entry else entry["status"]
     print(t(f"你的文件夹：{folder}" if folder else "你的文件夹：（尚未记住；make check LAB=目录）",
             f"your folder: {folder}" if folder else "your folder: (none remembered yet; make check LAB=DIR)"))
     for lesson in data["lessons"]:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from checks import boxfiles, gitread, report, runner
-from checks.runner import ERROR, FAIL, CheckResult, LessonResult
+from checks.runner import ERROR, FAIL, LessonResult
 from checks.workdir import LAB_DIR, UsageError
 from shared.i18n import t
 
@@ -71,12 +71,9 @@ def student_names(raws: list[str]) -> list[str]:
 
 def errored(lessons: list[dict], message: str, tampering: bool = False) -> list[LessonResult]:
     """Every check of these lessons as an error with one message: the report keeps its real maximum."""
-    results = []
-    for lesson in lessons:
-        checks = [CheckResult(lesson=lesson["id"], id=c["id"], kind=c.get("kind", "core"), text=c["text"],
-                              hint=c["hint"], points=c["points"], status=ERROR, message=message, tampered=tampering)
-                  for c in lesson["checks"]]
-        results.append(LessonResult(lesson, "", checks, 0.0, problems=[message]))
+    results = [runner.every_check(lesson, ERROR, message, tampered=tampering) for lesson in lessons]
+    for result in results:
+        result.problems = [message]
     return results
 
 

@@ -21,6 +21,7 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
+from checks.boxfiles import DIR_FLAGS
 from checks.workdir import UsageError
 from shared.i18n import t
 
@@ -53,7 +54,7 @@ SKIP_DIRS = {".venv", "venv", "__pycache__", ".git", ".lab", ".pytest_cache", "n
              ".ruff_cache"}
 
 CHUNK = 1 << 20
-_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_DIR = DIR_FLAGS
 # O_NONBLOCK: should the entry be swapped for a FIFO between stat and open, the open cannot hang.
 _READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _WRITE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC

@@ -134,10 +134,6 @@ CAUSES = (
              "fails (1193). Change that line in connect() to cur.execute(\"SET SESSION max_statement_time = 3\") "
              "(seconds), or choose by server version as this lesson's guide shows; every check below that "
              "connects waits behind it", lessons=("11", "12", "13", "14", "15", "16")),
-)
-
-
-CAUSES += (
     # Lesson 13: `>` where `>=` belongs.  13.1 tells it apart (one past the limit with turns taken at the
     # gate); 13.3's 202 at capacity and 13.6's overshoot are the same mistake seen from elsewhere.
     Cause(seen=("the last place was given out twice", "最后一个位置被给了两次"), file="state_store.py",
@@ -147,10 +143,6 @@ CAUSES += (
           en="admit_export's comparison lets a count equal to the limit through: with `limit` jobs in the service is "
              "full, so refuse when count >= limit (a place is free only while count < limit). 13.3's 202 and "
              "13.6's overshoot below are this same mistake", lessons=("13",)),
-)
-
-
-CAUSES += (
     # Lesson 14's slot without the minute, met again in lesson 16's matrix: the row, the record's claim for
     # it and the 15/15 count are one mistake in schedule_tasks.py, not three about how the drills were run.
     Cause(seen=("must carry the minute of execution", "槽名要包含执行的分钟"), file="schedule_tasks.py",

@@ -70,14 +70,14 @@ COUNT_WORDS = {
 }
 
 
-def count_text(n: dict, lang: str | None = None) -> str:
+def count_text(n: dict, lang: str | None = None, regressions: bool = True) -> str:
     """`5 passed, 1 failed, 2 not attempted; regressions: 2 of 2 passed` (zero parts left out, passed
-    always said), in the learner's language or `lang`."""
+    always said), in the learner's language or `lang`; `regressions=False` leaves their part out."""
     w = COUNT_WORDS.get(lang or current_lang(), COUNT_WORDS["en"])
     parts = [w["passed"].format(n["passed"])]
     parts += [w[key].format(n[key]) for key in ("failed", "not_attempted", "not_reached") if n[key]]
     text = w["sep"].join(parts)
-    if n["regressions"]:
+    if regressions and n["regressions"]:
         text += w["then"] + w["regressions"].format(n["regressions_passed"], n["regressions"])
     return text
 

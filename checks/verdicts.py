@@ -70,7 +70,7 @@ class Reader:
     `record_limit` or more than `total_limit` bytes in all sets `overflowed` (the runner then stops the
     box: "output limit") and nothing more is kept — a line that never ends costs no memory or time."""
 
-    def __init__(self, key: bytes, run: str, record_limit: int = 1 << 20, total_limit: int = 16 << 20):
+    def __init__(self, key: bytes, run: str, record_limit: int, total_limit: int):
         self._key, self._run, self._buffer = key, run, b""
         self._record_limit, self._left = record_limit, total_limit
         self.forged = 0

@@ -113,3 +113,9 @@ def check_texts() -> dict[str, dict]:
     except ManifestError:
         return {}
     return {c["id"]: c for lesson_ in data["lessons"] for c in lesson_["checks"]}
+
+
+def kit_verifier_files() -> dict[str, Path]:
+    """Every file of the kit's lessons' verifiers/ by name: what the kit lays into a folder it checks
+    (names never a learner's: a work copy gets the kit's file under each of them)."""
+    return {p.name: p for p in sorted(KIT_ROOT.glob("lessons/*/verifiers/*.py"))}

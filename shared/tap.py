@@ -106,8 +106,8 @@ _SHARED = Path(__file__).resolve().parent
 
 @functools.lru_cache(maxsize=1)
 def _kit_verifier_names() -> frozenset[str]:
-    from shared.manifest import KIT_ROOT
-    return frozenset(p.name for p in KIT_ROOT.glob("lessons/*/verifiers/*.py"))
+    from shared.manifest import kit_verifier_files
+    return frozenset(kit_verifier_files())
 
 
 class Tap:

@@ -28,6 +28,7 @@ from checks import box, cli, grade
 from checks.runner import PASS, boxing
 from checks.workdir import LAB_DIR
 from shared import manifest
+from tests.folders import learner_folder
 from tests.processes import alive_with, marker
 
 DATA = manifest.load()
@@ -39,8 +40,7 @@ GIT_ENV = dict(os.environ, GIT_CONFIG_GLOBAL="/dev/null", GIT_CONFIG_NOSYSTEM="1
 
 
 def _good(folder: Path) -> Path:
-    shutil.copytree(KIT / LESSON["folder"], folder, ignore=shutil.ignore_patterns("verifiers", "README.md"))
-    return folder
+    return learner_folder(folder)
 
 
 def _with_attack(folder: Path, attack: str) -> Path:

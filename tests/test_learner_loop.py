@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +12,7 @@ from pathlib import Path
 from checks import cli, gradebook, preflight, report
 from checks.runner import ERROR, FAIL, NOT_REACHED, PASS, SKIPPED, CheckResult, LessonResult
 from shared import manifest
+from tests.folders import learner_folder
 
 DATA = manifest.load()
 KIT = manifest.KIT_ROOT
@@ -24,10 +24,7 @@ def _cli(home: Path, *args: str) -> subprocess.CompletedProcess:
 
 
 def _lesson01_folder(tmp_path: Path) -> Path:
-    lab = tmp_path / "tasks_lab"
-    shutil.copytree(KIT / manifest.lesson("01", DATA)["folder"], lab,
-                    ignore=shutil.ignore_patterns("verifiers", "README.md"))
-    return lab
+    return learner_folder(tmp_path / "tasks_lab")
 
 
 # --- a failure is blocked by a problem only when the problem is its cause ------------------------------
@@ -181,8 +178,7 @@ def test_two_checks_at_once_each_read_their_own_copy(tmp_path):
     """Lessons checked side by side on one .lab/ (a check beside a watch, parallel tests): each run takes the
     folder in to a copy of its own, so none sees another's copy removed under it (seen as false BLOCKED lines
     when parallel runs shared one)."""
-    from checks.workdir import materialise
-    lab = materialise(DATA["lessons"], manifest.lesson("03", DATA), tmp_path / "tasks_lab")
+    lab = learner_folder(tmp_path / "tasks_lab", "03")
     runs = [subprocess.Popen([sys.executable, "-m", "checks", "run", lesson_id, "--lab", str(lab)], cwd=KIT,
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                              env=dict(os.environ, LAB_LANG="en", LAB_HOME=str(tmp_path / "home")))

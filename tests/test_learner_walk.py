@@ -17,11 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from checks.workdir import materialise
 from shared import manifest
+from tests.folders import learner_folder
 from tests.mutants import all_mutants
 
-DATA = manifest.load()
 KIT = manifest.KIT_ROOT
 MUTANTS = {m.name: m for m in all_mutants()}
 
@@ -42,10 +41,7 @@ FAILURE = re.compile(r"^  [✗!⏱] (?:(\d\d\.\d+)\s|(?!\d\d\.))")
 
 def _check_as_a_learner(tmp_path: Path, name: str) -> str:
     mutant = MUTANTS[name]
-    lesson = manifest.lesson(mutant.lesson, DATA)
-    lab = materialise(DATA["lessons"], lesson, tmp_path / "tasks_lab")
-    for verifier in (KIT / lesson["folder"] / "verifiers").glob("*.py"):
-        (lab / verifier.name).unlink()
+    lab = learner_folder(tmp_path / "tasks_lab", mutant.lesson)
     mutant.apply(lab)
     run = subprocess.run([sys.executable, "-m", "checks", "run", mutant.lesson, "--lab", str(lab)], cwd=KIT,
                          capture_output=True, text=True, timeout=300,

@@ -34,6 +34,13 @@ def test_every_check_of_a_ready_lesson_has_a_mutant():
     assert not missing, f"checks without a mutant that fails them: {missing}"
 
 
+def test_mutant_names_are_unique_and_pinned_words_belong_to_checks_they_fail():
+    names = [m.name for m in all_mutants()]
+    assert sorted({n for n in names if names.count(n) > 1}) == []  # a name is the test's id and the walk's key
+    for mutant in all_mutants():
+        assert all(check in mutant.fails for check, _ in mutant.says), mutant.name
+
+
 def test_every_make_test_fails_every_check_that_any_mutant_fails():
     """make test runs a share of the mutants: whatever the day, the share holds the cover, and within
     ROTATION days every mutant has come round."""

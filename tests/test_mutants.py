@@ -20,7 +20,8 @@ MUTANTS = for_today([m for m in all_mutants() if m.lesson in READY])  # planned 
 
 
 @pytest.mark.parametrize("mutant", MUTANTS, ids=lambda m: f"{m.lesson}-{m.name}")
-def test_mutant_fails_exactly_its_checks(mutant, tmp_path):
+def test_mutant_fails_exactly_its_checks(mutant, tmp_path, monkeypatch):
+    monkeypatch.setenv("LAB_LANG", "en")  # the pinned words are the English ones
     lesson = manifest.lesson(mutant.lesson, DATA)
     work = materialise(DATA["lessons"], lesson, tmp_path / "work")
     mutant.apply(work)
@@ -28,3 +29,7 @@ def test_mutant_fails_exactly_its_checks(mutant, tmp_path):
     failed = sorted(c.id for c in result.checks if c.status in NOT_PASSED)
     details = {c.id: (c.status, c.message) for c in result.checks if c.status != "pass"}
     assert failed == sorted(mutant.fails), f"{mutant.why}\n{details}"
+    by_id = {c.id: c for c in result.checks}
+    for check_id, phrase in mutant.says:  # the diagnosis the learner reads, pinned
+        shown = "\n".join([by_id[check_id].message, *by_id[check_id].notes])
+        assert phrase in shown, f"{check_id} no longer says {phrase!r}:\n{shown}"

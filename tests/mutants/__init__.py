@@ -2,7 +2,8 @@
 
 Each tests/mutants/lessonNN.py defines MUTANTS, a list of Mutant.  A mutant
 replaces `old` by `new` in `file` (old must occur exactly once) and names the
-check ids that must then fail — exactly those, no others.  A mutant with `on="NN"` breaks lesson NN's
+check ids that must then fail — exactly those, no others — and, with `says`, the words a failing check
+must show, so no rewrite quietly turns a precise diagnosis into a vague one.  A mutant with `on="NN"` breaks lesson NN's
 folder and names checks of an earlier lesson: they must fail as regressions (tests/mutants/regressions.py).
 
 `make test` runs the cover — a small set of mutants (chosen greedily) that between them fail every check
@@ -28,6 +29,7 @@ class Mutant:
     why: str = ""
     on: str = ""  # the lesson whose folder it breaks, when its checks are an earlier lesson's (regressions)
     slow: bool = False  # its failure shows only when a bound runs out (15–45 s): see cover() and for_today()
+    says: tuple[tuple[str, str], ...] = ()  # (check, a phrase the learner must read in its message or evidence)
 
     @property
     def lesson(self) -> str:

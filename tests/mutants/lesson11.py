@@ -81,6 +81,7 @@ MUTANTS = [
         new="""               WHERE id=%s AND status='running'\"\"\",
             (result_ref, job_id),""",
         fails=("11.3", "11.6"),
+        says=(("11.3", "compare lease_token"), ("11.6", "finish's WHERE must compare lease_token")),
         why="finish updates by job id: a stale executor with an expired or replaced token publishes (pitfall 1).",
     ),
     # ---- 11.4: no transaction across the file write

@@ -19,6 +19,7 @@ MUTANTS = [
         old="""cur.execute("SELECT COUNT(*) AS total FROM export_jobs WHERE status IN ('queued','running')")""",
         new="""cur.execute("SELECT COUNT(*) AS total FROM export_jobs WHERE status='queued'")""",
         fails=("13.1",),
+        says=(("13.1", "a running job holds a place too"),),
         why="Running jobs are left out of the count (\"they are not waiting any more\"), yet they still hold a "
             "worker and a connection: with running leftovers the service admits past its limit.",
     ),
@@ -28,6 +29,7 @@ MUTANTS = [
         old='if cur.fetchone()["total"] >= limit:',
         new='if cur.fetchone()["total"] > limit:',
         fails=("13.1", "13.3", "13.6"),
+        says=(("13.1", "refuse when count >= limit"),),
         why="`>` instead of `>=`: with exactly `limit` jobs in, the count equals the limit and one more is admitted; "
             "the last place is given out twice.",
     ),

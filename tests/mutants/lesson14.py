@@ -107,6 +107,7 @@ MUTANTS = [
         old='SLOT_FORMAT = "shop-export:%Y%m%dT%H%M"',
         new='SLOT_FORMAT = "shop-export:%Y%m%dT%H"',
         fails=("14.5",),
+        says=(("14.5", "the slot name must carry the minute"),),
         why="The minute is missing from the slot format: 10:00:59 and 10:01:01 share one slot, so the "
             "cross-minute redelivery the lesson documents never shows up.",
     ),

@@ -140,6 +140,7 @@ MUTANTS = [
         old="               AND deadline_at>NOW(6) AND next_attempt_at<=NOW(6)\"\"\"",
         new="               AND deadline_at>NOW(6)\"\"\"",
         fails=("15.5",),
+        says=(("15.5", "claim need next_attempt_at<=NOW(6)"),),
         why="claim trusts the message's timing: a duplicate already in the queue runs the job during its backoff.",
     ),
     # ---- 15.6: confirm with the current token, job row first, one transaction

@@ -93,6 +93,7 @@ MUTANTS = [
         old='SLOT_FORMAT = "shop-export:%Y%m%dT%H%M"',
         new='SLOT_FORMAT = "shop-export:%Y%m%dT%H"',
         fails=("16.4", "16.8"),
+        says=(("16.4", "the slot name in schedule_tasks.py must carry the minute"),),
         why="Dropping the minute merges 10:00 and 10:01 into one slot: the documented cross-minute boundary "
             "(two slots, two jobs) is no longer what the system does.",
     ),
@@ -113,6 +114,7 @@ MUTANTS = [
         old='    log_phase(job_id, "claimed", message_id, token, attempt)\n',
         new='    log_phase(job_id, "claimed", message_id, token, attempt, detail=str(job))\n',
         fails=("16.6",),
+        says=(("16.6", "a product description"),),
         why="str(job) carries the payload: product descriptions end up in the worker log.",
     ),
     # ---- 16.6: the database URL (password inside) logged "to see which database it talked to"
@@ -122,18 +124,9 @@ MUTANTS = [
         old='    log_phase(job_id, "claimed", message_id, token, attempt)\n',
         new='    import os\n    log_phase(job_id, "claimed", message_id, token, attempt, database=os.environ.get("DATABASE_URL"))\n',
         fails=("16.6",),
+        says=(("16.6", '"database": "***"'),),
         why="DATABASE_URL carries the MySQL password: the log line leaks it (the message quotes the line, "
             "redacted, with the field that leaks).",
-    ),
-    # ---- 16.4 (and the record, and the 15/15): lesson 14's slot without the minute, met in the matrix
-    Mutant(
-        name="16-slot-per-hour",
-        file="schedule_tasks.py",
-        old='SLOT_FORMAT = "shop-export:%Y%m%dT%H%M"',
-        new='SLOT_FORMAT = "shop-export:%Y%m%dT%H"',
-        fails=("16.1", "16.4", "16.8"),
-        why="A slot per hour: the same signal a minute later lands in the old slot, so the cross-minute row fails, "
-            "and with it the record's claim for that row and the 15/15.",
     ),
     # ---- 16.7: an empty backlog reported as 0 seconds old
     Mutant(

@@ -26,6 +26,11 @@ TERMINAL = ("succeeded", "failed", "cancelled")
 
 # ---------------------------------------------------------------- the kit's own view of the database
 
+def expire_lease(job_id: str) -> None:
+    """The job's lease moved into the past (time set, never waited out)."""
+    sql("UPDATE export_jobs SET lease_until=DATE_SUB(NOW(6), INTERVAL 1 SECOND) WHERE id=%s", (job_id,))
+
+
 def sql_count(query: str, args=()) -> int:
     with kit_db() as cur:
         return cur.execute(query, args)

@@ -14,7 +14,7 @@ import sys
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
 from uuid import uuid4
 
-from lab11_fixture import claimed_token, export_task, job_count, store
+from lab11_fixture import claimed_token, expire_lease, export_task, job_count, store
 
 from shared.celerylab import LOG_DIR, WORK, redact, setting, short
 from shared.i18n import t
@@ -294,7 +294,7 @@ def check_renew(c) -> None:
     c.note(t(f"已请求取消 → {cancelled}", f"cancel requested → {cancelled}"))
     assert cancelled is False, t("已取消的任务仍能续租", "a cancelled job was renewed")
 
-    sql("UPDATE export_jobs SET lease_until=DATE_SUB(NOW(6), INTERVAL 1 SECOND) WHERE id=%s", (job_id,))
+    expire_lease(job_id)
     revived = renew(job_id, token)
     still = lease_seconds(job_id)
     c.note(t(f"租约已过期 → {revived}，lease_until 仍在过去（{still:.1f} 秒）",

@@ -48,9 +48,9 @@ import threading
 from pathlib import Path
 from uuid import uuid4
 
-from lab11_fixture import (HOLD_LIST, TERMINAL, Workers, claimed_token, events, explained, export_task, mariadb_hint,
-                           other_transactions, payload_of, products, published_file, restart_database, row_lockable,
-                           same_rows, sql_count, store, wait_task_end)
+from lab11_fixture import (HOLD_LIST, TERMINAL, Workers, claimed_token, events, expire_lease, explained, export_task,
+                           mariadb_hint, other_transactions, payload_of, products, published_file, restart_database,
+                           row_lockable, same_rows, sql_count, store, wait_task_end)
 from lab11_interfaces import check_bad_input, check_http, check_renew, check_url
 
 from shared import handshake
@@ -219,7 +219,7 @@ def check_old_token(c) -> None:
                             "past deadline_at the token still finished: keep deadline_at>NOW(6) in the WHERE")
     c.note(t("deadline_at 移到过去（租约仍有效）→ False", "deadline_at moved into the past (lease still live) → False"))
 
-    sql("UPDATE export_jobs SET lease_until=DATE_SUB(NOW(6), INTERVAL 1 SECOND) WHERE id=%s", (job_id,))
+    expire_lease(job_id)
     expired = state_store.finish(job_id, old, "artifacts/expired.json")
     row = job_row(job_id)
     assert expired is False and row["result_ref"] is None and row["status"] == "running", t(
@@ -363,7 +363,7 @@ def check_recovery(c, workers: Workers) -> None:
     snapshot = products([51, 52])
     old = claimed_token(state_store.claim(job_id))
     assert old, t("新任务第一次 claim 拿不到 token", "the first claim of a fresh job got no token")
-    sql("UPDATE export_jobs SET lease_until=DATE_SUB(NOW(6), INTERVAL 1 SECOND) WHERE id=%s", (job_id,))
+    expire_lease(job_id)
     c.note(t(f"任务 {short(job_id)} 被旧执行者领取，租约移到过去（running + 已过期）",
              f"job {short(job_id)} claimed by an old executor, lease moved into the past (running + expired)"))
 
@@ -409,7 +409,7 @@ def check_recovery(c, workers: Workers) -> None:
     # token finishing while a new one holds the job running (after the row ended, finish refuses anyway).
     probe = state_store.submit_snapshot([53])
     first = claimed_token(state_store.claim(probe))
-    sql("UPDATE export_jobs SET lease_until=DATE_SUB(NOW(6), INTERVAL 1 SECOND) WHERE id=%s", (probe,))
+    expire_lease(probe)
     assert first and sql_count(RECOVER_SQL, (probe,)) == 1, t("恢复转换没有作用到这一行", "the recovery transition missed the row")
     second = claimed_token(state_store.claim(probe))
     stale = state_store.finish(probe, first, "artifacts/stale.json")
