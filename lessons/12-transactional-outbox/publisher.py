@@ -23,6 +23,12 @@ from state_store import transaction
 
 CLAIM_SECONDS = 30  # a publisher that stops mid-send blocks its event for at most this long
 
+# This process only publishes, so it fails fast: one reconnect after half a second instead of
+# kombu's default ~6 s of connection retries while we hold a claim.  A failed send leaves the
+# event unsent for a later run.  (The worker keeps its own patient reconnect settings.)
+app.conf.broker_transport_options = {**app.conf.broker_transport_options,
+                                     "max_retries": 1, "interval_start": 0.5}
+
 # "Due and free": never sent, available, and nobody holds a live claim.  Used by the lock and the
 # claim UPDATE alike, so the UPDATE cannot take a row that changed in between.
 DUE = """sent_at IS NULL AND available_at<=NOW(6)
