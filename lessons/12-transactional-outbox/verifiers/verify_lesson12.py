@@ -22,9 +22,9 @@
 12.5  exercise: the outbox INSERT is made to fail (a kit trigger): submit_snapshot raises and neither
       export_jobs nor export_outbox has a new row
 
-The kit reads the database through its own connections and never prints credentials.  Stopping
-Redis needs `"exclusive_services": true` (tasks.json).  The triggers live only while their check
-runs and are dropped in `finally`.
+The kit reads the database through its own connections and never prints credentials.  12.2 stops
+the box's own Redis (without a box, LAB_BOX=off, it would be the kit's: hence `"exclusive_services":
+true` in tasks.json).  The triggers live only while their check runs and are dropped in `finally`.
 """
 
 from __future__ import annotations
@@ -252,7 +252,7 @@ def check_broker_down(c) -> None:
         c.note(t(f"submit_snapshot([6]) → 任务 {short(job_id)} queued + 事件 {short(event['id'])}，已提交",
                  f"submit_snapshot([6]) → job {short(job_id)} queued + event {short(event['id'])}, committed"))
         started = time.monotonic()
-        code, output = run_publisher(timeout=40)  # Celery's own result-backend retries may take ~20 s
+        code, output = run_publisher(timeout=40)  # a publisher without a fail-fast setting retries for ~6 s, or ~20 s with results on
         took = time.monotonic() - started
         after = one_event(job_id)
         tail = last_lines(output, 1)
