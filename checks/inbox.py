@@ -17,6 +17,7 @@ from pathlib import Path
 KIT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(KIT))
 
+from checks import judge  # noqa: E402
 from checks.verdicts import Signer, key_pipe, read_key  # noqa: E402
 
 LIMITS = {  # set before any learner code runs; a process may lower its limits, never raise them
@@ -39,6 +40,9 @@ def set_limits(nproc: int | None) -> None:
 
 
 def main() -> int:
+    # Before the key is read and before any learner process exists: no process of the box's uid may
+    # read this one's memory or descriptors, nor those of the judges it forks (checks/judge.py).
+    judge.make_undumpable()
     spec = json.loads(Path(sys.argv[1]).read_text(encoding="utf-8"))
     key = read_key(int(os.environ.pop("LAB_VERDICT_KEY_FD")))
     channel = int(os.environ.pop("LAB_VERDICT_FD"))
@@ -79,6 +83,14 @@ def main() -> int:
         return 0
     try:
         for verifier in spec["verifiers"]:
+            if judge.separate(lesson):
+                with open(log_dir / f"{Path(verifier).stem}.log", "ab") as log:
+                    pid, output = judge.start(verifier, lesson, signer, env, workdir)
+                    with os.fdopen(output, "rb") as stream:
+                        _copy_out(stream, log)
+                    code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+                signer.send({"type": "exit", "verifier": verifier, "code": code})
+                continue
             with open(log_dir / f"{Path(verifier).stem}.log", "ab") as log:
                 fd = key_pipe(key)
                 proc_env = dict(env, LAB_VERDICT_KEY_FD=str(fd), LAB_VERDICT_FD=str(channel), LAB_VERDICT_RUN=run)
@@ -87,15 +99,20 @@ def main() -> int:
                                         cwd=workdir, env=proc_env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                         stderr=subprocess.STDOUT, pass_fds=(fd, channel))
                 os.close(fd)
-                for chunk in iter(lambda: proc.stdout.read1(65536), b""):
-                    sys.stdout.buffer.write(chunk)
-                    sys.stdout.buffer.flush()
-                    log.write(chunk)
+                _copy_out(proc.stdout, log)
                 code = proc.wait()
             signer.send({"type": "exit", "verifier": verifier, "code": code})
     finally:
         stop_processes(procs)
     return 0
+
+
+def _copy_out(stream, log) -> None:
+    """A verifier's output to the box's own stdout (read and capped by the runner) and to its log."""
+    for chunk in iter(lambda: stream.read1(65536), b""):
+        sys.stdout.buffer.write(chunk)
+        sys.stdout.buffer.flush()
+        log.write(chunk)
 
 
 if __name__ == "__main__":

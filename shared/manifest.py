@@ -54,6 +54,9 @@ def validate(data: dict) -> None:
         _bilingual(lesson.get("title"), where + " title")
         _bilingual(lesson.get("group"), where + " group")
         _need(isinstance(lesson.get("services", []), list), where, "services must be a list")
+        # judge: "separate" — the lesson's verifiers never import learner code; they run as a judge forked
+        # out of reach of it (checks/judge.py).  Lessons without it still import learner modules.
+        _need(lesson.get("judge", "separate") == "separate", where, "judge may only be 'separate'")
         for proc in lesson.get("processes", []):
             _need(isinstance(proc.get("name"), str) and isinstance(proc.get("argv"), list), where,
                   "each process needs 'name' and 'argv'")

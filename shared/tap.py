@@ -198,3 +198,31 @@ def main_guard(run) -> None:
     tap = Tap()
     run(tap)
     sys.exit(tap.finish())
+
+
+# --- the harness: a verifier is a table of checks -------------------------------------------------
+
+class Check:
+    """One row of a verifier's table: the check's id, the function that proves it (named for what it
+    proves, taking the check `c`), and what it needs — servers, processes, the learner modules a probe
+    loads — said for the reader.  Its time limit lives in tasks.json, with the rest of the check."""
+
+    def __init__(self, id: str, prove, needs: str = ""):  # noqa: A002 - the manifest's word
+        self.id, self.prove, self.needs = id, prove, needs
+
+
+def run(checks: list[Check]) -> None:
+    """A verifier's whole main: the table checked against tasks.json (every check of this verifier there,
+    nothing else), then each check in order, with selection and skipping; exits with the TAP status."""
+    def every_check(tap: Tap) -> None:
+        mine = Path(sys.argv[0]).name
+        planned = [c["id"] for c in tap._texts.values() if c.get("verifier") == mine]
+        listed = [c.id for c in checks]
+        if tap._texts and sorted(listed) != sorted(planned):
+            print(f"Bail out! {mine}: the table lists {listed}, tasks.json {planned}", flush=True)
+            sys.exit(2)
+        for row in checks:
+            with tap.check(row.id) as c:
+                c.skip_unless_selected()
+                row.prove(c)
+    main_guard(every_check)

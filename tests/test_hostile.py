@@ -1,8 +1,9 @@
 """Hostile learner folders: each attack ends as FAIL, ERROR or TIMEOUT for that folder, changes nothing
 outside its box, and the next folder is checked normally.
 
-The forges run against lesson 01's real verifier (its checks import the learner's api_states.py, so the
-attack runs inside the judging process).  The rest use a small lesson of their own whose verifier imports
+The forges run against lesson 01's real verifier (judged apart: the learner's api_states.py loads in a
+probe, so the attack runs beside the judge, never in it) and, for the defences of lessons whose verifiers
+still import learner code, against a small lesson whose verifier imports attack.py.  The rest use a small lesson of their own whose verifier imports
 attack.py, with short limits.  The destructive attacks (kill -9 -1, a fork bomb, a memory hog, a disk
 filler) run only after a probe has proved, from inside, that it is in a working box; without one they are
 skipped with the reason and never run bare.
@@ -72,16 +73,24 @@ def test_printing_tap_lines_and_exiting_early_is_no_pass(tmp_path):
     _no_pass(result)
 
 
+TAP_PATCH = textwrap.dedent("""
+    import sys
+    tap = sys.modules.get("shared.tap")
+    if tap is not None:
+        original = tap._Check.__exit__
+        tap._Check.__exit__ = lambda self, *exc: original(self, None, None, None)
+""")
+FORK = textwrap.dedent("""
+    import os
+    if os.fork() == 0:  # the copy goes on as a second checker, reporting passes of its own
+        OK = True
+""")
+
+
 def test_replacing_the_checkers_exit_is_tampering(tmp_path):
-    attack = """
-        import sys
-        tap = sys.modules.get("shared.tap")
-        if tap is not None:
-            original = tap._Check.__exit__
-            tap._Check.__exit__ = lambda self, *exc: original(self, None, None, None)
-        raise RuntimeError("nothing implemented")
-    """
-    result, _ = _lesson01_with(tmp_path, attack)
+    """Where a verifier still imports learner code (lessons not yet judged apart), a patched checker is
+    found out."""
+    result, _ = _attack_lesson(tmp_path, TAP_PATCH + "\nraise RuntimeError('nothing implemented')\n")
     _no_pass(result)
     assert any("tampering" in c.message for c in result.checks), [c.message for c in result.checks]
 
@@ -89,15 +98,21 @@ def test_replacing_the_checkers_exit_is_tampering(tmp_path):
 def test_a_fork_of_the_checker_is_not_believed(tmp_path):
     """Code imported into a verifier forks: the copy runs the same checks and signs with the same key, yet
     it is not the process that launched as the verifier, so its verdicts make the run "tampering suspected"."""
-    attack = """
-        import os, sys
-        if os.fork() == 0:  # the copy goes on as a second checker, reporting passes of its own
-            sys.modules["api_states"] = sys.modules[__name__]
-        raise RuntimeError("nothing implemented")
-    """
-    result, _ = _lesson01_with(tmp_path, attack)
+    result, _ = _attack_lesson(tmp_path, FORK + "\nraise RuntimeError('nothing implemented')\n")
     _no_pass(result)
     assert any(c.tampered and "tampering" in c.message for c in result.checks), [c.message for c in result.checks]
+
+
+@pytest.mark.parametrize("attack", [TAP_PATCH, FORK], ids=["patch-the-checker", "fork"])
+def test_under_a_separate_judge_the_same_attacks_reach_nothing(tmp_path, attack):
+    """Lesson 01 is judged apart: the learner's module loads in a probe, where neither the checker nor the
+    verdict channel is; the attack is just learner code, and a module that does not load passes nothing."""
+    assert manifest.lesson("01", DATA).get("judge") == "separate"
+    result, _ = _lesson01_with(tmp_path, attack + "\nraise RuntimeError('nothing implemented')\n")
+    _no_pass(result)
+    assert not any(c.tampered for c in result.checks)
+    assert all("nothing implemented" in c.message for c in result.checks if c.kind == "core"), \
+        [c.message for c in result.checks]
 
 
 def test_only_the_launched_verifier_and_inbox_may_speak_on_the_channel():

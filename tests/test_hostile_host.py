@@ -167,9 +167,9 @@ def test_links_planted_in_the_log_and_work_folders_reach_no_host_file(tmp_path):
 
 @pytest.mark.skipif(not BOXED, reason=NO_BOX)
 def test_a_line_without_end_on_the_verdict_channel_stops_that_folder_promptly(tmp_path):
-    """100 MB with no newline written to every pipe the verifier holds: the runner keeps no more than one
-    record's worth, stops the box at the channel's limit and reports an output-limit error; the good
-    folder passes."""
+    """100 MB with no newline written to every pipe the learner's process holds (lesson 01 is judged apart:
+    the probe's answer pipe, never the verdict channel): the judge keeps no more than one answer's worth
+    and fails the check at once; the good folder passes.  (The verdict channel's own bound: below.)"""
     attack = """
         import os
         block = b"x" * (1 << 20)
@@ -188,7 +188,18 @@ def test_a_line_without_end_on_the_verdict_channel_stops_that_folder_promptly(tm
     assert time.monotonic() - started < 90
     assert _full(reports["good"]) and reports["flood"]["score"] == 0
     assert PASS not in {t["status"] for t in reports["flood"]["tests"]}
-    assert any("output limit" in (t["message"] or "") for t in reports["flood"]["tests"]), reports["flood"]["tests"]
+    assert any("over-long answer" in (t["message"] or "") for t in reports["flood"]["tests"]), reports["flood"]["tests"]
+
+
+def test_the_verdict_channel_keeps_one_record_at_most():
+    """A line that never ends on the verdict channel costs no more than one record: the reader stops
+    keeping anything and says so (the runner then stops the box: "output limit")."""
+    from checks.verdicts import Reader
+    reader = Reader(b"k" * 32, "run", record_limit=1024, total_limit=1 << 20)
+    for _ in range(10):
+        assert reader.feed(b"x" * 512) == []
+    assert reader.overflowed and reader._buffer == b""
+    assert reader.feed(b"\n{}\n") == []
 
 
 # --- 4: TERM stops the grader at any moment, leaving nothing behind ---------------------------------------

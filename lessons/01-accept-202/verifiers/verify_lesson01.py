@@ -1,10 +1,12 @@
 """Verifier for lesson 01: prove checks 01.1–01.5 against the learner's api_states.py.
 
-Everything runs in this process through starlette's TestClient (no server, no port),
-except verify_states.py, which is the learner's own script and runs as a subprocess.
-When that script stops, 01.3 reads where (its traceback) and says which cause it is: the
-script asserts the status code and the Location too, and those belong to 01.1 (a new job's
-status to 01.2) -- fix that check first, transition is not to blame.
+This process is the judge and never imports the learner's code.  The learner's app runs in a probe
+(shared/probe.py) behind starlette's TestClient (no server, no port); the judge sends requests and reads
+the answers, and lab01_probe.py (in the same probe) reads and sets the in-memory records.
+verify_states.py is the learner's own script and runs as a subprocess.  When that script stops, 01.3
+reads where (its traceback) and says which cause it is: the script asserts the status code and the
+Location too, and those belong to 01.1 (a new job's status to 01.2) -- fix that check first,
+transition is not to blame.
 """
 
 from __future__ import annotations
@@ -16,23 +18,32 @@ import uuid
 from pathlib import Path
 from urllib.parse import urljoin, urlsplit
 
-from shared.celerylab import import_learner
 from shared.i18n import t
+from shared.probe import Probe
 from shared.proc import run_python
-from shared.tap import Tap
+from shared.tap import Check, run
 
 HERE = Path.cwd()
+learner = Probe()
 
 
 def load(*functions: str):
-    """Import the learner's module (inside a check, so an import error fails only that check)."""
-    return import_learner("api_states", functions)
+    """The learner's module, imported in the probe (inside a check, so an import error fails only that check)."""
+    return learner.module("api_states", *functions)
 
 
-def client_for(module):
-    from fastapi.testclient import TestClient
-    # raise_server_exceptions=False: a crash in a route shows up as a 500 we can report.
-    return TestClient(module.app, raise_server_exceptions=False)
+def serve():
+    """The learner's app, answering in the probe."""
+    load()
+    return learner.app("api_states:app")
+
+
+def stored(job_id: str) -> dict:
+    return learner.call("lab01_probe:job", job_id)
+
+
+def set_status(job_id: str, status: str) -> None:
+    learner.call("lab01_probe:set_status", job_id, status)
 
 
 def submit(client, ids=(1, 2)):
@@ -72,120 +83,113 @@ def wrong_status(code: int) -> str:
              f"the submit should answer 202 (accepted, not done), got {code}: put status_code=202 on @app.post")
 
 
-def check_submit(tap: Tap) -> None:
-    with tap.check("01.1") as c:
-        c.skip_unless_selected()
-        api = load()
-        with client_for(api) as client:
-            seen = []
-            for ids in ([1, 2], [7]):
-                response, job_id = submit(client, ids)
-                location = response.headers.get("location")
-                c.note(f"POST {as_json({'product_ids': ids})} -> {response.status_code}, Location: {location}")
-                assert response.status_code == 202, wrong_status(response.status_code)
-                target = location_target(response)
-                assert target is not None and urlsplit(target).path == f"/exports/{job_id}", t(
-                    f"Location 应指向 /exports/{job_id}（相对路径，或本服务器上的完整 URL），实际 {location!r}",
-                    f"Location should lead to /exports/{job_id} (a path, or a full URL of this server), "
-                    f"got {location!r}")
-                follow = client.get(target)
-                c.note(f"GET {location} -> {follow.status_code} {as_json(follow.json())}")
-                assert follow.status_code == 200, t(
-                    f"按 Location 查询应返回 200，实际 {follow.status_code}",
-                    f"following Location should answer 200, got {follow.status_code}")
-                body = follow.json()
-                assert body.get("id") == job_id, t(
-                    f"Location 查到的 id 是 {body.get('id')!r}，不是提交得到的 {job_id}",
-                    f"Location leads to id {body.get('id')!r}, not the submitted {job_id}")
-                assert body.get("product_ids") == ids, t(
-                    f"查到的 product_ids 应是提交的 {ids}，实际 {body.get('product_ids')!r}",
-                    f"the stored product_ids should be the submitted {ids}, got {body.get('product_ids')!r}")
-                seen.append(job_id)
-            assert seen[0] != seen[1], t("两次提交得到了同一个 job_id", "two submissions got the same job_id")
-            # The first Location must still lead to the first job after another submission.
-            again = client.get(f"/exports/{seen[0]}").json()
-            assert again.get("product_ids") == [1, 2], t(
-                f"第二次提交后，第一个 Location 查到的 product_ids 变成了 {again.get('product_ids')!r}",
-                f"after a second submission the first Location shows product_ids {again.get('product_ids')!r}")
-
-
-def check_queued_and_404(tap: Tap) -> None:
-    with tap.check("01.2") as c:
-        c.skip_unless_selected()
-        api = load()
-        with client_for(api) as client:
-            response, job_id = submit(client)
-            answered = response.json().get("status")
-            assert answered == "queued", t(
-                f"提交响应的状态应为 queued，实际 {answered!r}", f"the submit response should say queued, got {answered!r}")
-            status = client.get(f"/exports/{job_id}").json().get("status")
-            c.note(t(f"新任务 {job_id}：状态 {status}", f"new job {job_id}: status {status}"))
-            assert status == "queued", t(
-                f"新任务查询状态应为 queued（本课没有执行者），实际 {status!r}",
-                f"a new job should read queued (nothing runs it in this lesson), got {status!r}")
-            for unknown in ("no-such-job", str(uuid.uuid4())):
-                missing = client.get(f"/exports/{unknown}")
-                c.note(f"GET /exports/{unknown} -> {missing.status_code}")
-                assert missing.status_code == 404, t(
-                    f"未知编号应返回 404，实际 {missing.status_code}：{missing.text[:120]}",
-                    f"an unknown id should answer 404, got {missing.status_code}: {missing.text[:120]}")
-
-
-def check_transitions(tap: Tap) -> None:
-    with tap.check("01.3") as c:
-        c.skip_unless_selected()
-        api = load("transition")
-        with client_for(api) as client:
-            response, job_id = submit(client)
-            # What verify_states.py will meet, for naming the cause if it stops (see script_verdict).
+def submit_answers_202_with_location(c) -> None:
+    with serve() as client:
+        seen = []
+        for ids in ([1, 2], [7]):
+            response, job_id = submit(client, ids)
+            location = response.headers.get("location")
+            c.note(f"POST {as_json({'product_ids': ids})} -> {response.status_code}, Location: {location}")
+            assert response.status_code == 202, wrong_status(response.status_code)
             target = location_target(response)
-            facts = {"status": response.status_code, "location": response.headers.get("location"),
-                     "leads_there": target is not None and urlsplit(target).path == f"/exports/{job_id}",
-                     "job_id": job_id, "new_status": client.get(f"/exports/{job_id}").json().get("status")}
-            # Start from a known state, so this check is about transition() alone
-            # (01.2 is the one that checks what a new job starts as).
-            api.jobs[job_id]["status"] = "queued"
+            assert target is not None and urlsplit(target).path == f"/exports/{job_id}", t(
+                f"Location 应指向 /exports/{job_id}（相对路径，或本服务器上的完整 URL），实际 {location!r}",
+                f"Location should lead to /exports/{job_id} (a path, or a full URL of this server), "
+                f"got {location!r}")
+            follow = client.get(target)
+            c.note(f"GET {location} -> {follow.status_code} {as_json(follow.json())}")
+            assert follow.status_code == 200, t(
+                f"按 Location 查询应返回 200，实际 {follow.status_code}",
+                f"following Location should answer 200, got {follow.status_code}")
+            body = follow.json()
+            assert body.get("id") == job_id, t(
+                f"Location 查到的 id 是 {body.get('id')!r}，不是提交得到的 {job_id}",
+                f"Location leads to id {body.get('id')!r}, not the submitted {job_id}")
+            assert body.get("product_ids") == ids, t(
+                f"查到的 product_ids 应是提交的 {ids}，实际 {body.get('product_ids')!r}",
+                f"the stored product_ids should be the submitted {ids}, got {body.get('product_ids')!r}")
+            seen.append(job_id)
+        assert seen[0] != seen[1], t("两次提交得到了同一个 job_id", "two submissions got the same job_id")
+        # The first Location must still lead to the first job after another submission.
+        again = client.get(f"/exports/{seen[0]}").json()
+        assert again.get("product_ids") == [1, 2], t(
+            f"第二次提交后，第一个 Location 查到的 product_ids 变成了 {again.get('product_ids')!r}",
+            f"after a second submission the first Location shows product_ids {again.get('product_ids')!r}")
 
-            # A refused move must leave the record exactly as it was.
-            before = dict(api.jobs[job_id])
-            try:
-                api.transition(job_id, "succeeded")
-            except ValueError as exc:
-                c.note(t(f"queued -> succeeded 被拒绝：{exc}", f"queued -> succeeded refused: {exc}"))
-            else:
-                raise AssertionError(t("queued→succeeded 应抛 ValueError（必须先 running）",
-                                       "queued → succeeded should raise ValueError (running comes first)"))
-            assert api.jobs[job_id] == before, t(
-                f"被拒绝的转换改动了记录：{as_json(api.jobs[job_id])}",
-                f"a refused transition changed the record: {as_json(api.jobs[job_id])}")
 
-            api.transition(job_id, "running")
+def new_job_is_queued_unknown_is_404(c) -> None:
+    with serve() as client:
+        response, job_id = submit(client)
+        answered = response.json().get("status")
+        assert answered == "queued", t(
+            f"提交响应的状态应为 queued，实际 {answered!r}", f"the submit response should say queued, got {answered!r}")
+        status = client.get(f"/exports/{job_id}").json().get("status")
+        c.note(t(f"新任务 {job_id}：状态 {status}", f"new job {job_id}: status {status}"))
+        assert status == "queued", t(
+            f"新任务查询状态应为 queued（本课没有执行者），实际 {status!r}",
+            f"a new job should read queued (nothing runs it in this lesson), got {status!r}")
+        for unknown in ("no-such-job", str(uuid.uuid4())):
+            missing = client.get(f"/exports/{unknown}")
+            c.note(f"GET /exports/{unknown} -> {missing.status_code}")
+            assert missing.status_code == 404, t(
+                f"未知编号应返回 404，实际 {missing.status_code}：{missing.text[:120]}",
+                f"an unknown id should answer 404, got {missing.status_code}: {missing.text[:120]}")
+
+
+def transitions_refuse_illegal_moves(c) -> None:
+    api = load("transition")
+    with serve() as client:
+        response, job_id = submit(client)
+        # What verify_states.py will meet, for naming the cause if it stops (see script_verdict).
+        target = location_target(response)
+        facts = {"status": response.status_code, "location": response.headers.get("location"),
+                 "leads_there": target is not None and urlsplit(target).path == f"/exports/{job_id}",
+                 "job_id": job_id, "new_status": client.get(f"/exports/{job_id}").json().get("status")}
+        # Start from a known state, so this check is about transition() alone
+        # (01.2 is the one that checks what a new job starts as).
+        set_status(job_id, "queued")
+
+        # A refused move must leave the record exactly as it was.
+        before = stored(job_id)
+        try:
             api.transition(job_id, "succeeded")
-            try:
-                api.transition(job_id, "running")
-            except ValueError as exc:
-                c.note(t(f"succeeded -> running 被拒绝：{exc}", f"succeeded -> running refused: {exc}"))
-            else:
-                raise AssertionError(t("succeeded→running 应抛 ValueError",
-                                       "succeeded → running should raise ValueError"))
-            stored = api.jobs[job_id]["status"]
-            queried = client.get(f"/exports/{job_id}").json().get("status")
-            c.note(t(f"拒绝之后：存储 {stored}，GET 返回 {queried}", f"after the refusal: stored {stored}, GET says {queried}"))
-            assert stored == "succeeded" and queried == "succeeded", t(
-                f"拒绝后记录应仍为 succeeded，实际存储 {stored!r}、查询 {queried!r}（是否先赋值后检查？）",
-                f"after the refusal the record should still be succeeded, stored {stored!r}, GET {queried!r} "
-                "(assigned before checking?)")
+        except ValueError as exc:
+            c.note(t(f"queued -> succeeded 被拒绝：{exc}", f"queued -> succeeded refused: {exc}"))
+        else:
+            raise AssertionError(t("queued→succeeded 应抛 ValueError（必须先 running）",
+                                   "queued → succeeded should raise ValueError (running comes first)"))
+        after = stored(job_id)
+        assert after == before, t(
+            f"被拒绝的转换改动了记录：{as_json(after)}",
+            f"a refused transition changed the record: {as_json(after)}")
 
-        script = HERE / "verify_states.py"
-        assert script.exists(), t("缺少 verify_states.py（第 4 步）", "verify_states.py is missing (step 4)")
-        done = run_python([script.name], cwd=HERE, timeout=60)
-        lines = [line for line in done.stdout.splitlines() if line.strip()]
-        c.note(t(f"python verify_states.py -> 退出码 {done.returncode}；最后几行：{lines[-3:]}",
-                 f"python verify_states.py -> exit {done.returncode}; last lines: {lines[-3:]}"))
-        assert done.returncode == 0, script_verdict(done, script, facts)
-        assert "terminal transition rejected" in lines, t(
-            "verify_states.py 没有打印 terminal transition rejected",
-            "verify_states.py did not print terminal transition rejected")
+        api.transition(job_id, "running")
+        api.transition(job_id, "succeeded")
+        try:
+            api.transition(job_id, "running")
+        except ValueError as exc:
+            c.note(t(f"succeeded -> running 被拒绝：{exc}", f"succeeded -> running refused: {exc}"))
+        else:
+            raise AssertionError(t("succeeded→running 应抛 ValueError",
+                                   "succeeded → running should raise ValueError"))
+        kept = stored(job_id)["status"]
+        queried = client.get(f"/exports/{job_id}").json().get("status")
+        c.note(t(f"拒绝之后：存储 {kept}，GET 返回 {queried}", f"after the refusal: stored {kept}, GET says {queried}"))
+        assert kept == "succeeded" and queried == "succeeded", t(
+            f"拒绝后记录应仍为 succeeded，实际存储 {kept!r}、查询 {queried!r}（是否先赋值后检查？）",
+            f"after the refusal the record should still be succeeded, stored {kept!r}, GET {queried!r} "
+            "(assigned before checking?)")
+
+    script = HERE / "verify_states.py"
+    assert script.exists(), t("缺少 verify_states.py（第 4 步）", "verify_states.py is missing (step 4)")
+    done = run_python([script.name], cwd=HERE, timeout=60)
+    lines = [line for line in done.stdout.splitlines() if line.strip()]
+    c.note(t(f"python verify_states.py -> 退出码 {done.returncode}；最后几行：{lines[-3:]}",
+             f"python verify_states.py -> exit {done.returncode}; last lines: {lines[-3:]}"))
+    assert done.returncode == 0, script_verdict(done, script, facts)
+    assert "terminal transition rejected" in lines, t(
+        "verify_states.py 没有打印 terminal transition rejected",
+        "verify_states.py did not print terminal transition rejected")
 
 
 FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+)')
@@ -260,64 +264,59 @@ def label_text(label: str) -> str:
     return t(LABELS_ZH[label], label)
 
 
-def check_validation(tap: Tap) -> None:
-    with tap.check("01.4") as c:
-        c.skip_unless_selected()
-        api = load()
-        with client_for(api) as client:
-            for label, body in BAD_BODIES:
-                before = set(api.jobs)
-                response = client.post("/exports", json=body)
-                c.note(f"{label_text(label)}: {response.status_code}")
-                assert response.status_code == 422, t(
-                    f"{label_text(label)} 应返回 422，实际 {response.status_code}：{response.text[:160]}",
-                    f"{label} should get 422, got {response.status_code}: {response.text[:160]}")
-                assert set(api.jobs) == before, t(
-                    f"{label_text(label)} 被拒绝后 jobs 里多了记录", f"{label} was refused but jobs gained a record")
-            # The limits are inclusive: exactly 100 ids is still a valid export.
-            edge = client.post("/exports", json={"product_ids": list(range(1, 101))})
-            c.note(t(f"100 个 id：{edge.status_code}", f"100 ids: {edge.status_code}"))
-            assert 200 <= edge.status_code < 300, t(
-                f"恰好 100 个 id 应被受理，实际 {edge.status_code}",
-                f"exactly 100 ids should be accepted, got {edge.status_code}")
+def bad_bodies_get_422(c) -> None:
+    with serve() as client:
+        for label, body in BAD_BODIES:
+            before = set(learner.call("lab01_probe:job_ids"))
+            response = client.post("/exports", json=body)
+            c.note(f"{label_text(label)}: {response.status_code}")
+            assert response.status_code == 422, t(
+                f"{label_text(label)} 应返回 422，实际 {response.status_code}：{response.text[:160]}",
+                f"{label} should get 422, got {response.status_code}: {response.text[:160]}")
+            assert set(learner.call("lab01_probe:job_ids")) == before, t(
+                f"{label_text(label)} 被拒绝后 jobs 里多了记录", f"{label} was refused but jobs gained a record")
+        # The limits are inclusive: exactly 100 ids is still a valid export.
+        edge = client.post("/exports", json={"product_ids": list(range(1, 101))})
+        c.note(t(f"100 个 id：{edge.status_code}", f"100 ids: {edge.status_code}"))
+        assert 200 <= edge.status_code < 300, t(
+            f"恰好 100 个 id 应被受理，实际 {edge.status_code}",
+            f"exactly 100 ids should be accepted, got {edge.status_code}")
 
 
-def check_terminal_flag(tap: Tap) -> None:
-    with tap.check("01.5") as c:
-        c.skip_unless_selected()
-        api = load()
-        with client_for(api) as client:
-            _, job_id = submit(client)
-            body = client.get(f"/exports/{job_id}").json()
-            if "terminal" not in body:
-                c.skip(t("GET 响应没有 terminal 字段：练习未做", "the GET body has no terminal field: exercise not attempted"))
+def terminal_follows_status(c) -> None:
+    with serve() as client:
+        _, job_id = submit(client)
+        body = client.get(f"/exports/{job_id}").json()
+        if "terminal" not in body:
+            c.skip(t("GET 响应没有 terminal 字段：练习未做", "the GET body has no terminal field: exercise not attempted"))
 
-            # Set the stored status directly: a derived flag must follow it on the next read,
-            # a flag stored at submit time would not.
-            observed = []
-            for status in ("queued", "running", "succeeded", "failed", "cancelled"):
-                api.jobs[job_id]["status"] = status
-                value = client.get(f"/exports/{job_id}").json().get("terminal")
-                assert isinstance(value, bool), t(f"terminal 应为布尔值，实际 {value!r}",
-                                                  f"terminal should be a boolean, got {value!r}")
-                observed.append((status, value))
-            c.note(t("各状态下的 terminal：", "terminal by status: ") + ", ".join(f"{s}={v}" for s, v in observed))
-            for status, value in observed:
-                expected = status in ("succeeded", "failed", "cancelled")
-                assert value is expected, t(
-                    f"状态 {status} 时 terminal 应为 {expected}，实际 {value}（terminal 要在 GET 时由 status 算出，不能另存一份）",
-                    f"with status {status} terminal should be {expected}, got {value} "
-                    "(compute it from status on GET, do not store a copy)")
+        # Set the stored status directly: a derived flag must follow it on the next read,
+        # a flag stored at submit time would not.
+        observed = []
+        for status in ("queued", "running", "succeeded", "failed", "cancelled"):
+            set_status(job_id, status)
+            value = client.get(f"/exports/{job_id}").json().get("terminal")
+            assert isinstance(value, bool), t(f"terminal 应为布尔值，实际 {value!r}",
+                                              f"terminal should be a boolean, got {value!r}")
+            observed.append((status, value))
+        c.note(t("各状态下的 terminal：", "terminal by status: ") + ", ".join(f"{s}={v}" for s, v in observed))
+        for status, value in observed:
+            expected = status in ("succeeded", "failed", "cancelled")
+            assert value is expected, t(
+                f"状态 {status} 时 terminal 应为 {expected}，实际 {value}（terminal 要在 GET 时由 status 算出，不能另存一份）",
+                f"with status {status} terminal should be {expected}, got {value} "
+                "(compute it from status on GET, do not store a copy)")
 
 
-def main(tap: Tap) -> None:
-    check_submit(tap)
-    check_queued_and_404(tap)
-    check_transitions(tap)
-    check_validation(tap)
-    check_terminal_flag(tap)
-
+# The checks, in order: id -> what proves it.  Every one needs only the probe (api_states.py loaded
+# in it); 01.3 also runs the learner's verify_states.py.
+CHECKS = [
+    Check("01.1", submit_answers_202_with_location, "probe: api_states"),
+    Check("01.2", new_job_is_queued_unknown_is_404, "probe: api_states"),
+    Check("01.3", transitions_refuse_illegal_moves, "probe: api_states; python verify_states.py"),
+    Check("01.4", bad_bodies_get_422, "probe: api_states"),
+    Check("01.5", terminal_follows_status, "probe: api_states"),
+]
 
 if __name__ == "__main__":
-    from shared.tap import main_guard
-    main_guard(main)
+    run(CHECKS)

@@ -1,0 +1,107 @@
+"""The judge: the process that decides a lesson's checks, out of learner code's reach.
+
+inbox.py makes itself non-dumpable before any learner code exists, then forks the judge for each
+verifier — no exec, so the judge is non-dumpable from its first instruction.  A learner process in the
+box (same uid) therefore cannot ptrace it, read its memory or open its file descriptors through
+/proc: the verdict key and channel stay the judge's.  The judge never imports a learner module: its
+path holds the kit and its lesson's verifiers folder (read-only), never the work folder.  Learner code
+runs in probes (shared/probe.py), in the learner's own scripts and servers, all separate processes
+that report observations; the judge decides.  A fork the judge itself makes (multiprocessing) loses
+the channel at once.  If learner code kills or stops the judge, the runner sees no result: ERROR or
+TIMEOUT, never a pass.
+
+Lessons whose verifiers are not yet written this way still run through checks/launch.py (learner
+modules imported into the verifier, the older and weaker line; see README "Threat model").
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import runpy
+import sys
+from pathlib import Path
+
+KIT = Path(__file__).resolve().parent.parent
+
+PR_SET_DUMPABLE = 4
+
+
+def make_undumpable() -> None:
+    """No ptrace, no /proc/PID/mem, fd or environ for processes of the same uid without CAP_SYS_PTRACE.
+    Inherited by fork, reset by exec: so a judge is forked, never exec'd."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE, 0) failed")
+
+
+def is_undumpable() -> bool:
+    libc = ctypes.CDLL(None, use_errno=True)
+    return libc.prctl(3, 0, 0, 0, 0) == 0  # PR_GET_DUMPABLE
+
+
+def separate(lesson: dict) -> bool:
+    """tasks.json says so per lesson ("judge": "separate") while lessons move over one by one."""
+    return lesson.get("judge") == "separate"
+
+
+def start(verifier: str, lesson: dict, signer, env: dict, workdir: Path) -> tuple[int, int]:
+    """Fork the judge for `verifier`: (pid, fd of its output).  Called by inbox.py only."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid:
+        os.close(write_end)
+        return pid, read_end
+    code = 70
+    try:
+        os.close(read_end)
+        os.dup2(write_end, 1)
+        os.dup2(write_end, 2)
+        os.close(write_end)
+        code = _judge(verifier, lesson, signer, env, workdir)
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except BaseException:  # noqa: BLE001 - said on the output; the missing results are the runner's ERROR
+        import traceback
+        traceback.print_exc()
+        code = 70
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+
+
+def _judge(verifier: str, lesson: dict, signer, env: dict, workdir: Path) -> int:
+    import atexit
+    import signal
+    from shared import proc, tap
+    # What the judge inherits from inbox.py is inbox's: its exit handlers and the processes it started
+    # are not the judge's to stop.  The judge's own are run at its end (start() ends with os._exit).
+    atexit._clear()
+    proc._live.clear()
+    atexit.register(proc._stop_leftovers)
+    for number in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(number, signal.SIG_DFL)
+    os.chdir(workdir)
+    os.environ.clear()
+    os.environ.update(env)
+    verifiers = KIT / lesson["folder"] / "verifiers"
+    os.environ["LAB_JUDGE_VERIFIERS"] = str(verifiers)
+    sys.stdout = os.fdopen(1, "w", buffering=1, encoding="utf-8", errors="replace", closefd=False)
+    sys.stderr = sys.stdout
+    # A child forked from here (multiprocessing) runs whatever it is given: it never holds the channel.
+    os.register_at_fork(after_in_child=signer.close)
+    signer.send({"type": "launch", "verifier": verifier})
+    tap.install_channel(signer)
+    # The kit and this lesson's verifiers, read-only; never the work folder.
+    work = str(workdir)
+    sys.path[:] = [p for p in sys.path if p not in ("", ".", work)]
+    sys.path.insert(0, str(verifiers))
+    sys.argv = [str(verifiers / verifier)]
+    try:
+        runpy.run_path(sys.argv[0], run_name="__main__")
+    finally:
+        atexit._run_exitfuncs()
+    return 0

@@ -1,0 +1,189 @@
+"""A folder that implements nothing, with a generic patch of the standard library or of the kit's own
+objects found at run time, passes no core check of a lesson judged apart (tasks.json "judge":
+"separate"): the patch runs wherever learner code runs — in probes, scripts and servers — and none of
+those is the judge.
+
+Each patch goes at the top of every Python file the lesson asks for (and nothing else is in them), so
+it runs first whichever of them the checks load.  The patches are the kinds that forged verdicts where
+learner code shared the judge's process: rewriting JSON, HMAC, print/stdout and os.write, exit and
+excepthook, the clocks, and finding the kit's writer, checker and channel through sys.modules and gc.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from checks.runner import PASS, run_lesson
+from checks.workdir import materialise
+from shared import manifest
+
+DATA = manifest.load()
+
+PATCHES = {
+    "json-dumps": """
+        import json
+        _dumps = json.dumps
+        def dumps(obj, *a, **k):
+            text = _dumps(obj, *a, **k)
+            return text.replace('"fail"', '"pass"').replace('"raised"', '"value"')
+        json.dumps = dumps
+    """,
+    "json-encoder": """
+        import json
+        _encode = json.JSONEncoder.encode
+        json.JSONEncoder.encode = lambda self, o: _encode(self, o).replace('"fail"', '"pass"')
+    """,
+    "hmac": """
+        import hmac
+        hmac.compare_digest = lambda a, b: True
+        _new = hmac.new
+        hmac.new = lambda key, msg=None, digestmod=None: _new(b"k" * 32, msg, digestmod)
+    """,
+    "os-write": """
+        import os
+        _write = os.write
+        os.write = lambda fd, data: _write(fd, bytes(data).replace(b'"fail"', b'"pass"').replace(b"not ok", b"ok"))
+    """,
+    "print-and-stdout": """
+        import builtins, sys
+        _print = builtins.print
+        builtins.print = lambda *a, **k: _print(*(str(x).replace("not ok", "ok") for x in a), **k)
+        class Out:
+            def __init__(self, inner): self.inner = inner
+            def write(self, s): return self.inner.write(s.replace("not ok", "ok"))
+            def __getattr__(self, name): return getattr(self.inner, name)
+        sys.stdout = Out(sys.stdout)
+    """,
+    "exit-zero": """
+        import atexit, os, sys
+        atexit.register(lambda: os._exit(0))
+        sys.exit = lambda *a: os._exit(0)
+        sys.excepthook = lambda *a: os._exit(0)
+    """,
+    "clock": """
+        import time
+        _start = time.monotonic()
+        time.monotonic = lambda: _start
+        time.time = lambda: 0.0
+        time.sleep = lambda s: None
+    """,
+    "sys-modules-writer": """
+        import sys
+        for module in list(sys.modules.values()):
+            channel = getattr(module, "_channel", None)
+            if channel is not None and hasattr(channel, "send"):
+                for n in range(1, 20):
+                    for lesson in ("01", "02", "12"):
+                        try:
+                            channel.send({"type": "result", "id": f"{lesson}.{n}", "status": "pass", "notes": [],
+                                          "message": "", "seconds": 0.0, "figures": [], "intact": True})
+                        except Exception:
+                            pass
+    """,
+    "gc-kit-objects": """
+        import gc
+        for obj in gc.get_objects():
+            try:
+                kind = type(obj).__name__
+                if kind in ("Signer", "Tap", "_Check", "Reader", "Probe"):
+                    for name in ("failed", "forged"):
+                        if hasattr(obj, name):
+                            setattr(obj, name, 0)
+                    if hasattr(obj, "send"):
+                        obj.send({"type": "result", "id": "01.1", "status": "pass", "notes": [], "message": "",
+                                  "seconds": 0.0, "figures": [], "intact": True})
+            except Exception:
+                pass
+    """,
+    "proc-fds": """
+        import os
+        # Every descriptor this process can find, its own and its parent's: write a pass on each.
+        record = b'{"type": "result", "id": "01.1", "status": "pass"}\\nok 1 - 01.1\\n'
+        for pid in ("self", str(os.getppid())):
+            try:
+                names = os.listdir(f"/proc/{pid}/fd")
+            except OSError:
+                continue
+            for name in names:
+                try:
+                    fd = os.open(f"/proc/{pid}/fd/{name}", os.O_WRONLY | os.O_NONBLOCK)
+                    os.write(fd, record)
+                    os.close(fd)
+                except OSError:
+                    pass
+    """,
+}
+
+SEPARATE = [lesson["id"] for lesson in DATA["lessons"] if lesson.get("judge") == "separate"]
+
+
+def _nothing_but(tmp_path: Path, lesson: dict, patch: str) -> Path:
+    folder = tmp_path / "learner"
+    folder.mkdir()
+    for name in lesson.get("files", []):
+        if name.endswith(".py"):
+            (folder / name).parent.mkdir(parents=True, exist_ok=True)
+            (folder / name).write_text(textwrap.dedent(patch), encoding="utf-8")
+    return folder
+
+
+@pytest.mark.parametrize("patch", sorted(PATCHES))
+@pytest.mark.parametrize("lesson_id", [lid for lid in ("01", "02", "12") if lid in SEPARATE])
+def test_a_folder_that_implements_nothing_passes_no_core_check(tmp_path, lesson_id, patch):
+    lesson = manifest.lesson(lesson_id, DATA)
+    folder = _nothing_but(tmp_path, lesson, PATCHES[patch])
+    work = materialise(DATA["lessons"], lesson, tmp_path / "work", lab=folder)
+    result = run_lesson(lesson, work, tmp_path / "logs", source=str(folder), lessons=DATA["lessons"])
+    passed = [c.id for c in result.checks if c.kind == "core" and not c.regression and c.status == PASS]
+    assert not passed, {c.id: (c.status, c.message[:200]) for c in result.checks}
+
+
+def test_the_matrix_covers_the_lessons_named():
+    """01 and 02 are judged apart now; the matrix grows with every lesson that moves over."""
+    assert {"01", "02"} <= set(SEPARATE)
+
+
+REACH = """
+    import json, os
+    seen = {}
+    parent = os.getppid()  # the judge: a probe is its child
+    for what in ("fd", "mem", "environ"):
+        try:
+            if what == "fd":  # the names may be listed; opening one is what would matter
+                opened = []
+                for name in os.listdir(f"/proc/{parent}/fd"):
+                    try:
+                        os.close(os.open(f"/proc/{parent}/fd/{name}", os.O_WRONLY | os.O_NONBLOCK))
+                        opened.append(name)
+                    except OSError as exc:
+                        last = type(exc).__name__
+                seen[what] = opened or last
+            else:
+                with open(f"/proc/{parent}/{what}", "rb") as f:
+                    seen[what] = len(f.read(16))
+        except OSError as exc:
+            seen[what] = type(exc).__name__
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        seen["ptrace"] = libc.ptrace(16, parent, 0, 0)  # PTRACE_ATTACH: -1 when refused
+    except Exception as exc:
+        seen["ptrace"] = type(exc).__name__
+    with open("reach.json", "w") as out:
+        json.dump(seen, out)
+"""
+
+
+def test_learner_code_cannot_reach_into_the_judge(tmp_path):
+    """From the probe (the judge's own child, the closest learner code gets): no descriptor list, memory or
+    environment of the judge, and no ptrace."""
+    import json
+    lesson = manifest.lesson("01", DATA)
+    folder = _nothing_but(tmp_path, lesson, REACH)
+    work = materialise(DATA["lessons"], lesson, tmp_path / "work", lab=folder)
+    run_lesson(lesson, work, tmp_path / "logs", source=str(folder), lessons=DATA["lessons"])
+    seen = json.loads((work / "reach.json").read_text())
+    assert seen == {"fd": "PermissionError", "mem": "PermissionError", "environ": "PermissionError", "ptrace": -1}, seen
