@@ -36,11 +36,13 @@ from pathlib import Path
 from uuid import uuid4
 
 from shared import handshake
-from shared.celerylab import LOG_DIR, WORK, import_learner, read_events, redact, short
+from shared.celerylab import LOG_DIR, WORK, read_events, redact, short
 from shared.i18n import t
 from shared.labdb import (held_by_others, index_columns, job_row, kit_db, lock_waits, make_marks_table, one_line,
                           plan_of, sql, trigger, wait_status)
+from shared.probe import Probe
 from shared.proc import WaitTimeout, free_port, run_python, wait_until
+from shared.tap import Check, run
 
 EVENTS = LOG_DIR / "lab12-events.jsonl"
 TERMINAL = ("succeeded", "failed", "cancelled")
@@ -85,7 +87,12 @@ MARKS = "lab12_kit_marks"
 
 # ---------------------------------------------------------------- the learner's modules
 
-_import = import_learner  # a learner module with the functions a check needs
+learner = Probe()  # the learner's modules load there, never in this process (the judge)
+
+
+def _import(name: str, functions: tuple[str, ...]):
+    """A learner module with the functions a check needs, loaded in the probe."""
+    return learner.module(name, *functions)
 
 
 def store():
@@ -539,25 +546,16 @@ def check_rollback(c) -> None:
 
 # ---------------------------------------------------------------- main
 
-def main(tap) -> None:
-    EVENTS.parent.mkdir(parents=True, exist_ok=True)
-    with tap.check("12.1") as c:
-        c.skip_unless_selected()
-        check_submit(c)
-    with tap.check("12.2") as c:
-        c.skip_unless_selected()
-        check_broker_down(c)
-    with tap.check("12.3") as c:
-        c.skip_unless_selected()
-        check_skip_confirm(c)
-    with tap.check("12.4") as c:
-        c.skip_unless_selected()
-        check_skip_locked(c)
-    with tap.check("12.5") as c:
-        c.skip_unless_selected()
-        check_rollback(c)
-
+# The checks, in order: id -> what proves it.  Each needs the box's Redis and MariaDB, the lesson's
+# worker, and the probe with state_store.py (and publisher.py) loaded.
+CHECKS = [
+    Check("12.1", check_submit, "probe: state_store, publisher; python submit_db_export.py, publisher.py"),
+    Check("12.2", check_broker_down, "probe: state_store; Redis stopped and started; python publisher.py"),
+    Check("12.3", check_skip_confirm, "probe: state_store; lab12_probe in the worker; python publisher.py"),
+    Check("12.4", check_skip_locked, "probe: publisher; two lab12_claimer.py processes"),
+    Check("12.5", check_rollback, "probe: state_store; a kit trigger on export_outbox"),
+]
 
 if __name__ == "__main__":
-    from shared.tap import main_guard
-    main_guard(main)
+    EVENTS.parent.mkdir(parents=True, exist_ok=True)
+    run(CHECKS)
