@@ -20,6 +20,7 @@ these lines; a check the verifier never printed counts as ERROR there.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import signal
@@ -211,9 +212,11 @@ class Check:
         self.id, self.prove, self.needs = id, prove, needs
 
 
-def run(checks: list[Check]) -> None:
+def run(checks: list[Check], around=None, teardown=None) -> None:
     """A verifier's whole main: the table checked against tasks.json (every check of this verifier there,
-    nothing else), then each check in order, with selection and skipping; exits with the TAP status."""
+    nothing else), then each check in order, with selection and skipping; exits with the TAP status.
+    `around()`: a context entered around each check's body (a lesson's way of explaining one known error);
+    `teardown()`: called once at the end, however the checks went (stopping what the lesson started)."""
     def every_check(tap: Tap) -> None:
         mine = Path(sys.argv[0]).name
         planned = [c["id"] for c in tap._texts.values() if c.get("verifier") == mine]
@@ -221,8 +224,12 @@ def run(checks: list[Check]) -> None:
         if tap._texts and sorted(listed) != sorted(planned):
             print(f"Bail out! {mine}: the table lists {listed}, tasks.json {planned}", flush=True)
             sys.exit(2)
-        for row in checks:
-            with tap.check(row.id) as c:
-                c.skip_unless_selected()
-                row.prove(c)
+        try:
+            for row in checks:
+                with tap.check(row.id) as c, (around() if around else contextlib.nullcontext()):
+                    c.skip_unless_selected()
+                    row.prove(c)
+        finally:
+            if teardown:
+                teardown()
     main_guard(every_check)

@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pymysql
 
-from shared.celerylab import LOG_DIR, WORK, DeclaredWorker, import_learner, read_events, short, start_worker
+from shared.celerylab import LOG_DIR, WORK, DeclaredWorker, read_events, short, start_worker
 from shared.i18n import t
 from shared.labdb import db_settings, kit_db, sql
+from shared.probe import Probe
 from shared.proc import Process, WaitTimeout, wait_until
 
 EVENTS = LOG_DIR / "lab11-events.jsonl"
@@ -72,13 +73,37 @@ def mariadb_hint() -> str:
 
 # ---------------------------------------------------------------- the learner's modules
 
+learner = Probe()  # the learner's modules load there, never in the judge
+
+
 def store():
-    return import_learner("state_store", ("connect", "transaction", "decode_payload", "read_snapshot",
-                                          "submit_snapshot", "claim", "finish"))
+    return learner.module("state_store", "connect", "transaction", "decode_payload", "read_snapshot",
+                          "submit_snapshot", "claim", "finish")
 
 
-def export_task():
-    return import_learner("export_tasks", ("export_products",)).export_products
+class _Sent:
+    def __init__(self, task_id: str):
+        self.id = task_id
+
+
+class _State:
+    def __init__(self, state: str):
+        self.state = state
+
+
+class ExportTask:
+    """The learner's export_products task, reached through the probe (lab11_learner.py does the calls)."""
+
+    def delay(self, job_id: str) -> _Sent:
+        return _Sent(learner.call("lab11_learner:delay", job_id))
+
+    def AsyncResult(self, task_id: str) -> _State:  # noqa: N802 - Celery's name
+        return _State(learner.call("lab11_learner:celery_state", task_id))
+
+
+def export_task() -> ExportTask:
+    learner.module("export_tasks", "export_products")
+    return ExportTask()
 
 
 def claimed_token(job) -> str | None:

@@ -6,15 +6,13 @@ exercise (11.10).  verify_lesson11.py runs them; the lab they use is lab11_fixtu
 from __future__ import annotations
 
 import contextlib
-import inspect
 import json
 import os
-import re
 import sys
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
 from uuid import uuid4
 
-from lab11_fixture import claimed_token, expire_lease, export_task, job_count, store
+from lab11_fixture import claimed_token, expire_lease, export_task, job_count, learner, store
 
 from shared.celerylab import LOG_DIR, WORK, redact, setting, short
 from shared.i18n import t
@@ -209,23 +207,15 @@ COURSE_FUNCTIONS = {"connect", "transaction", "claim", "finish", "submit_snapsho
                     "replay", "accept_export", "get_export", "fetch_snapshot", "request_cancel"}
 
 
-def _takes_job_and_token(fn) -> bool:
-    required = [p for p in inspect.signature(fn).parameters.values()
-                if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty]
-    return len(required) == 2
-
-
 def find_renewal(state_store):
-    """The exercise's renewal function.  The course does not name it, so it is found by what it is: a
-    function of the learner's own in state_store taking (job_id, token) — preferring a name that says so
-    (renew, extend, heartbeat) when there are several.  Returns (name, fn, other candidates)."""
-    own = [(name, fn) for name, fn in inspect.getmembers(state_store, inspect.isfunction)
-           if fn.__module__ == state_store.__name__ and not name.startswith("_") and name not in COURSE_FUNCTIONS]
-    named = [(n, f) for n, f in own if re.search(r"renew|extend|heartbeat|lease", n, re.I)]
-    shaped = [(n, f) for n, f in (named or own) if _takes_job_and_token(f)]
+    """The exercise's renewal function (found in the probe by lab11_learner.renewal_candidates: a function
+    of the learner's own in state_store taking (job_id, token), preferring a name that says so).
+    Returns (name, a caller, other candidates)."""
+    shaped = learner.call("lab11_learner:renewal_candidates", sorted(COURSE_FUNCTIONS))
     if len(shaped) == 1:
-        return shaped[0][0], shaped[0][1], []
-    return None, None, [n for n, _ in shaped]
+        name = shaped[0]
+        return name, (lambda *args: learner.call(f"state_store:{name}", *args)), []
+    return None, None, list(shaped)
 
 
 def server_now():

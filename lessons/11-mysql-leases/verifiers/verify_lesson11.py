@@ -58,6 +58,7 @@ from shared.celerylab import LOG_DIR, WORK, redact, short
 from shared.i18n import t
 from shared.labdb import job_row, sql, wait_status
 from shared.proc import Process, WaitTimeout, run_python, wait_until
+from shared.tap import Check, run
 
 
 # ---------------------------------------------------------------- 11.1
@@ -434,44 +435,23 @@ def check_recovery(c, workers: Workers) -> None:
 
 # ---------------------------------------------------------------- main
 
-def main(tap) -> None:
-    workers = Workers()
-    HOLD_LIST.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        with tap.check("11.1") as c, explained():
-            c.skip_unless_selected()
-            check_durable(c, workers)
-        with tap.check("11.2") as c, explained():
-            c.skip_unless_selected()
-            check_single_claim(c)
-        with tap.check("11.3") as c, explained():
-            c.skip_unless_selected()
-            check_old_token(c)
-        with tap.check("11.4") as c, explained():
-            c.skip_unless_selected()
-            check_no_transaction(c, workers)
-        with tap.check("11.5") as c, explained():
-            c.skip_unless_selected()
-            check_backoff(c, workers)
-        with tap.check("11.6") as c, explained():
-            c.skip_unless_selected()
-            check_recovery(c, workers)
-        with tap.check("11.7") as c, explained():
-            c.skip_unless_selected()
-            check_http(c)
-        with tap.check("11.8") as c, explained():
-            c.skip_unless_selected()
-            check_bad_input(c)
-        with tap.check("11.9") as c, explained():
-            c.skip_unless_selected()
-            check_url(c)
-        with tap.check("11.10") as c, explained():
-            c.skip_unless_selected()
-            check_renew(c)
-    finally:
-        workers.stop_all()
+# The checks, in order: id -> what proves it.  All need the box's MariaDB and the probe (state_store.py
+# and export_tasks.py load there); the ones taking `workers` also the lesson's Celery workers.
+WORKERS = Workers()
 
+CHECKS = [
+    Check("11.1", lambda c: check_durable(c, WORKERS), "probe; workers; a MariaDB restart"),
+    Check("11.2", check_single_claim, "lab11_claimer.py processes and threads"),
+    Check("11.3", check_old_token, "probe; python verify_lease.py"),
+    Check("11.4", lambda c: check_no_transaction(c, WORKERS), "probe; workers with the hold gate"),
+    Check("11.5", lambda c: check_backoff(c, WORKERS), "probe (4 threads claiming at once); workers"),
+    Check("11.6", lambda c: check_recovery(c, WORKERS), "probe; workers"),
+    Check("11.7", check_http, "probe; uvicorn api_db:app"),
+    Check("11.8", check_bad_input, "probe"),
+    Check("11.9", check_url, "lab11_urlprobe.py processes"),
+    Check("11.10", check_renew, "probe"),
+]
 
 if __name__ == "__main__":
-    from shared.tap import main_guard
-    main_guard(main)
+    HOLD_LIST.parent.mkdir(parents=True, exist_ok=True)
+    run(CHECKS, around=explained, teardown=WORKERS.stop_all)
