@@ -85,7 +85,7 @@ def main() -> int:
         for verifier in spec["verifiers"]:
             if judge.separate(lesson):
                 with open(log_dir / f"{Path(verifier).stem}.log", "ab") as log:
-                    pid, output = judge.start(verifier, lesson, signer, env, workdir)
+                    pid, output = judge.start(verifier, Path(spec["verifiers_dir"]), signer, env, workdir)
                     with os.fdopen(output, "rb") as stream:
                         _copy_out(stream, log)
                     code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])

@@ -45,8 +45,9 @@ def separate(lesson: dict) -> bool:
     return lesson.get("judge") == "separate"
 
 
-def start(verifier: str, lesson: dict, signer, env: dict, workdir: Path) -> tuple[int, int]:
-    """Fork the judge for `verifier`: (pid, fd of its output).  Called by inbox.py only."""
+def start(verifier: str, verifiers: Path, signer, env: dict, workdir: Path) -> tuple[int, int]:
+    """Fork the judge for `verifier` (in the kit's read-only `verifiers` folder): (pid, fd of its output).
+    Called by inbox.py only."""
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid:
@@ -58,7 +59,7 @@ def start(verifier: str, lesson: dict, signer, env: dict, workdir: Path) -> tupl
         os.dup2(write_end, 1)
         os.dup2(write_end, 2)
         os.close(write_end)
-        code = _judge(verifier, lesson, signer, env, workdir)
+        code = _judge(verifier, verifiers, signer, env, workdir)
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except BaseException:  # noqa: BLE001 - said on the output; the missing results are the runner's ERROR
@@ -73,7 +74,7 @@ def start(verifier: str, lesson: dict, signer, env: dict, workdir: Path) -> tupl
             os._exit(code)
 
 
-def _judge(verifier: str, lesson: dict, signer, env: dict, workdir: Path) -> int:
+def _judge(verifier: str, verifiers: Path, signer, env: dict, workdir: Path) -> int:
     import atexit
     import signal
     from shared import proc, tap
@@ -87,14 +88,14 @@ def _judge(verifier: str, lesson: dict, signer, env: dict, workdir: Path) -> int
     os.chdir(workdir)
     os.environ.clear()
     os.environ.update(env)
-    verifiers = KIT / lesson["folder"] / "verifiers"
     os.environ["LAB_JUDGE_VERIFIERS"] = str(verifiers)
     sys.stdout = os.fdopen(1, "w", buffering=1, encoding="utf-8", errors="replace", closefd=False)
     sys.stderr = sys.stdout
     # A child forked from here (multiprocessing) runs whatever it is given: it never holds the channel.
     os.register_at_fork(after_in_child=signer.close)
     signer.send({"type": "launch", "verifier": verifier})
-    tap.install_channel(signer)
+    # A result is believed only while no module from the folder is loaded here (tap._intact).
+    tap.install_channel(signer, learner_folder=workdir)
     # The kit and this lesson's verifiers, read-only; never the work folder.
     work = str(workdir)
     sys.path[:] = [p for p in sys.path if p not in ("", ".", work)]

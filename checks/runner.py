@@ -228,6 +228,7 @@ def _run_round(lesson: dict, workdir: Path, log_dir: Path, pending: list[str], l
     When a limit runs out the whole box goes, every process in it with it."""
     verifiers = list(dict.fromkeys(c["verifier"] for c in lesson["checks"] if c["id"] in pending))
     spec = {"lesson": lesson, "schema_upto": schema_upto, "verifiers": verifiers, "log_dir": str(log_dir),
+            "verifiers_dir": str(_verifiers_dir(lesson)),
             "env": {"LAB_LOG_DIR": str(log_dir), "LAB_LESSON": lesson["id"], "LAB_CHECKS": ",".join(pending)}}
     started = _start_inbox(lesson, workdir, log_dir, spec, boxed, subprocess.PIPE, staged)
     proc, key, token, channel_r, cgroups, spec_path = started
@@ -284,6 +285,10 @@ def _run_round(lesson: dict, workdir: Path, log_dir: Path, pending: list[str], l
     return _Round(records, text, ended, current, limit, reader.forged)
 
 
+def _verifiers_dir(lesson: dict) -> Path:
+    return (KIT_ROOT / lesson["folder"] / "verifiers").resolve()
+
+
 def _start_inbox(lesson: dict, workdir: Path, log_dir: Path, spec: dict, boxed: bool, stdout,
                  staged: Path | None = None):
     """Start checks/inbox.py with this spec, in a box (or bare): (process, key, run token, verdict channel's
@@ -321,7 +326,9 @@ def _start_inbox(lesson: dict, workdir: Path, log_dir: Path, spec: dict, boxed: 
                    "PYTHONNOUSERSITE": "1", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1",
                    "LAB_SERVICES": "native", "LAB_PRIVATE_SERVICES": "/tmp/lab", "LAB_SLOT": "0",
                    "LAB_BOXED": "1", RUN_MARK: token, **verdict_env}
-        files = {"/box/spec.json": spec_path}
+        # The lesson's verifiers, read-only where a judge (checks/judge.py) imports them from.
+        files = {"/box/spec.json": spec_path, "/box/verifiers": _verifiers_dir(lesson)}
+        spec["verifiers_dir"] = "/box/verifiers"
         if lesson.get("services") and "mysql" in lesson["services"]:
             files["/box/mariadb"] = B.mariadb_template(LAB_DIR)
             box_env["LAB_MARIADB_TEMPLATE"] = "/box/mariadb"

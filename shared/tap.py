@@ -164,10 +164,14 @@ def _portable(figures) -> list:
 _channel = None
 
 
-def install_channel(signer) -> None:
-    global _channel, _ORIGINALS
+def install_channel(signer, learner_folder: Path | None = None) -> None:
+    global _channel, _ORIGINALS, _learner_folder
     _channel = signer
     _ORIGINALS = _snapshot()
+    _learner_folder = learner_folder
+
+
+_learner_folder: Path | None = None  # a judge (checks/judge.py) never has a module from here loaded
 
 
 def _snapshot() -> tuple:
@@ -182,7 +186,14 @@ def _intact() -> bool:
     """Are the checker's own functions still the ones it started with?  Code imported into the verifier
     could replace them; a replaced one makes the verdict worthless (the runner reports tampering)."""
     now = _snapshot()
-    return len(now) == len(_ORIGINALS) and all(a is b for a, b in zip(now, _ORIGINALS))
+    same = len(now) == len(_ORIGINALS) and all(a is b for a, b in zip(now, _ORIGINALS))
+    return same and not (_learner_folder and _learner_modules(_learner_folder))
+
+
+def _learner_modules(folder: Path) -> list[str]:
+    root = str(folder) + os.sep
+    return [name for name, module in list(sys.modules.items())
+            if str(getattr(module, "__file__", "") or "").startswith(root)]
 
 
 def main_guard(run) -> None:

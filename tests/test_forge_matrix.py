@@ -187,3 +187,31 @@ def test_learner_code_cannot_reach_into_the_judge(tmp_path):
     run_lesson(lesson, work, tmp_path / "logs", source=str(folder), lessons=DATA["lessons"])
     seen = json.loads((work / "reach.json").read_text())
     assert seen == {"fd": "PermissionError", "mem": "PermissionError", "environ": "PermissionError", "ptrace": -1}, seen
+
+
+def test_a_judge_that_imports_from_the_folder_after_all_is_not_believed(tmp_path):
+    """Fail closed on the kit's own mistake: a verifier judged apart that puts the folder on its path and
+    imports learner code has its verdicts flagged, never counted as passes."""
+    kit = tmp_path / "kit" / "98-judge"
+    (kit / "verifiers").mkdir(parents=True)
+    (kit / "verifiers" / "verify_judge.py").write_text(textwrap.dedent("""
+        import os, sys
+        from shared.tap import main_guard
+
+        def main(tap):
+            with tap.check("98.1"):
+                sys.path.insert(0, os.getcwd())
+                import learner_module  # noqa: F401
+
+        main_guard(main)
+    """))
+    lesson = {"id": "98", "slug": "judge", "folder": str(kit), "status": "ready", "judge": "separate",
+              "title": {"zh": "判", "en": "j"}, "group": {"zh": "组", "en": "g"}, "processes": [],
+              "checks": [{"id": "98.1", "kind": "core", "text": {"zh": "x", "en": "x"}, "verifier": "verify_judge.py",
+                          "points": 1, "timeout": 10, "hint": {"zh": "x", "en": "x"}}]}
+    folder = tmp_path / "learner"
+    folder.mkdir()
+    (folder / "learner_module.py").write_text("OK = True\n", encoding="utf-8")
+    work = materialise([lesson], lesson, tmp_path / "work", lab=folder)
+    result = run_lesson(lesson, work, tmp_path / "logs", lessons=[lesson])
+    assert [c.status for c in result.checks] != [PASS], [(c.status, c.message) for c in result.checks]
