@@ -27,6 +27,18 @@ HERE = Path.cwd()
 learner = Probe()
 
 
+def checks() -> list[Check]:
+    """The checks, in order: id -> what proves it.  Every one needs only the probe (api_states.py loaded in it);
+    01.3 also runs the learner's verify_states.py."""
+    return [
+        Check("01.1", submit_answers_202_with_location, "probe: api_states"),
+        Check("01.2", new_job_is_queued_unknown_is_404, "probe: api_states"),
+        Check("01.3", transitions_refuse_illegal_moves, "probe: api_states; python verify_states.py"),
+        Check("01.4", bad_bodies_get_422, "probe: api_states"),
+        Check("01.5", terminal_follows_status, "probe: api_states"),
+    ]
+
+
 def load(*functions: str):
     """The learner's module, imported in the probe (inside a check, so an import error fails only that check)."""
     return learner.module("api_states", *functions)
@@ -308,15 +320,5 @@ def terminal_follows_status(c) -> None:
                 "(compute it from status on GET, do not store a copy)")
 
 
-# The checks, in order: id -> what proves it.  Every one needs only the probe (api_states.py loaded
-# in it); 01.3 also runs the learner's verify_states.py.
-CHECKS = [
-    Check("01.1", submit_answers_202_with_location, "probe: api_states"),
-    Check("01.2", new_job_is_queued_unknown_is_404, "probe: api_states"),
-    Check("01.3", transitions_refuse_illegal_moves, "probe: api_states; python verify_states.py"),
-    Check("01.4", bad_bodies_get_422, "probe: api_states"),
-    Check("01.5", terminal_follows_status, "probe: api_states"),
-]
-
 if __name__ == "__main__":
-    run(CHECKS)
+    run(checks())

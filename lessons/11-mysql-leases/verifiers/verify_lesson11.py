@@ -63,6 +63,26 @@ from shared.tap import Check, run
 
 # ---------------------------------------------------------------- 11.1
 
+WORKERS = Workers()
+
+
+def checks() -> list[Check]:
+    """The checks, in order: id -> what proves it.  All need the box's MariaDB and the probe (state_store.py and
+    export_tasks.py load there); the ones taking `workers` also the lesson's Celery workers."""
+    return [
+        Check("11.1", lambda c: check_durable(c, WORKERS), "probe; workers; a MariaDB restart"),
+        Check("11.2", check_single_claim, "lab11_claimer.py processes and threads"),
+        Check("11.3", check_old_token, "probe; python verify_lease.py"),
+        Check("11.4", lambda c: check_no_transaction(c, WORKERS), "probe; workers with the hold gate"),
+        Check("11.5", lambda c: check_backoff(c, WORKERS), "probe (4 threads claiming at once); workers"),
+        Check("11.6", lambda c: check_recovery(c, WORKERS), "probe; workers"),
+        Check("11.7", check_http, "probe; uvicorn api_db:app"),
+        Check("11.8", check_bad_input, "probe"),
+        Check("11.9", check_url, "lab11_urlprobe.py processes"),
+        Check("11.10", check_renew, "probe"),
+    ]
+
+
 def run_submit_script(c) -> None:
     """python submit_db_export.py with the worker up: its job (found in its output) reaches succeeded."""
     done = run_python(["submit_db_export.py"], cwd=WORK, timeout=40)
@@ -435,23 +455,6 @@ def check_recovery(c, workers: Workers) -> None:
 
 # ---------------------------------------------------------------- main
 
-# The checks, in order: id -> what proves it.  All need the box's MariaDB and the probe (state_store.py
-# and export_tasks.py load there); the ones taking `workers` also the lesson's Celery workers.
-WORKERS = Workers()
-
-CHECKS = [
-    Check("11.1", lambda c: check_durable(c, WORKERS), "probe; workers; a MariaDB restart"),
-    Check("11.2", check_single_claim, "lab11_claimer.py processes and threads"),
-    Check("11.3", check_old_token, "probe; python verify_lease.py"),
-    Check("11.4", lambda c: check_no_transaction(c, WORKERS), "probe; workers with the hold gate"),
-    Check("11.5", lambda c: check_backoff(c, WORKERS), "probe (4 threads claiming at once); workers"),
-    Check("11.6", lambda c: check_recovery(c, WORKERS), "probe; workers"),
-    Check("11.7", check_http, "probe; uvicorn api_db:app"),
-    Check("11.8", check_bad_input, "probe"),
-    Check("11.9", check_url, "lab11_urlprobe.py processes"),
-    Check("11.10", check_renew, "probe"),
-]
-
 if __name__ == "__main__":
     HOLD_LIST.parent.mkdir(parents=True, exist_ok=True)
-    run(CHECKS, around=explained, teardown=WORKERS.stop_all)
+    run(checks(), around=explained, teardown=WORKERS.stop_all)

@@ -51,6 +51,18 @@ UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 
 # ---------------------------------------------------------------- the kit's own view of the database
 
+def checks() -> list[Check]:
+    """The checks, in order: id -> what proves it.  Each needs the box's Redis and MariaDB, the lesson's worker,
+    and the probe with state_store.py (and publisher.py) loaded."""
+    return [
+        Check("12.1", check_submit, "probe: state_store, publisher; python submit_db_export.py, publisher.py"),
+        Check("12.2", check_broker_down, "probe: state_store; Redis stopped and started; python publisher.py"),
+        Check("12.3", check_skip_confirm, "probe: state_store; lab12_probe in the worker; python publisher.py"),
+        Check("12.4", check_skip_locked, "probe: publisher; two lab12_claimer.py processes"),
+        Check("12.5", check_rollback, "probe: state_store; a kit trigger on export_outbox"),
+    ]
+
+
 def outbox_rows(job_id: str) -> list[dict]:
     return sql("SELECT id, job_id, sent_at, claim_token, claim_until, attempts, claim_until>NOW(6) AS live "
                "FROM export_outbox WHERE job_id=%s ORDER BY created_at, id", (job_id,))
@@ -546,16 +558,6 @@ def check_rollback(c) -> None:
 
 # ---------------------------------------------------------------- main
 
-# The checks, in order: id -> what proves it.  Each needs the box's Redis and MariaDB, the lesson's
-# worker, and the probe with state_store.py (and publisher.py) loaded.
-CHECKS = [
-    Check("12.1", check_submit, "probe: state_store, publisher; python submit_db_export.py, publisher.py"),
-    Check("12.2", check_broker_down, "probe: state_store; Redis stopped and started; python publisher.py"),
-    Check("12.3", check_skip_confirm, "probe: state_store; lab12_probe in the worker; python publisher.py"),
-    Check("12.4", check_skip_locked, "probe: publisher; two lab12_claimer.py processes"),
-    Check("12.5", check_rollback, "probe: state_store; a kit trigger on export_outbox"),
-]
-
 if __name__ == "__main__":
     EVENTS.parent.mkdir(parents=True, exist_ok=True)
-    run(CHECKS)
+    run(checks())

@@ -8,13 +8,13 @@ Nothing here decides a check: these are the facts and the fixtures verify_lesson
 from __future__ import annotations
 
 import contextlib
-import inspect
 import os
 import sys
 from uuid import uuid4
 
-from shared.celerylab import LOG_DIR, WORK, import_learner, read_events, redact, redis_client
+from shared.celerylab import LOG_DIR, WORK, read_events, redact, redis_client
 from shared.i18n import t
+from shared.probe import Probe
 from shared.labdb import job_row, kit_db, sql
 from shared.proc import Process, WaitTimeout, free_port, wait_until
 
@@ -80,17 +80,19 @@ def add_filler(n: int, running: int = 0, with_events: int = 0, age_seconds: int 
     return ids
 
 
-# ---------------------------------------------------------------- the learner's modules
+# ---------------------------------------------------------------- the learner's modules (in the probe)
+
+learner = Probe()  # the learner's modules load there, never in the judge
+
 
 def store():
-    """The learner's state_store with the functions the capacity checks need."""
-    return import_learner("state_store", ("transaction", "submit_snapshot", "admit_export", "lock_admission",
-                                          "CapacityExceeded"))
+    """The learner's state_store (in the probe) with the functions the capacity checks need."""
+    return learner.module("state_store", "transaction", "submit_snapshot", "admit_export", "lock_admission",
+                          "CapacityExceeded")
 
 
 def configured_limit(state_store) -> int:
-    param = inspect.signature(state_store.admit_export).parameters.get("limit")
-    default = None if param is None else param.default
+    default = learner.call("lab13_learner:limit_default")
     assert type(default) is int and default >= 1, t(
         f"admit_export 需要一个带正整数默认值的 limit 参数（现在：{default!r}）：它就是所有提交路径共用的容量",
         f"admit_export needs a limit parameter with a positive integer default (found {default!r}): it is the one "
@@ -99,12 +101,14 @@ def configured_limit(state_store) -> int:
 
 
 def submit_quietly(state_store, product_ids: list[int]) -> str:
-    try:
-        return state_store.submit_snapshot(product_ids)
-    except state_store.CapacityExceeded:
+    answer = learner.call("lab13_learner:submit", product_ids)
+    if "capacity" in answer:
         raise AssertionError(t(f"提交被 CapacityExceeded 拒绝，而排队+执行中只有 {active_count()} 个",
                                f"the submit was refused with CapacityExceeded while only {active_count()} jobs are "
-                               "queued or running")) from None
+                               "queued or running"))
+    assert isinstance(answer.get("job"), str), t(f"submit_snapshot 应返回任务 id，实际 {answer.get('job')!r}",
+                                                 f"submit_snapshot should return the job id, got {answer.get('job')!r}")
+    return answer["job"]
 
 
 # ---------------------------------------------------------------- workers and the publisher loop
@@ -299,12 +303,10 @@ def stuck_reason(job_id: str) -> str:
 
 def http_app() -> tuple[str, str]:
     """The folder's api_db:app when it has POST /exports, else the kit's route around accept_export."""
-    import_learner("admission_adapter", ("accept_export",))
+    learner.module("admission_adapter", "accept_export")
     with contextlib.suppress(Exception):
-        import api_db
-        for route in getattr(api_db.app, "routes", []):
-            if getattr(route, "path", None) == "/exports" and "POST" in (getattr(route, "methods", None) or ()):
-                return "api_db:app", "api_db.py POST /exports"
+        if learner.call("lab13_learner:api_db_has_post_exports") is True:
+            return "api_db:app", "api_db.py POST /exports"
     return "lab13_api:app", t("套件的 POST /exports 路由包着你的 accept_export（api_db.py 里没有 POST /exports）",
                               "the kit's POST /exports route around your accept_export "
                               "(api_db.py has no POST /exports)")

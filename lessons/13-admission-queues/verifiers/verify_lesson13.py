@@ -70,17 +70,18 @@ from uuid import uuid4
 from lab13_fixture import (EVENTS, TERMINAL, TOOLS, active_count, add_filler, body_of, configured_limit, counts,
                            delivered, event_of, first_held, hold, http_app, pause, publisher_loop, release, released,
                            reset, serve, starts, stop_workers, store, stuck_reason, submit_quietly, wait_confirmed,
-                           wait_done, waits_elsewhere, workers)
+                           wait_done, waits_elsewhere, learner, workers)
 from lab13_gate import (INNODB_TRX_POLL, Producers, answered, assert_no_errors, classify, helpers_ready,
                         outcome_text, outcome_zh, race_at_edge)
 from lab13_tools import WAIT_TIMEOUTS  # errors that end a wait by time, not by what the statement found
 
 from shared import handshake
-from shared.celerylab import LOG_DIR, WORK, import_learner, redact, short
+from shared.celerylab import LOG_DIR, WORK, redact, short
 from shared.figures import attach, bar, lane, lanes, mark, steps
 from shared.i18n import t
 from shared.labdb import job_row, kit_db, lock_waits, sql
 from shared.proc import Process, WaitTimeout, run_python, wait_until
+from shared.tap import Check, run
 
 # 13.1–13.5 and 13.7 check the configured default; 13.6 sets the experiment's value for its own processes only.
 os.environ.pop("EXPORT_ADMISSION_LIMIT", None)
@@ -94,6 +95,20 @@ FROM export_outbox WHERE sent_at IS NULL GROUP BY queue_name"""
 
 
 # ---------------------------------------------------------------- timeline figures (pictures, never a verdict)
+
+def checks() -> list[Check]:
+    """The checks, in order: id -> what proves it.  All need the box's Redis and MariaDB and the probe
+    (state_store.py, publisher.py, admission_adapter.py load there)."""
+    return [
+        Check("13.1", check_concurrent_limit, "probe; lab13_tools.py submitters in processes at once"),
+        Check("13.2", check_routing, "probe; fast@ and bulk@ workers; the publisher loop"),
+        Check("13.3", check_http_503, "probe; uvicorn (api_db:app or the kit's route)"),
+        Check("13.4", check_backlog, "probe; workers held at the gate; the publisher loop"),
+        Check("13.5", check_fast_isolated, "probe; bulk@ held busy, fast@ free"),
+        Check("13.6", check_exercise, "probe; uvicorn"),
+        Check("13.7", check_claim_waits, "probe; a lab13_tools.py claimer; a kit transaction holding the row"),
+    ]
+
 
 def server_now() -> datetime:
     return sql("SELECT NOW(6) AS now")[0]["now"]
@@ -228,7 +243,7 @@ def check_concurrent_limit(c) -> None:
 
 def check_routing(c) -> None:
     state_store = store()
-    import_learner("publisher", ("claim_event", "publish_one"))
+    learner.module("publisher", "claim_event", "publish_one")
     reset()
     procs = workers()
     cases = [(1, "exports.fast"), (30, "exports.fast"), (31, "exports.bulk"), (60, "exports.bulk")]
@@ -353,7 +368,7 @@ def oldest_queued() -> dict | None:
 
 def check_backlog(c) -> None:
     state_store = store()
-    import_learner("publisher", ("claim_event", "publish_one"))
+    learner.module("publisher", "claim_event", "publish_one")
     limit = configured_limit(state_store)
     assert limit >= 4, t(f"配置的容量 {limit} 太小，本项需要至少 4", f"the configured limit {limit} is too small for "
                          "this item (at least 4)")
@@ -433,7 +448,7 @@ def check_backlog(c) -> None:
 
 def check_fast_isolated(c) -> None:
     state_store = store()
-    import_learner("publisher", ("claim_event", "publish_one"))
+    learner.module("publisher", "claim_event", "publish_one")
     reset()
     procs = workers()
     bulk_jobs: list[str] = []
@@ -586,7 +601,7 @@ def check_exercise(c) -> None:
 # ---------------------------------------------------------------- 13.7
 
 def check_claim_waits(c) -> None:
-    state_store = import_learner("state_store", ("submit_snapshot", "claim", "CapacityExceeded"))
+    state_store = learner.module("state_store", "submit_snapshot", "claim", "CapacityExceeded")
     reset()
     job = submit_quietly(state_store, [9])
     event = event_of(job)
@@ -693,34 +708,6 @@ def describe_claim(result: dict) -> str:
 
 # ---------------------------------------------------------------- main
 
-def main(tap) -> None:
-    EVENTS.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        with tap.check("13.1") as c:
-            c.skip_unless_selected()
-            check_concurrent_limit(c)
-        with tap.check("13.2") as c:
-            c.skip_unless_selected()
-            check_routing(c)
-        with tap.check("13.3") as c:
-            c.skip_unless_selected()
-            check_http_503(c)
-        with tap.check("13.4") as c:
-            c.skip_unless_selected()
-            check_backlog(c)
-        with tap.check("13.5") as c:
-            c.skip_unless_selected()
-            check_fast_isolated(c)
-        with tap.check("13.6") as c:
-            c.skip_unless_selected()
-            check_exercise(c)
-        with tap.check("13.7") as c:
-            c.skip_unless_selected()
-            check_claim_waits(c)
-    finally:
-        stop_workers()
-
-
 if __name__ == "__main__":
-    from shared.tap import main_guard
-    main_guard(main)
+    EVENTS.parent.mkdir(parents=True, exist_ok=True)
+    run(checks(), teardown=stop_workers)
