@@ -565,6 +565,8 @@ def cmd_table(args) -> int:
 
 def run_kit_script(lesson_id: str, script: str, args: list[str], exclusive: bool = False,
                    monitor: bool = False) -> int:
+    # `script`: a lesson's own file (bench_taskcenter.py) or one of the kit's tools (checks.tools.soak),
+    # run as `python -m` so the lesson's modules in the work folder import as they do for its scripts.
     """Run one of the kit's scripts (a benchmark, the soak) in a fresh reference folder of its lesson, in
     a box of its own with the lesson's servers (what a check run gets: servers, .env.tasks, a fresh
     database); the script starts and stops its own processes.  Its --out file is written inside the box's
@@ -576,8 +578,10 @@ def run_kit_script(lesson_id: str, script: str, args: list[str], exclusive: bool
     from checks.runner import boxing, run_script
     data = _load()
     [lesson] = _select(data, [lesson_id], allow_planned=False)
-    workdir = materialise(data["lessons"], lesson, LAB_DIR / "work" / Path(script).stem)
-    log_dir = LAB_DIR / "logs" / Path(script).stem
+    name = script.rsplit(".", 1)[-1] if not script.endswith(".py") else Path(script).stem
+    command = [script] if script.endswith(".py") else ["-m", script]
+    workdir = materialise(data["lessons"], lesson, LAB_DIR / "work" / name)
+    log_dir = LAB_DIR / "logs" / name
     if log_dir.exists():
         shutil.rmtree(log_dir)
     log_dir.mkdir(parents=True)
@@ -589,9 +593,9 @@ def run_kit_script(lesson_id: str, script: str, args: list[str], exclusive: bool
         from shared import labctl
         with labctl.in_use(exclusive=exclusive):
             labctl.up(lesson["services"])
-            code = run_script(lesson, workdir, log_dir, [script, *args], monitor)
+            code = run_script(lesson, workdir, log_dir, [*command, *args], monitor)
     else:
-        code = run_script(lesson, workdir, log_dir, [script, *args], monitor)
+        code = run_script(lesson, workdir, log_dir, [*command, *args], monitor)
     if wanted is not None:  # written in the box: read back as data (no link followed, capped)
         try:
             made = boxfiles.read(log_dir / wanted.name, 64 << 20)
@@ -604,7 +608,7 @@ def run_kit_script(lesson_id: str, script: str, args: list[str], exclusive: bool
 
 
 BENCHMARKS = [("07", "bench_taskcenter.py", "taskcenter.json"),
-              ("13", "bench_durable.py", "durable.json")]
+              ("13", "checks.tools.bench_durable", "durable.json")]
 
 
 def cmd_bench(args) -> int:
@@ -627,7 +631,7 @@ def cmd_soak(args) -> int:
     argv = ["--jobs", str(args.jobs or (500 if args.long else 100)), "--out", str(out)]
     if args.seed is not None:
         argv += ["--seed", str(args.seed)]
-    code = run_kit_script("16", "soak.py", argv, exclusive=True, monitor=True)
+    code = run_kit_script("16", "checks.tools.soak", argv, exclusive=True, monitor=True)
     print(t(f"账本 JSON：{os.path.relpath(out)}", f"ledger JSON: {os.path.relpath(out)}"))
     if out.is_file():  # and a page: the ledger, the backlog over time (the monitor's feed), the chaos
         import json

@@ -1,6 +1,6 @@
 """Kit probe for the soak (not a lesson file): the learner's Celery app, observed and slowed a little.
 
-The soak starts its workers as `celery -A soak_probe:app worker ...`.  Every task start is appended
+The soak starts its workers as `celery -A checks.tools.soak_probe:app worker ...`.  Every task start is appended
 to $LAB_LOG_DIR/soak-deliveries.jsonl (pid, message id, job id): that is how the ledger counts
 deliveries per job.  SOAK_TASK_DELAY (seconds, e.g. 0.2) makes each execution hold its lease that
 long before finish() — as a slow file write would — so a chaos kill lands on a job that is really

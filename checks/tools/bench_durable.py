@@ -1,6 +1,6 @@
 """Benchmark: what the durable path costs next to a bare Celery round trip (a script, never a test).
 
-    python bench_durable.py [--out FILE] [--quick] [--concurrency C]
+    python -m checks.tools.bench_durable [--out FILE] [--quick] [--concurrency C]   (make bench)
     (make bench runs it in a fresh lesson-13 folder with the kit's services; about 40 s, --quick about 20 s)
 
 Three numbers, one run, the kit's own Redis and MySQL/MariaDB:
@@ -52,7 +52,7 @@ def _worker_app():
     return app
 
 
-if os.environ.get("BENCH_DURABLE_WORKER") == "1":  # imported by `celery -A bench_durable:app`
+if os.environ.get("BENCH_DURABLE_WORKER") == "1":  # imported by `celery -A checks.tools.bench_durable:app`
     app = _worker_app()
 
 
@@ -95,7 +95,7 @@ def start_worker(concurrency: int):
     log.unlink(missing_ok=True)
     env = dict(bench_env(), BENCH_DURABLE_WORKER="1")
     level = os.environ.get("BENCH_LOG_LEVEL", "WARNING")
-    proc = Process([sys.executable, "-m", "celery", "-A", "bench_durable:app", "worker", "-l", level,
+    proc = Process([sys.executable, "-m", "celery", "-A", "checks.tools.bench_durable:app", "worker", "-l", level,
                     "-Q", "bench.noop,exports.fast", f"--concurrency={concurrency}", "--prefetch-multiplier=1",
                     "-n", "bench@%h", "--without-mingle", "--without-gossip", "--without-heartbeat"],
                    cwd=HERE, log_path=log, env=env)
