@@ -199,7 +199,7 @@ class Probe:
         self._proc: subprocess.Popen | None = None
         self._lock = threading.Lock()
         self._write_lock = threading.Lock()
-        self._pending: dict[int, _Call] = {}
+        self._pending: dict[int, tuple[subprocess.Popen, _Call]] = {}
         self._ids = itertools.count(1)
         self._out = None
 
@@ -221,6 +221,10 @@ class Probe:
         reader.start()
 
     def _read(self, proc: subprocess.Popen, answers) -> None:
+        with answers:
+            self._read_answers(proc, answers)
+
+    def _read_answers(self, proc: subprocess.Popen, answers) -> None:
         buffer = b""
         while True:
             chunk = answers.read1(65536) if hasattr(answers, "read1") else answers.read(65536)
@@ -234,21 +238,26 @@ class Probe:
             for line in lines:
                 try:
                     answer = json.loads(line)
-                    call = self._pending.pop(int(answer["id"]))
+                    owner, call = self._pending[int(answer["id"])]
                 except (ValueError, KeyError, TypeError):
                     continue  # not an answer to anything we asked: ignored, the call still waits for its own
+                if owner is not proc:
+                    continue  # only the process asked may answer
+                del self._pending[int(answer["id"])]
                 call.answer = answer
                 call.done.set()
         self._fail_all(proc, "the probe process ended")
 
     def _fail_all(self, proc: subprocess.Popen, why: str) -> None:
+        """That probe process is done for: stop it, and every call still waiting on it gets `why`."""
         with self._lock:
             if self._proc is proc:
                 self._stop_locked()
-            for call in list(self._pending.values()):
-                call.answer = {"gone": why}
-                call.done.set()
-            self._pending.clear()
+            for number, (owner, call) in list(self._pending.items()):
+                if owner is proc:
+                    del self._pending[number]
+                    call.answer = {"gone": why}
+                    call.done.set()
 
     def _stop_locked(self) -> None:
         proc, self._proc = self._proc, None
@@ -284,7 +293,7 @@ class Probe:
             if self._proc is None:
                 self._start()
             number = next(self._ids)
-            self._pending[number] = call
+            self._pending[number] = (self._proc, call)
             proc, out = self._proc, self._out
         data = (json.dumps(dict(request, id=number)) + "\n").encode()
         try:

@@ -14,14 +14,12 @@ Path.write_text / write_bytes / open() all go through io.open, which is what get
 Nothing is imported ahead of the worker: a module missing from include stays missing.
 """
 
-import builtins
-import io
 import os
-import time
 
 from celery import signals
 
 from shared.celerylab import append_event
+from shared.hold_gate import Gate
 
 FOLDER = os.environ.get("LAB_LOG_DIR") or "."
 EVENTS = os.path.join(FOLDER, "lab11-events.jsonl")
@@ -33,51 +31,9 @@ def record(kind: str, **fields) -> None:
     append_event(EVENTS, kind, **fields)
 
 
-def _held_jobs() -> list[str]:
-    # os-level reads only: this runs inside the open() wrapper.
-    try:
-        fd = os.open(HOLD_LIST, os.O_RDONLY)
-    except OSError:
-        return []
-    try:
-        return os.read(fd, 65536).decode(errors="replace").split()
-    finally:
-        os.close(fd)
-
-
-def _maybe_hold(file, mode) -> None:
-    if not isinstance(mode, str) or not any(flag in mode for flag in "wax+"):
-        return
-    if not isinstance(file, (str, bytes, os.PathLike)):
-        return
-    path = os.fsdecode(os.fspath(file))
-    for job in _held_jobs():
-        if job and job in path:
-            marker = os.path.join(FOLDER, f"lab11-held-{job}")
-            try:  # only the first write of this job waits (O_EXCL across pool children)
-                os.close(os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
-            except FileExistsError:
-                return
-            record("hold", job=job, path=path)
-            release = os.path.join(FOLDER, f"lab11-release-{job}")
-            until = time.monotonic() + HOLD_SECONDS
-            while not os.path.exists(release) and time.monotonic() < until:
-                time.sleep(0.02)
-            record("release", job=job, path=path, released=os.path.exists(release))
-            return
-
-
-_real_open = io.open
-
-
-def _open(file, mode="r", *args, **kwargs):
-    _maybe_hold(file, mode)
-    return _real_open(file, mode, *args, **kwargs)
-
-
-# Before the learner's modules load, so a module-level `open` binding sees the wrapper too.
-io.open = _open
-builtins.open = _open
+# The first write of a held job's file waits for the checker's release (shared/hold_gate.py), installed
+# before the learner's modules load.
+Gate(FOLDER, "lab11", HOLD_LIST, backstop=HOLD_SECONDS, record=record).hold_first_writes()
 
 
 @signals.task_prerun.connect

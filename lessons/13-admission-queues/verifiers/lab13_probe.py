@@ -17,14 +17,12 @@ It is the learner's own app, settings and tasks, plus, in these processes only:
   check, so a hold never ends by time while a check is watching it.
 """
 
-import builtins
-import io
 import os
-import time
 
 from celery import signals
 
 from shared.celerylab import append_event
+from shared.hold_gate import Gate
 
 FOLDER = os.environ.get("LAB_LOG_DIR") or "."
 EVENTS = os.path.join(FOLDER, "lab13-events.jsonl")
@@ -36,51 +34,9 @@ def record(kind: str, **fields) -> None:
     append_event(EVENTS, kind, **fields)
 
 
-def _held_jobs() -> list[str]:
-    # os-level reads only: this runs inside the open() wrapper.
-    try:
-        fd = os.open(HOLD_LIST, os.O_RDONLY)
-    except OSError:
-        return []
-    try:
-        return os.read(fd, 65536).decode(errors="replace").split()
-    finally:
-        os.close(fd)
-
-
-def _maybe_hold(file, mode) -> None:
-    if not isinstance(mode, str) or not any(flag in mode for flag in "wax+"):
-        return
-    if not isinstance(file, (str, bytes, os.PathLike)):
-        return
-    path = os.fsdecode(os.fspath(file))
-    for job in _held_jobs():
-        if job and job in path:
-            marker = os.path.join(FOLDER, f"lab13-held-{job}")
-            try:  # only the first write of this job waits
-                os.close(os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
-            except FileExistsError:
-                return
-            record("hold", job=job)
-            release = os.path.join(FOLDER, f"lab13-release-{job}")
-            until = time.monotonic() + HOLD_BACKSTOP
-            while not os.path.exists(release) and time.monotonic() < until:
-                time.sleep(0.02)
-            record("release", job=job, released=os.path.exists(release))
-            return
-
-
-_real_open = io.open
-
-
-def _open(file, mode="r", *args, **kwargs):
-    _maybe_hold(file, mode)
-    return _real_open(file, mode, *args, **kwargs)
-
-
-# Before the learner's modules load, so a module-level `open` binding sees the wrapper too.
-io.open = _open
-builtins.open = _open
+# The first write of a held job's file waits for the checker's release (shared/hold_gate.py), installed
+# before the learner's modules load.
+Gate(FOLDER, "lab13", HOLD_LIST, backstop=HOLD_BACKSTOP, record=record).hold_first_writes()
 
 
 def _where(task) -> dict:

@@ -17,14 +17,12 @@ claim() is wrapped on the state_store module before the learner's task module im
 wrapper returns exactly what the learner's claim returned.  Nothing else is changed.
 """
 
-import builtins
-import io
 import os
-import time
 
 from celery import signals
 
 from shared.celerylab import append_event
+from shared.hold_gate import Gate
 
 FOLDER = os.environ.get("LAB_LOG_DIR") or "."
 EVENTS = os.path.join(FOLDER, "lab15-events.jsonl")
@@ -36,58 +34,10 @@ def record(kind: str, **fields) -> None:
     append_event(EVENTS, kind, **fields)
 
 
-def _held(phase: str) -> list[str]:
-    # os-level reads only: this also runs inside the open() wrapper.
-    try:
-        fd = os.open(HOLD_LIST, os.O_RDONLY)
-    except OSError:
-        return []
-    try:
-        text = os.read(fd, 1 << 20).decode(errors="replace")
-    finally:
-        os.close(fd)
-    return [parts[1] for parts in (line.split() for line in text.splitlines())
-            if len(parts) == 2 and parts[0] == phase]
-
-
-def _pause(phase: str, job: str, **fields) -> None:
-    marker = os.path.join(FOLDER, f"lab15-held-{phase}-{job}")
-    try:  # only the first pause of this phase and job waits
-        os.close(os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
-    except FileExistsError:
-        return
-    record("hold", phase=phase, job=job, **fields)
-    release = os.path.join(FOLDER, f"lab15-release-{phase}-{job}")
-    until = time.monotonic() + HOLD_SECONDS
-    while not os.path.exists(release) and time.monotonic() < until:
-        time.sleep(0.02)
-    record("release", phase=phase, job=job, released=os.path.exists(release))
-
-
-# ---------------------------------------------------------------- pause at the write
-
-def _maybe_hold_write(file, mode) -> None:
-    if not isinstance(mode, str) or not any(flag in mode for flag in "wax+"):
-        return
-    if not isinstance(file, (str, bytes, os.PathLike)):
-        return
-    path = os.fsdecode(os.fspath(file))
-    for job in _held("write"):
-        if job and job in path:
-            _pause("write", job, path=path)
-            return
-
-
-_real_open = io.open
-
-
-def _open(file, mode="r", *args, **kwargs):
-    _maybe_hold_write(file, mode)
-    return _real_open(file, mode, *args, **kwargs)
-
-
-io.open = _open
-builtins.open = _open
+# Pauses the checker releases (shared/hold_gate.py): at the first write of a held job's file ("write"),
+# and right after a held job's claim ("claim").  The write gate goes in before the learner's modules load.
+GATE = Gate(FOLDER, "lab15", HOLD_LIST, backstop=HOLD_SECONDS, record=record)
+GATE.hold_first_writes(phase="write")
 
 
 # ---------------------------------------------------------------- pause after the claim
@@ -103,9 +53,9 @@ def _wrap_claim() -> None:
 
     def claim(job_id, *args, **kwargs):
         job = real(job_id, *args, **kwargs)
-        if job is not None and str(job_id) in _held("claim"):
+        if job is not None and str(job_id) in GATE.listed("claim"):
             token = job.get("lease_token") if isinstance(job, dict) else None
-            _pause("claim", str(job_id), token=str(token))
+            GATE.pause(str(job_id), "claim", token=str(token))
         return job
 
     claim.__wrapped__ = real

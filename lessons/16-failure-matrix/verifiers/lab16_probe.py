@@ -25,8 +25,6 @@ settings and tasks, plus, in the worker process and its pool children only:
 Nothing else changes: the tasks, their names and settings are the learner's.
 """
 
-import builtins
-import io
 import os
 import time
 
@@ -34,6 +32,7 @@ import pymysql
 from celery import signals
 
 from shared.celerylab import append_event
+from shared.hold_gate import Gate, read_list
 
 FOLDER = os.environ.get("LAB_LOG_DIR") or "."
 EVENTS = os.path.join(FOLDER, "lab16-events.jsonl")
@@ -48,57 +47,13 @@ def record(kind: str, **fields) -> None:
     append_event(EVENTS, kind, **fields)
 
 
-def _listed(path: str) -> list[str]:
-    # os-level reads only: this also runs inside the open() wrapper.
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return []
-    try:
-        return os.read(fd, 65536).decode(errors="replace").split()
-    finally:
-        os.close(fd)
-
-
-def _first_time(name: str) -> bool:
-    """True once per marker name across all pool children (O_EXCL)."""
-    try:
-        os.close(os.open(os.path.join(FOLDER, name), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
-        return True
-    except FileExistsError:
-        return False
-
+GATE = Gate(FOLDER, "lab16", HOLD_LIST, backstop=HOLD_SECONDS, record=record)
 
 # ---------------------------------------------------------------- held writes
 
-def _maybe_hold(file, mode) -> None:
-    if not isinstance(mode, str) or not any(flag in mode for flag in "wax+"):
-        return
-    if not isinstance(file, (str, bytes, os.PathLike)):
-        return
-    path = os.fsdecode(os.fspath(file))
-    for job in _listed(HOLD_LIST):
-        if job and job in path and _first_time(f"lab16-held-{job}"):
-            record("hold", job=job, path=path)
-            release = os.path.join(FOLDER, f"lab16-release-{job}")
-            until = time.monotonic() + HOLD_SECONDS
-            while not os.path.exists(release) and time.monotonic() < until:
-                time.sleep(0.02)
-            record("release", job=job, path=path, released=os.path.exists(release))
-            return
-
-
-_real_open = io.open
-
-
-def _open(file, mode="r", *args, **kwargs):
-    _maybe_hold(file, mode)
-    return _real_open(file, mode, *args, **kwargs)
-
-
-# Before the learner's modules load, so a module-level `open` binding sees the wrapper too.
-io.open = _open
-builtins.open = _open
+# The first write of a held job's file waits for the matrix's release (shared/hold_gate.py), installed
+# before the learner's modules load.
+GATE.hold_first_writes()
 
 
 # ---------------------------------------------------------------- the database gone before claim
@@ -119,7 +74,7 @@ def _publishes_under_way() -> bool:
 
 def _claim(job_id, *args, **kwargs):
     job = str(job_id)
-    if job in _listed(FAIL_LIST) and _first_time(f"lab16-failed-{job}"):
+    if job in read_list(FAIL_LIST) and GATE.first_time(f"lab16-failed-{job}"):
         record("db_fault", job=job)
         raise pymysql.err.OperationalError(2003, "lab16 drill: the database cannot be reached")
     until = time.monotonic() + PUBLISH_WAIT
