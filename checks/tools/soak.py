@@ -303,6 +303,8 @@ def ledger(acknowledged: list[str]) -> dict:
     found = job_rows(acknowledged, "status, attempts, payload, result_ref")
     deliveries: dict[str, int] = {}
     for event in read_events(DELIVERIES):
+        if event.get("kind") != "start":
+            continue
         job_id = event.get("job_id")
         deliveries[job_id] = deliveries.get(job_id, 0) + 1
     missing = [j for j in acknowledged if j not in found]

@@ -1,8 +1,8 @@
 """Kit probe for the soak (not a lesson file): the learner's Celery app, observed and slowed a little.
 
-The soak starts its workers as `celery -A checks.tools.soak_probe:app worker ...`.  Every task start is appended
-to $LAB_LOG_DIR/soak-deliveries.jsonl (pid, message id, job id): that is how the ledger counts
-deliveries per job.  SOAK_TASK_DELAY (seconds, e.g. 0.2) makes each execution hold its lease that
+The soak starts its workers as `celery -A checks.tools.soak_probe:app worker ...`.  Every task start and end is
+appended to $LAB_LOG_DIR/soak-deliveries.jsonl (pid, message id, job id): the starts are how the
+ledger counts deliveries per job.  SOAK_TASK_DELAY (seconds, e.g. 0.2) makes each execution hold its lease that
 long before finish() — as a slow file write would — so a chaos kill lands on a job that is really
 `running` with a live lease, not only between tasks.
 """
@@ -10,18 +10,15 @@ long before finish() — as a slow file write would — so a chaos kill lands on
 import os
 import time
 
-from celery import signals
-
 from shared.celerylab import append_event
+from shared.worker_events import record_task_runs
 
 DELIVERIES = os.path.join(os.environ.get("LAB_LOG_DIR") or ".", "soak-deliveries.jsonl")
 DELAY = float(os.environ.get("SOAK_TASK_DELAY", "0"))
 
 
-@signals.task_prerun.connect
-def _on_start(task_id=None, task=None, args=None, **_):
-    append_event(DELIVERIES, "start", task=getattr(task, "name", None), task_id=task_id,
-                 job_id=(list(args or []) or [None])[0])
+record_task_runs(lambda kind, **fields: append_event(DELIVERIES, kind, **fields),
+                 started=lambda task, args, kwargs: {"job_id": args[0] if args else None})
 
 
 import state_store  # noqa: E402  patched before the task module imports finish from it

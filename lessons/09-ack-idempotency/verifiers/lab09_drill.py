@@ -16,10 +16,10 @@ Events are JSON lines appended to LAB_DRILL_DIR/events.jsonl.  Nothing here touc
 import os
 from pathlib import Path
 
-from celery import signals
 
 from shared import handshake
 from shared.celerylab import append_event
+from shared.worker_events import record_task_runs
 
 DRILL_DIR = Path(os.environ["LAB_DRILL_DIR"])
 EVENTS = DRILL_DIR / "events.jsonl"
@@ -53,15 +53,12 @@ def _replace_then_hold(src, dst, *args, **kwargs):
 os.replace = _replace_then_hold
 
 
-@signals.task_prerun.connect
-def _on_start(task_id=None, task=None, args=None, **_):
+def _delivered(task, args, kwargs) -> dict:
     info = getattr(task.request, "delivery_info", None) or {}
-    record("start", task_id=task_id, job=(args or [None])[0], redelivered=bool(info.get("redelivered")))
+    return {"job": args[0] if args else None, "redelivered": bool(info.get("redelivered"))}
 
 
-@signals.task_postrun.connect
-def _on_end(task_id=None, task=None, state=None, retval=None, **_):
-    record("end", task_id=task_id, state=state, retval=retval if isinstance(retval, dict) else repr(retval)[:200])
+record_task_runs(record, started=_delivered)
 
 
 from celery_app import app  # noqa: E402  the learner's app, tasks and settings

@@ -16,9 +16,9 @@ Nothing is imported ahead of the worker: a module missing from include stays mis
 
 import os
 
-from celery import signals
 
 from shared.celerylab import append_event
+from shared.worker_events import record_task_runs
 from shared.hold_gate import Gate
 
 FOLDER = os.environ.get("LAB_LOG_DIR") or "."
@@ -36,17 +36,7 @@ def record(kind: str, **fields) -> None:
 Gate(FOLDER, "lab11", HOLD_LIST, backstop=HOLD_SECONDS, record=record).hold_first_writes()
 
 
-@signals.task_prerun.connect
-def _on_start(task_id=None, task=None, args=None, kwargs=None, **_):
-    record("start", task=getattr(task, "name", None), task_id=task_id, args=list(args or []),
-           kwargs=kwargs or {})
-
-
-@signals.task_postrun.connect
-def _on_end(task_id=None, task=None, state=None, retval=None, **_):
-    record("end", task=getattr(task, "name", None), task_id=task_id, state=state,
-           retval=retval if isinstance(retval, (dict, list, str, int, float, bool, type(None))) else repr(retval)[:200])
-
+record_task_runs(record)
 
 from celery_app import app  # noqa: E402  the learner's app, tasks and settings
 

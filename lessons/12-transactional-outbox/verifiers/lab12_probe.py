@@ -8,9 +8,9 @@ $LAB_LOG_DIR/lab12-events.jsonl.  That is how the checks count deliveries of one
 
 import os
 
-from celery import signals
 
 from shared.celerylab import append_event
+from shared.worker_events import record_task_runs
 
 EVENTS = os.path.join(os.environ.get("LAB_LOG_DIR") or ".", "lab12-events.jsonl")
 
@@ -19,16 +19,7 @@ def record(kind: str, **fields) -> None:
     append_event(EVENTS, kind, **fields)
 
 
-@signals.task_prerun.connect
-def _on_start(task_id=None, task=None, args=None, kwargs=None, **_):
-    record("start", task=getattr(task, "name", None), task_id=task_id, args=list(args or []))
-
-
-@signals.task_postrun.connect
-def _on_end(task_id=None, task=None, state=None, retval=None, **_):
-    record("end", task=getattr(task, "name", None), task_id=task_id, state=state,
-           retval=retval if isinstance(retval, (dict, list, str, int, float, bool, type(None))) else repr(retval)[:200])
-
+record_task_runs(record)
 
 from celery_app import app  # noqa: E402  the learner's app, tasks and settings
 

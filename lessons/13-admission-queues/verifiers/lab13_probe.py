@@ -19,9 +19,9 @@ It is the learner's own app, settings and tasks, plus, in these processes only:
 
 import os
 
-from celery import signals
 
 from shared.celerylab import append_event
+from shared.worker_events import record_task_runs
 from shared.hold_gate import Gate
 
 FOLDER = os.environ.get("LAB_LOG_DIR") or "."
@@ -45,16 +45,8 @@ def _where(task) -> dict:
     return {"node": getattr(request, "hostname", None), "queue": info.get("routing_key")}
 
 
-@signals.task_prerun.connect
-def _on_start(task_id=None, task=None, args=None, kwargs=None, **_):
-    record("start", task=getattr(task, "name", None), task_id=task_id, args=list(args or []), **_where(task))
-
-
-@signals.task_postrun.connect
-def _on_end(task_id=None, task=None, state=None, retval=None, **_):
-    record("end", task=getattr(task, "name", None), task_id=task_id, state=state, **_where(task),
-           retval=retval if isinstance(retval, (dict, list, str, int, float, bool, type(None))) else repr(retval)[:200])
-
+record_task_runs(record, started=lambda task, args, kwargs: _where(task),
+                 ended=lambda task, state, retval: _where(task))
 
 from celery_app import app  # noqa: E402  the learner's app, tasks and settings
 

@@ -13,9 +13,9 @@ app, settings and tasks, plus two kit additions in those processes only:
 
 import os
 
-from celery import signals
 
 from shared.celerylab import append_event
+from shared.worker_events import record_task_runs
 
 EVENTS = os.path.join(os.environ.get("LAB_LOG_DIR") or ".", "lab14-events.jsonl")
 TICK_TASK = "products.schedule_tick"
@@ -26,19 +26,13 @@ def record(kind: str, **fields) -> None:
     append_event(EVENTS, kind, run=RUN, **fields)
 
 
-@signals.task_prerun.connect
-def _on_start(task_id=None, task=None, args=None, **_):
+def _delivered(task, args, kwargs) -> dict:
     request = getattr(task, "request", None)
     delivery = getattr(request, "delivery_info", None) or {}
-    record("start", task=getattr(task, "name", None), task_id=task_id, args=list(args or []),
-           queue=delivery.get("routing_key"), worker=getattr(request, "hostname", None))
+    return {"queue": delivery.get("routing_key"), "worker": getattr(request, "hostname", None)}
 
 
-@signals.task_postrun.connect
-def _on_end(task_id=None, task=None, state=None, retval=None, **_):
-    record("end", task=getattr(task, "name", None), task_id=task_id, state=state,
-           retval=retval if isinstance(retval, (dict, list, str, int, float, bool, type(None))) else repr(retval)[:200])
-
+record_task_runs(record, started=_delivered)
 
 from celery_app import app  # noqa: E402  the learner's app, tasks and settings
 

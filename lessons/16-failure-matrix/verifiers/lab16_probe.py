@@ -29,9 +29,9 @@ import os
 import time
 
 import pymysql
-from celery import signals
 
 from shared.celerylab import append_event
+from shared.worker_events import record_task_runs
 from shared.hold_gate import Gate, read_list
 
 FOLDER = os.environ.get("LAB_LOG_DIR") or "."
@@ -88,28 +88,22 @@ state_store.claim = _claim
 
 # ---------------------------------------------------------------- task events
 
-@signals.task_prerun.connect
-def _on_start(task_id=None, task=None, args=None, kwargs=None, **_):
-    args = list(args or [])
+def _started(task, args, kwargs) -> dict:
     _current["job"] = str(args[0]) if args else None
-    request = getattr(task, "request", None)
-    record("start", task=getattr(task, "name", None), task_id=task_id, args=args,
-           ignore_result=getattr(request, "ignore_result", None))
+    return {"ignore_result": getattr(getattr(task, "request", None), "ignore_result", None)}
 
 
-@signals.task_postrun.connect
-def _on_end(task_id=None, task=None, state=None, retval=None, **_):
+def _ended(task, state, retval) -> dict:
     _current["job"] = None
-    fields = {}
-    if isinstance(retval, BaseException):  # the task raised: what, and whether the database refused it
-        code = retval.args[0] if retval.args and isinstance(retval.args[0], int) else None
-        fields = {"error_type": type(retval).__name__, "error_code": code, "error": str(retval)[:200],
-                  "database_error": isinstance(retval, pymysql.err.OperationalError)}
-        retval = None
-    record("end", task=getattr(task, "name", None), task_id=task_id, state=state,
-           retval=retval if isinstance(retval, (dict, list, str, int, float, bool, type(None))) else repr(retval)[:200],
-           **fields)
+    if not isinstance(retval, BaseException):
+        return {}
+    # The task raised: what, and whether the database refused it.
+    code = retval.args[0] if retval.args and isinstance(retval.args[0], int) else None
+    return {"retval": None, "error_type": type(retval).__name__, "error_code": code, "error": str(retval)[:200],
+            "database_error": isinstance(retval, pymysql.err.OperationalError)}
 
+
+record_task_runs(record, started=_started, ended=_ended)
 
 from celery_app import app  # noqa: E402  the learner's app, tasks and settings
 
