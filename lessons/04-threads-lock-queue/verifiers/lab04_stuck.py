@@ -11,6 +11,9 @@ called stuck.
     python lab04_stuck.py threaded_queue.py     runs the script as `python threaded_queue.py` would; if its
                                                 threads deadlock, prints one "LAB04-STUCK {json}" line
                                                 saying where each waits, and exits with code 3
+
+deadlocked() says where each thread waits as plain data, {name: [what, detail]}: it runs next to learner
+code (in a probe, in the watchdog above) and its answer travels to the judge, which words it (describe).
 """
 
 from __future__ import annotations
@@ -70,19 +73,31 @@ def _still_blocked(what: str, target) -> bool:
     return isinstance(target, threading.Thread) and target.is_alive()
 
 
-def describe(what: str, target) -> str:
+def _fact(what: str, target) -> list:
+    """Where one thread waits, as plain data: [what, detail]."""
+    if what == "join":
+        return [what, target.unfinished_tasks]  # the get() calls nobody will task_done()
+    if what == "thread":
+        return [what, str(getattr(target, "name", target))]
+    return [what, None]
+
+
+def describe(what: str, detail=None) -> str:
+    """One thread's wait, [what, detail] from deadlocked(), in the learner's words."""
     if what == "get":
         return t("在空队列的 get() 里等", "waits in get() on an empty queue")
     if what == "put":
         return t("在满队列的 put() 里等", "waits in put() on a full queue")
     if what == "join":
-        return t(f"在 join() 里等 {target.unfinished_tasks} 次没人会 task_done() 的 get()",
-                 f"waits in join() for {target.unfinished_tasks} get() call(s) nobody will task_done()")
-    return t(f"在 join() 里等 {getattr(target, 'name', target)}", f"waits in join() for {getattr(target, 'name', target)}")
+        return t(f"在 join() 里等 {detail} 次没人会 task_done() 的 get()",
+                 f"waits in join() for {detail} get() call(s) nobody will task_done()")
+    if what == "running":
+        return "still running"  # not proved stuck: only past the bound
+    return t(f"在 join() 里等 {detail}", f"waits in join() for {detail}")
 
 
-def deadlocked(threads: list[threading.Thread]) -> dict[str, str] | None:
-    """{thread name: where it waits} when every live thread of the group waits forever; else None.
+def deadlocked(threads: list[threading.Thread]) -> dict[str, list] | None:
+    """{thread name: [what, detail]} when every live thread of the group waits forever; else None.
     Call it when nothing outside the group will put, take or settle anything any more."""
     live = [th for th in threads if th.is_alive()]
     if not live:
@@ -98,7 +113,7 @@ def deadlocked(threads: list[threading.Thread]) -> dict[str, str] | None:
     second = sys._current_frames()  # taken after the reads above: a thread that moved has a new frame
     if any(second.get(th.ident) is not frame or not _still_blocked(*found) for th, (frame, found) in waits.items()):
         return None
-    return {th.name: describe(*found) for th, (_, found) in waits.items()}
+    return {th.name: _fact(*found) for th, (_, found) in waits.items()}
 
 
 def _watch() -> None:

@@ -9,274 +9,170 @@
       then the producer's put() finds that queue full and waits, and all 20 ids still settle.  Neither
       change made = not attempted
 
-Each check loads a fresh copy of threaded_queue.py (module level only defines the queue, lock,
-counters and consume(); the demo sits under `if __name__ == "__main__"`), then drives consume()
-with its own producer.  The learner's own main block runs once, as a subprocess, in 04.2.
-Instrumentation replaces module globals: `time` (to count the sleeps and note the seconds asked for),
-`mutex` (to know which thread holds it) and, for the exercise, `pending` (a view of the learner's own queue
-that counts the puts that found it full).
+This process is the judge and never imports the learner's code.  threaded_queue.py runs in a probe
+(shared/probe.py), where lab04_probe.py loads a fresh copy of it for each check (module level only
+defines the queue, lock, counters and consume(); the demo sits under `if __name__ == "__main__"`),
+instruments it and drives consume() with its own producer, step by step as the judge asks; each step
+answers with what it saw.  The learner's own main block runs once, as a subprocess, in 04.2.
 
 Nothing is judged by the clock.  A hang is proved from the threads' stacks (lab04_stuck.py): a thread
 waiting in get() on an empty queue that nobody will fill, in join() for a task_done() nobody will call.
-Wall times appear as evidence only.
+Wall times appear as evidence only.  Every wait in the probe is bounded, and every call into it has a
+timeout beyond that bound: a probe that dies or hangs fails the check (ProbeError).
 """
 
 from __future__ import annotations
 
-import contextlib
-import importlib.util
 import json
 import re
 import subprocess
-import threading
-import time
 from pathlib import Path
-from queue import Queue
 
-from lab04_stuck import STUCK_EXIT, STUCK_MARK, deadlocked
+from lab04_stuck import STUCK_EXIT, STUCK_MARK, describe
 from shared.i18n import t
-from shared.proc import WaitTimeout, run_python, wait_until
+from shared.probe import LearnerRaised, Probe
+from shared.proc import run_python
+from shared.tap import Check, run
 
 HERE = Path.cwd()
 SCRIPT = "threaded_queue.py"
 IDS = 20
 WORKERS = 2
-BOUND = 30.0  # backstop for waits that facts normally end in well under a second
-MEET_BOUND = 15.0  # 04.3's barrier gives up after this (shorter than BOUND, so the producer outlasts it)
+BOUND = 30.0  # backstop for waits that facts normally end in well under a second (the probe's, and 04.2's script)
+QUICK = 20.0  # a probe call that only loads, sets up or reads
+LONG = BOUND + 20.0  # a probe call that waits: its own wait is bounded by BOUND
+learner = Probe()
 
 
-def load():
-    """A fresh module object: its counters start at zero whatever an earlier check did."""
-    path = HERE / SCRIPT
-    assert path.exists(), t(f"缺少 {SCRIPT}（第 1 步）", f"{SCRIPT} is missing (step 1)")
-    spec = importlib.util.spec_from_file_location("threaded_queue", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    missing = [name for name in ("pending", "mutex", "counts", "errors", "consume") if not hasattr(module, name)]
-    assert not missing, t(f"{SCRIPT} 缺少模块级名字：{', '.join(missing)}",
-                          f"{SCRIPT} lacks the module-level names: {', '.join(missing)}")
-    return module
+def checks() -> list[Check]:
+    """The checks, in order: id -> what proves it.  Each loads its own copy of threaded_queue.py in the
+    probe (lab04_probe.py drives it); 04.2 also runs the learner's script under lab04_stuck.py."""
+    return [
+        Check("04.1", check_counts, "probe: threaded_queue (lab04_probe)"),
+        Check("04.2", check_join_and_exit, "probe: threaded_queue (lab04_probe); python lab04_stuck.py threaded_queue.py"),
+        Check("04.3", check_work_outside_lock, "probe: threaded_queue with mutex and time instrumented"),
+        Check("04.4", check_put_waits, "probe: threaded_queue with pending and time instrumented"),
+    ]
 
 
 def total(counts) -> int:
     return int(counts.get("done", 0)) + int(counts.get("failed", 0))
 
 
-class TrackedLock:
-    """Stands in for the module's mutex and remembers which thread holds it."""
-
-    def __init__(self):
-        self._lock = threading.Lock()
-        self.owner = None
-
-    def acquire(self, blocking=True, timeout=-1):
-        got = self._lock.acquire(blocking, timeout)
-        if got:
-            self.owner = threading.get_ident()
-        return got
-
-    def release(self):
-        self.owner = None
-        self._lock.release()
-
-    def locked(self):
-        return self._lock.locked()
-
-    def held_here(self) -> bool:
-        return self.owner == threading.get_ident()
-
-    def __enter__(self):
-        return self.acquire()
-
-    def __exit__(self, *exc):
-        self.release()
+def ask(function: str, *args, timeout: float = QUICK, keys: tuple[str, ...] = ()) -> dict:
+    """One step in the probe: its answer, a dict holding `keys` (any other shape fails the check)."""
+    got = learner.call(f"lab04_probe:{function}", *args, timeout=timeout)
+    assert isinstance(got, dict) and all(key in got for key in keys), t(
+        f"运行你代码的进程对 {function} 的回答不成形：{got!r:.200}",
+        f"the process running your code answered {function} out of shape: {got!r:.200}")
+    return got
 
 
-class TimeSpy:
-    """Replaces the module's `time`: counts and times every sleep, passes everything else through.
-
-    meet=True: the first sleep of each thread that does not hold the lock waits at a barrier for
-    the other thread's first such sleep -- the two threads are then sleeping at the same time, a
-    fact that no timing can fake.  before_sleep: an Event every sleep waits for first (04.4's gate)."""
-
-    def __init__(self, lock: TrackedLock | None = None, at_least: float = 0.0, meet: bool = False,
-                 before_sleep: threading.Event | None = None):
-        self.lock, self.at_least, self.before_sleep = lock, at_least, before_sleep
-        self.calls = self.active = self.max_active = self.in_lock = 0
-        self.total = self.asked = 0.0  # seconds slept; seconds the module asked for
-        self._guard = threading.Lock()
-        self.barrier = threading.Barrier(WORKERS, timeout=MEET_BOUND) if meet else None
-        self.met = False  # the barrier opened: WORKERS threads were sleeping at once
-        self._arrived: set[int] = set()
-
-    def sleep(self, seconds):
-        asked = float(seconds)
-        seconds = max(asked, self.at_least)
-        holding = self.lock is not None and self.lock.held_here()
-        with self._guard:
-            self.calls += 1
-            self.asked += asked
-            self.total += seconds
-            self.active += 1
-            self.max_active = max(self.max_active, self.active)
-            self.in_lock += holding
-            first = threading.get_ident() not in self._arrived
-            self._arrived.add(threading.get_ident())
-        try:
-            if self.barrier is not None and first and not holding:
-                try:
-                    self.barrier.wait()
-                    self.met = True
-                except threading.BrokenBarrierError:
-                    pass  # the other thread never slept outside the lock: 04.3 says so
-            if self.before_sleep is not None:
-                self.before_sleep.wait(BOUND)
-            time.sleep(seconds)
-        finally:
-            with self._guard:
-                self.active -= 1
-
-    def __getattr__(self, name):
-        return getattr(time, name)
-
-    def install(self, module) -> None:
-        # Whatever name the module uses: `import time`, `import time as clock`, `from time import sleep`.
-        for name, value in list(vars(module).items()):
-            if value is time:
-                setattr(module, name, self)
-            elif value is time.sleep:
-                setattr(module, name, self.sleep)
-
-
-class CountingQueue:
-    """The learner's own pending queue, seen through a view that notes every put() finding it full, i.e.
-    every put that must wait.  consume() looks `pending` up at call time, so it uses the view too."""
-
-    def __init__(self, queue: Queue):
-        self.queue = queue
-        self.found_full = 0
-        self.held_back = threading.Event()
-
-    def put(self, item, block=True, timeout=None):
-        if self.queue.full():
-            self.found_full += 1
-            self.held_back.set()
-        self.queue.put(item, block, timeout)
-
-    def __getattr__(self, name):
-        return getattr(self.queue, name)
+def where(stuck) -> str:
+    """Where each thread waits, from {name: [what, detail]} (lab04_stuck.deadlocked)."""
+    if not isinstance(stuck, dict):
+        return str(stuck or "")
+    parts = []
+    for name, fact in stuck.items():
+        known = isinstance(fact, (list, tuple)) and len(fact) == 2 and isinstance(fact[0], str)
+        parts.append(f"{name} {describe(*fact) if known else fact}")
+    return "; ".join(parts)
 
 
 class Consumers:
-    """WORKERS threads running the learner's consume(), fed by the verifier's own producer.
+    """One fresh copy of threaded_queue.py in the probe, WORKERS threads running its consume() there, fed
+    by the probe's producer.  The judge holds only the run's number and what each step reports."""
 
-    Daemon threads: a consumer that never returns must not keep the verifier alive.
-    """
-
-    def __init__(self, module):
-        self.module = module
+    def __init__(self, number: int, capacity):
+        self.number, self.capacity = number, capacity  # capacity: pending.maxsize as the probe read it
         self.crashes: list[str] = []
-        self.threads = [threading.Thread(target=self._run, daemon=True, name=f"consumer-{n}")
-                        for n in range(WORKERS)]
-        for thread in self.threads:
-            thread.start()
 
-    def _run(self):
+    @classmethod
+    def load(cls) -> "Consumers":
+        """A fresh module object in the probe: its counters start at zero whatever an earlier check did."""
+        path = HERE / SCRIPT
+        assert path.exists(), t(f"缺少 {SCRIPT}（第 1 步）", f"{SCRIPT} is missing (step 1)")
         try:
-            self.module.consume()
-        except BaseException as exc:  # an exception escaping consume() kills the thread: report it
-            self.crashes.append(f"{type(exc).__name__}: {exc}")
+            got = ask("load", keys=("run", "missing", "capacity"))
+        except LearnerRaised as exc:
+            tail = "\n".join(exc.learner_traceback.strip().splitlines()[-4:])
+            raise AssertionError(t(f"无法导入 {SCRIPT}：{exc.type_name}: {exc}", f"cannot import {SCRIPT}: {exc.type_name}: {exc}")
+                                 + (f"\n{tail}" if tail else "")) from None
+        missing = got["missing"]
+        assert isinstance(missing, list) and isinstance(got["run"], int), t(
+            f"运行你代码的进程对 load 的回答不成形：{got!r:.200}", f"the process running your code answered load out of shape: {got!r:.200}")
+        assert not missing, t(f"{SCRIPT} 缺少模块级名字：{', '.join(map(str, missing))}",
+                              f"{SCRIPT} lacks the module-level names: {', '.join(map(str, missing))}")
+        return cls(got["run"], got["capacity"])
 
-    def produce(self, ids) -> list[float]:
-        """Put each id from a producer thread; return how long each put() waited (evidence only).
-        A put that can never finish (a full queue and no consumer able to take) fails the check."""
-        waits: list[float] = []
+    def instrument(self, track_lock: bool = False, meet: bool = False, count_puts: bool = False,
+                   gate_on_full: bool = False) -> None:
+        """Stand-ins in the probe's copy: mutex that knows its holder, a time that counts the sleeps (meet:
+        the two threads' first sleeps wait for each other), a view of pending that counts full-queue puts
+        (gate_on_full: every sleep begins only once a put has found the queue full)."""
+        ask("instrument", self.number, track_lock, meet, count_puts, gate_on_full)
 
-        def run():
-            for item in ids:
-                started = time.perf_counter()
-                self.module.pending.put(item)
-                waits.append(time.perf_counter() - started)
+    def start(self) -> None:
+        ask("start", self.number)
 
-        producer = threading.Thread(target=run, daemon=True, name="producer")
-        producer.start()
-        stuck: dict = {}
-
-        def finished():
-            if not producer.is_alive():
-                return True
-            stuck.update(deadlocked([producer, *self.threads]) or {})
-            return bool(stuck)
-
-        with contextlib.suppress(WaitTimeout):
-            wait_until(finished, BOUND, "the producer to put every id", interval=0.005)
-        assert not producer.is_alive(), t(
+    def produce(self, ids) -> dict:
+        """Put each id from the probe's producer thread: what it saw (waits: how long each put() waited,
+        evidence only).  A put that can never finish (a full queue and no consumer able to take) fails
+        the check."""
+        got = ask("produce", self.number, list(ids), timeout=LONG,
+                  keys=("finished", "stuck", "waits", "crashes", "found_full"))
+        self.crashes = list(got["crashes"] or [])
+        stuck = got["stuck"]
+        assert got["finished"] is True, t(
             f"生产者放不完编号：{where(stuck) or '仍在等待'}。{self.crash_text()}",
             f"the producer cannot put every id: {where(stuck) or 'still waiting'}. {self.crash_text()}")
-        return waits
+        return got
 
     def send_stops(self) -> None:
         self.produce([None] * WORKERS)
 
-    def alive(self) -> int:
-        return sum(thread.is_alive() for thread in self.threads)
+    def wait_counted(self) -> dict:
+        """Wait until done + failed reaches IDS: the counts then, and the seconds since the consumers
+        started (evidence only)."""
+        got = ask("wait_counted", self.number, timeout=LONG, keys=("counts", "elapsed", "crashes"))
+        self.crashes = list(got["crashes"] or [])
+        counts = got["counts"]
+        assert isinstance(counts, dict) and total(counts) >= IDS, t(
+            f"done+failed 没到 {IDS}：counts={counts}。每个编号都要计入成功或失败。{self.crash_text()}",
+            f"done + failed did not reach {IDS}: counts={counts}. Every id must end as done or failed. "
+            f"{self.crash_text()}")
+        return got
 
-    def wait_exit(self) -> dict[str, str] | None:
-        """Wait until every consumer has returned (None), or until those left are proved to wait
-        forever (where each waits).  Call it once nothing more will be put."""
-        found: dict = {}
-
-        def settled():
-            if not self.alive():
-                return True
-            found.update(deadlocked(self.threads) or {})
-            return bool(found)
-
-        try:
-            wait_until(settled, BOUND, "consumers to exit", interval=0.01)
-        except WaitTimeout:
-            found = {th.name: "still running" for th in self.threads if th.is_alive()}
-        return found or None
+    def wait_exit(self) -> tuple[dict | None, int]:
+        """(where each consumer left waits forever, or None once all have returned; how many are alive).
+        Call it once nothing more will be put."""
+        got = ask("wait_exit", self.number, timeout=LONG, keys=("stuck", "alive", "crashes"))
+        self.crashes = list(got["crashes"] or [])
+        return got["stuck"] or None, got["alive"]
 
     def crash_text(self) -> str:
         return t(f"消费线程异常：{self.crashes}", f"consumer crashed: {self.crashes}") if self.crashes else ""
 
 
-def where(stuck: dict[str, str] | None) -> str:
-    return "; ".join(f"{name} {what}" for name, what in (stuck or {}).items())
-
-
-def wait_all_counted(module, consumers: Consumers) -> float:
-    """Wait until done + failed reaches IDS; return the monotonic time it did."""
-    try:
-        wait_until(lambda: total(module.counts) >= IDS or not consumers.alive()
-                   or deadlocked(consumers.threads), BOUND, "done + failed to reach 20", interval=0.005)
-    except WaitTimeout:
-        pass
-    assert total(module.counts) >= IDS, t(
-        f"done+failed 没到 {IDS}：counts={module.counts}。每个编号都要计入成功或失败。{consumers.crash_text()}",
-        f"done + failed did not reach {IDS}: counts={module.counts}. Every id must end as done or failed. "
-        f"{consumers.crash_text()}")
-    return time.monotonic()
-
-
 # ---------------------------------------------------------------- 04.1
 
 def check_counts(c) -> None:
-    module = load()
-    consumers = Consumers(module)
+    consumers = Consumers.load()
+    consumers.start()
     consumers.produce(range(IDS))
-    wait_all_counted(module, consumers)
+    consumers.wait_counted()
     consumers.send_stops()
     consumers.wait_exit()  # 04.2 judges the exit; here it makes sure no late increment is still to come
-    with module.mutex:
-        counts, errors = dict(module.counts), list(module.errors)
+    seen = ask("snapshot", consumers.number, keys=("counts", "errors", "crashes"))
+    counts, errors = seen["counts"], seen["errors"]
+    consumers.crashes = list(seen["crashes"] or [])
     c.note(f"counts={counts} errors={errors}")
     assert not consumers.crashes, consumers.crash_text()
-    assert counts.get("done") == IDS - 1 and counts.get("failed") == 1, t(
+    assert isinstance(counts, dict) and counts.get("done") == IDS - 1 and counts.get("failed") == 1, t(
         f"应为 done 19、failed 1，实际 {counts}：编号 7 只能记失败，其他 19 个记成功",
         f"expected done 19 and failed 1, got {counts}: id 7 counts as failed only, the other 19 as done")
-    as_tuples = [tuple(entry) if isinstance(entry, (list, tuple)) else entry for entry in errors]
+    as_tuples = [tuple(entry) if isinstance(entry, (list, tuple)) else entry for entry in errors] \
+        if isinstance(errors, list) else errors
     assert as_tuples == [(7, "ValueError")], t(
         f"errors 应正好是 [(7, 'ValueError')]（编号与异常类名），实际 {errors!r}",
         f"errors should be exactly [(7, 'ValueError')] (the id and the exception class name), got {errors!r}")
@@ -285,13 +181,13 @@ def check_counts(c) -> None:
 # ---------------------------------------------------------------- 04.2
 
 def check_join_and_exit(c) -> None:
-    module = load()
-    consumers = Consumers(module)
+    consumers = Consumers.load()
+    consumers.start()
     consumers.produce(range(IDS))
     consumers.send_stops()
-    stuck = consumers.wait_exit()
-    c.note(t(f"发出 {WORKERS} 个 None 后，存活消费线程 {consumers.alive()} 个" + (f"：{where(stuck)}" if stuck else ""),
-             f"after {WORKERS} None stop signals, consumers still alive: {consumers.alive()}"
+    stuck, alive = consumers.wait_exit()
+    c.note(t(f"发出 {WORKERS} 个 None 后，存活消费线程 {alive} 个" + (f"：{where(stuck)}" if stuck else ""),
+             f"after {WORKERS} None stop signals, consumers still alive: {alive}"
              + (f": {where(stuck)}" if stuck else "")))
     assert not stuck, t(
         f"收到 None 后消费线程没有退出（{where(stuck)}）：consume() 读到 None 要 return。{consumers.crash_text()}",
@@ -300,7 +196,7 @@ def check_join_and_exit(c) -> None:
 
     # Every consumer has returned: a get() that was not settled by now never will be, and Queue.join()
     # (which has no timeout) would wait for it forever.
-    unsettled = module.pending.unfinished_tasks
+    unsettled = ask("unfinished", consumers.number, keys=("unfinished",))["unfinished"]
     c.note(t(f"两个消费线程都返回后 pending.unfinished_tasks={unsettled}",
              f"pending.unfinished_tasks={unsettled} once both consumers had returned"))
     assert unsettled == 0, t(
@@ -309,10 +205,8 @@ def check_join_and_exit(c) -> None:
         f"every id and None was taken and both consumers returned, yet {unsettled} get() calls never had their "
         "task_done(): pending.join() would wait forever. Put task_done in finally so the failure and None paths "
         "settle too.")
-    joiner = threading.Thread(target=module.pending.join, daemon=True, name="pending-join")
-    joiner.start()
-    joiner.join(BOUND)
-    assert not joiner.is_alive(), t("pending.join() 没有返回", "pending.join() did not return")
+    joined = ask("join", consumers.number, timeout=LONG, keys=("returned",))
+    assert joined["returned"] is True, t("pending.join() 没有返回", "pending.join() did not return")
 
     # The learner's own main block, under a watchdog: non-daemon threads, so the script ends only if
     # they all return; if they deadlock, the watchdog says where each one waits.
@@ -328,7 +222,10 @@ def check_join_and_exit(c) -> None:
     lines = [line for line in done.stdout.splitlines() if line.strip()]
     found = [line[len(STUCK_MARK):] for line in lines if line.startswith(STUCK_MARK)]
     if done.returncode == STUCK_EXIT and found:
-        stuck = json.loads(found[-1])
+        try:
+            stuck = json.loads(found[-1])
+        except ValueError:
+            stuck = found[-1][:200]
         raise AssertionError(t(
             f"python {SCRIPT} 永远不会结束：{where(stuck)}。每个线程要有一个 None，每次 get 要有一次 task_done。",
             f"python {SCRIPT} never ends: {where(stuck)}. Send one None per thread and settle every get() with "
@@ -353,32 +250,31 @@ def check_join_and_exit(c) -> None:
 # ---------------------------------------------------------------- 04.3
 
 def check_work_outside_lock(c) -> None:
-    module = load()
-    lock = TrackedLock()
-    module.mutex = lock
-    spy = TimeSpy(lock, meet=True)
-    spy.install(module)
-    started = time.monotonic()
-    consumers = Consumers(module)
+    consumers = Consumers.load()
+    consumers.instrument(track_lock=True, meet=True)
+    consumers.start()
     consumers.produce(range(IDS))
-    finished = wait_all_counted(module, consumers)
+    wall = consumers.wait_counted()["elapsed"]
     consumers.send_stops()
     consumers.wait_exit()
-    wall, serial = finished - started, spy.total
-    c.note(t(f"{WORKERS} 个线程处理 {IDS} 个编号：{spy.calls} 次 sleep，持锁 sleep {spy.in_lock} 次，"
-             f"两个线程{'确实同时在 sleep（各自第一次 sleep 在屏障处会合）' if spy.met else '从未同时 sleep'}",
-             f"{WORKERS} threads, {IDS} ids: {spy.calls} sleeps, {spy.in_lock} while holding mutex; the two threads "
-             f"{'were sleeping at the same time (their first sleeps met at a barrier)' if spy.met else 'never slept at the same time'}"))
+    spy = ask("observe", consumers.number, keys=("spy",))["spy"]
+    assert isinstance(spy, dict) and all(key in spy for key in ("calls", "in_lock", "met", "total")), t(
+        f"运行你代码的进程对 observe 的回答不成形：{spy!r:.200}", f"the process running your code answered observe out of shape: {spy!r:.200}")
+    calls, in_lock, met, serial = spy["calls"], spy["in_lock"], spy["met"] is True, spy["total"]
+    c.note(t(f"{WORKERS} 个线程处理 {IDS} 个编号：{calls} 次 sleep，持锁 sleep {in_lock} 次，"
+             f"两个线程{'确实同时在 sleep（各自第一次 sleep 在屏障处会合）' if met else '从未同时 sleep'}",
+             f"{WORKERS} threads, {IDS} ids: {calls} sleeps, {in_lock} while holding mutex; the two threads "
+             f"{'were sleeping at the same time (their first sleeps met at a barrier)' if met else 'never slept at the same time'}"))
     c.note(t(f"耗时仅作记录：总 {wall:.2f}s，各次 sleep 之和 {serial:.2f}s",
              f"timings, recorded only: wall {wall:.2f}s, sleeps add up to {serial:.2f}s"))
-    assert spy.calls >= IDS, t(
-        f"每个编号都应调用 time.sleep 模拟耗时，实际只调用了 {spy.calls} 次",
-        f"each id should call time.sleep to simulate the work, but it was called {spy.calls} times")
-    assert spy.in_lock == 0, t(
-        f"{spy.in_lock} 次 sleep 发生在本线程持有 mutex 的时候：耗时工作要放到 with mutex 外，锁里只改计数",
-        f"{spy.in_lock} sleeps ran while their thread held mutex: move the slow work out of with mutex and "
+    assert calls >= IDS, t(
+        f"每个编号都应调用 time.sleep 模拟耗时，实际只调用了 {calls} 次",
+        f"each id should call time.sleep to simulate the work, but it was called {calls} times")
+    assert in_lock == 0, t(
+        f"{in_lock} 次 sleep 发生在本线程持有 mutex 的时候：耗时工作要放到 with mutex 外，锁里只改计数",
+        f"{in_lock} sleeps ran while their thread held mutex: move the slow work out of with mutex and "
         "keep only the counter updates inside")
-    assert spy.met, t(
+    assert met, t(
         "两个线程从未同时处在 sleep 中：第一个线程的 sleep 等另一个线程也进入 sleep，却没有等到（是否在别的锁里阻塞？）",
         "the two threads were never sleeping at the same time: the first thread's sleep waited for the other "
         "thread to sleep too, in vain (blocking inside another lock?)")
@@ -387,37 +283,44 @@ def check_work_outside_lock(c) -> None:
 # ---------------------------------------------------------------- 04.4
 
 def check_put_waits(c) -> None:
-    module = load()
-    own = getattr(module.pending, "maxsize", 0)
-    pending = module.pending = CountingQueue(module.pending)
-    # With the exercise's capacity, each consumer's sleep begins only once a put has found the queue full,
-    # so back-pressure is certain however the threads are scheduled.  Any other capacity is judged by the
+    consumers = Consumers.load()
+    own = consumers.capacity
+    one = own == 1
+    # The learner's own pending, seen through a view that counts the puts finding it full.  With the
+    # exercise's capacity, each consumer's sleep begins only once a put has found the queue full, so
+    # back-pressure is certain however the threads are scheduled.  Any other capacity is judged by the
     # numbers alone, so nothing waits for a put that may never find the queue full.
-    spy = TimeSpy(before_sleep=pending.held_back if own == 1 else None)
-    spy.install(module)
-    consumers = Consumers(module)
-    waits = consumers.produce(range(IDS))
-    held_back = pending.found_full
-    wait_all_counted(module, consumers)
+    consumers.instrument(count_puts=True, gate_on_full=one)
+    consumers.start()
+    put = consumers.produce(range(IDS))
+    waits, held_back = put["waits"], put["found_full"]  # the ids' puts only, not the stop signals'
+    assert isinstance(waits, list) and isinstance(held_back, int), t(
+        f"运行你代码的进程对 produce 的回答不成形：{put!r:.200}", f"the process running your code answered produce out of shape: {put!r:.200}")
+    consumers.wait_counted()
     consumers.send_stops()
-    stuck = consumers.wait_exit()
-    per_id = spy.asked / IDS
-    c.note(t(f"你的 pending 容量 {own}；consume() 每个编号等待 {per_id:.2f}s（time.sleep 共 {spy.calls} 次）",
-             f"your pending holds {own}; consume() waits {per_id:.2f}s per id ({spy.calls} time.sleep calls)"))
-    if own != 1 and per_id < 0.2 - 1e-9:
+    stuck, _ = consumers.wait_exit()
+    seen = ask("observe", consumers.number, keys=("counts", "spy"))
+    spy = seen["spy"]
+    assert isinstance(spy, dict) and all(key in spy for key in ("calls", "asked")), t(
+        f"运行你代码的进程对 observe 的回答不成形：{seen!r:.200}", f"the process running your code answered observe out of shape: {seen!r:.200}")
+    per_id = spy["asked"] / IDS
+    c.note(t(f"你的 pending 容量 {own}；consume() 每个编号等待 {per_id:.2f}s（time.sleep 共 {spy['calls']} 次）",
+             f"your pending holds {own}; consume() waits {per_id:.2f}s per id ({spy['calls']} time.sleep calls)"))
+    if not one and per_id < 0.2 - 1e-9:
         c.skip(t(f"pending 容量仍是 {own}、每个编号仍等 {per_id:.2f}s：练习未做（容量改成 1，消费者每条等待 0.2 秒）",
                  f"pending still holds {own} and each id still waits {per_id:.2f}s: exercise not attempted "
                  "(capacity 1, and the consumers wait 0.2 s per id)"))
-    assert own == 1, t(
-        f"pending 的容量是 {own}，练习要改成 1" + ("（queue.Queue 的 0 表示不限容量：put 永远不会等待，没有背压）" if own <= 0 else ""),
+    unbounded = isinstance(own, (int, float)) and own <= 0
+    assert one, t(
+        f"pending 的容量是 {own}，练习要改成 1" + ("（queue.Queue 的 0 表示不限容量：put 永远不会等待，没有背压）" if unbounded else ""),
         f"pending holds {own}; the exercise sets its capacity to 1"
-        + (" (for queue.Queue, 0 means unbounded: put() never waits, so there is no back-pressure)" if own <= 0 else ""))
+        + (" (for queue.Queue, 0 means unbounded: put() never waits, so there is no back-pressure)" if unbounded else ""))
     assert per_id >= 0.2 - 1e-9, t(f"consume() 每个编号只等 {per_id:.2f}s，练习要每条等待 0.2 秒",
                                    f"consume() waits only {per_id:.2f}s per id; the exercise makes it 0.2 s")
-    c.note(t(f"{IDS} 次 put 中 {held_back} 次遇到满队列而等待，最长 {max(waits):.2f}s，合计 {sum(waits):.2f}s"
-             f"（只作记录）；counts={module.counts}",
-             f"{held_back} of {IDS} puts found the queue full and waited, longest {max(waits):.2f}s, total "
-             f"{sum(waits):.2f}s (recorded only); counts={module.counts}"))
+    c.note(t(f"{IDS} 次 put 中 {held_back} 次遇到满队列而等待，最长 {max(waits, default=0.0):.2f}s，合计 {sum(waits):.2f}s"
+             f"（只作记录）；counts={seen['counts']}",
+             f"{held_back} of {IDS} puts found the queue full and waited, longest {max(waits, default=0.0):.2f}s, total "
+             f"{sum(waits):.2f}s (recorded only); counts={seen['counts']}"))
     assert held_back >= 1, t(
         "容量 1 时没有一次 put 遇到满队列：生产者应被满队列挡住（背压）",
         "with capacity 1 no put ever found the queue full: a full queue should hold the producer back "
@@ -427,21 +330,5 @@ def check_put_waits(c) -> None:
         f"with capacity 1 all {IDS} ids settled, but threads did not exit after their None: {where(stuck)}")
 
 
-def main(tap) -> None:
-    with tap.check("04.1") as c:
-        c.skip_unless_selected()
-        check_counts(c)
-    with tap.check("04.2") as c:
-        c.skip_unless_selected()
-        check_join_and_exit(c)
-    with tap.check("04.3") as c:
-        c.skip_unless_selected()
-        check_work_outside_lock(c)
-    with tap.check("04.4") as c:
-        c.skip_unless_selected()
-        check_put_waits(c)
-
-
 if __name__ == "__main__":
-    from shared.tap import main_guard
-    main_guard(main)
+    run(checks())
