@@ -77,7 +77,7 @@ class _Check:
             self.tap._emit(True, self.id, None, self.notes, seconds, self.figures)
         elif exc_type is Skipped:
             self.tap._emit(True, self.id, f"SKIP {exc}", self.notes, seconds)
-        elif exc_type is AssertionError and _raised_here(tb):
+        elif issubclass(exc_type, AssertionError) and _raised_here(tb):
             reason = str(exc) or t("断言失败", "assertion failed")
             self.tap._emit(False, self.id, None, [reason, *self.notes], seconds, self.figures)
         elif issubclass(exc_type, Exception):
@@ -223,11 +223,12 @@ class Check:
         self.id, self.prove, self.needs = id, prove, needs
 
 
-def run(checks: list[Check], around=None, teardown=None) -> None:
+def run(checks: list[Check], around=None, setup=None, teardown=None) -> None:
     """A verifier's whole main: the table checked against tasks.json (every check of this verifier there,
     nothing else), then each check in order, with selection and skipping; exits with the TAP status.
     `around()`: a context entered around each check's body (a lesson's way of explaining one known error);
-    `teardown()`: called once at the end, however the checks went (stopping what the lesson started)."""
+    `setup()`: called once before the first check (starting what every check shares); `teardown()`: called
+    once at the end, however setup and the checks went (stopping what the lesson started)."""
     def every_check(tap: Tap) -> None:
         mine = Path(sys.argv[0]).name
         planned = [c["id"] for c in tap._texts.values() if c.get("verifier") == mine]
@@ -236,6 +237,8 @@ def run(checks: list[Check], around=None, teardown=None) -> None:
             print(f"Bail out! {mine}: the table lists {listed}, tasks.json {planned}", flush=True)
             sys.exit(2)
         try:
+            if setup:
+                setup()
             for row in checks:
                 with tap.check(row.id) as c, (around() if around else contextlib.nullcontext()):
                     c.skip_unless_selected()

@@ -326,10 +326,28 @@ def describe(exc: BaseException) -> dict:
 from shared.figures import attach, bar, lane, lanes, mark, steps  # noqa: E402
 from shared.i18n import t  # noqa: E402
 from shared.proc import run_python  # noqa: E402
-from shared.tap import Tap  # noqa: E402
+from shared.tap import Check, run  # noqa: E402
 
 HERE = Path.cwd()
 _probes: dict[str, dict] = {}
+
+
+def checks() -> list[Check]:
+    """The checks, in order: id -> what proves it.  02.1-02.5 read probe runs of this file (`--probe normal`,
+    `timeout`, `error`: bounded_async.main() in a child process, cached); 02.6-02.10 run the note's scripts
+    under lab02_note.py."""
+    return [
+        Check("02.1", check_normal_batch, "probe: normal"),
+        Check("02.2", check_limits, "probe: normal"),
+        Check("02.3", check_timeout, "probe: timeout"),
+        Check("02.4", check_error, "probe: error"),
+        Check("02.5", check_exercise, "probe: normal, timeout"),
+        Check("02.6", check_demo, "python lab02_note.py asyncio_timeout_demo.py"),
+        Check("02.7", check_relaxed, "python lab02_note.py experiment_relaxed.py"),
+        Check("02.8", check_swallow, "python lab02_note.py experiment_swallow.py"),
+        Check("02.9", check_taskgroup, "python lab02_note.py experiment_taskgroup.py"),
+        Check("02.10", check_shield, "python lab02_note.py experiment_shield.py"),
+    ]
 
 
 def probe(kind: str) -> dict:
@@ -443,159 +461,149 @@ def assert_everyone_cleaned_up(report: dict) -> None:
         f"tasks still pending after main() ended: {report['leftover_tasks']}")
 
 
-def check_normal_batch(tap: Tap) -> None:
-    with tap.check("02.1") as c:
-        c.skip_unless_selected()
-        report = probe("normal")
-        lines = report["lines"]
-        c.note(t(f"输出：{lines}", f"output: {lines}"))
-        main = report.get("main", {})
-        assert main.get("returned"), t(f"正常批次 main() 抛出了 {main.get('text')}",
-                                       f"main() raised on the normal batch: {main.get('text')}")
-        collect = report.get("collect", {})
-        assert collect.get("returned"), t("collect_products 没有返回结果", "collect_products did not return rows")
-        c.note(t(f"collect_products 返回了 {collect['len']} 条的 {collect['type']}；i 为 0..19 时 rows[i]['id']：{collect['ids']}",
-                 f"collect_products returned a {collect['type']} of {collect['len']} rows; "
-                 f"rows[i]['id'] for i in 0..19: {collect['ids']}"))
-        assert collect["len"] == 20 and collect["ids"] == list(range(20)), t(
-            "应得到 20 条，且 rows[i]['id'] == i（以 product_id 为键）",
-            "expected 20 rows with rows[i]['id'] == i (keyed by product_id)")
-        assert "completed 20" in lines, t("main() 没有打印 completed 20", "main() did not print completed 20")
-        c.note(t(f"从队列取数的消费者：{report['consumers']} 个；读取时最多同时存在 {report['max_alive']} 个任务",
-                 f"consumers that took from the queue: {report['consumers']}; "
-                 f"most tasks alive during a read: {report['max_alive']}"))
-        assert report["consumers"] == 4, t(f"应正好四个消费者，实际 {report['consumers']}",
-                                           f"expected exactly four consumers, got {report['consumers']}")
-        assert report["max_alive"] <= 4, t(
-            f"读取时同时存在 {report['max_alive']} 个任务：不要为每件商品创建任务",
-            f"{report['max_alive']} tasks were alive during a read: do not create a task per product")
-        assert count(lines, "consumer closed") == 4, t(
-            f"consumer closed 应打印 4 次，实际 {count(lines, 'consumer closed')}",
-            f"consumer closed should print 4 times, got {count(lines, 'consumer closed')}")
-        assert_everyone_cleaned_up(report)
+def check_normal_batch(c) -> None:
+    report = probe("normal")
+    lines = report["lines"]
+    c.note(t(f"输出：{lines}", f"output: {lines}"))
+    main = report.get("main", {})
+    assert main.get("returned"), t(f"正常批次 main() 抛出了 {main.get('text')}",
+                                   f"main() raised on the normal batch: {main.get('text')}")
+    collect = report.get("collect", {})
+    assert collect.get("returned"), t("collect_products 没有返回结果", "collect_products did not return rows")
+    c.note(t(f"collect_products 返回了 {collect['len']} 条的 {collect['type']}；i 为 0..19 时 rows[i]['id']：{collect['ids']}",
+             f"collect_products returned a {collect['type']} of {collect['len']} rows; "
+             f"rows[i]['id'] for i in 0..19: {collect['ids']}"))
+    assert collect["len"] == 20 and collect["ids"] == list(range(20)), t(
+        "应得到 20 条，且 rows[i]['id'] == i（以 product_id 为键）",
+        "expected 20 rows with rows[i]['id'] == i (keyed by product_id)")
+    assert "completed 20" in lines, t("main() 没有打印 completed 20", "main() did not print completed 20")
+    c.note(t(f"从队列取数的消费者：{report['consumers']} 个；读取时最多同时存在 {report['max_alive']} 个任务",
+             f"consumers that took from the queue: {report['consumers']}; "
+             f"most tasks alive during a read: {report['max_alive']}"))
+    assert report["consumers"] == 4, t(f"应正好四个消费者，实际 {report['consumers']}",
+                                       f"expected exactly four consumers, got {report['consumers']}")
+    assert report["max_alive"] <= 4, t(
+        f"读取时同时存在 {report['max_alive']} 个任务：不要为每件商品创建任务",
+        f"{report['max_alive']} tasks were alive during a read: do not create a task per product")
+    assert count(lines, "consumer closed") == 4, t(
+        f"consumer closed 应打印 4 次，实际 {count(lines, 'consumer closed')}",
+        f"consumer closed should print 4 times, got {count(lines, 'consumer closed')}")
+    assert_everyone_cleaned_up(report)
 
 
-def check_limits(tap: Tap) -> None:
-    with tap.check("02.2") as c:
-        c.skip_unless_selected()
-        report = probe("normal")
-        attach(c, lambda: [permit_lanes(report, t("消费者与两张读取通行证", "consumers and the two read permits")),
-                           permit_count(report)])
-        c.note(t(f"同时进行的读取最多 {report['peak']} 个（共 {report['reads']} 次读取）",
-                 f"reads running at once, at most: {report['peak']} (over {report['reads']} reads)"))
-        c.note(t(f"创建的队列：{report['queues']}", f"queues created: {report['queues']}"))
-        assert not report["blocking"]["reads"], blocked_loop(report)
-        assert report["peak"] <= 2, t(f"同时读取峰值 {report['peak']} 超过 2：Semaphore(2) 要包住 await read_product",
-                                      f"{report['peak']} reads ran at once, over 2: Semaphore(2) must wrap "
-                                      "the await of read_product")
-        assert report["peak"] == 2, t(f"同时读取峰值只有 {report['peak']}：两张通行证应允许两个读取并行",
-                                      f"only {report['peak']} read ran at once: two slots should let two reads overlap")
-        assert report["queues"], t("没有观察到 asyncio.Queue", "no asyncio.Queue was created")
-        for queue in report["queues"]:
-            assert queue["maxsize"] == 4, t(f"队列 maxsize 应为 4，实际 {queue['maxsize']}（0 表示无界）",
-                                            f"the queue's maxsize should be 4, got {queue['maxsize']} (0 = unbounded)")
-            assert queue["largest"] <= 4, t(f"队列里曾有 {queue['largest']} 项", f"the queue once held {queue['largest']}")
+def check_limits(c) -> None:
+    report = probe("normal")
+    attach(c, lambda: [permit_lanes(report, t("消费者与两张读取通行证", "consumers and the two read permits")),
+                       permit_count(report)])
+    c.note(t(f"同时进行的读取最多 {report['peak']} 个（共 {report['reads']} 次读取）",
+             f"reads running at once, at most: {report['peak']} (over {report['reads']} reads)"))
+    c.note(t(f"创建的队列：{report['queues']}", f"queues created: {report['queues']}"))
+    assert not report["blocking"]["reads"], blocked_loop(report)
+    assert report["peak"] <= 2, t(f"同时读取峰值 {report['peak']} 超过 2：Semaphore(2) 要包住 await read_product",
+                                  f"{report['peak']} reads ran at once, over 2: Semaphore(2) must wrap "
+                                  "the await of read_product")
+    assert report["peak"] == 2, t(f"同时读取峰值只有 {report['peak']}：两张通行证应允许两个读取并行",
+                                  f"only {report['peak']} read ran at once: two slots should let two reads overlap")
+    assert report["queues"], t("没有观察到 asyncio.Queue", "no asyncio.Queue was created")
+    for queue in report["queues"]:
+        assert queue["maxsize"] == 4, t(f"队列 maxsize 应为 4，实际 {queue['maxsize']}（0 表示无界）",
+                                        f"the queue's maxsize should be 4, got {queue['maxsize']} (0 = unbounded)")
+        assert queue["largest"] <= 4, t(f"队列里曾有 {queue['largest']} 项", f"the queue once held {queue['largest']}")
 
 
-def check_timeout(tap: Tap) -> None:
-    with tap.check("02.3") as c:
-        c.skip_unless_selected()
-        report = probe("timeout")
-        attach(c, lambda: permit_lanes(report, t(f"{SHORT_BUDGET:g} 秒预算到期：读取与消费者被取消",
-                                                 f"the {SHORT_BUDGET:g} s budget expires: reads and consumers cancelled")))
-        lines = report["lines"]
-        assert report["asyncio_view"], t(
-            "bounded_async 里没有 asyncio 模块名（请用 import asyncio 和 asyncio.timeout）",
-            "bounded_async has no module-level asyncio (use import asyncio and asyncio.timeout)")
-        assert "budget_requested" in report, t("main() 没有调用 asyncio.timeout(...)",
-                                               "main() never called asyncio.timeout(...)")
-        c.note(t(f"main 请求 {report['budget_requested']} 秒；以 {SHORT_BUDGET} 秒运行；{report['seconds']} 秒后返回，"
-                 f"开始了 {report['reads']} 次读取",
-                 f"main asked for {report['budget_requested']} s; ran with {SHORT_BUDGET} s; "
-                 f"returned after {report['seconds']} s, {report['reads']} reads started"))
-        c.note(t(f"输出：{lines}", f"output: {lines}"))
-        assert "batch timed out" in lines, t("没有打印 batch timed out", "batch timed out was not printed")
-        assert not completed_lines(lines), t(
-            f"超时后仍打印了 {completed_lines(lines)}：不能把部分结果当完整结果",
-            f"after the timeout it still printed {completed_lines(lines)}: a partial result is not a result")
-        assert not report.get("collect", {}).get("returned"), t(
-            "超时后 collect_products 仍返回了部分结果", "collect_products returned a partial result after the timeout")
-        assert_everyone_cleaned_up(report)
+def check_timeout(c) -> None:
+    report = probe("timeout")
+    attach(c, lambda: permit_lanes(report, t(f"{SHORT_BUDGET:g} 秒预算到期：读取与消费者被取消",
+                                             f"the {SHORT_BUDGET:g} s budget expires: reads and consumers cancelled")))
+    lines = report["lines"]
+    assert report["asyncio_view"], t(
+        "bounded_async 里没有 asyncio 模块名（请用 import asyncio 和 asyncio.timeout）",
+        "bounded_async has no module-level asyncio (use import asyncio and asyncio.timeout)")
+    assert "budget_requested" in report, t("main() 没有调用 asyncio.timeout(...)",
+                                           "main() never called asyncio.timeout(...)")
+    c.note(t(f"main 请求 {report['budget_requested']} 秒；以 {SHORT_BUDGET} 秒运行；{report['seconds']} 秒后返回，"
+             f"开始了 {report['reads']} 次读取",
+             f"main asked for {report['budget_requested']} s; ran with {SHORT_BUDGET} s; "
+             f"returned after {report['seconds']} s, {report['reads']} reads started"))
+    c.note(t(f"输出：{lines}", f"output: {lines}"))
+    assert "batch timed out" in lines, t("没有打印 batch timed out", "batch timed out was not printed")
+    assert not completed_lines(lines), t(
+        f"超时后仍打印了 {completed_lines(lines)}：不能把部分结果当完整结果",
+        f"after the timeout it still printed {completed_lines(lines)}: a partial result is not a result")
+    assert not report.get("collect", {}).get("returned"), t(
+        "超时后 collect_products 仍返回了部分结果", "collect_products returned a partial result after the timeout")
+    assert_everyone_cleaned_up(report)
 
 
-def check_error(tap: Tap) -> None:
-    with tap.check("02.4") as c:
-        c.skip_unless_selected()
-        report = probe("error")
-        attach(c, lambda: permit_lanes(report, t("第 3 条读取失败：TaskGroup 取消其余消费者",
-                                                 "read 3 fails: the TaskGroup cancels the other consumers")))
-        lines = report["lines"]
-        collect, main = report.get("collect", {}), report.get("main", {})
-        returned = t("返回了结果", "returned rows") if collect.get("returned") else "?"
-        c.note(f"collect_products: {collect.get('text', returned)}")
-        c.note(t(f"main()：{main.get('text', '正常返回')}；输出：{lines}", f"main(): {main.get('text', 'returned')}; output: {lines}"))
-        assert not collect.get("returned"), t(
-            "第 3 条失败后 collect_products 仍然返回了结果（异常被吞掉了？）",
-            "collect_products still returned rows after item 3 failed (was the error swallowed?)")
-        assert collect.get("group") and collect.get("value_error"), t(
-            f"应以包含 ValueError 的 ExceptionGroup 失败，实际 {collect.get('text')}",
-            f"the batch should fail with an ExceptionGroup holding the ValueError, got {collect.get('text')}")
-        assert not completed_lines(lines), t(f"失败后不应打印 {completed_lines(lines)}",
-                                             f"a failed batch must not print {completed_lines(lines)}")
-        assert_everyone_cleaned_up(report)
+def check_error(c) -> None:
+    report = probe("error")
+    attach(c, lambda: permit_lanes(report, t("第 3 条读取失败：TaskGroup 取消其余消费者",
+                                             "read 3 fails: the TaskGroup cancels the other consumers")))
+    lines = report["lines"]
+    collect, main = report.get("collect", {}), report.get("main", {})
+    returned = t("返回了结果", "returned rows") if collect.get("returned") else "?"
+    c.note(f"collect_products: {collect.get('text', returned)}")
+    c.note(t(f"main()：{main.get('text', '正常返回')}；输出：{lines}", f"main(): {main.get('text', 'returned')}; output: {lines}"))
+    assert not collect.get("returned"), t(
+        "第 3 条失败后 collect_products 仍然返回了结果（异常被吞掉了？）",
+        "collect_products still returned rows after item 3 failed (was the error swallowed?)")
+    assert collect.get("group") and collect.get("value_error"), t(
+        f"应以包含 ValueError 的 ExceptionGroup 失败，实际 {collect.get('text')}",
+        f"the batch should fail with an ExceptionGroup holding the ValueError, got {collect.get('text')}")
+    assert not completed_lines(lines), t(f"失败后不应打印 {completed_lines(lines)}",
+                                         f"a failed batch must not print {completed_lines(lines)}")
+    assert_everyone_cleaned_up(report)
 
 
-def check_exercise(tap: Tap) -> None:
-    with tap.check("02.5") as c:
-        c.skip_unless_selected()
-        normal = probe("normal")
-        numbers = normal["numbers"]
-        if not numbers:
-            c.skip(t("bounded_async 里没有任何随读取变化的数：练习未做（练习：给 read_product 加运行中计数与峰值）",
-                     "nothing of bounded_async's own changes while the reads run: exercise not attempted "
-                     "(the exercise: a running count and its peak for read_product)"))
-        c.note(t(f"运行中变化的数：{', '.join(numbers)}", f"numbers that change while the batch runs: {', '.join(numbers)}"))
-        counter = next((label for label, seen in numbers.items() if seen["running"]), None)
-        peak = next((label for label, seen in numbers.items() if seen["peak"] and label != counter), None)
-        if counter is None:
-            label, seen = next(iter(numbers.items()))
-            really, said = seen["off_running"]
-            raise AssertionError(t(
-                f"这些数都不跟随正在进行的读取数：例如同时有 {really} 个读取时 {label} 是 {said}。"
-                "在 Semaphore 里面、真实 I/O 前后计数：进入前加一，finally 里减一。",
-                f"none of these numbers follows the reads really running: e.g. {label} was {said} while {really} "
-                "read(s) ran. Count inside the Semaphore, around the real I/O: add one before it, subtract one in "
-                "finally."))
-        if peak is None:
-            others = [(label, seen) for label, seen in numbers.items() if label != counter]
-            example = t(f"：例如已见过 {others[0][1]['off_peak'][0]} 个同时读取时 {others[0][0]} 是 "
-                        f"{others[0][1]['off_peak'][1]}", f": e.g. {others[0][0]} was {others[0][1]['off_peak'][1]} "
-                        f"when {others[0][1]['off_peak'][0]} reads had been seen at once") if others else ""
-            raise AssertionError(t(
-                f"找到了运行中计数 {counter}，但没有记下它最大值的峰值{example}。每次加一后更新峰值。",
-                f"found the running count {counter}, but no peak that keeps its highest value{example}. Update the "
-                "peak right after each increment."))
-        for kind, report in (("normal", normal), ("timeout", probe("timeout"))):
-            seen = report["numbers"]
-            running, top = seen.get(counter, {}), seen.get(peak, {})
-            c.note(t(f"{kind}：{counter} 最后 = {running.get('final')}，{peak} = {top.get('final')}（实测同时读取最多 {report['peak']} 个）",
-                     f"{kind}: {counter} ends at {running.get('final')}, {peak} = {top.get('final')} "
-                     f"(reads really running at once: {report['peak']})"))
-            assert running.get("running"), t(
-                f"{kind} 路径里 {counter} 没有跟上真实的读取数：同时有 {running['off_running'][0]} 个读取时它是 "
-                f"{running['off_running'][1]}（减少要放在 finally，取消和失败也要减）",
-                f"in the {kind} run {counter} did not follow the real reads: it was {running['off_running'][1]} while "
-                f"{running['off_running'][0]} read(s) ran (subtract in finally, so a cancel or failure gives it back)") \
-                if running else t(f"{kind} 路径里 {counter} 没有变化", f"in the {kind} run {counter} never changed")
-            assert running.get("final") == 0, t(f"{kind} 路径结束后 {counter} 应归零，实际 {running.get('final')}",
-                                                f"after the {kind} run {counter} should be 0, got {running.get('final')}")
-            assert top.get("peak"), t(
-                f"{kind} 路径里 {peak} 不是见过的最大同时读取数：已见过 {top['off_peak'][0]} 个时它是 {top['off_peak'][1]}",
-                f"in the {kind} run {peak} is not the most reads seen at once: it was {top['off_peak'][1]} when "
-                f"{top['off_peak'][0]} had been seen") if top else t(f"{kind} 路径里 {peak} 没有变化",
-                                                                    f"in the {kind} run {peak} never changed")
-            assert top.get("final") <= 2, t(f"{kind} 路径峰值 {top.get('final')} 超过 2",
-                                            f"the {kind} run's peak {top.get('final')} is over 2")
+def check_exercise(c) -> None:
+    normal = probe("normal")
+    numbers = normal["numbers"]
+    if not numbers:
+        c.skip(t("bounded_async 里没有任何随读取变化的数：练习未做（练习：给 read_product 加运行中计数与峰值）",
+                 "nothing of bounded_async's own changes while the reads run: exercise not attempted "
+                 "(the exercise: a running count and its peak for read_product)"))
+    c.note(t(f"运行中变化的数：{', '.join(numbers)}", f"numbers that change while the batch runs: {', '.join(numbers)}"))
+    counter = next((label for label, seen in numbers.items() if seen["running"]), None)
+    peak = next((label for label, seen in numbers.items() if seen["peak"] and label != counter), None)
+    if counter is None:
+        label, seen = next(iter(numbers.items()))
+        really, said = seen["off_running"]
+        raise AssertionError(t(
+            f"这些数都不跟随正在进行的读取数：例如同时有 {really} 个读取时 {label} 是 {said}。"
+            "在 Semaphore 里面、真实 I/O 前后计数：进入前加一，finally 里减一。",
+            f"none of these numbers follows the reads really running: e.g. {label} was {said} while {really} "
+            "read(s) ran. Count inside the Semaphore, around the real I/O: add one before it, subtract one in "
+            "finally."))
+    if peak is None:
+        others = [(label, seen) for label, seen in numbers.items() if label != counter]
+        example = t(f"：例如已见过 {others[0][1]['off_peak'][0]} 个同时读取时 {others[0][0]} 是 "
+                    f"{others[0][1]['off_peak'][1]}", f": e.g. {others[0][0]} was {others[0][1]['off_peak'][1]} "
+                    f"when {others[0][1]['off_peak'][0]} reads had been seen at once") if others else ""
+        raise AssertionError(t(
+            f"找到了运行中计数 {counter}，但没有记下它最大值的峰值{example}。每次加一后更新峰值。",
+            f"found the running count {counter}, but no peak that keeps its highest value{example}. Update the "
+            "peak right after each increment."))
+    for kind, report in (("normal", normal), ("timeout", probe("timeout"))):
+        seen = report["numbers"]
+        running, top = seen.get(counter, {}), seen.get(peak, {})
+        c.note(t(f"{kind}：{counter} 最后 = {running.get('final')}，{peak} = {top.get('final')}（实测同时读取最多 {report['peak']} 个）",
+                 f"{kind}: {counter} ends at {running.get('final')}, {peak} = {top.get('final')} "
+                 f"(reads really running at once: {report['peak']})"))
+        assert running.get("running"), t(
+            f"{kind} 路径里 {counter} 没有跟上真实的读取数：同时有 {running['off_running'][0]} 个读取时它是 "
+            f"{running['off_running'][1]}（减少要放在 finally，取消和失败也要减）",
+            f"in the {kind} run {counter} did not follow the real reads: it was {running['off_running'][1]} while "
+            f"{running['off_running'][0]} read(s) ran (subtract in finally, so a cancel or failure gives it back)") \
+            if running else t(f"{kind} 路径里 {counter} 没有变化", f"in the {kind} run {counter} never changed")
+        assert running.get("final") == 0, t(f"{kind} 路径结束后 {counter} 应归零，实际 {running.get('final')}",
+                                            f"after the {kind} run {counter} should be 0, got {running.get('final')}")
+        assert top.get("peak"), t(
+            f"{kind} 路径里 {peak} 不是见过的最大同时读取数：已见过 {top['off_peak'][0]} 个时它是 {top['off_peak'][1]}",
+            f"in the {kind} run {peak} is not the most reads seen at once: it was {top['off_peak'][1]} when "
+            f"{top['off_peak'][0]} had been seen") if top else t(f"{kind} 路径里 {peak} 没有变化",
+                                                                f"in the {kind} run {peak} never changed")
+        assert top.get("final") <= 2, t(f"{kind} 路径峰值 {top.get('final')} 超过 2",
+                                        f"the {kind} run's peak {top.get('final')} is over 2")
 
 
 # ----- the kit's extension: the asyncio note's demo and experiments (not the course's exercise)
@@ -658,151 +666,128 @@ def in_order(lines: list[str], wanted: list[str]) -> bool:
 NO_WORK = ("（只打印这几行不算：要真的运行它们描述的事）", " (printing the lines is not enough: the script must do what they say)")
 
 
-def check_demo(tap: Tap) -> None:
-    with tap.check("02.6") as c:
-        c.skip_unless_selected()
-        run = note_run(c, "asyncio_timeout_demo.py")
-        budget_note(c, run)
-        expired = [b for b in run["budgets"] if b.get("outcome") == "TimeoutError"]
-        assert expired, t("没有任何 asyncio.wait_for / asyncio.timeout 以 TimeoutError 结束：预算没有真的到期" + NO_WORK[0],
-                          "no asyncio.wait_for / asyncio.timeout ended in TimeoutError: no budget really expired"
-                          + NO_WORK[1])
-        budget = expired[0]
-        cleanup = printed_while_cancelled(run, "cancelled; cleanup")
-        assert cleanup, t(
-            "没有哪个任务在被取消时打印 ... cancelled; cleanup：在慢调用的 except asyncio.CancelledError 里清理并打印，再 raise",
-            "no task printed ... cancelled; cleanup while it was being cancelled: clean up and print in the slow "
-            "call's except asyncio.CancelledError, then raise")
-        printer = run["by_id"].get(cleanup[0]["task"], {})
-        c.note(t(f"清理行由任务 #{printer.get('id')} 在被取消时打印；它最后 {printer.get('state')}",
-                 f"the cleanup line was printed by task #{printer.get('id')} while being cancelled; it ended "
-                 f"{printer.get('state')}"))
-        assert printer.get("state") == "cancelled" or printer.get("id") == budget["task"], t(
-            f"打印清理行的任务最后是 {printer.get('state')}，不是 cancelled：清理后要重新 raise，取消才算完成",
-            f"the task that printed the cleanup ended {printer.get('state')}, not cancelled: re-raise after the "
-            "cleanup, so the cancellation completes")
-        assert cleanup[0]["at"] < budget["end"], t(
-            "TimeoutError 在清理之前就到了：wait_for 应先等被取消的任务清理完",
-            "the TimeoutError came before the cleanup: wait_for waits for the cancelled task to clean up first")
-        wanted = ["quote cancelled; cleanup", "timeout", "result: quote:degraded"]
-        assert in_order(run["texts"], wanted), t(f"应依次打印 {wanted}", f"expected these lines in order: {wanted}")
-        results = [line for line in run["texts"] if line.startswith("result:")]
-        assert results == ["result: quote:degraded"], t(f"结果行应只有一行，实际 {results}",
-                                                        f"expected one result line, got {results}")
+def check_demo(c) -> None:
+    run = note_run(c, "asyncio_timeout_demo.py")
+    budget_note(c, run)
+    expired = [b for b in run["budgets"] if b.get("outcome") == "TimeoutError"]
+    assert expired, t("没有任何 asyncio.wait_for / asyncio.timeout 以 TimeoutError 结束：预算没有真的到期" + NO_WORK[0],
+                      "no asyncio.wait_for / asyncio.timeout ended in TimeoutError: no budget really expired"
+                      + NO_WORK[1])
+    budget = expired[0]
+    cleanup = printed_while_cancelled(run, "cancelled; cleanup")
+    assert cleanup, t(
+        "没有哪个任务在被取消时打印 ... cancelled; cleanup：在慢调用的 except asyncio.CancelledError 里清理并打印，再 raise",
+        "no task printed ... cancelled; cleanup while it was being cancelled: clean up and print in the slow "
+        "call's except asyncio.CancelledError, then raise")
+    printer = run["by_id"].get(cleanup[0]["task"], {})
+    c.note(t(f"清理行由任务 #{printer.get('id')} 在被取消时打印；它最后 {printer.get('state')}",
+             f"the cleanup line was printed by task #{printer.get('id')} while being cancelled; it ended "
+             f"{printer.get('state')}"))
+    assert printer.get("state") == "cancelled" or printer.get("id") == budget["task"], t(
+        f"打印清理行的任务最后是 {printer.get('state')}，不是 cancelled：清理后要重新 raise，取消才算完成",
+        f"the task that printed the cleanup ended {printer.get('state')}, not cancelled: re-raise after the "
+        "cleanup, so the cancellation completes")
+    assert cleanup[0]["at"] < budget["end"], t(
+        "TimeoutError 在清理之前就到了：wait_for 应先等被取消的任务清理完",
+        "the TimeoutError came before the cleanup: wait_for waits for the cancelled task to clean up first")
+    wanted = ["quote cancelled; cleanup", "timeout", "result: quote:degraded"]
+    assert in_order(run["texts"], wanted), t(f"应依次打印 {wanted}", f"expected these lines in order: {wanted}")
+    results = [line for line in run["texts"] if line.startswith("result:")]
+    assert results == ["result: quote:degraded"], t(f"结果行应只有一行，实际 {results}",
+                                                    f"expected one result line, got {results}")
 
 
-def check_relaxed(tap: Tap) -> None:
-    with tap.check("02.7") as c:
-        c.skip_unless_selected()
-        run = note_run(c, "experiment_relaxed.py")
-        budget_note(c, run)
-        in_time = [b for b in run["budgets"] if b.get("outcome") == "returned"]
-        assert in_time, t("没有任何 asyncio.wait_for / asyncio.timeout 按时正常结束" + NO_WORK[0],
-                          "no asyncio.wait_for / asyncio.timeout ended in time" + NO_WORK[1])
-        asked = [task["id"] for task in run["tasks"] if task["cancel_calls"]]
-        assert not asked, t(f"预算足够时不应取消任何任务，实际被取消：任务 {asked}",
-                            f"a sufficient budget must cancel nothing, yet task(s) {asked} were asked to cancel")
-        assert "result: quote:100" in run["texts"], t("应打印 result: quote:100", "expected result: quote:100")
-        noise = [line for line in run["texts"] if "cancelled" in line or line == "timeout"]
-        assert not noise, t(f"预算足够时不应取消或超时：{noise}", f"a sufficient budget must not cancel or time out: {noise}")
+def check_relaxed(c) -> None:
+    run = note_run(c, "experiment_relaxed.py")
+    budget_note(c, run)
+    in_time = [b for b in run["budgets"] if b.get("outcome") == "returned"]
+    assert in_time, t("没有任何 asyncio.wait_for / asyncio.timeout 按时正常结束" + NO_WORK[0],
+                      "no asyncio.wait_for / asyncio.timeout ended in time" + NO_WORK[1])
+    asked = [task["id"] for task in run["tasks"] if task["cancel_calls"]]
+    assert not asked, t(f"预算足够时不应取消任何任务，实际被取消：任务 {asked}",
+                        f"a sufficient budget must cancel nothing, yet task(s) {asked} were asked to cancel")
+    assert "result: quote:100" in run["texts"], t("应打印 result: quote:100", "expected result: quote:100")
+    noise = [line for line in run["texts"] if "cancelled" in line or line == "timeout"]
+    assert not noise, t(f"预算足够时不应取消或超时：{noise}", f"a sufficient budget must not cancel or time out: {noise}")
 
 
-def check_swallow(tap: Tap) -> None:
-    with tap.check("02.8") as c:
-        c.skip_unless_selected()
-        run = note_run(c, "experiment_swallow.py")
-        budget_note(c, run)
-        swallowed = [task for task in run["tasks"] if task["cancel_calls"] and task["state"] == "returned"]
-        assert swallowed, t(
-            "没有任务在被要求取消后照常返回：反例要让慢调用吞掉 CancelledError（except 里 return，不 raise）" + NO_WORK[0],
-            "no task went on to return after it was asked to cancel: the counter-example's slow call swallows "
-            "CancelledError (return in the except, no raise)" + NO_WORK[1])
-        value = swallowed[0].get("value")
-        c.note(t(f"任务 #{swallowed[0]['id']} 被要求取消，却返回了 {value!r}",
-                 f"task #{swallowed[0]['id']} was asked to cancel and returned {value!r} instead"))
-        handed = [b for b in run["budgets"] if b.get("outcome") == "returned" and b.get("value") == value]
-        assert handed, t(f"预算没有把被吞掉取消的值 {value!r} 交回（wait_for 应返回它）",
-                         f"the budget did not hand back the swallowed value {value!r} (wait_for returns it)")
-        assert f"result: {value}" in run["texts"], t(
-            f"应打印 result: {value}（取消被吞掉，wait_for 拿到了这个值）",
-            f"expected result: {value} (the cancel was swallowed and wait_for got that value)")
-        assert "timeout" not in run["texts"] and "result: quote:degraded" not in run["texts"], t(
-            "反例中不应出现 timeout 或降级结果", "the counter-example must show no timeout and no degraded result")
+def check_swallow(c) -> None:
+    run = note_run(c, "experiment_swallow.py")
+    budget_note(c, run)
+    swallowed = [task for task in run["tasks"] if task["cancel_calls"] and task["state"] == "returned"]
+    assert swallowed, t(
+        "没有任务在被要求取消后照常返回：反例要让慢调用吞掉 CancelledError（except 里 return，不 raise）" + NO_WORK[0],
+        "no task went on to return after it was asked to cancel: the counter-example's slow call swallows "
+        "CancelledError (return in the except, no raise)" + NO_WORK[1])
+    value = swallowed[0].get("value")
+    c.note(t(f"任务 #{swallowed[0]['id']} 被要求取消，却返回了 {value!r}",
+             f"task #{swallowed[0]['id']} was asked to cancel and returned {value!r} instead"))
+    handed = [b for b in run["budgets"] if b.get("outcome") == "returned" and b.get("value") == value]
+    assert handed, t(f"预算没有把被吞掉取消的值 {value!r} 交回（wait_for 应返回它）",
+                     f"the budget did not hand back the swallowed value {value!r} (wait_for returns it)")
+    assert f"result: {value}" in run["texts"], t(
+        f"应打印 result: {value}（取消被吞掉，wait_for 拿到了这个值）",
+        f"expected result: {value} (the cancel was swallowed and wait_for got that value)")
+    assert "timeout" not in run["texts"] and "result: quote:degraded" not in run["texts"], t(
+        "反例中不应出现 timeout 或降级结果", "the counter-example must show no timeout and no degraded result")
 
 
-def check_taskgroup(tap: Tap) -> None:
-    with tap.check("02.9") as c:
-        c.skip_unless_selected()
-        run = note_run(c, "experiment_taskgroup.py")
-        groups = [g for g in run["groups"] if g.get("raised") in ("ExceptionGroup", "BaseExceptionGroup")
-                  and any(inner.startswith("ValueError") for inner in g["inner"])]
-        for group in run["groups"]:
-            c.note(t(f"TaskGroup（任务 {group['tasks']}）退出时抛出 {group.get('raised')}：{group.get('inner')}",
-                     f"TaskGroup (tasks {group['tasks']}) raised on exit: {group.get('raised')} {group.get('inner')}"))
-        assert groups, t("没有 asyncio.TaskGroup 以含 ValueError 的 ExceptionGroup 结束" + NO_WORK[0],
-                         "no asyncio.TaskGroup ended with an ExceptionGroup holding a ValueError" + NO_WORK[1])
-        group = groups[0]
-        siblings = [run["by_id"][n] for n in group["tasks"] if n in run["by_id"]
-                    and run["by_id"][n]["cancel_calls"] and run["by_id"][n]["state"] == "cancelled"]
-        assert siblings, t("组里没有兄弟任务被取消：TaskGroup 里一个失败时，其余任务应被取消",
-                           "no sibling in the group was cancelled: when one child fails, the TaskGroup cancels the rest")
-        sibling = siblings[0]["id"]
-        cleanup = [line for line in printed_while_cancelled(run, "cancelled; cleanup") if line["task"] == sibling]
-        assert cleanup, t("被取消的兄弟任务没有在取消时打印 ... cancelled; cleanup",
-                          "the cancelled sibling did not print ... cancelled; cleanup while being cancelled")
-        assert cleanup[0]["at"] < group["end"], t(
-            "兄弟任务应在 ExceptionGroup 离开 TaskGroup 之前完成清理",
-            "the sibling should finish its cleanup before the ExceptionGroup leaves the TaskGroup")
-        caught = [line for line in run["lines"] if line["text"].startswith("caught ExceptionGroup")
-                  and "ValueError" in line["text"] and line["at"] > group["end"]]
-        assert caught, t("没有打印 caught ExceptionGroup: ValueError(...)（用 except* 捕获）",
-                         "no caught ExceptionGroup: ValueError(...) line (catch it with except*)")
-        assert "sibling cancelled: True" in run["texts"], t("应打印 sibling cancelled: True",
-                                                            "expected sibling cancelled: True")
+def check_taskgroup(c) -> None:
+    run = note_run(c, "experiment_taskgroup.py")
+    groups = [g for g in run["groups"] if g.get("raised") in ("ExceptionGroup", "BaseExceptionGroup")
+              and any(inner.startswith("ValueError") for inner in g["inner"])]
+    for group in run["groups"]:
+        c.note(t(f"TaskGroup（任务 {group['tasks']}）退出时抛出 {group.get('raised')}：{group.get('inner')}",
+                 f"TaskGroup (tasks {group['tasks']}) raised on exit: {group.get('raised')} {group.get('inner')}"))
+    assert groups, t("没有 asyncio.TaskGroup 以含 ValueError 的 ExceptionGroup 结束" + NO_WORK[0],
+                     "no asyncio.TaskGroup ended with an ExceptionGroup holding a ValueError" + NO_WORK[1])
+    group = groups[0]
+    siblings = [run["by_id"][n] for n in group["tasks"] if n in run["by_id"]
+                and run["by_id"][n]["cancel_calls"] and run["by_id"][n]["state"] == "cancelled"]
+    assert siblings, t("组里没有兄弟任务被取消：TaskGroup 里一个失败时，其余任务应被取消",
+                       "no sibling in the group was cancelled: when one child fails, the TaskGroup cancels the rest")
+    sibling = siblings[0]["id"]
+    cleanup = [line for line in printed_while_cancelled(run, "cancelled; cleanup") if line["task"] == sibling]
+    assert cleanup, t("被取消的兄弟任务没有在取消时打印 ... cancelled; cleanup",
+                      "the cancelled sibling did not print ... cancelled; cleanup while being cancelled")
+    assert cleanup[0]["at"] < group["end"], t(
+        "兄弟任务应在 ExceptionGroup 离开 TaskGroup 之前完成清理",
+        "the sibling should finish its cleanup before the ExceptionGroup leaves the TaskGroup")
+    caught = [line for line in run["lines"] if line["text"].startswith("caught ExceptionGroup")
+              and "ValueError" in line["text"] and line["at"] > group["end"]]
+    assert caught, t("没有打印 caught ExceptionGroup: ValueError(...)（用 except* 捕获）",
+                     "no caught ExceptionGroup: ValueError(...) line (catch it with except*)")
+    assert "sibling cancelled: True" in run["texts"], t("应打印 sibling cancelled: True",
+                                                        "expected sibling cancelled: True")
 
 
-def check_shield(tap: Tap) -> None:
-    with tap.check("02.10") as c:
-        c.skip_unless_selected()
-        run = note_run(c, "experiment_shield.py")
-        budget_note(c, run)
-        assert run["shields"], t("没有调用 asyncio.shield" + NO_WORK[0], "asyncio.shield was never called" + NO_WORK[1])
-        inner = run["shields"][0]["inner"]
-        expired = [b for b in run["budgets"] if b.get("outcome") == "TimeoutError" and b["start"] > run["shields"][0]["at"]]
-        assert expired, t("shield 之后外层预算没有到期（TimeoutError）", "the outer budget around the shield never expired")
-        assert inner in expired[0]["unfinished"], t(
-            "外层超时时被 shield 保护的任务已经结束：它应在超时后仍在运行",
-            "the shielded task had already ended when the outer budget expired: it should outlive the timeout")
-        task = run["by_id"].get(inner, {})
-        main_end = run["by_id"].get(1, {}).get("ended", float("inf"))
-        ours = [at for at in task.get("cancel_calls", []) if expired[0]["end"] < at < main_end]
-        c.note(t(f"被保护的任务 #{inner}：超时时仍在运行；之后 cancel() 调用 {len(ours)} 次，最后 {task.get('state')}",
-                 f"shielded task #{inner}: still running at the timeout; cancel() called {len(ours)} time(s) after it, "
-                 f"ended {task.get('state')}"))
-        assert ours, t("超时后没有由你的代码 cancel() 这个任务（asyncio.run 收尾时的取消不算）：谁 shield 了它，谁负责取消",
-                       "your code never cancel()ed the task after the timeout (asyncio.run's own clean-up does not "
-                       "count): whoever shields it must cancel it")
-        assert task.get("state") == "cancelled" and task.get("ended", float("inf")) < main_end, t(
-            "被取消的任务没有在 main() 结束前被等待到结束：cancel() 之后还要 await 它",
-            "the cancelled task was not awaited to its end before main() finished: await it after cancel()")
-        wanted = ["outer timeout", "inner done after timeout: False", "inner cancelled: True"]
-        assert in_order(run["texts"], wanted), t(
-            f"应依次打印 {wanted}：外层超时后内层仍在运行，显式取消并等待后才结束",
-            f"expected these lines in order: {wanted} -- the inner task outlives the outer timeout "
-            "until it is cancelled and awaited")
-
-
-def main(tap: Tap) -> None:
-    check_normal_batch(tap)
-    check_limits(tap)
-    check_timeout(tap)
-    check_error(tap)
-    check_exercise(tap)
-    check_demo(tap)
-    check_relaxed(tap)
-    check_swallow(tap)
-    check_taskgroup(tap)
-    check_shield(tap)
+def check_shield(c) -> None:
+    run = note_run(c, "experiment_shield.py")
+    budget_note(c, run)
+    assert run["shields"], t("没有调用 asyncio.shield" + NO_WORK[0], "asyncio.shield was never called" + NO_WORK[1])
+    inner = run["shields"][0]["inner"]
+    expired = [b for b in run["budgets"] if b.get("outcome") == "TimeoutError" and b["start"] > run["shields"][0]["at"]]
+    assert expired, t("shield 之后外层预算没有到期（TimeoutError）", "the outer budget around the shield never expired")
+    assert inner in expired[0]["unfinished"], t(
+        "外层超时时被 shield 保护的任务已经结束：它应在超时后仍在运行",
+        "the shielded task had already ended when the outer budget expired: it should outlive the timeout")
+    task = run["by_id"].get(inner, {})
+    main_end = run["by_id"].get(1, {}).get("ended", float("inf"))
+    ours = [at for at in task.get("cancel_calls", []) if expired[0]["end"] < at < main_end]
+    c.note(t(f"被保护的任务 #{inner}：超时时仍在运行；之后 cancel() 调用 {len(ours)} 次，最后 {task.get('state')}",
+             f"shielded task #{inner}: still running at the timeout; cancel() called {len(ours)} time(s) after it, "
+             f"ended {task.get('state')}"))
+    assert ours, t("超时后没有由你的代码 cancel() 这个任务（asyncio.run 收尾时的取消不算）：谁 shield 了它，谁负责取消",
+                   "your code never cancel()ed the task after the timeout (asyncio.run's own clean-up does not "
+                   "count): whoever shields it must cancel it")
+    assert task.get("state") == "cancelled" and task.get("ended", float("inf")) < main_end, t(
+        "被取消的任务没有在 main() 结束前被等待到结束：cancel() 之后还要 await 它",
+        "the cancelled task was not awaited to its end before main() finished: await it after cancel()")
+    wanted = ["outer timeout", "inner done after timeout: False", "inner cancelled: True"]
+    assert in_order(run["texts"], wanted), t(
+        f"应依次打印 {wanted}：外层超时后内层仍在运行，显式取消并等待后才结束",
+        f"expected these lines in order: {wanted} -- the inner task outlives the outer timeout "
+        "until it is cancelled and awaited")
 
 
 if __name__ == "__main__":
@@ -811,5 +796,4 @@ if __name__ == "__main__":
         sys.stdout.write(PROBE_MARK + json.dumps(result, default=str) + "\n")
         sys.stdout.flush()
     else:
-        from shared.tap import main_guard
-        main_guard(main)
+        run(checks())

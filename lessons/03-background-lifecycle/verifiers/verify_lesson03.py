@@ -40,12 +40,25 @@ from urllib.parse import urljoin, urlsplit
 from shared import handshake
 from shared.i18n import t
 from shared.proc import Process, WaitTimeout, run_python, start_uvicorn, wait_until
+from shared.tap import Check, run
 
 WORK = Path.cwd()
 LOGS = WORK / ".lab-logs" / "03"
 APP = "lab03_app:app"  # the learner's api_background:app, its export's wait held (see above)
 TERMINAL = {"succeeded", "failed", "cancelled"}
 BOUND = 30.0  # backstop for waits that facts end in well under a second
+
+
+def checks() -> list[Check]:
+    """The checks, in order: id -> what proves it.  03.1 and 03.4 need a real uvicorn (SERVERS: 03.4 reuses the
+    one 03.1 started, all are stopped at the end); the others run the learner's task_registry in a child process."""
+    return [
+        Check("03.1", lambda c: check_background(c, SERVERS), "uvicorn lab03_app:app; handshake files"),
+        Check("03.2", check_registry_demo, "python lab03_demo.py registry_demo.py (once per run)"),
+        Check("03.3", check_failure_logged, "python lab03_failing_task.py"),
+        Check("03.4", lambda c: check_restart(c, SERVERS), "uvicorn (03.1's, or a fresh one), SIGKILLed and restarted"),
+        Check("03.5", check_exercise, "python lab03_demo.py registry_demo.py (03.2's run)"),
+    ]
 
 
 def _log_path(name: str) -> Path:
@@ -99,6 +112,9 @@ class Servers:
             handshake.stop(gate)  # a held sleep goes on at once
         for proc in self.started:
             proc.stop()
+
+
+SERVERS = Servers()
 
 
 def location_target(response) -> str | None:
@@ -573,28 +589,5 @@ def check_restart(c, servers: Servers) -> None:
     new_proc.stop()
 
 
-def main(tap) -> None:
-    servers = Servers()
-    try:
-        with tap.check("03.1") as c:
-            c.skip_unless_selected()
-            check_background(c, servers)
-        with tap.check("03.2") as c:
-            c.skip_unless_selected()
-            check_registry_demo(c)
-        with tap.check("03.3") as c:
-            c.skip_unless_selected()
-            check_failure_logged(c)
-        with tap.check("03.4") as c:
-            c.skip_unless_selected()
-            check_restart(c, servers)
-        with tap.check("03.5") as c:
-            c.skip_unless_selected()
-            check_exercise(c)
-    finally:
-        servers.stop_all()
-
-
 if __name__ == "__main__":
-    from shared.tap import main_guard
-    main_guard(main)
+    run(checks(), teardown=SERVERS.stop_all)

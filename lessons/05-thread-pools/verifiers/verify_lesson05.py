@@ -45,9 +45,22 @@ from pathlib import Path
 from shared.figures import attach, bar, lane, lanes, mark, steps
 from shared.i18n import t
 from shared.proc import WaitTimeout, run_python, wait_until
+from shared.tap import Check, run
 
 HERE = Path.cwd()
 LOGS = HERE / ".lab-logs" / "05"
+
+
+def checks() -> list[Check]:
+    """The checks, in order: id -> what proves it.  05.1 and 05.5 read runs of the learner's scripts under
+    lab05_driver.py (pool_io.py's run is shared); 05.2-05.4 import the learner's modules here, instrumented."""
+    return [
+        Check("05.1", check_timeout_and_cancel, "python lab05_driver.py pool_io.py"),
+        Check("05.2", check_stop_and_close, "pool_io imported here; pool_io.py's driver run"),
+        Check("05.3", check_batches, "batch_io imported here, its pool and read_sync replaced"),
+        Check("05.4", check_to_thread_stop, "async_thread imported here"),
+        Check("05.5", check_queued_cancel, "pool_io.py's driver run, or the learner's other pool script's"),
+    ]
 
 # ---------------------------------------------------------------- the pool_io.py run
 
@@ -637,24 +650,5 @@ def check_queued_cancel(c) -> None:
         f"运行中的 cancel() 应为 False：{running}", f"cancel() on a running future should be False: {running}")
 
 
-def main(tap) -> None:
-    with tap.check("05.1") as c:
-        c.skip_unless_selected()
-        check_timeout_and_cancel(c)
-    with tap.check("05.2") as c:
-        c.skip_unless_selected()
-        check_stop_and_close(c)
-    with tap.check("05.3") as c:
-        c.skip_unless_selected()
-        check_batches(c)
-    with tap.check("05.4") as c:
-        c.skip_unless_selected()
-        check_to_thread_stop(c)
-    with tap.check("05.5") as c:
-        c.skip_unless_selected()
-        check_queued_cancel(c)
-
-
 if __name__ == "__main__":
-    from shared.tap import main_guard
-    main_guard(main)
+    run(checks())

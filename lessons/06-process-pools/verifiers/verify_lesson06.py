@@ -44,6 +44,7 @@ from pathlib import Path
 
 from shared.figures import attach, bar, lane, lanes, mark
 from shared.i18n import t
+from shared.tap import Check, run as run_checks  # `run` names a probe run here
 
 WORK = Path.cwd()
 LOGS = WORK / ".lab-logs" / "06"
@@ -56,6 +57,19 @@ PRINT_ROUNDING = 0.06
 # 4 x 2000 rounds twice), and a busy machine may take many times that.
 PROBE_BOUND = 60.0
 HEAVY_PROBE_BOUND = 120.0
+
+
+def checks() -> list[Check]:
+    """The checks, in order: id -> what proves it.  Each reads probe runs (PROBES: a fresh interpreter that
+    imports this file and runs the learner's script or main() with real spawned workers; each run at most once)."""
+    return [
+        Check("06.1", lambda c: check_results(c, PROBES), "probes: process_export.py real, mismatch"),
+        Check("06.2", lambda c: check_structure(c, PROBES), "probes: imports; process_export.py real"),
+        Check("06.3", lambda c: check_timings(c, PROBES), "probes: process_export.py real, equal"),
+        Check("06.4", lambda c: check_local_function(c, PROBES), "probe: local; python process_pool_review.py"),
+        Check("06.5", lambda c: check_broken_pool(c, PROBES), "probe: verify_process.py with a dying worker"),
+        Check("06.6", lambda c: check_exercise(c, PROBES), "probes: process_export.py real, and with 10"),
+    ]
 
 
 # ====================================================================== probe side
@@ -426,6 +440,9 @@ class Probes:
 
     def script(self, path: str, fake: str, *extra: str) -> dict:
         return self.get("script", path, fake, *extra, timeout=HEAVY_PROBE_BOUND if fake == "real" else PROBE_BOUND)
+
+
+PROBES = Probes()
 
 
 def _error_text(error: dict | None) -> str:
@@ -834,29 +851,6 @@ def check_exercise(c, probes: Probes) -> None:
                  f"rounds={rounds} ({label}): same inputs on both sides, equal results, timings printed"))
 
 
-def main(tap) -> None:
-    LOGS.mkdir(parents=True, exist_ok=True)
-    probes = Probes()
-    with tap.check("06.1") as c:
-        c.skip_unless_selected()
-        check_results(c, probes)
-    with tap.check("06.2") as c:
-        c.skip_unless_selected()
-        check_structure(c, probes)
-    with tap.check("06.3") as c:
-        c.skip_unless_selected()
-        check_timings(c, probes)
-    with tap.check("06.4") as c:
-        c.skip_unless_selected()
-        check_local_function(c, probes)
-    with tap.check("06.5") as c:
-        c.skip_unless_selected()
-        check_broken_pool(c, probes)
-    with tap.check("06.6") as c:
-        c.skip_unless_selected()
-        check_exercise(c, probes)
-
-
 if __name__ == "__main__":
-    from shared.tap import main_guard
-    main_guard(main)
+    LOGS.mkdir(parents=True, exist_ok=True)
+    run_checks(checks())

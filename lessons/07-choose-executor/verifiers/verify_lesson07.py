@@ -21,13 +21,25 @@ from pathlib import Path
 
 from shared.i18n import t
 from shared.proc import run_python
-from shared.tap import Tap
+from shared.tap import Check, run
 
 HERE = Path.cwd()
 LIMIT = 64 * 1024
 ROW_FIELDS = {"id", "name", "description", "is_active", "price_cents"}
 # The curriculum's script has no function; the guide asks for one of these names.
 CHECKER_NAMES = ("encode_message", "check_message", "validate_message")
+
+
+def checks() -> list[Check]:
+    """The checks, in order: id -> what proves it.  They need only the folder's files: decision.md is parsed,
+    message_contract.py imported here and its checker called (07.2 also runs it as a script)."""
+    return [
+        Check("07.1", check_table, "decision.md"),
+        Check("07.2", check_message, "message_contract.py imported; python message_contract.py"),
+        Check("07.3", check_records, "decision.md"),
+        Check("07.4", check_refusals, "message_contract.py imported"),
+        Check("07.11", check_exercise, "decision.md"),
+    ]
 
 
 # --------------------------------------------------------------------------- decision.md parsing
@@ -337,260 +349,241 @@ def is_integer(value) -> bool:
 
 # --------------------------------------------------------------------------- checks
 
-def check_table(tap: Tap) -> None:
-    with tap.check("07.1") as c:
-        c.skip_unless_selected()
-        text = read_decision()
-        table, columns, warning = workload_table(text)
-        if warning:
-            c.note(warning)
-        header = table["header"]
-        c.note(t("表头：| ", "header: | ") + " | ".join(header) + " |")
-        kinds: dict[str, list[str]] = {}
-        problems = []
-        for cells, raw in table["rows"]:
-            work, constraint, place = (cells[columns[column]] if columns[column] < len(cells) else ""
-                                       for column in ("work", "constraint", "place"))
+def check_table(c) -> None:
+    text = read_decision()
+    table, columns, warning = workload_table(text)
+    if warning:
+        c.note(warning)
+    header = table["header"]
+    c.note(t("表头：| ", "header: | ") + " | ".join(header) + " |")
+    kinds: dict[str, list[str]] = {}
+    problems = []
+    for cells, raw in table["rows"]:
+        work, constraint, place = (cells[columns[column]] if columns[column] < len(cells) else ""
+                                   for column in ("work", "constraint", "place"))
+        c.note(raw)
+        if is_empty(work) and is_empty(constraint) and is_empty(place):
+            continue  # a blank spacer row
+        if is_empty(work):
+            problems.append(t(f"有一行没写是什么工作：{raw}", f"a row does not say what the work is: {raw}"))
+            continue
+        if is_empty(constraint):
+            problems.append(t(f"“{plain(work)}”没有写主要约束（边界）",
+                              f"\"{plain(work)}\" has no main constraint (boundary)"))
+        if is_empty(place):
+            problems.append(t(f"“{plain(work)}”没有写执行位置", f"\"{plain(work)}\" does not say where it runs"))
+            continue
+        kind = place_kind(place)
+        if kind is None:
+            problems.append(t(
+                f"“{plain(work)}”的起点“{plain(place)}”不是执行位置："
+                "写 asyncio/协程、线程池、进程池或任务队列（只写“异步”不算）",
+                f"\"{plain(work)}\" runs at \"{plain(place)}\", which is not a place: name asyncio/coroutines, "
+                "a thread pool, a process pool or a task queue (\"async\" alone is not one)"))
+            continue
+        kinds.setdefault(kind, []).append(plain(work))
+        need = work + " " + constraint
+        if OUTLIVES_API.search(need):
+            kinds.setdefault("outlives", []).append(plain(work))
+            if kind != "queue" or not STATE_WORDS.search(place):
+                problems.append(t(
+                    f"“{plain(work)}”要在 API 停止后继续，起点应是任务队列加持久状态表，实际“{plain(place)}”",
+                    f"\"{plain(work)}\" must outlive the API, so it needs a task queue plus "
+                    f"a durable status table, not \"{plain(place)}\""))
+        if CPU_BOUND.search(need) and kind not in ("process", "queue"):
+            problems.append(t(
+                f"“{plain(work)}”受 CPU 约束，放在{PLACE_NAMES[kind][0]}里会被 GIL 串行化，应放进程池",
+                f"\"{plain(work)}\" is CPU-bound; in {PLACE_NAMES[kind][1]} the GIL serialises it - "
+                "use a process pool"))
+        if BLOCKING.search(need) and kind == "coroutine":
+            problems.append(t(
+                f"“{plain(work)}”是阻塞调用，直接放在事件循环里会卡住所有协程，应放线程池",
+                f"\"{plain(work)}\" blocks; on the event loop it stalls every coroutine - use a thread pool"))
+    assert not problems, "\n".join(problems)
+    assert "outlives" in kinds, t(
+        "没有一行写明“关闭 API 后仍需完成”（持久状态、独立消费者）的工作",
+        "no row is the work that must finish after the API stops (durable state, independent consumer)")
+    missing = [kind for kind in ("coroutine", "thread", "process", "queue") if kind not in kinds]
+    assert not missing, t(
+        "四类工作没有都出现：缺少放在" + "、".join(PLACE_NAMES[k][0] for k in missing) + "的那一行",
+        "the four workloads are not all there: no row runs in " + ", ".join(PLACE_NAMES[k][1] for k in missing))
+    names = {**PLACE_NAMES, "outlives": ("须在 API 停止后完成", "must outlive the API")}
+    c.note(t("执行位置：", "places: ") + "; ".join(f"{t(*names[k])}: {', '.join(v)}" for k, v in kinds.items()))
+
+
+def check_records(c) -> None:
+    found = records(read_decision())
+    missing = [name for name, values in found.items() if not any(not is_empty(v) for v, _ in values)]
+    for values in found.values():
+        for _, raw in values:
             c.note(raw)
-            if is_empty(work) and is_empty(constraint) and is_empty(place):
-                continue  # a blank spacer row
-            if is_empty(work):
-                problems.append(t(f"有一行没写是什么工作：{raw}", f"a row does not say what the work is: {raw}"))
-                continue
-            if is_empty(constraint):
-                problems.append(t(f"“{plain(work)}”没有写主要约束（边界）",
-                                  f"\"{plain(work)}\" has no main constraint (boundary)"))
-            if is_empty(place):
-                problems.append(t(f"“{plain(work)}”没有写执行位置", f"\"{plain(work)}\" does not say where it runs"))
-                continue
-            kind = place_kind(place)
-            if kind is None:
-                problems.append(t(
-                    f"“{plain(work)}”的起点“{plain(place)}”不是执行位置："
-                    "写 asyncio/协程、线程池、进程池或任务队列（只写“异步”不算）",
-                    f"\"{plain(work)}\" runs at \"{plain(place)}\", which is not a place: name asyncio/coroutines, "
-                    "a thread pool, a process pool or a task queue (\"async\" alone is not one)"))
-                continue
-            kinds.setdefault(kind, []).append(plain(work))
-            need = work + " " + constraint
-            if OUTLIVES_API.search(need):
-                kinds.setdefault("outlives", []).append(plain(work))
-                if kind != "queue" or not STATE_WORDS.search(place):
-                    problems.append(t(
-                        f"“{plain(work)}”要在 API 停止后继续，起点应是任务队列加持久状态表，实际“{plain(place)}”",
-                        f"\"{plain(work)}\" must outlive the API, so it needs a task queue plus "
-                        f"a durable status table, not \"{plain(place)}\""))
-            if CPU_BOUND.search(need) and kind not in ("process", "queue"):
-                problems.append(t(
-                    f"“{plain(work)}”受 CPU 约束，放在{PLACE_NAMES[kind][0]}里会被 GIL 串行化，应放进程池",
-                    f"\"{plain(work)}\" is CPU-bound; in {PLACE_NAMES[kind][1]} the GIL serialises it - "
-                    "use a process pool"))
-            if BLOCKING.search(need) and kind == "coroutine":
-                problems.append(t(
-                    f"“{plain(work)}”是阻塞调用，直接放在事件循环里会卡住所有协程，应放线程池",
-                    f"\"{plain(work)}\" blocks; on the event loop it stalls every coroutine - use a thread pool"))
-        assert not problems, "\n".join(problems)
-        assert "outlives" in kinds, t(
-            "没有一行写明“关闭 API 后仍需完成”（持久状态、独立消费者）的工作",
-            "no row is the work that must finish after the API stops (durable state, independent consumer)")
-        missing = [kind for kind in ("coroutine", "thread", "process", "queue") if kind not in kinds]
-        assert not missing, t(
-            "四类工作没有都出现：缺少放在" + "、".join(PLACE_NAMES[k][0] for k in missing) + "的那一行",
-            "the four workloads are not all there: no row runs in " + ", ".join(PLACE_NAMES[k][1] for k in missing))
-        names = {**PLACE_NAMES, "outlives": ("须在 API 停止后完成", "must outlive the API")}
-        c.note(t("执行位置：", "places: ") + "; ".join(f"{t(*names[k])}: {', '.join(v)}" for k, v in kinds.items()))
+    assert not missing, t(
+        "decision.md 缺少这些“名称: 值”行（或值为空）：" + "、".join(missing) + "（第 3 步）",
+        "decision.md lacks these \"name: value\" lines (or their value is empty): "
+        + ", ".join(missing) + " (step 3)")
+    value = {name: " ".join(v for v, _ in values) for name, values in found.items()}
+    problems = []
+    if not re.search(r"linux|wsl", value["worker"], re.I):
+        problems.append(t(
+            f"worker 行应写明运行在 Linux 或 WSL2（Celery 5.x 不支持原生 Windows），实际“{value['worker']}”",
+            f"the worker line should say it runs on Linux or WSL2 (Celery 5.x does not support native Windows), "
+            f"got \"{value['worker']}\""))
+    if not re.search(r"export_jobs|mysql", value["durable status"], re.I):
+        problems.append(t(
+            "durable status 应指向 MySQL export_jobs（状态真源在数据库，不在 broker 或结果缓存），"
+            f"实际“{value['durable status']}”",
+            f"durable status should point at MySQL export_jobs (the truth lives in the database, not in the broker "
+            f"or result cache), got \"{value['durable status']}\""))
+    if not REPEATS.search(value["delivery"]):
+        problems.append(t(
+            f"delivery 应写明消息可能重复交付、处理须幂等（不是“只执行一次”），实际“{value['delivery']}”",
+            f"delivery should say a message may be delivered more than once and handling must be idempotent "
+            f"(not \"exactly once\"), got \"{value['delivery']}\""))
+    if not TEMPORARY.search(value["result backend"]):
+        problems.append(t(
+            f"result backend 应写明只是临时缓存、会过期，不是任务真源，实际“{value['result backend']}”",
+            f"result backend should say it is a temporary cache that expires, not the record of the job, "
+            f"got \"{value['result backend']}\""))
+    assert not problems, "\n".join(problems)
 
 
-def check_records(tap: Tap) -> None:
-    with tap.check("07.3") as c:
-        c.skip_unless_selected()
-        found = records(read_decision())
-        missing = [name for name, values in found.items() if not any(not is_empty(v) for v, _ in values)]
-        for values in found.values():
-            for _, raw in values:
-                c.note(raw)
-        assert not missing, t(
-            "decision.md 缺少这些“名称: 值”行（或值为空）：" + "、".join(missing) + "（第 3 步）",
-            "decision.md lacks these \"name: value\" lines (or their value is empty): "
-            + ", ".join(missing) + " (step 3)")
-        value = {name: " ".join(v for v, _ in values) for name, values in found.items()}
-        problems = []
-        if not re.search(r"linux|wsl", value["worker"], re.I):
-            problems.append(t(
-                f"worker 行应写明运行在 Linux 或 WSL2（Celery 5.x 不支持原生 Windows），实际“{value['worker']}”",
-                f"the worker line should say it runs on Linux or WSL2 (Celery 5.x does not support native Windows), "
-                f"got \"{value['worker']}\""))
-        if not re.search(r"export_jobs|mysql", value["durable status"], re.I):
-            problems.append(t(
-                "durable status 应指向 MySQL export_jobs（状态真源在数据库，不在 broker 或结果缓存），"
-                f"实际“{value['durable status']}”",
-                f"durable status should point at MySQL export_jobs (the truth lives in the database, not in the broker "
-                f"or result cache), got \"{value['durable status']}\""))
-        if not REPEATS.search(value["delivery"]):
-            problems.append(t(
-                f"delivery 应写明消息可能重复交付、处理须幂等（不是“只执行一次”），实际“{value['delivery']}”",
-                f"delivery should say a message may be delivered more than once and handling must be idempotent "
-                f"(not \"exactly once\"), got \"{value['delivery']}\""))
-        if not TEMPORARY.search(value["result backend"]):
-            problems.append(t(
-                f"result backend 应写明只是临时缓存、会过期，不是任务真源，实际“{value['result backend']}”",
-                f"result backend should say it is a temporary cache that expires, not the record of the job, "
-                f"got \"{value['result backend']}\""))
-        assert not problems, "\n".join(problems)
+def check_message(c) -> None:
+    module = load_contract()
+    message = getattr(module, "message", None)
+    assert isinstance(message, dict), t(
+        "message_contract.py 模块里应有字典 message（第 2 步）",
+        "message_contract.py should define a dict named message (step 2)")
+    assert set(message) == {"job_id", "rows"}, t(
+        f"message 只能有 job_id 和 rows 两个键，实际 {sorted(map(str, message))}",
+        f"message may hold only job_id and rows, got keys {sorted(map(str, message))}")
+    assert isinstance(message["job_id"], str) and message["job_id"], t(
+        "job_id 应是非空字符串（例如 str(uuid4())）", "job_id should be a non-empty string (e.g. str(uuid4()))")
+    rows = message["rows"]
+    assert isinstance(rows, list) and rows, t("rows 应是非空列表", "rows should be a non-empty list")
+    for index, item in enumerate(rows):
+        got = sorted(item) if isinstance(item, dict) else repr(item)
+        assert isinstance(item, dict) and set(item) == ROW_FIELDS, t(
+            f"rows[{index}] 应恰好有五个商品字段 {sorted(ROW_FIELDS)}，实际 {got}",
+            f"rows[{index}] should hold exactly the five product fields {sorted(ROW_FIELDS)}, got {got}")
+        for field in ("id", "price_cents"):
+            assert is_integer(item[field]), t(
+                f"rows[{index}].{field} 应是整数（价格用整数分），"
+                f"实际 {type(item[field]).__name__} {item[field]!r}",
+                f"rows[{index}].{field} should be an integer (price in whole cents), "
+                f"got {type(item[field]).__name__} {item[field]!r}")
+    try:
+        encoded = json.dumps(message, ensure_ascii=False).encode("utf-8")
+    except (TypeError, ValueError) as exc:
+        raise AssertionError(t(f"message 不能直接 JSON 编码：{exc}", f"message is not plain JSON: {exc}")) from exc
+    assert json.loads(encoded) == message, t("message 经 JSON 往返后变了", "message changes on a JSON round trip")
+    assert len(encoded) < LIMIT, t(f"message 编码后 {len(encoded)} 字节，应小于 65536",
+                                   f"message encodes to {len(encoded)} bytes; it must be under 65536")
+    c.note(t(f"message：job_id + {len(rows)} 行，字段 {sorted(rows[0])}，JSON 编码 {len(encoded)} 字节",
+             f"message: job_id + {len(rows)} row(s), fields {sorted(rows[0])}, {len(encoded)} bytes as JSON"))
+
+    done = run_python(["message_contract.py"], cwd=HERE, timeout=20)
+    lines = [line.strip() for line in done.stdout.splitlines() if line.strip()]
+    c.note(t(f"python message_contract.py -> 退出码 {done.returncode}，输出 {lines[-3:]}",
+             f"python message_contract.py -> exit {done.returncode}, output {lines[-3:]}"))
+    assert done.returncode == 0, t(
+        f"python message_contract.py 失败（退出码 {done.returncode}）：\n{done.stdout[-600:]}",
+        f"python message_contract.py failed (exit {done.returncode}):\n{done.stdout[-600:]}")
+    assert lines and lines[-1].isdigit() and 0 < int(lines[-1]) < LIMIT, t(
+        f"脚本最后应打印编码后的字节数（小于 65536），实际 {lines[-1:]}",
+        f"the script should end by printing the encoded size in bytes (under 65536), got {lines[-1:]}")
+
+    name, function = find_checker(module)
+    if function is None:
+        c.note(t("未找到检查函数（encode_message）：只检查了 message 本身；07.4 需要它",
+                 "no checker function (encode_message) found: only the message itself was checked; 07.4 needs one"))
+        return
+    expect_accepted(c, name, function, t("2 行，含中文", "2 rows, Chinese text"), good_message())
+    filler = [row(id=i, name=f"product-{i}", description="x" * 60, price_cents=i * 10) for i in range(1, 381)]
+    expect_accepted(c, name, function, t(f"{len(filler)} 行，约 48 KB", f"{len(filler)} rows, about 48 KB"),
+                    good_message(filler))
+    shape_cases = [
+        ("price_cents=19.99", good_message([row(price_cents=19.99)]), "小数价格", "a float price"),
+        ("price_cents=True", good_message([row(price_cents=True)]), "布尔值价格", "a bool price"),
+        ("price_cents='1999'", good_message([row(price_cents="1999")]), "字符串价格", "a string price"),
+        (t("多出 created_at 的行", "row with extra created_at"), good_message([row(created_at="2024-05-01T10:00:00")]),
+         "多出字段的行", "a row with an extra field"),
+        (t("缺 description 的行", "row without description"), good_message([{k: v for k, v in row().items() if k != "description"}]),
+         "缺字段的行", "a row missing a field"),
+        (t("多出顶层 user_id", "extra top-level user_id"), {**good_message(), "user_id": 42}, "多出的顶层键", "an extra top-level key"),
+        (t("1000 行，约 100 KB", "1000 rows, about 100 KB"), good_message([row(id=i, description="y" * 60) for i in range(1000)]),
+         "超过 64 KiB 的消息", "a message over 64 KiB"),
+        (t("25000 个汉字（UTF-8 下 75 KB）", "25000 Chinese characters (75 KB in UTF-8)"), good_message([row(description="商" * 25000)]),
+         "按字节超过 64 KiB 的消息（只数字符会漏掉）",
+         "a message over 64 KiB in bytes (counting characters misses it)"),
+    ]
+    for label, bad, why_zh, why_en in shape_cases:
+        expect_refused(c, name, function, label, bad, why_zh, why_en)
 
 
-def check_message(tap: Tap) -> None:
-    with tap.check("07.2") as c:
-        c.skip_unless_selected()
-        module = load_contract()
-        message = getattr(module, "message", None)
-        assert isinstance(message, dict), t(
-            "message_contract.py 模块里应有字典 message（第 2 步）",
-            "message_contract.py should define a dict named message (step 2)")
-        assert set(message) == {"job_id", "rows"}, t(
-            f"message 只能有 job_id 和 rows 两个键，实际 {sorted(map(str, message))}",
-            f"message may hold only job_id and rows, got keys {sorted(map(str, message))}")
-        assert isinstance(message["job_id"], str) and message["job_id"], t(
-            "job_id 应是非空字符串（例如 str(uuid4())）", "job_id should be a non-empty string (e.g. str(uuid4()))")
-        rows = message["rows"]
-        assert isinstance(rows, list) and rows, t("rows 应是非空列表", "rows should be a non-empty list")
-        for index, item in enumerate(rows):
-            got = sorted(item) if isinstance(item, dict) else repr(item)
-            assert isinstance(item, dict) and set(item) == ROW_FIELDS, t(
-                f"rows[{index}] 应恰好有五个商品字段 {sorted(ROW_FIELDS)}，实际 {got}",
-                f"rows[{index}] should hold exactly the five product fields {sorted(ROW_FIELDS)}, got {got}")
-            for field in ("id", "price_cents"):
-                assert is_integer(item[field]), t(
-                    f"rows[{index}].{field} 应是整数（价格用整数分），"
-                    f"实际 {type(item[field]).__name__} {item[field]!r}",
-                    f"rows[{index}].{field} should be an integer (price in whole cents), "
-                    f"got {type(item[field]).__name__} {item[field]!r}")
-        try:
-            encoded = json.dumps(message, ensure_ascii=False).encode("utf-8")
-        except (TypeError, ValueError) as exc:
-            raise AssertionError(t(f"message 不能直接 JSON 编码：{exc}", f"message is not plain JSON: {exc}")) from exc
-        assert json.loads(encoded) == message, t("message 经 JSON 往返后变了", "message changes on a JSON round trip")
-        assert len(encoded) < LIMIT, t(f"message 编码后 {len(encoded)} 字节，应小于 65536",
-                                       f"message encodes to {len(encoded)} bytes; it must be under 65536")
-        c.note(t(f"message：job_id + {len(rows)} 行，字段 {sorted(rows[0])}，JSON 编码 {len(encoded)} 字节",
-                 f"message: job_id + {len(rows)} row(s), fields {sorted(rows[0])}, {len(encoded)} bytes as JSON"))
+def check_refusals(c) -> None:
+    module = load_contract()
+    message = getattr(module, "message", None)
+    if isinstance(message, dict):
+        leak = credential_in(message)
+        assert leak is None, t(f"示例 message 里 {leak} 像是凭据",
+                               f"the sample message holds something credential-like at {leak}")
+    name, function = find_checker(module)
+    if function is None:  # the kit's extension beyond the curriculum's script: not attempted yet
+        c.skip(t(
+            "扩展练习未做：在 message_contract.py 定义 encode_message(message) -> bytes，违反约定时 raise ValueError"
+            "（不能 JSON 编码的值、像凭据的内容、多余字段、非整数价格、超过 64 KiB）",
+            "extension not attempted: define encode_message(message) -> bytes in message_contract.py that raises "
+            "ValueError when the message breaks the contract (non-JSON values, credential-looking content, extra "
+            "fields, non-integer price, 64 KiB or more)"))
+    c.note(t(f"检查函数：{name}()", f"checker: {name}()"))
+    expect_accepted(c, name, function, t("描述里的普通 URL 与邮箱", "plain URL and e-mail in descriptions"), good_message([
+        row(description="详情 https://shop.example.com/p/1?ref=mail"),
+        row(id=2, description="售后请联系 support@example.com"),
+    ]))
 
-        done = run_python(["message_contract.py"], cwd=HERE, timeout=20)
-        lines = [line.strip() for line in done.stdout.splitlines() if line.strip()]
-        c.note(t(f"python message_contract.py -> 退出码 {done.returncode}，输出 {lines[-3:]}",
-                 f"python message_contract.py -> exit {done.returncode}, output {lines[-3:]}"))
-        assert done.returncode == 0, t(
-            f"python message_contract.py 失败（退出码 {done.returncode}）：\n{done.stdout[-600:]}",
-            f"python message_contract.py failed (exit {done.returncode}):\n{done.stdout[-600:]}")
-        assert lines and lines[-1].isdigit() and 0 < int(lines[-1]) < LIMIT, t(
-            f"脚本最后应打印编码后的字节数（小于 65536），实际 {lines[-1:]}",
-            f"the script should end by printing the encoded size in bytes (under 65536), got {lines[-1:]}")
+    class Connection:  # stands in for a DB connection or request object
+        def __repr__(self):
+            return "<Connection to db:3306>"
 
-        name, function = find_checker(module)
-        if function is None:
-            c.note(t("未找到检查函数（encode_message）：只检查了 message 本身；07.4 需要它",
-                     "no checker function (encode_message) found: only the message itself was checked; 07.4 needs one"))
-            return
-        expect_accepted(c, name, function, t("2 行，含中文", "2 rows, Chinese text"), good_message())
-        filler = [row(id=i, name=f"product-{i}", description="x" * 60, price_cents=i * 10) for i in range(1, 381)]
-        expect_accepted(c, name, function, t(f"{len(filler)} 行，约 48 KB", f"{len(filler)} rows, about 48 KB"),
-                        good_message(filler))
-        shape_cases = [
-            ("price_cents=19.99", good_message([row(price_cents=19.99)]), "小数价格", "a float price"),
-            ("price_cents=True", good_message([row(price_cents=True)]), "布尔值价格", "a bool price"),
-            ("price_cents='1999'", good_message([row(price_cents="1999")]), "字符串价格", "a string price"),
-            (t("多出 created_at 的行", "row with extra created_at"), good_message([row(created_at="2024-05-01T10:00:00")]),
-             "多出字段的行", "a row with an extra field"),
-            (t("缺 description 的行", "row without description"), good_message([{k: v for k, v in row().items() if k != "description"}]),
-             "缺字段的行", "a row missing a field"),
-            (t("多出顶层 user_id", "extra top-level user_id"), {**good_message(), "user_id": 42}, "多出的顶层键", "an extra top-level key"),
-            (t("1000 行，约 100 KB", "1000 rows, about 100 KB"), good_message([row(id=i, description="y" * 60) for i in range(1000)]),
-             "超过 64 KiB 的消息", "a message over 64 KiB"),
-            (t("25000 个汉字（UTF-8 下 75 KB）", "25000 Chinese characters (75 KB in UTF-8)"), good_message([row(description="商" * 25000)]),
-             "按字节超过 64 KiB 的消息（只数字符会漏掉）",
-             "a message over 64 KiB in bytes (counting characters misses it)"),
-        ]
-        for label, bad, why_zh, why_en in shape_cases:
-            expect_refused(c, name, function, label, bad, why_zh, why_en)
+    non_json = [
+        ("description=datetime", good_message([row(description=datetime.datetime(2024, 5, 1, 10, 0))])),
+        ("price_cents=Decimal('19.99')", good_message([row(price_cents=decimal.Decimal("19.99"))])),
+        ("description=Decimal('19.99')", good_message([row(description=decimal.Decimal("19.99"))])),
+        ("name=bytes", good_message([row(name=b"\xe4\xbf\x9d")])),
+        ("description=set", good_message([row(description={"a", "b"})])),
+        (t("description=连接对象", "description=connection object"), good_message([row(description=Connection())])),
+    ]
+    for label, bad in non_json:
+        expect_refused(c, name, function, label, bad, "不能 JSON 编码的值（不要用 default=str 硬转）",
+                       "a value JSON cannot encode (do not force it through default=str)")
+    secrets = [
+        ("description='mysql://shop:hunter2@db:3306/shop'",
+         good_message([row(description="mysql://shop:hunter2@db:3306/shop")])),
+        ("name='redis://:s3cret@cache:6379/0'", good_message([row(name="redis://:s3cret@cache:6379/0")])),
+        ("description='password=hunter2'", good_message([row(description="password=hunter2")])),
+        ("description='token: ghp_4f9a1c2b7d8e'", good_message([row(description="token: ghp_4f9a1c2b7d8e")])),
+        (t("行里的 password 键", "row key password"), good_message([{**row(), "password": "hunter2"}])),
+        (t("顶层的 token 键", "top-level key token"), {**good_message(), "token": "ghp_4f9a1c2b7d8e"}),
+    ]
+    for label, bad in secrets:
+        expect_refused(c, name, function, label, bad, "像凭据的内容", "credential-looking content")
 
 
-def check_refusals(tap: Tap) -> None:
-    with tap.check("07.4") as c:
-        c.skip_unless_selected()
-        module = load_contract()
-        message = getattr(module, "message", None)
-        if isinstance(message, dict):
-            leak = credential_in(message)
-            assert leak is None, t(f"示例 message 里 {leak} 像是凭据",
-                                   f"the sample message holds something credential-like at {leak}")
-        name, function = find_checker(module)
-        if function is None:  # the kit's extension beyond the curriculum's script: not attempted yet
-            c.skip(t(
-                "扩展练习未做：在 message_contract.py 定义 encode_message(message) -> bytes，违反约定时 raise ValueError"
-                "（不能 JSON 编码的值、像凭据的内容、多余字段、非整数价格、超过 64 KiB）",
-                "extension not attempted: define encode_message(message) -> bytes in message_contract.py that raises "
-                "ValueError when the message breaks the contract (non-JSON values, credential-looking content, extra "
-                "fields, non-integer price, 64 KiB or more)"))
-        c.note(t(f"检查函数：{name}()", f"checker: {name}()"))
-        expect_accepted(c, name, function, t("描述里的普通 URL 与邮箱", "plain URL and e-mail in descriptions"), good_message([
-            row(description="详情 https://shop.example.com/p/1?ref=mail"),
-            row(id=2, description="售后请联系 support@example.com"),
-        ]))
-
-        class Connection:  # stands in for a DB connection or request object
-            def __repr__(self):
-                return "<Connection to db:3306>"
-
-        non_json = [
-            ("description=datetime", good_message([row(description=datetime.datetime(2024, 5, 1, 10, 0))])),
-            ("price_cents=Decimal('19.99')", good_message([row(price_cents=decimal.Decimal("19.99"))])),
-            ("description=Decimal('19.99')", good_message([row(description=decimal.Decimal("19.99"))])),
-            ("name=bytes", good_message([row(name=b"\xe4\xbf\x9d")])),
-            ("description=set", good_message([row(description={"a", "b"})])),
-            (t("description=连接对象", "description=connection object"), good_message([row(description=Connection())])),
-        ]
-        for label, bad in non_json:
-            expect_refused(c, name, function, label, bad, "不能 JSON 编码的值（不要用 default=str 硬转）",
-                           "a value JSON cannot encode (do not force it through default=str)")
-        secrets = [
-            ("description='mysql://shop:hunter2@db:3306/shop'",
-             good_message([row(description="mysql://shop:hunter2@db:3306/shop")])),
-            ("name='redis://:s3cret@cache:6379/0'", good_message([row(name="redis://:s3cret@cache:6379/0")])),
-            ("description='password=hunter2'", good_message([row(description="password=hunter2")])),
-            ("description='token: ghp_4f9a1c2b7d8e'", good_message([row(description="token: ghp_4f9a1c2b7d8e")])),
-            (t("行里的 password 键", "row key password"), good_message([{**row(), "password": "hunter2"}])),
-            (t("顶层的 token 键", "top-level key token"), {**good_message(), "token": "ghp_4f9a1c2b7d8e"}),
-        ]
-        for label, bad in secrets:
-            expect_refused(c, name, function, label, bad, "像凭据的内容", "credential-looking content")
-
-
-def check_exercise(tap: Tap) -> None:
-    with tap.check("07.11") as c:
-        c.skip_unless_selected()
-        answer = exercise_answer(read_decision())
-        if answer is None:
-            c.skip(t("decision.md 里没有“3 秒同步 SDK 且须跨 API 重启完成”的练习答案",
-                     "decision.md has no answer for the exercise "
-                     "\"3 s synchronous SDK that must survive an API restart\""))
-        lines = [line.strip() for line in answer.splitlines() if line.strip()]
-        for line in lines[:8]:
-            c.note(line)
-        assert lines, t("练习小节是空的", "the exercise section is empty")
-        missing = [(zh, en) for _, pattern, zh, en in ANSWER_CONCEPTS if not pattern.search(answer)]
-        assert not missing, t(
-            "练习答案缺少：" + "；".join(zh for zh, _ in missing),
-            "the exercise answer does not name: " + "; ".join(en for _, en in missing))
-
-
-def main(tap: Tap) -> None:
-    check_table(tap)
-    check_message(tap)
-    check_records(tap)
-    check_refusals(tap)
-    check_exercise(tap)
+def check_exercise(c) -> None:
+    answer = exercise_answer(read_decision())
+    if answer is None:
+        c.skip(t("decision.md 里没有“3 秒同步 SDK 且须跨 API 重启完成”的练习答案",
+                 "decision.md has no answer for the exercise "
+                 "\"3 s synchronous SDK that must survive an API restart\""))
+    lines = [line.strip() for line in answer.splitlines() if line.strip()]
+    for line in lines[:8]:
+        c.note(line)
+    assert lines, t("练习小节是空的", "the exercise section is empty")
+    missing = [(zh, en) for _, pattern, zh, en in ANSWER_CONCEPTS if not pattern.search(answer)]
+    assert not missing, t(
+        "练习答案缺少：" + "；".join(zh for zh, _ in missing),
+        "the exercise answer does not name: " + "; ".join(en for _, en in missing))
 
 
 if __name__ == "__main__":
-    from shared.tap import main_guard
-    main_guard(main)
+    run(checks())

@@ -45,11 +45,27 @@ from lab07_loopback import HOLD_CAP, Loopback
 from shared.celerylab import short
 from shared.i18n import t
 from shared.proc import Process, free_port, wait_until
+from shared.tap import Check, main_guard, run
 
 WORK = Path.cwd()
 LOGS = WORK / ".lab-logs" / "07"
 CALL_TIMEOUT = 30.0  # the worker's call timeout where no check means a call to time out
 BOUND = 30.0  # backstop for waits that facts end in well under a second
+TASKCENTER = WORK / "taskcenter" / "__init__.py"
+LAB: Loopback | None = None  # the loopback downstream: started in main, before the checks
+
+
+def checks() -> list[Check]:
+    """The checks, in order: id -> what proves it.  The taskcenter/ package is imported here; all but 07.10 call
+    the loopback downstream (LAB, a server thread of this process); 07.8 also runs `python -m taskcenter.main serve`."""
+    return [
+        Check("07.5", lambda c: check_state_and_idempotency(c, LAB), "taskcenter imported; loopback; sqlite files"),
+        Check("07.6", lambda c: check_retries(c, LAB), "taskcenter imported; loopback"),
+        Check("07.7", lambda c: check_cancel(c, LAB), "taskcenter imported; loopback"),
+        Check("07.8", lambda c: check_crash_recovery(c, LAB), "python -m taskcenter.main serve, killed and restarted"),
+        Check("07.9", lambda c: check_concurrency(c, LAB), "taskcenter imported; loopback"),
+        Check("07.10", check_http, "taskcenter's FastAPI app under TestClient"),
+    ]
 
 
 # ---------------------------------------------------------------- helpers
@@ -710,42 +726,17 @@ def check_http(c) -> None:
 
 # ---------------------------------------------------------------- main
 
-CHECK_IDS = ("07.5", "07.6", "07.7", "07.8", "07.9", "07.10")
-
-
-def main(tap) -> None:
-    if not (Path.cwd() / "taskcenter" / "__init__.py").exists():
-        # The task center is the kit's own design study beside the curriculum: a learner's
-        # folder without it has not taken up this extension (the reference always has it).
-        for check_id in CHECK_IDS:
-            with tap.check(check_id) as c:
-                c.skip(t("扩展未做：文件夹里没有 taskcenter/ 包（参考实现见本课 taskcenter/）",
-                         "extension not taken up: no taskcenter/ package in the folder (see the lesson's reference)"))
-        return
-    lab = Loopback()
-    try:
-        with tap.check("07.5") as c:
-            c.skip_unless_selected()
-            check_state_and_idempotency(c, lab)
-        with tap.check("07.6") as c:
-            c.skip_unless_selected()
-            check_retries(c, lab)
-        with tap.check("07.7") as c:
-            c.skip_unless_selected()
-            check_cancel(c, lab)
-        with tap.check("07.8") as c:
-            c.skip_unless_selected()
-            check_crash_recovery(c, lab)
-        with tap.check("07.9") as c:
-            c.skip_unless_selected()
-            check_concurrency(c, lab)
-        with tap.check("07.10") as c:
-            c.skip_unless_selected()
-            check_http(c)
-    finally:
-        lab.stop()
+def not_taken_up(tap) -> None:
+    """The task center is the kit's own design study beside the curriculum: a learner's folder without it has
+    not taken up this extension (the reference always has it).  Every check says so, selected or not."""
+    for row in checks():
+        with tap.check(row.id) as c:
+            c.skip(t("扩展未做：文件夹里没有 taskcenter/ 包（参考实现见本课 taskcenter/）",
+                     "extension not taken up: no taskcenter/ package in the folder (see the lesson's reference)"))
 
 
 if __name__ == "__main__":
-    from shared.tap import main_guard
-    main_guard(main)
+    if not TASKCENTER.exists():
+        main_guard(not_taken_up)
+    LAB = Loopback()
+    run(checks(), teardown=LAB.stop)

@@ -51,6 +51,7 @@ from shared.celerylab import (
 )
 from shared.i18n import t
 from shared.proc import WaitTimeout, run_python, start_uvicorn, wait_until
+from shared.tap import Check, run
 
 BROKER_PORT = 6384
 QUEUE = "exports"
@@ -58,6 +59,28 @@ REPLY_SECONDS = 45  # bounds on answers that take milliseconds when all is well;
 ANSWER_SECONDS = 20
 OUTAGE = 20  # seconds: a worker restart (a deploy, a crash) easily lasts this long; queued work must outlive it
 API_WAITS = LOG_DIR / "api-waits.jsonl"  # written by lab08_api.py
+WORKER: DeclaredWorker | None = None  # the worker the runner declared (tasks.json): read in main, before the checks
+NO_WORKER = ""  # why there is none: each check that needs the worker fails with this
+
+
+def checks() -> list[Check]:
+    """The checks, in order: id -> what proves it.  All need the lesson's Redis on 6384 (.env.tasks);
+    the ones given declared_worker() also the worker the runner started, which 08.5 and 08.7 stop."""
+    return [
+        Check("08.1", check_ping, "Redis; python ping_broker.py when present"),
+        Check("08.2", lambda c: check_registered(c, declared_worker()), "worker; celery inspect registered"),
+        Check("08.3", lambda c: check_producer(c, declared_worker()), "worker; python produce_export.py"),
+        Check("08.4", check_artifact, "the running worker; export_products imported here"),
+        Check("08.5", lambda c: check_api(c, declared_worker()), "worker (stopped); uvicorn lab08_api.py"),
+        Check("08.6", check_prepare, "python prepare_broker.py in scratch folders"),
+        Check("08.7", lambda c: check_restart(c, declared_worker()), "worker (stopped); an equivalent worker started"),
+    ]
+
+
+def declared_worker() -> DeclaredWorker:
+    """The declared worker, asked for inside a check that needs it: without one that check fails, saying why."""
+    assert WORKER, NO_WORKER
+    return WORKER
 
 
 def _out(done: subprocess.CompletedProcess, limit: int = 8) -> list[str]:
@@ -524,39 +547,9 @@ def check_restart(c, worker: DeclaredWorker) -> None:
         proc.stop(grace=10)
 
 
-def main(tap) -> None:
-    worker, missing = None, ""
-    try:
-        worker = DeclaredWorker()
-    except AssertionError as exc:
-        missing = str(exc)
-    with tap.check("08.1") as c:
-        c.skip_unless_selected()
-        check_ping(c)
-    with tap.check("08.2") as c:
-        c.skip_unless_selected()
-        assert worker, missing
-        check_registered(c, worker)
-    with tap.check("08.3") as c:
-        c.skip_unless_selected()
-        assert worker, missing
-        check_producer(c, worker)
-    with tap.check("08.4") as c:
-        c.skip_unless_selected()
-        check_artifact(c)
-    with tap.check("08.5") as c:
-        c.skip_unless_selected()
-        assert worker, missing
-        check_api(c, worker)
-    with tap.check("08.6") as c:
-        c.skip_unless_selected()
-        check_prepare(c)
-    with tap.check("08.7") as c:
-        c.skip_unless_selected()
-        assert worker, missing
-        check_restart(c, worker)
-
-
 if __name__ == "__main__":
-    from shared.tap import main_guard
-    main_guard(main)
+    try:
+        WORKER = DeclaredWorker()
+    except AssertionError as exc:
+        NO_WORKER = str(exc)
+    run(checks())

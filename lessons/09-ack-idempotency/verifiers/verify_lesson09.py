@@ -41,11 +41,32 @@ from shared.celerylab import (LOG_DIR, WORK, DeclaredWorker, children_of, import
 from shared.figures import attach, bar, lane, lanes, mark
 from shared.i18n import t
 from shared.proc import WaitTimeout, run_python, wait_until
+from shared.tap import Check, run
 
 ARTIFACTS = WORK / "artifacts"
 VISIBILITY = 60
 TERMINAL = ("SUCCESS", "FAILURE", "REVOKED")
 REPLY_SECONDS = 45  # bound on getting one worker's control reply; a pass takes milliseconds
+WORKER: DeclaredWorker | None = None  # the worker the runner declared (tasks.json): read in main, before the checks
+NO_WORKER = ""  # why there is none: each check that needs the worker fails with this
+
+
+def checks() -> list[Check]:
+    """The checks, in order: id -> what proves it.  All need the lesson's Redis and the worker the runner
+    started; 09.3 and 09.4 ask for it (declared_worker()), 09.4 also runs a worker of its own."""
+    return [
+        Check("09.1", check_duplicate, "worker; python duplicate_export.py"),
+        Check("09.2", check_atomic, "worker; a reader thread; inotify"),
+        Check("09.3", lambda c: check_config(c, declared_worker()), "worker; celery inspect conf"),
+        Check("09.4", lambda c: check_redelivery(c, declared_worker()), "our lab09_drill.py worker, child killed"),
+        Check("09.5", check_versions, "worker"),
+    ]
+
+
+def declared_worker() -> DeclaredWorker:
+    """The declared worker, asked for inside a check that needs it: without one that check fails, saying why."""
+    assert WORKER, NO_WORKER
+    return WORKER
 
 
 def _import():
@@ -509,31 +530,9 @@ def check_versions(c) -> None:
              "token decide who may publish"))
 
 
-def main(tap) -> None:
-    worker, missing = None, ""
-    try:
-        worker = DeclaredWorker()
-    except AssertionError as exc:
-        missing = str(exc)
-    with tap.check("09.1") as c:
-        c.skip_unless_selected()
-        check_duplicate(c)
-    with tap.check("09.2") as c:
-        c.skip_unless_selected()
-        check_atomic(c)
-    with tap.check("09.3") as c:
-        c.skip_unless_selected()
-        assert worker, missing
-        check_config(c, worker)
-    with tap.check("09.4") as c:
-        c.skip_unless_selected()
-        assert worker, missing
-        check_redelivery(c, worker)
-    with tap.check("09.5") as c:
-        c.skip_unless_selected()
-        check_versions(c)
-
-
 if __name__ == "__main__":
-    from shared.tap import main_guard
-    main_guard(main)
+    try:
+        WORKER = DeclaredWorker()
+    except AssertionError as exc:
+        NO_WORKER = str(exc)
+    run(checks())

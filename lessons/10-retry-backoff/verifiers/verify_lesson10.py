@@ -29,12 +29,34 @@ from shared.celerylab import LOG_DIR, WORK, DeclaredWorker, import_learner, log_
 from shared.figures import attach, bar, lane, lanes, mark
 from shared.i18n import t
 from shared.proc import WaitTimeout, run_python, wait_until
+from shared.tap import Check, run
 
 EVENTS = LOG_DIR / "retry-events.jsonl"
 PERMANENT = LOG_DIR / "retry-permanent.txt"
 BUDGET = LOG_DIR / "retry-budget.txt"
 DEFAULT_BACKOFF = {"backoff_base": 1.0, "backoff_max": 8.0}  # the course's caps: min(8, 2**n)
 FINISH_SECONDS = 20  # bound on one job's run; a pass takes well under a second
+WORKER: DeclaredWorker | None = None  # the worker the runner declared (tasks.json): read in main, before the checks
+NO_WORKER = ""  # why there is none: each check that needs the worker fails with this
+
+
+def checks() -> list[Check]:
+    """The checks, in order: id -> what proves it.  Each submits its own jobs to the worker the runner
+    started (declared_worker(): the learner's app under lab10_probe.py) and reads its events."""
+    return [
+        Check("10.1", lambda c: check_recovers(c, declared_worker()), "worker; python verify_retry.py"),
+        Check("10.2", lambda c: check_expired(c, declared_worker()), "worker"),
+        Check("10.3", lambda c: check_permanent(c, declared_worker()), "worker"),
+        Check("10.4", lambda c: check_limit(c, declared_worker()), "worker"),
+        Check("10.5", lambda c: check_delays(c, declared_worker()), "worker"),
+        Check("10.6", lambda c: check_budget(c, declared_worker()), "worker"),
+    ]
+
+
+def declared_worker() -> DeclaredWorker:
+    """The declared worker, asked for inside a check that needs it: without one that check fails, saying why."""
+    assert WORKER, NO_WORKER
+    return WORKER
 
 
 def retry_export():
@@ -344,20 +366,9 @@ def check_budget(c, worker: DeclaredWorker) -> None:
         "预算不足时不应安排任何重试", "with the budget too small no retry may be scheduled")
 
 
-def main(tap) -> None:
-    worker, missing = None, ""
-    try:
-        worker = DeclaredWorker()
-    except AssertionError as exc:
-        missing = str(exc)
-    for check_id, check in (("10.1", check_recovers), ("10.2", check_expired), ("10.3", check_permanent),
-                            ("10.4", check_limit), ("10.5", check_delays), ("10.6", check_budget)):
-        with tap.check(check_id) as c:
-            c.skip_unless_selected()
-            assert worker, missing
-            check(c, worker)
-
-
 if __name__ == "__main__":
-    from shared.tap import main_guard
-    main_guard(main)
+    try:
+        WORKER = DeclaredWorker()
+    except AssertionError as exc:
+        NO_WORKER = str(exc)
+    run(checks())

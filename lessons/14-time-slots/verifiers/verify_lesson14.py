@@ -52,11 +52,27 @@ from shared.celerylab import (LOG_DIR, READY_MARK, WORK, import_learner, log_lin
 from shared.i18n import t
 from shared.labdb import db_settings, job_row, kit_db, sql
 from shared.proc import Process, WaitTimeout, run_python, wait_until
+from shared.tap import Check, run
 
 UTC = dtmod.timezone.utc
 EVENTS = LOG_DIR / "lab14-events.jsonl"
 TICK = "products.schedule_tick"
 UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+
+
+def checks() -> list[Check]:
+    """The checks, in order: id -> what proves it.  All need the box's MariaDB (the kit reads it through its own
+    connections); the learner's modules load here (import_learner), except in the processes named below."""
+    return [
+        Check("14.1", check_slot_once, "MariaDB"),
+        Check("14.2", check_beat_chain, "celery beat; a fast and a bulk worker; python publisher.py; Redis"),
+        Check("14.3", check_utc, "two lab14_zones.py processes, TZ=LAB-8 and TZ=LAB+5"),
+        Check("14.4", check_no_backfill, "MariaDB; the task's clock set by the kit"),
+        Check("14.5", check_boundary, "MariaDB; python verify_schedule_slots.py"),
+        Check("14.6", check_bad_keys, "MariaDB"),
+        Check("14.7", check_full_gate, "MariaDB; the admission gate filled with kit rows"),
+        Check("14.8", check_race, "MariaDB; four lab14_racer.py processes; a LOCK TABLES hold"),
+    ]
 
 
 # ---------------------------------------------------------------- the kit's own view of the database
@@ -800,34 +816,6 @@ def check_race(c) -> None:
 
 # ---------------------------------------------------------------- main
 
-def main(tap) -> None:
-    LOG_DIR.mkdir(parents=True, exist_ok=True)
-    with tap.check("14.1") as c:
-        c.skip_unless_selected()
-        check_slot_once(c)
-    with tap.check("14.2") as c:
-        c.skip_unless_selected()
-        check_beat_chain(c)
-    with tap.check("14.3") as c:
-        c.skip_unless_selected()
-        check_utc(c)
-    with tap.check("14.4") as c:
-        c.skip_unless_selected()
-        check_no_backfill(c)
-    with tap.check("14.5") as c:
-        c.skip_unless_selected()
-        check_boundary(c)
-    with tap.check("14.6") as c:
-        c.skip_unless_selected()
-        check_bad_keys(c)
-    with tap.check("14.7") as c:
-        c.skip_unless_selected()
-        check_full_gate(c)
-    with tap.check("14.8") as c:
-        c.skip_unless_selected()
-        check_race(c)
-
-
 if __name__ == "__main__":
-    from shared.tap import main_guard
-    main_guard(main)
+    LOG_DIR.mkdir(parents=True, exist_ok=True)
+    run(checks())

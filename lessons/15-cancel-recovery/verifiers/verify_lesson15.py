@@ -68,6 +68,22 @@ from shared.figures import attach, bar, lane, lanes, mark
 from shared.i18n import t
 from shared.labdb import job_row, kit_db, sql
 from shared.proc import WaitTimeout, wait_until
+from shared.tap import Check, run
+
+
+def checks() -> list[Check]:
+    """The checks, in order: id -> what proves it.  All need the box's MariaDB and Redis, the learner's modules
+    loaded here and the worker the runner started (the probe's events); each runs inside explained()."""
+    return [
+        Check("15.1", check_cancel, "worker paused by the probe; the recovery scan"),
+        Check("15.2", check_lease_recovery, "worker; its pool child SIGKILLed; python publisher.py"),
+        Check("15.3", check_dead_letter_replay, "the recovery scan; python replay_job.py; worker"),
+        Check("15.4", check_unclaimed, "python verify_queued_recovery.py; lab15_tools.py scanners"),
+        Check("15.5", check_retry_gate, "python verify_retry_gate.py; worker"),
+        Check("15.6", check_confirm, "publisher processes stopped at a statement"),
+        Check("15.7", check_warm_shutdown, "a worker of the kit's own, sent TERM"),
+        Check("15.8", check_exhausted, "the recovery scan; worker"),
+    ]
 
 
 # ---------------------------------------------------------------- timeline figures (pictures, never a verdict)
@@ -635,17 +651,6 @@ def check_exhausted(c) -> None:
 
 # ---------------------------------------------------------------- main
 
-def main(tap) -> None:
-    LOG_DIR.mkdir(parents=True, exist_ok=True)
-    checks = [("15.1", check_cancel), ("15.2", check_lease_recovery), ("15.3", check_dead_letter_replay),
-              ("15.4", check_unclaimed), ("15.5", check_retry_gate), ("15.6", check_confirm),
-              ("15.7", check_warm_shutdown), ("15.8", check_exhausted)]
-    for check_id, body in checks:
-        with tap.check(check_id) as c, explained():
-            c.skip_unless_selected()
-            body(c)
-
-
 if __name__ == "__main__":
-    from shared.tap import main_guard
-    main_guard(main)
+    LOG_DIR.mkdir(parents=True, exist_ok=True)
+    run(checks(), around=explained)

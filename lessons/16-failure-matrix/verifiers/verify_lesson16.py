@@ -63,6 +63,7 @@ from shared.figures import attach
 from shared.i18n import t
 from shared.labdb import db_settings, job_row, sql
 from shared.proc import run_python, wait_until
+from shared.tap import Check, run
 
 ROWS_FOR = {
     "16.3": ["result_cache_expired", "queue_full", "same_slot_concurrent"],
@@ -73,6 +74,23 @@ ROWS_FOR = {
 NEEDS_LAB = {"16.2", "16.3", "16.4", "16.6", "16.8", "16.9", "16.10"}  # and 16.1 when the record claims a row
 DESCRIPTION = re.compile(r"sample product \d+ for export drills")
 CREDENTIAL_URL = re.compile(r"[a-z][a-z0-9+.-]*://[^\s/@:]*:(?!\*\*@)[^\s/@]+@", re.I)
+
+
+def checks() -> list[Check]:
+    """The checks, in order: id -> what proves it.  All need the box's MariaDB; the ones marked `lab` the matrix's
+    lab (private broker, workers: Shared, started in main before the first check when a selected check needs it)."""
+    return [
+        Check("16.1", check_record, "verification-record.json; lab for the rows it marks pass"),
+        Check("16.2", check_terminal, "lab; python verify_terminal.py"),
+        Check("16.3", lambda c: check_rows(c, ROWS_FOR["16.3"]), "lab: its three matrix rows"),
+        Check("16.4", lambda c: check_rows(c, ROWS_FOR["16.4"]), "lab: its three matrix rows"),
+        Check("16.5", check_durable_waits, "the learner's claim and recover_batch, no worker"),
+        Check("16.6", check_phase_logs, "lab: a job through the worker, its log"),
+        Check("16.7", check_monitor, "monitor_exports.sql in a scratch schema"),
+        Check("16.8", check_all_rows, "lab: all 15 matrix rows"),
+        Check("16.9", check_budgets, "lab: three matrix rows' recovery times"),
+        Check("16.10", check_two_deliveries, "lab: publish-before-mark with a slow first delivery"),
+    ]
 
 
 def selected() -> set[str] | None:
@@ -778,44 +796,6 @@ def check_two_deliveries(c) -> None:
 
 # ---------------------------------------------------------------- main
 
-def main(tap) -> None:
-    try:
-        Shared.prepare()
-        with tap.check("16.1") as c:
-            c.skip_unless_selected()
-            check_record(c)
-        with tap.check("16.2") as c:
-            c.skip_unless_selected()
-            check_terminal(c)
-        with tap.check("16.3") as c:
-            c.skip_unless_selected()
-            check_rows(c, ROWS_FOR["16.3"])
-        with tap.check("16.4") as c:
-            c.skip_unless_selected()
-            check_rows(c, ROWS_FOR["16.4"])
-        with tap.check("16.5") as c:
-            c.skip_unless_selected()
-            check_durable_waits(c)
-        with tap.check("16.6") as c:
-            c.skip_unless_selected()
-            check_phase_logs(c)
-        with tap.check("16.7") as c:
-            c.skip_unless_selected()
-            check_monitor(c)
-        with tap.check("16.8") as c:
-            c.skip_unless_selected()
-            check_all_rows(c)
-        with tap.check("16.9") as c:
-            c.skip_unless_selected()
-            check_budgets(c)
-        with tap.check("16.10") as c:
-            c.skip_unless_selected()
-            check_two_deliveries(c)
-    finally:
-        Shared.stop()
-
-
 if __name__ == "__main__":
     sys.path.insert(0, str(WORK))
-    from shared.tap import main_guard
-    main_guard(main)
+    run(checks(), setup=Shared.prepare, teardown=Shared.stop)
