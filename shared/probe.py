@@ -208,14 +208,19 @@ class Probe:
     def _start(self) -> None:
         req_r, req_w = os.pipe()
         ans_r, ans_w = os.pipe()
+        # What learner code prints goes to the run's probe.log (never into the judge's own output).
+        logs = (self.env or os.environ).get("LAB_LOG_DIR")
+        output = open(os.path.join(logs, "probe.log"), "ab") if logs else subprocess.DEVNULL
         try:
             self._proc = subprocess.Popen(
                 [sys.executable, "-I", str(KIT / "shared" / "probe.py"), str(req_r), str(ans_w), str(self.verifiers)],
                 cwd=self.cwd, env=self.env, pass_fds=(req_r, ans_w), stdin=subprocess.DEVNULL,
-                start_new_session=True)
+                stdout=output, stderr=subprocess.STDOUT, start_new_session=True)
         finally:
             os.close(req_r)
             os.close(ans_w)
+            if output is not subprocess.DEVNULL:
+                output.close()
         self._out = os.fdopen(req_w, "wb", buffering=0)
         reader = threading.Thread(target=self._read, args=(self._proc, os.fdopen(ans_r, "rb")), daemon=True)
         reader.start()
