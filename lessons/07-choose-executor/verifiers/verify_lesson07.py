@@ -9,21 +9,20 @@ messages.  The task-center checks (07.5–07.10) live in verify_taskcenter.py.
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import datetime
 import decimal
-import importlib
-import io
 import json
 import re
 from pathlib import Path
 
 from shared.i18n import t
+from shared.probe import Probe
 from shared.proc import run_python
 from shared.tap import Check, run
 
 HERE = Path.cwd()
+learner = Probe()  # message_contract.py loads there, never in this process (the judge)
 LIMIT = 64 * 1024
 ROW_FIELDS = {"id", "name", "description", "is_active", "price_cents"}
 # The curriculum's script has no function; the guide asks for one of these names.
@@ -251,11 +250,8 @@ ANSWER_CONCEPTS = [  # (what, pattern, hint zh, hint en)
 # --------------------------------------------------------------------------- message_contract helpers
 
 def load_contract():
-    """Import message_contract.py; its own prints (the curriculum's script prints a size) are kept aside."""
-    printed = io.StringIO()
-    with contextlib.redirect_stdout(printed):
-        module = importlib.import_module("message_contract")
-    return module
+    """message_contract.py, loaded in the probe (its own prints go to the probe's log, not this output)."""
+    return learner.module("message_contract")
 
 
 def find_checker(module):
