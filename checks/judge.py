@@ -10,8 +10,9 @@ that report observations; the judge decides.  A fork the judge itself makes (mul
 the channel at once.  If learner code kills or stops the judge, the runner sees no result: ERROR or
 TIMEOUT, never a pass.
 
-Lessons whose verifiers are not yet written this way still run through checks/launch.py (learner
-modules imported into the verifier, the older and weaker line; see README "Threat model").
+Every lesson of the kit is judged this way (tasks.json "judge": "separate").  A lesson without it — only
+the runner's own tests make such lessons now — runs its verifier through checks/launch.py, the older and
+weaker line where learner modules could be imported into the verifier.
 """
 
 from __future__ import annotations

@@ -336,9 +336,10 @@ class Probe:
             return {"value": self._decoded(answer["value"], target)}
         raise ProbeError(f"unexpected answer for {target}")
 
-    def module(self, name: str, *functions: str) -> "ModuleStandIn":
+    def module(self, name: str, *functions: str, values: tuple[str, ...] = ()) -> "ModuleStandIn":
         """A stand-in for the learner's module `name`: imported in the probe now (an import error fails the
-        check, said in the learner's terms), checked to define `functions`."""
+        check, said in the learner's terms), checked to define `functions` (callables) and `values` (any)."""
+        from shared.celerylab import redact
         from shared.i18n import t
         for function in functions or ("__name__",):
             try:
@@ -346,10 +347,15 @@ class Probe:
             except LearnerRaised as exc:
                 if exc.type_name in ("AttributeError",) and function != "__name__":
                     raise AssertionError(t(f"{name}.py 里没有 {function}", f"{name}.py has no {function}")) from None
-                raise AssertionError(t(f"无法导入 {name}：{exc.type_name}: {exc}",
-                                       f"cannot import {name}: {exc.type_name}: {exc}")) from None
+                said = redact(f"{exc.type_name}: {exc}")  # an import error may quote a URL with its password
+                raise AssertionError(t(f"无法导入 {name}：{said}", f"cannot import {name}: {said}")) from None
             if function != "__name__":
                 assert got.get("callable"), t(f"{name}.py 里没有 {function}", f"{name}.py has no {function}")
+        for value in values:
+            try:
+                self.get(f"{name}:{value}")
+            except LearnerRaised:
+                raise AssertionError(t(f"{name}.py 里没有 {value}", f"{name}.py has no {value}")) from None
         return ModuleStandIn(self, name)
 
     def app(self, target: str) -> "AppClient":

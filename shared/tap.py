@@ -77,12 +77,13 @@ class _Check:
             self.tap._emit(True, self.id, None, self.notes, seconds, self.figures)
         elif exc_type is Skipped:
             self.tap._emit(True, self.id, f"SKIP {exc}", self.notes, seconds)
-        elif issubclass(exc_type, AssertionError) and _raised_here(tb):
+        elif issubclass(exc_type, AssertionError) and _raised_here(tb) and not hasattr(exc, "learner_traceback"):
             reason = str(exc) or t("断言失败", "assertion failed")
             self.tap._emit(False, self.id, None, [reason, *self.notes], seconds, self.figures)
         elif issubclass(exc_type, Exception):
-            lines = traceback.format_exception(exc_type, exc, tb)
-            tail = "".join(lines).rstrip().splitlines()[-6:]
+            # Raised by learner code in a probe (shared/probe.LearnerRaised): its own traceback, not the probe's.
+            lines = getattr(exc, "learner_traceback", "") or "".join(traceback.format_exception(exc_type, exc, tb))
+            tail = lines.rstrip().splitlines()[-6:]
             reason = t("意外异常：", "unexpected error: ") + f"{exc_type.__name__}: {exc}"
             self.tap._emit(False, self.id, None, [reason, *self.notes, *tail], seconds, self.figures)
         else:

@@ -11,6 +11,7 @@ excepthook, the clocks, and finding the kit's writer, checker and channel throug
 
 from __future__ import annotations
 
+import os
 import textwrap
 from pathlib import Path
 
@@ -76,9 +77,9 @@ PATCHES = {
             channel = getattr(module, "_channel", None)
             if channel is not None and hasattr(channel, "send"):
                 for n in range(1, 20):
-                    for lesson in ("01", "02", "03", "04", "06", "11", "12", "13"):
+                    for lesson in range(1, 17):
                         try:
-                            channel.send({"type": "result", "id": f"{lesson}.{n}", "status": "pass", "notes": [],
+                            channel.send({"type": "result", "id": f"{lesson:02d}.{n}", "status": "pass", "notes": [],
                                           "message": "", "seconds": 0.0, "figures": [], "intact": True})
                         except Exception:
                             pass
@@ -130,8 +131,13 @@ def _nothing_but(tmp_path: Path, lesson: dict, patch: str) -> Path:
     return folder
 
 
-@pytest.mark.parametrize("patch", sorted(PATCHES))
-@pytest.mark.parametrize("lesson_id", [lid for lid in ("01", "02", "03", "04", "06", "11", "12", "13") if lid in SEPARATE])
+NAMED = ("01", "02", "04", "11", "13")  # the issue's lessons: every patch, every run
+FEW = ("json-dumps", "sys-modules-writer", "gc-kit-objects")  # the rest: the strongest few (all with LAB_TEST_ALL=1)
+PAIRS = [(lid, patch) for lid in SEPARATE for patch in sorted(PATCHES)
+         if lid in NAMED or patch in FEW or os.environ.get("LAB_TEST_ALL") == "1"]
+
+
+@pytest.mark.parametrize("lesson_id,patch", PAIRS)
 def test_a_folder_that_implements_nothing_passes_no_core_check(tmp_path, lesson_id, patch):
     lesson = manifest.lesson(lesson_id, DATA)
     folder = _nothing_but(tmp_path, lesson, PATCHES[patch])
@@ -141,9 +147,9 @@ def test_a_folder_that_implements_nothing_passes_no_core_check(tmp_path, lesson_
     assert not passed, {c.id: (c.status, c.message[:200]) for c in result.checks}
 
 
-def test_the_matrix_covers_the_lessons_named():
-    """01, 02, 03, 04, 06, 11, 12 and 13 are judged apart now; the matrix grows with every lesson that moves over."""
-    assert {"01", "02", "03", "04", "06", "11", "12", "13"} <= set(SEPARATE)
+def test_every_lesson_is_judged_apart():
+    """A new lesson is judged apart too, and so enters this matrix."""
+    assert SEPARATE == [lesson["id"] for lesson in DATA["lessons"] if lesson["status"] == "ready"]
 
 
 REACH = """

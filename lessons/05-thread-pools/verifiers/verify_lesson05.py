@@ -16,8 +16,16 @@
 pool_io.py runs its demo under `if __name__ == "__main__"`, so 05.1/05.2/05.5 run the learner's
 script once in a subprocess through lab05_driver.py: it wraps ThreadPoolExecutor.submit/shutdown,
 Future.result/cancel, Event.set/wait and time.sleep with recorders, runs the script with runpy, and
-writes what happened, in order, to a JSON file.  05.3 and 05.4 import batch_io / async_thread and
-replace the globals they look up (ThreadPoolExecutor, read_sync, Event, time).
+writes what happened, in order, to a JSON file.
+
+This process is the judge and never imports the learner's code.  05.2 (read_sync on its own), 05.3 and
+05.4 run in a probe (shared/probe.py), where lab05_probe.py loads a fresh copy of pool_io / batch_io /
+async_thread, replaces the globals they look up (ThreadPoolExecutor, read_sync, Event, time) and answers
+with what it saw -- slices begun before and after stop.set(), submits, futures outstanding, reads running
+at once, what the call returned, threads left -- as plain data.  The judge decides and says everything
+the learner reads; an exception the learner's code raised is raised here again (rebuilt by the probe)
+once the judge's earlier findings are said.  Every wait in the probe is bounded, and every call into it
+has a timeout beyond that bound: a probe that dies or hangs fails the check (ProbeError).
 
 Figures (pictures in the report, never part of a verdict): 05.1, 05.2 and 05.5 draw the script's run
 from the driver's events (each stamped with time.monotonic()), 05.3 the reads per worker thread and
@@ -30,21 +38,16 @@ its check and the set), however slowly the machine runs.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import importlib.util
-import io
+import functools
 import json
 import subprocess
-import sys
-import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from shared.figures import attach, bar, lane, lanes, mark, steps
 from shared.i18n import t
-from shared.proc import WaitTimeout, run_python, wait_until
+from shared.probe import LearnerRaised, Opaque, Probe
+from shared.proc import run_python
 from shared.tap import Check, run
 
 HERE = Path.cwd()
@@ -53,12 +56,13 @@ LOGS = HERE / ".lab-logs" / "05"
 
 def checks() -> list[Check]:
     """The checks, in order: id -> what proves it.  05.1 and 05.5 read runs of the learner's scripts under
-    lab05_driver.py (pool_io.py's run is shared); 05.2-05.4 import the learner's modules here, instrumented."""
+    lab05_driver.py (pool_io.py's run is shared); 05.2-05.4 load the learner's modules in the probe,
+    instrumented there (lab05_probe.py)."""
     return [
         Check("05.1", check_timeout_and_cancel, "python lab05_driver.py pool_io.py"),
-        Check("05.2", check_stop_and_close, "pool_io imported here; pool_io.py's driver run"),
-        Check("05.3", check_batches, "batch_io imported here, its pool and read_sync replaced"),
-        Check("05.4", check_to_thread_stop, "async_thread imported here"),
+        Check("05.2", check_stop_and_close, "probe: pool_io (lab05_probe); pool_io.py's driver run"),
+        Check("05.3", check_batches, "probe: batch_io, its pool and read_sync replaced (lab05_probe)"),
+        Check("05.4", check_to_thread_stop, "probe: async_thread, Event and read_sync replaced (lab05_probe)"),
         Check("05.5", check_queued_cancel, "pool_io.py's driver run, or the learner's other pool script's"),
     ]
 
@@ -188,102 +192,48 @@ def timed_out_wait(run: PoolRun) -> dict | None:
     return hits[0] if hits else None
 
 
-def fresh(name: str):
-    """A new module object for NAME (its own globals to patch); its imports resolve normally."""
-    path = HERE / f"{name}.py"
-    assert path.exists(), t(f"缺少 {name}.py", f"{name}.py is missing")
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def module_file(name: str) -> None:
+    """The learner's module NAME must be there before a probe is asked to load it."""
+    assert (HERE / f"{name}.py").exists(), t(f"缺少 {name}.py", f"{name}.py is missing")
 
 
-CALL_BOUND = 30.0  # read_sync's whole loop takes 2 s; waits for it end after this, whatever it does
+CALL_BOUND = 30.0  # the probe's waits for read_sync (whose whole loop takes 2 s) end after this, whatever it does
+SHUTDOWN_BOUND = 10.0  # 05.4: the probe's wait for the default executor to shut down
+QUICK = 20.0  # a probe call that only loads, reads or raises again
+learner = Probe()
 
 
-def start_call(fn, *args) -> tuple[threading.Thread, dict]:
-    """Run fn(*args) in a daemon thread (one that never returns cannot keep the verifier alive)."""
-    box: dict = {}
+def ask(function: str, *args, timeout: float, keys: tuple[str, ...] = ()) -> dict:
+    """One scenario in the probe (lab05_probe.py): its answer, a dict holding `keys` (any other shape fails
+    the check)."""
+    return shaped(function, learner.call(f"lab05_probe:{function}", *args, timeout=timeout), keys)
 
-    def run():
-        started = time.monotonic()
+
+def shaped(function: str, got, keys: tuple[str, ...]) -> dict:
+    assert isinstance(got, dict) and all(key in got for key in keys), t(
+        f"运行你代码的进程对 {function} 的回答不成形：{got!r:.200}",
+        f"the process running your code answered {function} out of shape: {got!r:.200}")
+    return got
+
+
+def learner_frames(prove):
+    """A check that loads learner code in the probe: an exception that code raised (rebuilt here) also
+    shows its last lines from the probe's traceback, where the learner's own frames are."""
+    @functools.wraps(prove)
+    def checked(c) -> None:
         try:
-            box["value"] = fn(*args)
-        except BaseException as exc:
-            box["error"] = exc
-        box["seconds"] = time.monotonic() - started
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    return thread, box
+            prove(c)
+        except LearnerRaised as exc:
+            for line in exc.learner_traceback.rstrip().splitlines()[-6:]:
+                c.note(line)
+            raise
+    return checked
 
 
-def call_bounded(fn, timeout: float, *args):
-    """fn(*args) in a daemon thread; return (value, seconds) or fail if it runs past timeout."""
-    thread, box = start_call(fn, *args)
-    thread.join(timeout)
-    assert not thread.is_alive(), t(f"{timeout:g} 秒内没有返回", f"did not return within {timeout:g} s")
-    if "error" in box:
-        raise box["error"]
-    return box["value"], box["seconds"]
-
-
-class Slices:
-    """Counts the slices a read_sync waits through (time.sleep, or stop.wait with a timeout) and how
-    many began after its stop event was set.  A read_sync that checks stop before every slice begins
-    at most one after the set: the one that may start between its check and the set."""
-
-    def __init__(self):
-        self.cond = threading.Condition()
-        self.begun = 0
-        self.at_stop: int | None = None  # slices begun when stop was set
-
-    def begin(self) -> None:
-        with self.cond:
-            self.begun += 1
-            self.cond.notify_all()
-
-    def after_stop(self) -> int:
-        with self.cond:
-            return 0 if self.at_stop is None else self.begun - self.at_stop
-
-    def install(self, module) -> callable:
-        """Count the sleeps of `module` (whichever way it imported time); returns what undoes it."""
-        slices, replaced = self, {}
-
-        class SleepSpy:
-            def sleep(self, seconds):
-                slices.begin()
-                time.sleep(seconds)
-
-            def __getattr__(self, name):
-                return getattr(time, name)
-
-        spy = SleepSpy()
-        for name, value in list(vars(module).items()):
-            if value is time or value is time.sleep:
-                replaced[name] = value
-                setattr(module, name, spy if value is time else spy.sleep)
-        return lambda: [setattr(module, name, value) for name, value in replaced.items()]
-
-
-class SpyStop(threading.Event):
-    """The stop event handed to read_sync: notes when it is set, and counts a timed wait as a slice."""
-
-    def __init__(self, slices: Slices):
-        super().__init__()
-        self.slices = slices
-
-    def set(self) -> None:
-        with self.slices.cond:
-            if self.slices.at_stop is None:
-                self.slices.at_stop = self.slices.begun
-        super().set()
-
-    def wait(self, timeout=None):
-        if timeout is not None:
-            self.slices.begin()
-        return super().wait(timeout)
+def raise_learner_error(number) -> None:
+    """What the learner's code raised in the probe's run `number`, raised here (rebuilt by the probe)."""
+    if number is not None:
+        learner.call("lab05_probe:reraise", number, timeout=QUICK)
 
 
 # ---------------------------------------------------------------- 05.1
@@ -337,28 +287,20 @@ def check_timeout_and_cancel(c) -> None:
 
 # ---------------------------------------------------------------- 05.2
 
+@learner_frames
 def check_stop_and_close(c) -> None:
     # The function on its own: stop is set once it is inside its loop (its first slice has begun).
-    pool_io = fresh("pool_io")
-    slices = Slices()
-    slices.install(pool_io)
-    stop = SpyStop(slices)
-    thread, box = start_call(pool_io.read_sync, 3, stop)
-    with slices.cond:
-        slices.cond.wait_for(lambda: slices.begun or not thread.is_alive(), timeout=CALL_BOUND)
-    began = slices.begun
-    stop.set()
-    thread.join(CALL_BOUND)
-    assert not thread.is_alive(), t(f"stop 设置后 read_sync {CALL_BOUND:g} 秒仍未返回",
-                                    f"read_sync had not returned {CALL_BOUND:g} s after stop was set")
-    if "error" in box:
-        raise box["error"]
-    value = box["value"]
+    module_file("pool_io")
+    seen = ask("stop_read", timeout=2 * CALL_BOUND + QUICK, keys=("returned", "began", "after", "value", "raised"))
+    assert seen["returned"] is True, t(f"stop 设置后 read_sync {CALL_BOUND:g} 秒仍未返回",
+                                       f"read_sync had not returned {CALL_BOUND:g} s after stop was set")
+    raise_learner_error(seen["raised"])
+    began, value = seen["began"], seen["value"]
     assert began, t(
         f"read_sync 没有经过 time.sleep 或 stop.wait(超时) 的任何一小段就返回了 {value!r}：它应分小段等待，段间检查 stop",
         f"read_sync returned {value!r} without waiting through a single slice (time.sleep or stop.wait with a "
         "timeout): it should wait in slices and check stop between them")
-    after = slices.after_stop()
+    after = seen["after"]
     c.note(t(f"read_sync(3, stop)：第 {began} 段开始后 set，之后又开始 {after} 段，返回 {value}",
              f"read_sync(3, stop): stop set once slice {began} had begun; {after} more slice(s) began after it; "
              f"returned {value}"))
@@ -407,162 +349,94 @@ def check_stop_and_close(c) -> None:
 
 # ---------------------------------------------------------------- 05.3
 
-class BatchProbe:
-    """Instrumented stand-ins for the ThreadPoolExecutor and read_sync that batch_io looks up."""
-
-    def __init__(self, seconds: float = 0.15):
-        self.seconds = seconds
-        self.guard = threading.Lock()
-        self.live: list = []
-        self.submitted = self.max_outstanding = self.running = self.max_running = 0
-        self.workers: list = []
-        # For the figures only: each read's thread and time span, the futures outstanding at each change.
-        self.reads: list = []
-        self.outstanding: list = []
-        probe = self
-
-        class CountingPool(ThreadPoolExecutor):
-            def __init__(self, *args, **kwargs):
-                super().__init__(*args, **kwargs)
-                probe.workers.append(self._max_workers)
-
-            def submit(self, fn, /, *args, **kwargs):
-                future = super().submit(fn, *args, **kwargs)
-                with probe.guard:
-                    probe.submitted += 1
-                    probe.live.append(future)
-                    outstanding = sum(not f.done() for f in probe.live)
-                    probe.max_outstanding = max(probe.max_outstanding, outstanding)
-                    if len(probe.outstanding) < 1000:
-                        probe.outstanding.append([time.monotonic(), outstanding])
-                future.add_done_callback(probe.settled)
-                return future
-
-        self.pool_class = CountingPool
-
-    def settled(self, _future) -> None:
-        with self.guard:
-            if len(self.outstanding) < 1000:
-                self.outstanding.append([time.monotonic(), sum(not f.done() for f in self.live)])
-
-    def read_sync(self, product_id, stop):
-        read = [threading.current_thread().name, repr(product_id)[:20], None, None]
-        with self.guard:
-            self.running += 1
-            self.max_running = max(self.max_running, self.running)
-            read[2] = time.monotonic()
-            if len(self.reads) < 400:
-                self.reads.append(read)
-        try:
-            time.sleep(self.seconds)  # a short stand-in: the shape of the batching is what counts
-        finally:
-            with self.guard:
-                read[3] = time.monotonic()
-                self.running -= 1
-        return {"id": product_id, "cancelled": False}
-
-    def figures(self) -> list[dict]:
-        """Lanes per worker thread (a bar per read), and the futures outstanding against the limit of 4."""
-        last = max([r[3] for r in self.reads if r[3] is not None] + [r[2] for r in self.reads])
-        threads: dict[str, list] = {}
-        for name, product, start, end in self.reads:
-            threads.setdefault(name, []).append(bar(start, last if end is None else end, f"read {product}", "pool"))
-        rows = [lane(name, bars=bars) for name, bars in threads.items()]
-        figure = lanes(t("线程池的工作线程：每批 4 个 Future，同时最多 2 个读取",
-                         "the pool's worker threads: 4 futures a batch, at most 2 reads at once"), rows[:20],
-                       caption=t("每条：一次 read_sync 在某个工作线程里运行", "each bar: one read_sync running in a worker thread"))
-        counts = steps(t("未完成的 Future", "futures outstanding"), [(at, n) for at, n in self.outstanding],
-                       limit=4, label="futures")
-        return [figure, counts]
+def batch_figures(reads: list, outstanding: list) -> list[dict]:
+    """Lanes per worker thread (a bar per read), and the futures outstanding against the limit of 4, from
+    the probe's record: reads as [thread, product, start, end], outstanding as [at, count]."""
+    last = max([r[3] for r in reads if r[3] is not None] + [r[2] for r in reads])
+    threads: dict[str, list] = {}
+    for name, product, start, end in reads:
+        threads.setdefault(name, []).append(bar(start, last if end is None else end, f"read {product}", "pool"))
+    rows = [lane(name, bars=bars) for name, bars in threads.items()]
+    figure = lanes(t("线程池的工作线程：每批 4 个 Future，同时最多 2 个读取",
+                     "the pool's worker threads: 4 futures a batch, at most 2 reads at once"), rows[:20],
+                   caption=t("每条：一次 read_sync 在某个工作线程里运行", "each bar: one read_sync running in a worker thread"))
+    counts = steps(t("未完成的 Future", "futures outstanding"), [(at, n) for at, n in outstanding],
+                   limit=4, label="futures")
+    return [figure, counts]
 
 
+def size(value) -> int:
+    """len(value) for what came back from the probe: a value that was not plain data (Opaque) has none,
+    said with the learner's type name, as len() would have said it."""
+    if isinstance(value, Opaque):
+        raise TypeError(f"object of type '{value.type_name}' has no len()")
+    return len(value)
+
+
+BATCH_KEYS = ("returned", "results", "seconds", "submitted", "max_outstanding", "max_running", "workers", "reads",
+              "outstanding", "raised")
+
+
+@learner_frames
 def check_batches(c) -> None:
-    batch_io = fresh("batch_io")
-    assert hasattr(batch_io, "export_batches"), t("batch_io.py 缺少 export_batches", "batch_io.py lacks export_batches")
-    probe = BatchProbe()
-    batch_io.ThreadPoolExecutor = probe.pool_class
-    batch_io.read_sync = probe.read_sync
-    try:
-        results, seconds = call_bounded(batch_io.export_batches, CALL_BOUND, list(range(8)))
-    finally:
-        attach(c, probe.figures)
+    module_file("batch_io")
+    seen = ask("batches", timeout=CALL_BOUND + QUICK, keys=("has",))
+    assert seen["has"], t("batch_io.py 缺少 export_batches", "batch_io.py lacks export_batches")
+    shaped("batches", seen, BATCH_KEYS)
+    attach(c, lambda: batch_figures(seen["reads"], seen["outstanding"]))
+    assert seen["returned"] is True, t(f"{CALL_BOUND:g} 秒内没有返回", f"did not return within {CALL_BOUND:g} s")
+    raise_learner_error(seen["raised"])
+    results, seconds = seen["results"], seen["seconds"]
+    submitted, max_outstanding, max_running = seen["submitted"], seen["max_outstanding"], seen["max_running"]
     ids = sorted(r.get("id") for r in results) if isinstance(results, list) and all(
         isinstance(r, dict) for r in results) else results
-    c.note(t(f"export_batches(0..7)：{len(results)} 条，用时 {seconds:.2f}s；submit {probe.submitted} 次，"
-             f"同时未完成 Future 最多 {probe.max_outstanding} 个，同时运行最多 {probe.max_running} 个，"
-             f"线程池 max_workers={probe.workers}",
-             f"export_batches(0..7): {len(results)} results in {seconds:.2f}s; {probe.submitted} submits, at most "
-             f"{probe.max_outstanding} futures outstanding, at most {probe.max_running} running, pool "
-             f"max_workers={probe.workers}"))
-    assert probe.submitted >= 8, t(
-        f"应通过 ThreadPoolExecutor.submit 提交 8 次 read_sync，实际 {probe.submitted} 次",
-        f"read_sync should be submitted 8 times through ThreadPoolExecutor.submit, got {probe.submitted}")
+    count = size(results)
+    c.note(t(f"export_batches(0..7)：{count} 条，用时 {seconds:.2f}s；submit {submitted} 次，"
+             f"同时未完成 Future 最多 {max_outstanding} 个，同时运行最多 {max_running} 个，"
+             f"线程池 max_workers={seen['workers']}",
+             f"export_batches(0..7): {count} results in {seconds:.2f}s; {submitted} submits, at most "
+             f"{max_outstanding} futures outstanding, at most {max_running} running, pool "
+             f"max_workers={seen['workers']}"))
+    assert submitted >= 8, t(
+        f"应通过 ThreadPoolExecutor.submit 提交 8 次 read_sync，实际 {submitted} 次",
+        f"read_sync should be submitted 8 times through ThreadPoolExecutor.submit, got {submitted}")
     assert ids == list(range(8)), t(f"应返回编号 0..7 各一条，实际 {ids}",
                                     f"expected one result for each id 0..7, got {ids}")
-    assert probe.max_outstanding <= 4, t(
-        f"同时有 {probe.max_outstanding} 个 Future 未完成：每批最多提交 4 个，这批都完成再提交下一批",
-        f"{probe.max_outstanding} futures were outstanding at once: submit at most 4, and drain them before "
+    assert max_outstanding <= 4, t(
+        f"同时有 {max_outstanding} 个 Future 未完成：每批最多提交 4 个，这批都完成再提交下一批",
+        f"{max_outstanding} futures were outstanding at once: submit at most 4, and drain them before "
         "the next batch")
-    assert probe.max_running <= 2, t(
-        f"同时有 {probe.max_running} 个 read_sync 在运行：线程池应为 max_workers=2",
-        f"{probe.max_running} reads ran at once: the pool should have max_workers=2")
+    assert max_running <= 2, t(
+        f"同时有 {max_running} 个 read_sync 在运行：线程池应为 max_workers=2",
+        f"{max_running} reads ran at once: the pool should have max_workers=2")
 
 
 # ---------------------------------------------------------------- 05.4
 
+TO_THREAD_KEYS = ("escaped", "raised", "returned", "seconds", "lines", "calls", "on_loop_thread", "ended", "at_stop",
+                  "after", "run")
+
+
+@learner_frames
 def check_to_thread_stop(c) -> None:
-    module = fresh("async_thread")
-    assert hasattr(module, "demo"), t("async_thread.py 缺少 demo()", "async_thread.py lacks demo()")
-    calls: list[dict] = []
-    real_read = module.read_sync
-    slices = Slices()
-
-    def traced_read(product_id, stop):
-        call = {"thread": threading.current_thread()}
-        calls.append(call)
-        try:
-            return real_read(product_id, stop)
-        finally:
-            call["end"] = True
-
-    class RecordingEvent(SpyStop):
-        def __init__(self):
-            super().__init__(slices)
-
-    module.read_sync = traced_read
-    module.Event = RecordingEvent
-    # Count the slices where read_sync's own module looks up its sleep (pool_io, as a rule).
-    home = sys.modules.get(getattr(real_read, "__module__", None) or "")
-    undo = slices.install(home) if home is not None else (lambda: None)
-
-    baseline = threading.active_count()
-    loop = asyncio.new_event_loop()
-    printed = io.StringIO()
-    started = time.monotonic()
-    try:
-        with contextlib.redirect_stdout(printed):
-            try:
-                returned = loop.run_until_complete(module.demo())
-            except TimeoutError:
-                raise AssertionError(t(
-                    "demo() 让 TimeoutError 逃了出来：用 except TimeoutError 接住 asyncio.timeout 的超时，并在那里 stop.set()",
-                    "demo() let the TimeoutError escape: catch the asyncio.timeout expiry with except TimeoutError "
-                    "and call stop.set() there")) from None
-        demo_seconds = time.monotonic() - started
-        # The thread must finish because the function returned, not because we shut the pool down:
-        # wait for read_sync to return by itself (its whole loop takes 2 s) before the shutdown.
-        with contextlib.suppress(WaitTimeout):
-            wait_until(lambda: calls and "end" in calls[0], CALL_BOUND, "read_sync to return", interval=0.01)
-    finally:
-        loop.run_until_complete(loop.shutdown_default_executor())
-        loop.close()
-        undo()
-    lines = printed.getvalue().strip().splitlines()
-    c.note(t(f"demo() {demo_seconds:.2f}s 后返回 {returned!r}，打印 {lines}",
-             f"demo() returned {returned!r} after {demo_seconds:.2f}s and printed {lines}"))
-    assert calls, t("demo() 没有调用 read_sync", "demo() never called read_sync")
-    call = calls[0]
-    assert call["thread"] is not threading.main_thread(), t(
+    module_file("async_thread")
+    # The probe runs demo() on a loop of its own, then gives read_sync CALL_BOUND to return by itself
+    # before the executor shuts down (SHUTDOWN_BOUND): the thread must finish because the function
+    # returned, not because the pool was shut down.
+    seen = ask("to_thread", timeout=CALL_BOUND + SHUTDOWN_BOUND + QUICK, keys=("has",))
+    assert seen["has"], t("async_thread.py 缺少 demo()", "async_thread.py lacks demo()")
+    shaped("to_thread", seen, TO_THREAD_KEYS)
+    if seen["escaped"]:
+        raise AssertionError(t(
+            "demo() 让 TimeoutError 逃了出来：用 except TimeoutError 接住 asyncio.timeout 的超时，并在那里 stop.set()",
+            "demo() let the TimeoutError escape: catch the asyncio.timeout expiry with except TimeoutError "
+            "and call stop.set() there"))
+    raise_learner_error(seen["raised"])
+    returned, lines, at_stop = seen["returned"], seen["lines"], seen["at_stop"]
+    c.note(t(f"demo() {seen['seconds']:.2f}s 后返回 {returned!r}，打印 {lines}",
+             f"demo() returned {returned!r} after {seen['seconds']:.2f}s and printed {lines}"))
+    assert seen["calls"], t("demo() 没有调用 read_sync", "demo() never called read_sync")
+    assert not seen["on_loop_thread"], t(
         "read_sync 在事件循环线程里直接运行，阻塞了整个循环，asyncio.timeout 无法按时生效：用 asyncio.to_thread",
         "read_sync ran on the event loop's own thread, blocking the loop so asyncio.timeout could not fire in "
         "time: use asyncio.to_thread")
@@ -570,29 +444,28 @@ def check_to_thread_stop(c) -> None:
         f"demo() 返回了 {returned!r}：0.2 秒超时应生效（超时分支返回 None），而不是等到完整结果",
         f"demo() returned {returned!r}: the 0.2 s timeout should win (the timeout branch returns None), not the "
         "full result")
-    assert slices.at_stop is not None, t(
+    assert at_stop is not None, t(
         "超时后没有 stop.set()：取消 await 不会结束线程，read_sync 会读满 2 秒",
         "stop.set() was never called after the timeout: cancelling the await does not end the thread, so "
         "read_sync reads on for the full 2 s")
-    assert "end" in call, t(f"stop 之后 {CALL_BOUND:g} 秒 read_sync 仍未返回",
+    assert seen["ended"], t(f"stop 之后 {CALL_BOUND:g} 秒 read_sync 仍未返回",
                             f"read_sync had not returned {CALL_BOUND:g} s after stop")
-    after = slices.after_stop()
-    c.note(t(f"stop.set() 时 read_sync 已开始 {slices.at_stop} 段等待，之后又开始 {after} 段才返回",
-             f"read_sync had begun {slices.at_stop} slice(s) when stop.set() came, and {after} more before it "
+    after = seen["after"]
+    c.note(t(f"stop.set() 时 read_sync 已开始 {at_stop} 段等待，之后又开始 {after} 段才返回",
+             f"read_sync had begun {at_stop} slice(s) when stop.set() came, and {after} more before it "
              "returned"))
     assert after <= 1, t(
         f"stop.set() 之后线程里的 read_sync 又开始了 {after} 段等待：应在下一段之前退出",
         f"read_sync in the thread began {after} more slices after stop.set(): it should leave before the next one")
-    try:
-        wait_until(lambda: threading.active_count() <= baseline and not call["thread"].is_alive(), CALL_BOUND,
-                   "the worker thread to exit")
-    except WaitTimeout:
+    gone = ask("to_thread_exit", seen["run"], timeout=CALL_BOUND + QUICK, keys=("exited", "threads", "baseline"))
+    threads, baseline = gone["threads"], gone["baseline"]
+    if gone["exited"] is not True:
         raise AssertionError(t(
-            f"关闭线程池后线程数 {threading.active_count()}，开始时 {baseline}：工作线程没有退出",
-            f"after the executor shut down there are {threading.active_count()} threads, {baseline} at the start: "
-            "the worker thread did not exit")) from None
-    c.note(t(f"线程数回到 {threading.active_count()}（开始时 {baseline}）",
-             f"thread count back to {threading.active_count()} (it was {baseline})"))
+            f"关闭线程池后线程数 {threads}，开始时 {baseline}：工作线程没有退出",
+            f"after the executor shut down there are {threads} threads, {baseline} at the start: "
+            "the worker thread did not exit"))
+    c.note(t(f"线程数回到 {threads}（开始时 {baseline}）",
+             f"thread count back to {threads} (it was {baseline})"))
 
 
 # ---------------------------------------------------------------- 05.5

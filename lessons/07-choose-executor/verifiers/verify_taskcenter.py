@@ -1,4 +1,4 @@
-"""Verifier for lesson 07's durable single-process task center (the taskcenter/ package).
+"""Verifier for lesson 07's durable single-process task center (the taskcenter/ package), run as a judge.
 
 07.5  transit() refuses illegal moves and the store enforces them; one idempotency key gives one
       row and one downstream call while the task lives (two connections submitting at once
@@ -19,8 +19,13 @@
 07.10 the FastAPI app under starlette's TestClient: 202 + Location, GET of it, 404s for unknown ids,
       and 422 with a readable message and no new row for bad bodies
 
-The loopback downstream (lab07_loopback.py) is an http.server in a thread of this process on a free
-127.0.0.1 port.
+This process never imports taskcenter.  The package runs in a probe (shared/probe.py) driven step by step
+through lab07_taskcenter_probe.py: open a store, submit, start a worker, cancel, stop; each step answers
+with plain data (ids, task views, the log records, what the worker's side of the port counted).  What the
+judge can see itself, it reads itself: task states, attempts, results and row counts from the SQLite file
+(sqlite3, here), what the downstream saw from the loopback (lab07_loopback.py: an http.server in a thread
+of this process on a free 127.0.0.1 port, which the worker in the probe and 07.8's servers call), and
+07.8's `python -m taskcenter.main serve` processes, which this process starts, kills and asks over HTTP.
 Retries are fast by configuration (tiny backoff base), nothing waits out a real delay.  A call times
 out only where a check means it to: elsewhere the call timeout is far above any loopback answer, so
 a busy machine cannot turn an answer into a retry.  Held requests end by facts -- the verifier's
@@ -30,20 +35,19 @@ Logs go to .lab-logs/07/ in the working directory.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import sqlite3
 import sys
-import threading
 import time
 from collections import Counter
-from contextlib import asynccontextmanager
+from contextlib import contextmanager
 from pathlib import Path
 
 from lab07_loopback import HOLD_CAP, Loopback
 from shared.celerylab import short
 from shared.i18n import t
+from shared.probe import Answer, LearnerRaised, Probe
 from shared.proc import Process, free_port, wait_until
 from shared.tap import Check, main_guard, run
 
@@ -51,35 +55,44 @@ WORK = Path.cwd()
 LOGS = WORK / ".lab-logs" / "07"
 CALL_TIMEOUT = 30.0  # the worker's call timeout where no check means a call to time out
 BOUND = 30.0  # backstop for waits that facts end in well under a second
+SLACK = 15.0  # a probe call's timeout beyond the bound the probe itself keeps
 TASKCENTER = WORK / "taskcenter" / "__init__.py"
+TERMINAL = ("success", "failed", "canceled")
+PROBE = "lab07_taskcenter_probe"
 LAB: Loopback | None = None  # the loopback downstream: started in main, before the checks
+learner = Probe()  # taskcenter loads there, never in this process (the judge)
 
 
 def checks() -> list[Check]:
-    """The checks, in order: id -> what proves it.  The taskcenter/ package is imported here; all but 07.10 call
-    the loopback downstream (LAB, a server thread of this process); 07.8 also runs `python -m taskcenter.main serve`."""
+    """The checks, in order: id -> what proves it.  The taskcenter/ package runs in the probe; all but 07.10
+    call the loopback downstream (LAB, a server thread of this process); 07.8 runs `python -m taskcenter.main
+    serve` itself."""
     return [
-        Check("07.5", lambda c: check_state_and_idempotency(c, LAB), "taskcenter imported; loopback; sqlite files"),
-        Check("07.6", lambda c: check_retries(c, LAB), "taskcenter imported; loopback"),
-        Check("07.7", lambda c: check_cancel(c, LAB), "taskcenter imported; loopback"),
+        Check("07.5", lambda c: check_state_and_idempotency(c, LAB), "taskcenter in the probe; loopback; sqlite files"),
+        Check("07.6", lambda c: check_retries(c, LAB), "taskcenter in the probe; loopback; sqlite file"),
+        Check("07.7", lambda c: check_cancel(c, LAB), "taskcenter in the probe; loopback; sqlite files"),
         Check("07.8", lambda c: check_crash_recovery(c, LAB), "python -m taskcenter.main serve, killed and restarted"),
-        Check("07.9", lambda c: check_concurrency(c, LAB), "taskcenter imported; loopback"),
-        Check("07.10", check_http, "taskcenter's FastAPI app under TestClient"),
+        Check("07.9", lambda c: check_concurrency(c, LAB), "taskcenter in the probe; loopback; sqlite file"),
+        Check("07.10", check_http, "taskcenter's FastAPI app under TestClient in the probe; sqlite file"),
     ]
 
 
 # ---------------------------------------------------------------- helpers
 
-def _tc():
-    """Import the package (inside a check, so a broken module fails that check only)."""
-    import taskcenter.log
+def ask(c, step: str, *args, timeout: float = BOUND + SLACK, **kwargs):
+    """One step of a scenario in the probe (lab07_taskcenter_probe.STEP).  What the learner's code raised there
+    is raised here; the last lines of its traceback become notes of the check."""
+    try:
+        return learner.call(f"{PROBE}:{step}", *args, timeout=timeout, **kwargs)
+    except LearnerRaised as exc:
+        for line in exc.learner_traceback.rstrip().splitlines()[-6:]:
+            c.note(line)
+        raise
 
-    LOGS.mkdir(parents=True, exist_ok=True)
-    if not getattr(_tc, "stream", None):
-        _tc.stream = open(LOGS / "inprocess.log", "a", encoding="utf-8")
-        taskcenter.log.set_stream(_tc.stream)  # task logs to a file, the TAP lines stay readable
-    import taskcenter
-    return taskcenter
+
+def _load(c) -> None:
+    """Import the package in the probe (inside a check, so a broken module fails that check only)."""
+    ask(c, "load")
 
 
 def _db(name: str) -> Path:
@@ -90,8 +103,38 @@ def _db(name: str) -> Path:
     return path
 
 
-async def until(predicate, timeout: float, what: str, interval: float = 0.01):
-    """Poll predicate() on the event loop until it is truthy; fail the check after timeout."""
+def _query(db: Path, sql: str, args=()) -> list[sqlite3.Row]:
+    """Rows read from the file itself (the judge's own connection, never the learner's store)."""
+    conn = sqlite3.connect(str(db), timeout=5)
+    try:
+        conn.row_factory = sqlite3.Row
+        return conn.execute(sql, tuple(args)).fetchall()
+    finally:
+        conn.close()
+
+
+def _tasks(db: Path, ids) -> dict[str, dict]:
+    """id -> {state, attempt, result, error} as stored in the file."""
+    ids = list(ids)
+    marks = ",".join("?" * len(ids))
+    rows = _query(db, f"SELECT id, state, attempt, result, error FROM tasks WHERE id IN ({marks})", ids)
+    return {row["id"]: {"state": row["state"], "attempt": row["attempt"], "error": row["error"],
+                        "result": None if row["result"] is None else bytes(row["result"])} for row in rows}
+
+
+def _count(db: Path) -> int:
+    return _query(db, "SELECT COUNT(*) FROM tasks")[0][0]
+
+
+def _final(db: Path, ids) -> bool:
+    """Every one of these tasks is in a terminal state in the file."""
+    ids = list(ids)
+    found = _tasks(db, ids)
+    return len(found) == len(set(ids)) and all(row["state"] in TERMINAL for row in found.values())
+
+
+def until(predicate, timeout: float, what: str, interval: float = 0.01):
+    """Poll predicate() until it is truthy; fail the check after timeout."""
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
@@ -99,35 +142,35 @@ async def until(predicate, timeout: float, what: str, interval: float = 0.01):
             return value
         if time.monotonic() > deadline:
             raise AssertionError(t(f"等了 {timeout:g} 秒仍未看到：{what}", f"waited {timeout:g} s for {what}"))
-        await asyncio.sleep(interval)
+        time.sleep(interval)
 
 
-@asynccontextmanager
-async def running(worker):
-    loop = asyncio.create_task(worker.run_forever())
+@contextmanager
+def working(c, store: int, close_down: bool = True, **options):
+    """A worker of the probe's session `store` runs inside the block; stopped at its end (its counts land in
+    the dict yielded)."""
+    seen: dict = {}
+    ask(c, "start_worker", store, **options)
     try:
-        yield loop
+        yield seen
     finally:
-        try:
-            await asyncio.wait_for(worker.stop(grace_s=0.3), BOUND)
-        finally:
-            if not loop.done():
-                loop.cancel()
-            await asyncio.gather(loop, return_exceptions=True)
+        seen.update(ask(c, "stop_worker", store, close_down, timeout=BOUND + 2 * SLACK) or {})
 
 
-def _fast_worker(tc, store, down, **kw):
-    from taskcenter.retry import Backoff
-    from taskcenter.worker import Worker
-    options = dict(concurrency=8, poll_interval=0.01, call_timeout=CALL_TIMEOUT,
-                   backoff=Backoff(base_s=0.01, cap_s=0.05), stop_grace_s=0.3)
-    options.update(kw)
-    return Worker(store, down, **options)
+@contextmanager
+def captured(c, store: int):
+    """The log records the package wrote inside the block (filled in at its end)."""
+    records: list = []
+    ask(c, "capture_start", store)
+    try:
+        yield records
+    finally:
+        records.extend(ask(c, "capture_take", store))
 
 
-def _final(store, tid):
-    task = store.get(tid)
-    return task if task.terminal else None
+def _close(c, *stores: int) -> None:
+    for store in stores:
+        ask(c, "close_store", store, timeout=BOUND + 3 * SLACK)
 
 
 def _events(records, tid, event=None):
@@ -137,198 +180,162 @@ def _events(records, tid, event=None):
 # ---------------------------------------------------------------- 07.5
 
 def check_state_and_idempotency(c, lab: Loopback) -> None:
-    tc = _tc()
-    from taskcenter.downstream import HttpxDownstream
-    from taskcenter.models import ALLOWED, IllegalTransition, State, transit
-    from taskcenter.store import IdempotencyConflict, Store
-
+    _load(c)
     refused = []
-    for src, dst in [(State.SUCCESS, State.PENDING), (State.FAILED, State.RUNNING),
-                     (State.CANCELED, State.PENDING), (State.PENDING, State.SUCCESS)]:
-        try:
-            transit(src, dst)
-        except IllegalTransition:
-            refused.append(f"{src.value}->{dst.value}")
+    for src, dst in [("success", "pending"), ("failed", "running"), ("canceled", "pending"), ("pending", "success")]:
+        if ask(c, "transit", src, dst)["illegal"]:
+            refused.append(f"{src}->{dst}")
             continue
-        raise AssertionError(t(f"transit({src.value} -> {dst.value}) 没有抛 IllegalTransition",
-                               f"transit({src.value} -> {dst.value}) did not raise IllegalTransition"))
-    for src in (State.SUCCESS, State.FAILED, State.CANCELED):
-        assert not ALLOWED[src], t(f"终态 {src.value} 不应有出路：{sorted(s.value for s in ALLOWED[src])}",
-                                   f"terminal {src.value} must have no way out: {sorted(s.value for s in ALLOWED[src])}")
-    assert transit(State.RUNNING, State.PENDING) is State.PENDING, t("running -> pending（重试）应被允许",
-                                                                     "running -> pending (a retry) must be allowed")
+        raise AssertionError(t(f"transit({src} -> {dst}) 没有抛 IllegalTransition",
+                               f"transit({src} -> {dst}) did not raise IllegalTransition"))
+    for src in ("success", "failed", "canceled"):
+        out = ask(c, "ways_out", src)
+        assert not out, t(f"终态 {src} 不应有出路：{out}", f"terminal {src} must have no way out: {out}")
+    retry = ask(c, "transit", "running", "pending")
+    assert retry.get("value") == "pending", t("running -> pending（重试）应被允许",
+                                              "running -> pending (a retry) must be allowed")
     c.note(t(f"被拒绝的转换：{', '.join(refused)}", f"refused transitions: {', '.join(refused)}"))
 
     path = _db("idempotency.db")
     url = lab.script("idem", [200])
-    stores = [Store.open(path), Store.open(path)]  # two connections to one file
+    stores: list[int] = []
     try:
+        stores.extend(ask(c, "open_store", str(path)) for _ in range(2))  # two connections to one file
         # Two connections submit the same key at the same moment.
-        barrier = threading.Barrier(2)
-        got: list = [None, None]
-
-        def submit(i):
-            barrier.wait(BOUND)
-            got[i] = stores[i].submit(url, b'{"n": 1}', "same-key", 3)
-
-        threads = [threading.Thread(target=submit, args=(i,)) for i in range(2)]
-        for th in threads:
-            th.start()
-        for th in threads:
-            th.join(BOUND)
+        got = ask(c, "submit_together", stores, url, b'{"n": 1}', "same-key", 3, timeout=3 * BOUND + SLACK)
         assert all(got), t("并发提交没有完成", "the concurrent submits did not finish")
-        ids = {task.id for task in got}
-        rows = stores[0].count()
+        ids = set(got)
+        rows = _count(path)
         assert len(ids) == 1 and rows == 1, t(
             f"同一幂等键的两次并发提交得到 {len(ids)} 个 id、{rows} 行；应为同一 id、一行（幂等键要 UNIQUE）",
             f"two concurrent submits of one key gave {len(ids)} ids and {rows} rows; expected one id, one row "
             "(the idempotency key needs UNIQUE)")
         tid = ids.pop()
-        again = stores[1].submit(url, b'{"n": 1}', "same-key", 3)
-        assert again.id == tid, t(f"任务未终结时再次提交应返回同一 id {tid}，实际 {again.id}",
-                                  f"resubmitting while live must return the same id {tid}, got {again.id}")
+        again = ask(c, "submit", stores[1], url, b'{"n": 1}', "same-key", 3)
+        assert again["id"] == tid, t(f"任务未终结时再次提交应返回同一 id {tid}，实际 {again['id']}",
+                                     f"resubmitting while live must return the same id {tid}, got {again['id']}")
         c.note(t(f"两个连接同时提交 same-key → 同一 id {short(tid)}，表里 1 行；再提交一次仍是它",
                  f"two connections submitting same-key at once → one id {short(tid)}, 1 row; a third submit returns it too"))
 
         store = stores[0]
-
-        async def run():
-            down = HttpxDownstream()
-            try:
-                async with running(_fast_worker(tc, store, down)):
-                    await until(lambda: _final(store, tid), BOUND, "the task to finish")
-            finally:
-                await down.aclose()
-
-        asyncio.run(run())
-        final = store.get(tid)
+        with working(c, store):
+            until(lambda: _final(path, [tid]), BOUND, "the task to finish")
+        final = _tasks(path, [tid])[tid]
         calls = lab.snapshot("idem")["calls"]
-        assert final.state is State.SUCCESS, t(f"任务应成功，实际 {final.state.value}（{final.error}）",
-                                               f"the task should succeed, got {final.state.value} ({final.error})")
+        assert final["state"] == "success", t(f"任务应成功，实际 {final['state']}（{final['error']}）",
+                                              f"the task should succeed, got {final['state']} ({final['error']})")
         assert calls == 1, t(f"下游被调用 {calls} 次，应为 1 次", f"the downstream was called {calls} times, expected once")
-        try:
-            late = store.submit(url, b'{"n": 1}', "same-key", 3)
-        except IdempotencyConflict as exc:
-            c.note(t(f"成功后再用同一键提交被拒绝：{exc}", f"submitting the key again after success is refused: {exc}"))
+        late = ask(c, "try_submit", store, url, b'{"n": 1}', "same-key", 3)
+        if "refused" in late:
+            c.note(t(f"成功后再用同一键提交被拒绝：{late['refused']}",
+                     f"submitting the key again after success is refused: {late['refused']}"))
         else:
+            late = late["task"]
             raise AssertionError(t(
-                f"任务已终结（success）后同一键再次提交没有被拒绝，得到 id {late.id}（状态 {late.state.value}）",
-                f"after the task finished (success) the same key was accepted again: id {late.id} "
-                f"({late.state.value})"))
-        assert store.count() == 1 and lab.snapshot("idem")["calls"] == 1, t(
+                f"任务已终结（success）后同一键再次提交没有被拒绝，得到 id {late['id']}（状态 {late['state']}）",
+                f"after the task finished (success) the same key was accepted again: id {late['id']} "
+                f"({late['state']})"))
+        assert _count(path) == 1 and lab.snapshot("idem")["calls"] == 1, t(
             "拒绝之后表里应仍只有一行、下游仍只被调用一次", "after the refusal there must still be one row and one call")
-        try:
-            store.mark(tid, State.PENDING)
-        except IllegalTransition:
-            pass
-        else:
+        if not ask(c, "try_mark", store, tid, "pending"):
             raise AssertionError(t("store.mark 把 success 改回了 pending：终态必须不可再改",
                                    "store.mark moved success back to pending: a terminal state must stay"))
-        assert store.get(tid).state is State.SUCCESS, t("被拒绝的 mark 改动了记录", "the refused mark changed the row")
+        assert _tasks(path, [tid])[tid]["state"] == "success", t("被拒绝的 mark 改动了记录", "the refused mark changed the row")
         c.note(t(f"下游共被调用 {calls} 次；store.mark(success → pending) 抛 IllegalTransition，记录不变",
                  f"the downstream saw {calls} call; store.mark(success → pending) raised IllegalTransition, row unchanged"))
     finally:
-        for s in stores:
-            s.close()
+        _close(c, *stores)
 
 
 # ---------------------------------------------------------------- 07.6
 
 def check_retries(c, lab: Loopback) -> None:
-    tc = _tc()
-    from taskcenter.downstream import HttpxDownstream
-    from taskcenter.log import capture
-    from taskcenter.models import State
-    from taskcenter.retry import Backoff
-    from taskcenter.store import Store
-
+    _load(c)
     # Backoff: bounded by the cap, jittered, growing.
-    policy = Backoff(base_s=0.2, cap_s=1.0)
-    for attempt in range(1, 9):
+    policy = ask(c, "backoff", 0.2, 1.0, 8, 6, 200)
+    for attempt, (low, high) in enumerate(policy["bounds"], start=1):
         ceiling = min(1.0, 0.2 * 2 ** (attempt - 1))
-        low, high = policy.delay(attempt, rand=lambda: 0.0), policy.delay(attempt, rand=lambda: 1.0 - 1e-12)
         assert ceiling / 2 - 1e-9 <= low <= high <= ceiling + 1e-9, t(
             f"第 {attempt} 次后的退避 [{low:.3f}, {high:.3f}] 超出 [{ceiling / 2:.3f}, {ceiling:.3f}]",
             f"backoff after attempt {attempt} spans [{low:.3f}, {high:.3f}], outside [{ceiling / 2:.3f}, {ceiling:.3f}]")
-    samples = [policy.delay(6) for _ in range(200)]
+    samples = policy["samples"]
     assert max(samples) <= 1.0 + 1e-9, t(f"退避超过上限 1.0：{max(samples):.3f}", f"backoff above the 1.0 cap: {max(samples):.3f}")
     assert len({round(s, 6) for s in samples}) > 50, t("退避没有抖动：同一 attempt 总是同一个值",
                                                        "backoff has no jitter: one attempt always gives one value")
-    c.note(t(f"退避（base 0.2，cap 1.0）：第 1 次 {policy.delay(1, rand=lambda: 0.5):.3f}s，第 6 次 200 个样本在 "
+    middle = policy["middle"]
+    c.note(t(f"退避（base 0.2，cap 1.0）：第 1 次 {middle:.3f}s，第 6 次 200 个样本在 "
              f"[{min(samples):.3f}, {max(samples):.3f}]", f"backoff (base 0.2, cap 1.0): attempt 1 "
-             f"{policy.delay(1, rand=lambda: 0.5):.3f}s, attempt 6: 200 samples in [{min(samples):.3f}, {max(samples):.3f}]"))
+             f"{middle:.3f}s, attempt 6: 200 samples in [{min(samples):.3f}, {max(samples):.3f}]"))
 
-    store = Store.open(_db("retry.db"))
+    db = _db("retry.db")
+    store = ask(c, "open_store", str(db))
     cases = {
         # name: (script, max_attempts, expected state, expected attempt/calls)
-        "r503": ([503, 200], 3, State.SUCCESS, 2),
-        "r400": ([400, 200], 5, State.FAILED, 1),
-        "r5xx": ([500, 502, 503, 200], 3, State.FAILED, 3),
+        "r503": ([503, 200], 3, "success", 2),
+        "r400": ([400, 200], 5, "failed", 1),
+        "r5xx": ([500, 502, 503, 200], 3, "failed", 3),
     }
-    ids = {}
-    for name, (plan, max_attempts, _, _) in cases.items():
-        ids[name] = store.submit(lab.script(name, plan), b"{}", f"retry-{name}", max_attempts).id
-    refused_url = f"http://127.0.0.1:{free_port()}/nobody-listens"
-    ids["refused"] = store.submit(refused_url, b"{}", "retry-refused", 2).id
-
-    async def run(wanted: list[str], call_timeout: float):
-        down = HttpxDownstream()
-        try:
-            async with running(_fast_worker(tc, store, down, call_timeout=call_timeout)):
-                await until(lambda: all(_final(store, tid) for tid in wanted), BOUND, "the retry scenarios to finish")
-        finally:
-            await down.aclose()
-
     try:
-        with capture() as records:
-            asyncio.run(run(list(ids.values()), CALL_TIMEOUT))
+        ids = {}
+        for name, (plan, max_attempts, _, _) in cases.items():
+            ids[name] = ask(c, "submit", store, lab.script(name, plan), b"{}", f"retry-{name}", max_attempts)["id"]
+        refused_url = f"http://127.0.0.1:{free_port()}/nobody-listens"
+        ids["refused"] = ask(c, "submit", store, refused_url, b"{}", "retry-refused", 2)["id"]
+
+        def run(wanted: list[str], call_timeout: float) -> None:
+            with working(c, store, call_timeout=call_timeout):
+                until(lambda: _final(db, wanted), BOUND, "the retry scenarios to finish")
+
+        with captured(c, store) as records:
+            run(list(ids.values()), CALL_TIMEOUT)
+        tasks = _tasks(db, ids.values())
         problems = []
         for name, (plan, max_attempts, want_state, want) in cases.items():
-            task = store.get(ids[name])
+            task = tasks[ids[name]]
             calls = lab.snapshot(name)["calls"]
             retried = [r.get("reason") for r in _events(records, ids[name], "task_retry")]
-            c.note(t(f"{name}：{plan} max_attempts={max_attempts} → {task.state.value}，attempt {task.attempt}，"
-                     f"调用 {calls} 次，重试原因 {retried}，error={task.error!r}",
-                     f"{name}: {plan} max_attempts={max_attempts} → {task.state.value}, attempt {task.attempt}, "
-                     f"{calls} call(s), retried after {retried}, error={task.error!r}"))
-            if task.state is not want_state or task.attempt != want or calls != want:
-                problems.append(t(f"{name}：应为 {want_state.value}、attempt {want}、调用 {want} 次；实际 "
-                                  f"{task.state.value}、attempt {task.attempt}、调用 {calls} 次",
-                                  f"{name}: expected {want_state.value} at attempt {want} with {want} calls; got "
-                                  f"{task.state.value} at attempt {task.attempt} with {calls} calls"))
-        refused = store.get(ids["refused"])
+            c.note(t(f"{name}：{plan} max_attempts={max_attempts} → {task['state']}，attempt {task['attempt']}，"
+                     f"调用 {calls} 次，重试原因 {retried}，error={task['error']!r}",
+                     f"{name}: {plan} max_attempts={max_attempts} → {task['state']}, attempt {task['attempt']}, "
+                     f"{calls} call(s), retried after {retried}, error={task['error']!r}"))
+            if task["state"] != want_state or task["attempt"] != want or calls != want:
+                problems.append(t(f"{name}：应为 {want_state}、attempt {want}、调用 {want} 次；实际 "
+                                  f"{task['state']}、attempt {task['attempt']}、调用 {calls} 次",
+                                  f"{name}: expected {want_state} at attempt {want} with {want} calls; got "
+                                  f"{task['state']} at attempt {task['attempt']} with {calls} calls"))
+        refused = tasks[ids["refused"]]
         retried = [r.get("reason") for r in _events(records, ids["refused"], "task_retry")]
-        c.note(t(f"连接被拒绝，max_attempts=2 → {refused.state.value}，attempt {refused.attempt}，"
-                 f"重试原因 {retried}，error={refused.error!r}",
-                 f"refused connection, max_attempts=2 → {refused.state.value}, attempt {refused.attempt}, "
-                 f"retried after {retried}, error={refused.error!r}"))
-        if refused.state is not State.FAILED or refused.attempt != 2:
-            problems.append(t(f"连接被拒绝应重试到 2 次后失败，实际 {refused.state.value}、attempt {refused.attempt}",
+        c.note(t(f"连接被拒绝，max_attempts=2 → {refused['state']}，attempt {refused['attempt']}，"
+                 f"重试原因 {retried}，error={refused['error']!r}",
+                 f"refused connection, max_attempts=2 → {refused['state']}, attempt {refused['attempt']}, "
+                 f"retried after {retried}, error={refused['error']!r}"))
+        if refused["state"] != "failed" or refused["attempt"] != 2:
+            problems.append(t(f"连接被拒绝应重试到 2 次后失败，实际 {refused['state']}、attempt {refused['attempt']}",
                               f"a refused connection should be retried up to 2 attempts then fail; got "
-                              f"{refused.state.value} at attempt {refused.attempt}"))
+                              f"{refused['state']} at attempt {refused['attempt']}"))
 
         # The timeout case runs on its own, with a short call timeout: its first call is held until the
         # client gives up.  The status cases above keep a call timeout no loopback answer comes near.
-        timeout_id = store.submit(lab.script("rtimeout", ["hold", 200]), b"{}", "retry-rtimeout", 5).id
-        with capture() as timeout_records:
-            asyncio.run(run([timeout_id], 2.0))
-        task = store.get(timeout_id)
+        timeout_id = ask(c, "submit", store, lab.script("rtimeout", ["hold", 200]), b"{}", "retry-rtimeout", 5)["id"]
+        with captured(c, store) as timeout_records:
+            run([timeout_id], 2.0)
+        task = _tasks(db, [timeout_id])[timeout_id]
         snap = lab.snapshot("rtimeout")
         retried = [r.get("reason") for r in _events(timeout_records, timeout_id, "task_retry")]
-        c.note(t(f"rtimeout：['hold', 200] call_timeout=2 max_attempts=5 → {task.state.value}，attempt {task.attempt}，"
+        c.note(t(f"rtimeout：['hold', 200] call_timeout=2 max_attempts=5 → {task['state']}，attempt {task['attempt']}，"
                  f"调用 {snap['calls']} 次，服务器看到 {snap['outcomes']}，重试原因 {retried}",
-                 f"rtimeout: ['hold', 200] call_timeout=2 max_attempts=5 → {task.state.value}, attempt {task.attempt}, "
+                 f"rtimeout: ['hold', 200] call_timeout=2 max_attempts=5 → {task['state']}, attempt {task['attempt']}, "
                  f"{snap['calls']} call(s), the server saw {snap['outcomes']}, retried after {retried}"))
         # Facts, not durations: the held call can only end by the client hanging up (the server saw it),
         # that attempt was retried, and the task then succeeded with one attempt per call.  (On a very busy
         # machine a later call may time out too; it is then retried like the first.)
-        if not (task.state is State.SUCCESS and "client_closed" in snap["outcomes"]
-                and task.attempt == snap["calls"] >= 2 and retried):
+        if not (task["state"] == "success" and "client_closed" in snap["outcomes"]
+                and task["attempt"] == snap["calls"] >= 2 and retried):
             problems.append(t(
                 f"rtimeout：第一次调用被挂住直到客户端超时放弃，应按超时重试并最终成功（每次调用一个 attempt）；实际 "
-                f"{task.state.value}、attempt {task.attempt}、调用 {snap['calls']} 次、重试原因 {retried}",
+                f"{task['state']}、attempt {task['attempt']}、调用 {snap['calls']} 次、重试原因 {retried}",
                 f"rtimeout: the first call hangs until the client gives up; it should be retried as a timeout and "
-                f"then succeed (one attempt per call); got {task.state.value} at attempt {task.attempt} with "
+                f"then succeed (one attempt per call); got {task['state']} at attempt {task['attempt']} with "
                 f"{snap['calls']} calls, retried after {retried}"))
         assert not problems, "\n".join(problems)
         retry_lines = _events(records, ids["r503"], "task_retry")
@@ -338,112 +345,93 @@ def check_retries(c, lab: Loopback) -> None:
         assert not missing, t(f"task_retry 日志缺少字段 {missing}：{line}", f"the task_retry log line lacks {missing}: {line}")
         c.note(t("日志：", "log: ") + json.dumps({k: line[k] for k in line if k != "ts"}, ensure_ascii=False))
     finally:
-        store.close()
+        _close(c, store)
 
 
 # ---------------------------------------------------------------- 07.7
 
 def check_cancel(c, lab: Loopback) -> None:
-    tc = _tc()
-    from taskcenter.downstream import HttpxDownstream, ThreadDownstream
-    from taskcenter.log import capture
-    from taskcenter.models import State
-    from taskcenter.store import Store
-
+    _load(c)
     # Layers 1 and 2 share one worker with a single slot, so tasks run strictly in order and a
-    # sentinel submitted last proves the worker went past the canceled ones.
-    target_cancel_after_claim: set[str] = set()
-
-    class CancelRightAfterClaim(Store):
-        """A cancel request that lands between the claim and the downstream call."""
-
-        def claim_one(self, *args, **kwargs):
-            task = super().claim_one(*args, **kwargs)
-            if task is not None and task.id in target_cancel_after_claim:
-                self.mark(task.id, State.CANCELED, error="canceled by the verifier after claim")
-            return task
-
-    store = CancelRightAfterClaim(tc.store.connect(_db("cancel-layers.db")))
-
-    async def layers_1_2():
-        down = HttpxDownstream()
-        try:
-            worker = _fast_worker(tc, store, down, concurrency=1)
-            pending = await asyncio.to_thread(store.submit, lab.url("c-pending"), b"{}", "c-pending", 3)
-            claimed = await asyncio.to_thread(store.submit, lab.url("c-claimed"), b"{}", "c-claimed", 3)
-            target_cancel_after_claim.add(claimed.id)
-            sentinel = await asyncio.to_thread(store.submit, lab.url("c-sentinel"), b"{}", "c-sentinel", 3)
-            got = await worker.cancel(pending.id)  # layer 1: before any claim
-            assert got.state is State.CANCELED, t(f"取消待领取任务后状态为 {got.state.value}",
-                                                  f"after canceling a pending task its state is {got.state.value}")
-            async with running(worker):
-                await until(lambda: _final(store, sentinel.id), BOUND, "the sentinel task to finish")
-            return pending.id, claimed.id, sentinel.id
-        finally:
-            await down.aclose()
-
+    # sentinel submitted last proves the worker went past the canceled ones.  The probe's store cancels
+    # the task named by cancel_after_claim right after claiming it: a cancel request that lands between
+    # the claim and the downstream call.
+    db = _db("cancel-layers.db")
+    store = ask(c, "open_store", str(db), True)
     try:
-        with capture() as records:
-            p_id, k_id, s_id = asyncio.run(layers_1_2())
-        p, k, s = store.get(p_id), store.get(k_id), store.get(s_id)
+        with captured(c, store) as records:
+            with working(c, store, concurrency=1, run=False):
+                pending = ask(c, "submit", store, lab.url("c-pending"), b"{}", "c-pending", 3)
+                claimed = ask(c, "submit", store, lab.url("c-claimed"), b"{}", "c-claimed", 3)
+                ask(c, "cancel_after_claim", store, claimed["id"])
+                sentinel = ask(c, "submit", store, lab.url("c-sentinel"), b"{}", "c-sentinel", 3)
+                got = ask(c, "cancel", store, pending["id"])["task"]  # layer 1: before any claim
+                assert got["state"] == "canceled", t(f"取消待领取任务后状态为 {got['state']}",
+                                                     f"after canceling a pending task its state is {got['state']}")
+                ask(c, "run_worker", store)
+                until(lambda: _final(db, [sentinel["id"]]), BOUND, "the sentinel task to finish")
+        p_id, k_id, s_id = pending["id"], claimed["id"], sentinel["id"]
+        rows = _tasks(db, [p_id, k_id, s_id])
+        p, k, s = rows[p_id], rows[k_id], rows[s_id]
         p_calls, k_calls = lab.snapshot("c-pending")["calls"], lab.snapshot("c-claimed")["calls"]
-        assert s.state is State.SUCCESS, t(f"哨兵任务应成功，实际 {s.state.value}", f"the sentinel should succeed, got {s.state.value}")
-        assert p.state is State.CANCELED and p.attempt == 0 and p_calls == 0, t(
-            f"待领取时取消：应 canceled、attempt 0、下游 0 次；实际 {p.state.value}、attempt {p.attempt}、{p_calls} 次",
-            f"cancel while pending: expected canceled, attempt 0, 0 calls; got {p.state.value}, attempt {p.attempt}, "
+        assert s["state"] == "success", t(f"哨兵任务应成功，实际 {s['state']}", f"the sentinel should succeed, got {s['state']}")
+        assert p["state"] == "canceled" and p["attempt"] == 0 and p_calls == 0, t(
+            f"待领取时取消：应 canceled、attempt 0、下游 0 次；实际 {p['state']}、attempt {p['attempt']}、{p_calls} 次",
+            f"cancel while pending: expected canceled, attempt 0, 0 calls; got {p['state']}, attempt {p['attempt']}, "
             f"{p_calls} calls")
         c.note(t("第 1 层（待领取）：canceled，从未被领取，下游 0 次", "layer 1 (pending): canceled, never claimed, 0 calls"))
-        assert k.state is State.CANCELED and k_calls == 0, t(
-            f"领取后、调用前取消：应 canceled 且下游 0 次；实际 {k.state.value}、{k_calls} 次——"
+        assert k["state"] == "canceled" and k_calls == 0, t(
+            f"领取后、调用前取消：应 canceled 且下游 0 次；实际 {k['state']}、{k_calls} 次——"
             "_run_one 开始时要重新读取状态，发现 canceled 就不再调用",
-            f"cancel after claim, before the call: expected canceled with 0 calls; got {k.state.value} with "
+            f"cancel after claim, before the call: expected canceled with 0 calls; got {k['state']} with "
             f"{k_calls} calls — re-read the state at the start of the run and skip a canceled task")
-        assert k.result is None, t("被取消的任务写入了结果", "a result was written for the canceled task")
+        assert k["result"] is None, t("被取消的任务写入了结果", "a result was written for the canceled task")
         skipped = [r["event"] for r in _events(records, k_id)]
-        c.note(t(f"第 2 层（已领取、未调用）：attempt {k.attempt}，下游 0 次，日志 {skipped}",
-                 f"layer 2 (claimed, not called yet): attempt {k.attempt}, 0 calls, log {skipped}"))
+        c.note(t(f"第 2 层（已领取、未调用）：attempt {k['attempt']}，下游 0 次，日志 {skipped}",
+                 f"layer 2 (claimed, not called yet): attempt {k['attempt']}, 0 calls, log {skipped}"))
     finally:
-        store.close()
+        _close(c, store)
 
     # Layer 3, async client: the server must see the connection close and never answer.
-    store = Store.open(_db("cancel-inflight.db"))
+    db = _db("cancel-inflight.db")
+    store = ask(c, "open_store", str(db))
 
-    async def in_flight(kind: str):
+    def in_flight(kind: str):
         name = f"hold-{kind}"
         url = lab.script(name, ["hold"])
-        down = HttpxDownstream() if kind == "async" else ThreadDownstream(max_threads=2)
         try:
             # The call timeout outlasts the hold: the held request ends only by the client hanging up
             # (cancel reached the socket) or by the server answering at its cap (cancel did not).
-            worker = _fast_worker(tc, store, down, call_timeout=CALL_TIMEOUT)
-            task = await asyncio.to_thread(store.submit, url, b"{}", f"cancel-{kind}", 3)
-            async with running(worker):
-                await until(lambda: lab.snapshot(name)["active"] == 1, BOUND,
-                            t("下游收到请求", "the downstream to get the call"))
-                started = time.monotonic()
-                got = await worker.cancel(task.id)
-                cancel_s = time.monotonic() - started
+            with working(c, store, close_down=False, downstream="httpx" if kind == "async" else "thread",
+                         max_threads=2, call_timeout=CALL_TIMEOUT):
+                task = ask(c, "submit", store, url, b"{}", f"cancel-{kind}", 3)
+                until(lambda: lab.snapshot(name)["active"] == 1, BOUND,
+                      t("下游收到请求", "the downstream to get the call"))
+                cancel = ask(c, "cancel", store, task["id"])
+                got, cancel_s = cancel["task"], cancel["seconds"]
                 if kind == "async":
-                    await until(lambda: lab.snapshot(name)["outcomes"], HOLD_CAP + BOUND,
-                                t("服务器上的请求结束", "the request on the server to end"))
+                    until(lambda: lab.snapshot(name)["outcomes"], HOLD_CAP + BOUND,
+                          t("服务器上的请求结束", "the request on the server to end"))
                     discarded = None
                 else:
                     still = lab.snapshot(name)
                     lab.release(name)  # let the blocking request finish: nothing could stop it
-                    await until(lambda: down.discarded >= 1, BOUND, t("线程里的请求结束并被丢弃",
-                                                                      "the threaded request to end and be discarded"))
-                    discarded = (still, down.discarded)
-            return task.id, got, cancel_s, discarded
+                    count = ask(c, "wait_discarded", store, 1, BOUND)
+                    if count < 1:
+                        what = t("线程里的请求结束并被丢弃", "the threaded request to end and be discarded")
+                        raise AssertionError(t(f"等了 {BOUND:g} 秒仍未看到：{what}", f"waited {BOUND:g} s for {what}"))
+                    discarded = (still, count)
+            return task["id"], got, cancel_s, discarded
         finally:
             lab.release(name)
-            await down.aclose()
+            ask(c, "close_downstream", store, timeout=BOUND + 2 * SLACK)
 
     try:
-        with capture() as records:
-            tid, got, cancel_s, _ = asyncio.run(in_flight("async"))
+        with captured(c, store) as records:
+            tid, got, cancel_s, _ = in_flight("async")
         snap = lab.snapshot("hold-async")
-        task = store.get(tid)
-        assert got.state is State.CANCELED, t(f"cancel 返回 {got.state.value}", f"cancel returned {got.state.value}")
+        task = _tasks(db, [tid])[tid]
+        assert got["state"] == "canceled", t(f"cancel 返回 {got['state']}", f"cancel returned {got['state']}")
         assert snap["outcomes"] == ["client_closed"], t(
             f"异步下游：服务器应看到连接被关闭且从未应答，实际 {snap['outcomes']}——cancel 返回后请求仍在服务器上，"
             f"直到服务器在 {HOLD_CAP:g} 秒上限时自己应答。只改表里的状态不会打断 in-flight 请求，要取消正在 await 下游的 asyncio 任务",
@@ -451,9 +439,9 @@ def check_cancel(c, lab: Loopback) -> None:
             f"— the request stayed on the server after cancel returned, until the server answered at its "
             f"{HOLD_CAP:g} s cap. Changing the row does not stop an in-flight request; cancel the asyncio task that "
             "awaits the downstream")
-        assert task.state is State.CANCELED and task.result is None, t(
-            f"取消后记录为 {task.state.value}、result={task.result!r}，应为 canceled 且无结果",
-            f"after cancel the row is {task.state.value} with result={task.result!r}; expected canceled, no result")
+        assert task["state"] == "canceled" and task["result"] is None, t(
+            f"取消后记录为 {task['state']}、result={task['result']!r}，应为 canceled 且无结果",
+            f"after cancel the row is {task['state']} with result={task['result']!r}; expected canceled, no result")
         events = [r["event"] for r in _events(records, tid)]
         assert "task_interrupted" in events, t(f"日志里没有 task_interrupted：{events}", f"no task_interrupted in the log: {events}")
         c.note(t(f"第 3 层 httpx2.AsyncClient：cancel 用 {cancel_s * 1000:.0f} ms 返回，服务器看到 {snap['outcomes']}，"
@@ -461,20 +449,20 @@ def check_cancel(c, lab: Loopback) -> None:
                  f"layer 3 httpx2.AsyncClient: cancel returned in {cancel_s * 1000:.0f} ms, the server saw "
                  f"{snap['outcomes']}, row canceled with result=None, log {events}"))
 
-        with capture() as records:
-            tid, got, cancel_s, (still, discarded) = asyncio.run(in_flight("thread"))
+        with captured(c, store) as records:
+            tid, got, cancel_s, (still, discarded) = in_flight("thread")
         snap = lab.snapshot("hold-thread")
-        task = store.get(tid)
-        assert got.state is State.CANCELED, t(f"cancel 返回 {got.state.value}", f"cancel returned {got.state.value}")
+        task = _tasks(db, [tid])[tid]
+        assert got["state"] == "canceled", t(f"cancel 返回 {got['state']}", f"cancel returned {got['state']}")
         assert still["active"] == 1 and not still["outcomes"], t(
             f"线程下游：cancel 返回时请求应仍在服务器上进行（线程无法被打断），实际 {still}",
             f"thread downstream: when cancel returned the request should still be running on the server "
             f"(a thread cannot be interrupted), got {still}")
         assert snap["outcomes"] == ["answered 200"], t(f"放行后服务器应应答 200，实际 {snap['outcomes']}",
                                                         f"after the release the server should answer 200, got {snap['outcomes']}")
-        assert task.state is State.CANCELED and task.result is None, t(
-            f"线程请求完成后记录为 {task.state.value}、result={task.result!r}：迟到的结果必须被丢弃",
-            f"after the threaded request completed the row is {task.state.value} with result={task.result!r}: "
+        assert task["state"] == "canceled" and task["result"] is None, t(
+            f"线程请求完成后记录为 {task['state']}、result={task['result']!r}：迟到的结果必须被丢弃",
+            f"after the threaded request completed the row is {task['state']} with result={task['result']!r}: "
             "the late result must be discarded")
         c.note(t(f"第 3 层线程里的阻塞客户端：cancel 用 {cancel_s * 1000:.0f} ms 返回时请求仍在进行；放行后服务器 "
                  f"{snap['outcomes']}，结果被丢弃 {discarded} 次，记录仍 canceled、result=None",
@@ -482,7 +470,7 @@ def check_cancel(c, lab: Loopback) -> None:
                  f"still running; released, the server {snap['outcomes']}, the result was discarded {discarded}x, "
                  "row still canceled with result=None"))
     finally:
-        store.close()
+        _close(c, store)
 
 
 # ---------------------------------------------------------------- 07.8
@@ -514,8 +502,8 @@ def _row(db: Path, tid: str) -> dict:
 
 
 def check_crash_recovery(c, lab: Loopback) -> None:
-    _tc()
-    import httpx2
+    _load(c)  # a package that does not import fails here, said as such, before any server starts
+    import httpx2  # the kit's client: this process asks the servers it started
 
     db = _db("crash.db")
     url = lab.script("crash", ["hold"])  # the first call hangs; later calls answer 200 at once
@@ -600,48 +588,23 @@ def check_crash_recovery(c, lab: Loopback) -> None:
 # ---------------------------------------------------------------- 07.9
 
 def check_concurrency(c, lab: Loopback) -> None:
-    tc = _tc()
-    from taskcenter.downstream import HttpxDownstream
-    from taskcenter.models import State
-    from taskcenter.store import Store
-
+    _load(c)
     limit, count = 4, 24
-    store = Store.open(_db("concurrency.db"))
-    # The first N calls meet at a barrier in the server: it opens only while N calls are in flight at
-    # once, which proves the worker really runs N side by side.  The rest take 50 ms each.
-    lab.gather("slow", limit)
-    url = lab.script("slow", ["gather"] * limit + [0.05] * (count - limit))
-    ids = [store.submit(url, b"{}", f"conc-{i}", 3).id for i in range(count)]
-
-    class Counting:
-        """Counts calls in flight on the worker's side of the port."""
-
-        def __init__(self, inner):
-            self.inner, self.now, self.peak = inner, 0, 0
-
-        async def post(self, *args, **kwargs):
-            self.now += 1
-            self.peak = max(self.peak, self.now)
-            try:
-                return await self.inner.post(*args, **kwargs)
-            finally:
-                self.now -= 1
-
-    async def run():
-        inner = HttpxDownstream()
-        down = Counting(inner)
-        try:
-            async with running(_fast_worker(tc, store, down, concurrency=limit)):
-                await until(lambda: all(_final(store, tid) for tid in ids), HOLD_CAP + BOUND, "all tasks to finish")
-                return down.peak
-        finally:
-            await inner.aclose()
-
+    db = _db("concurrency.db")
+    store = ask(c, "open_store", str(db))
     try:
-        peak = asyncio.run(run())
+        # The first N calls meet at a barrier in the server: it opens only while N calls are in flight at
+        # once, which proves the worker really runs N side by side.  The rest take 50 ms each.
+        lab.gather("slow", limit)
+        url = lab.script("slow", ["gather"] * limit + [0.05] * (count - limit))
+        ids = ask(c, "submit_many", store, [(url, b"{}", f"conc-{i}", 3) for i in range(count)])
+        # The probe's downstream counts the calls in flight on the worker's side of the port.
+        with working(c, store, concurrency=limit, counting=True) as seen:
+            until(lambda: _final(db, ids), HOLD_CAP + BOUND, "all tasks to finish")
+        peak = seen["peak"]
         server = lab.snapshot("slow")
         gathered = lab.gathered["slow"]
-        states = Counter(store.get(tid).state.value for tid in ids)
+        states = Counter(row["state"] for row in _tasks(db, ids).values())
         c.note(t(f"N={limit}，{count} 个任务：前 {limit} 个调用在服务器的屏障处会合（{gathered} 个通过），"
                  f"端口内计数最多 {peak} 个同时进行（服务器最多看到 {server['peak']} 个），终态 {dict(states)}",
                  f"N={limit}, {count} tasks: the first {limit} calls met at the server's barrier ({gathered} passed), "
@@ -653,24 +616,46 @@ def check_concurrency(c, lab: Loopback) -> None:
             f"同时进行的下游调用达到 {peak}，超过上限 N={limit}：Semaphore 要在领取前取得名额，在任务结束时归还",
             f"{peak} downstream calls ran at once, above N={limit}: take a Semaphore slot before "
             "claiming and give it back when the task ends")
-        assert states == {State.SUCCESS.value: count}, t(f"应全部成功，实际 {dict(states)}",
-                                                         f"all should succeed, got {dict(states)}")
+        assert states == {"success": count}, t(f"应全部成功，实际 {dict(states)}",
+                                               f"all should succeed, got {dict(states)}")
         assert gathered == limit, t(
             f"服务器从未同时收到 {limit} 个调用（屏障没有打开）：工作者没有让 N 个调用并行进行",
             f"the server never had {limit} calls in at once (its barrier never opened): the worker does not run "
             "N calls side by side")
     finally:
-        store.close()
+        _close(c, store)
 
 
 # ---------------------------------------------------------------- 07.10
 
-def check_http(c) -> None:
-    _tc()
-    from starlette.testclient import TestClient
-    from taskcenter.api import create_app
-    from taskcenter.downstream import DownResponse, FakeDownstream
+class Api:
+    """create_app(db, a FakeDownstream answering 200) behind starlette's TestClient in the probe; this process
+    sees only the answers (shared.probe.Answer: status_code, headers, text, json())."""
 
+    def __init__(self, c, db: Path):
+        self.c, self.db, self.handle = c, db, None
+
+    def __enter__(self):
+        self.handle = ask(self.c, "open_api", str(self.db))
+        return self
+
+    def __exit__(self, *exc):
+        handle, self.handle = self.handle, None
+        if handle is not None:
+            ask(self.c, "close_api", handle)
+
+    def request(self, method: str, url: str, **kwargs) -> Answer:
+        return Answer(ask(self.c, "api_request", self.handle, method, url, **kwargs))
+
+    def get(self, url: str, **kwargs) -> Answer:
+        return self.request("GET", url, **kwargs)
+
+    def post(self, url: str, **kwargs) -> Answer:
+        return self.request("POST", url, **kwargs)
+
+
+def check_http(c) -> None:
+    _load(c)
     db = _db("api.db")
 
     def rows() -> int:
@@ -680,9 +665,8 @@ def check_http(c) -> None:
         finally:
             conn.close()
 
-    app = create_app(db, FakeDownstream(default=DownResponse(200, b'{"ok": true}')), poll_interval=0.01)
     good = {"url": "http://127.0.0.1:9/work", "payload": {"n": 1}, "idempotency_key": "http-1", "max_attempts": 3}
-    with TestClient(app, raise_server_exceptions=False) as client:
+    with Api(c, db) as client:
         reply = client.post("/tasks", json=good)
         assert reply.status_code == 202, t(f"POST /tasks 应返回 202，实际 {reply.status_code} {reply.text[:200]}",
                                            f"POST /tasks should answer 202, got {reply.status_code} {reply.text[:200]}")
@@ -735,8 +719,15 @@ def not_taken_up(tap) -> None:
                      "extension not taken up: no taskcenter/ package in the folder (see the lesson's reference)"))
 
 
+def stop_all() -> None:
+    try:
+        LAB.stop()
+    finally:
+        learner.stop()
+
+
 if __name__ == "__main__":
     if not TASKCENTER.exists():
         main_guard(not_taken_up)
     LAB = Loopback()
-    run(checks(), teardown=LAB.stop)
+    run(checks(), teardown=stop_all)

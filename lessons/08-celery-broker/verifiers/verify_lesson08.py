@@ -4,7 +4,8 @@
       kit's own PING with the same .env.tasks); without a password, and with a wrong one, Redis refuses
 08.2  `celery -A celery_app:app inspect registered` against the running worker lists products.export
 08.3  python produce_export.py: submitted id == job_id, {rows: 1, relative path}, state SUCCESS
-08.4  a snapshot sent through export_products.apply_async lands as artifacts/<job_id>.json with equal JSON
+08.4  a snapshot sent through export_products.apply_async (in a probe) lands as artifacts/<job_id>.json with
+      equal JSON
 08.5  the worker is stopped (SIGTERM by its PID); uvicorn serves api_submit's app (through lab08_api.py,
       which records every wait on a Celery result): the POST answers 202 while the worker is down, the
       handler never waited on a result, and the message waits in the broker's `exports` list (the check
@@ -15,7 +16,9 @@
       no expiry that a short outage outlives; an equivalent worker is started and the same id reaches SUCCESS
 
 The runner starts the worker declared in tasks.json; this verifier stops it for 08.5/08.7 and stops
-every worker it starts itself.  Secrets are read from .env.tasks and never printed.
+every worker it starts itself.  Secrets are read from .env.tasks and never printed.  The learner's modules
+never load here (the judge): export_products is sent with, waited on and asked about in a probe
+(lab08_learner.py through shared/probe.py), which reports what happened; the checks decide.
 """
 
 from __future__ import annotations
@@ -40,7 +43,6 @@ from shared.celerylab import (
     DeclaredWorker,
     describe_url,
     env_file_values,
-    import_learner,
     log_lines,
     read_events,
     redact,
@@ -50,6 +52,7 @@ from shared.celerylab import (
     start_worker,
 )
 from shared.i18n import t
+from shared.probe import Probe
 from shared.proc import WaitTimeout, run_python, start_uvicorn, wait_until
 from shared.tap import Check, run
 
@@ -61,6 +64,8 @@ OUTAGE = 20  # seconds: a worker restart (a deploy, a crash) easily lasts this l
 API_WAITS = LOG_DIR / "api-waits.jsonl"  # written by lab08_api.py
 WORKER: DeclaredWorker | None = None  # the worker the runner declared (tasks.json): read in main, before the checks
 NO_WORKER = ""  # why there is none: each check that needs the worker fails with this
+RESULT_MARGIN = 15  # seconds a probe call may take beyond the wait on a result it was asked for
+learner = Probe(verifiers=Path(__file__).resolve().parent)  # the learner's modules load there, never here
 
 
 def checks() -> list[Check]:
@@ -70,7 +75,7 @@ def checks() -> list[Check]:
         Check("08.1", check_ping, "Redis; python ping_broker.py when present"),
         Check("08.2", lambda c: check_registered(c, declared_worker()), "worker; celery inspect registered"),
         Check("08.3", lambda c: check_producer(c, declared_worker()), "worker; python produce_export.py"),
-        Check("08.4", check_artifact, "the running worker; export_products imported here"),
+        Check("08.4", check_artifact, "the running worker; probe: export_tasks"),
         Check("08.5", lambda c: check_api(c, declared_worker()), "worker (stopped); uvicorn lab08_api.py"),
         Check("08.6", check_prepare, "python prepare_broker.py in scratch folders"),
         Check("08.7", lambda c: check_restart(c, declared_worker()), "worker (stopped); an equivalent worker started"),
@@ -102,8 +107,23 @@ def _snapshot(job: str) -> list[dict]:
     ]
 
 
-def _import_task():
-    return import_learner("export_tasks", ("export_products",)).export_products
+def _import_task() -> None:
+    """export_tasks imported in the probe, defining export_products: an AssertionError that says why not."""
+    learner.module("export_tasks", "export_products")
+
+
+def _send(job_id: str, rows: list[dict]) -> str:
+    """export_products.apply_async(args=[job_id, rows], task_id=job_id), in the probe: the message id."""
+    return learner.call("lab08_learner:send", job_id, rows, job_id)
+
+
+def _result(task_id: str, seconds: float):
+    """AsyncResult(task_id).get(timeout=seconds), in the probe: the value, or what get raised (rebuilt)."""
+    return learner.call("lab08_learner:result", task_id, seconds, timeout=seconds + RESULT_MARGIN)
+
+
+def _state(task_id: str) -> str:
+    return learner.call("lab08_learner:state", task_id)
 
 
 def _waiting(job_id: str) -> tuple[bytes, dict] | None:
@@ -267,12 +287,12 @@ def check_producer(c, worker: DeclaredWorker) -> None:
 # ---------------------------------------------------------------- 08.4
 
 def check_artifact(c) -> None:
-    export_products = _import_task()
+    _import_task()
     job_id = str(uuid4())
     rows = _snapshot(job_id)
-    result = export_products.apply_async(args=[job_id, rows], task_id=job_id)
+    _send(job_id, rows)
     try:
-        value = result.get(timeout=20)
+        value = _result(job_id, 20)
     except Exception as exc:  # noqa: BLE001
         why = redact(f"{type(exc).__name__}: {exc}")
         raise AssertionError(t(f"导出任务没有成功：{why}", f"the export did not succeed: {why}")) from None
@@ -497,21 +517,21 @@ def _expires_in(headers: dict) -> float | None:
 def check_restart(c, worker: DeclaredWorker) -> None:
     from celery.exceptions import TimeoutError as CeleryTimeout
 
-    export_products = _import_task()
+    _import_task()
     if worker.alive():
         seconds = worker.stop()
         c.note(t(f"worker（pid {worker.pid}）已停止（{seconds:.1f} 秒）",
                  f"worker (pid {worker.pid}) stopped ({seconds:.1f} s)"))
     job_id = str(uuid4())
     rows = _snapshot(job_id)
-    result = export_products.apply_async(args=[job_id, rows], task_id=job_id)
+    _send(job_id, rows)
     try:
-        result.get(timeout=1.5)
+        _result(job_id, 1.5)
         raise AssertionError(t("没有 worker 时 get() 竟然拿到了结果：还有别的 worker 在消费 exports 吗？",
                                "get() returned a result with no worker running: is another worker consuming exports?"))
     except CeleryTimeout:
         pass
-    pending = result.state
+    pending = _state(job_id)
     found = _waiting(job_id)
     assert found, t(f"消息 {job_id} 不在 broker 的 {QUEUE} 队列里", f"message {job_id} is not in the broker's {QUEUE} list")
     c.note(t(f"worker 停止时提交 {job_id}：get(timeout=1.5) 超时，状态 {pending}，消息在 {QUEUE} 队列等待",
@@ -530,10 +550,11 @@ def check_restart(c, worker: DeclaredWorker) -> None:
     c.note(t(f"按同一命令启动 worker：pid {proc.pid}", f"started a worker with the same command: pid {proc.pid}"))
     try:
         try:
-            wait_until(lambda: result.state in ("SUCCESS", "FAILURE", "REVOKED"), REPLY_SECONDS, f"{job_id} to finish")
+            wait_until(lambda: _state(job_id) in ("SUCCESS", "FAILURE", "REVOKED"), REPLY_SECONDS,
+                       f"{job_id} to finish", interval=0.1)
         except WaitTimeout:
             pass
-        final = result.state
+        final = _state(job_id)
         if final != "SUCCESS":
             for line in log_lines(proc.log_text(), job_id):
                 c.note("  " + line)
@@ -541,7 +562,7 @@ def check_restart(c, worker: DeclaredWorker) -> None:
                                      f"after the worker came back the same id is {final}, not SUCCESS")
         target = WORK / "artifacts" / f"{job_id}.json"
         assert target.is_file(), t(f"没有 artifacts/{job_id}.json", f"artifacts/{job_id}.json is missing")
-        value = redact(str(result.get(timeout=5)))
+        value = redact(str(_result(job_id, 5)))
         c.note(t(f"同一个 id {job_id} → SUCCESS，{value}", f"same id {job_id} → SUCCESS, {value}"))
     finally:
         proc.stop(grace=10)

@@ -15,7 +15,9 @@
       equals exactly one of them (the last finisher's) — os.replace does not choose business versions
 
 The declared worker (tasks.json) serves 09.1–09.3 and 09.5; 09.4 uses its own worker on a private
-queue and stops it by its PID.
+queue and stops it by its PID.  The learner's modules never load here (the judge): messages are sent with
+export_products, results waited on and workers asked through the learner's app in a probe
+(lab09_learner.py through shared/probe.py), which reports what happened; the checks decide.
 """
 
 from __future__ import annotations
@@ -36,10 +38,11 @@ from pathlib import Path
 from uuid import uuid4
 
 from shared import handshake
-from shared.celerylab import (LOG_DIR, WORK, DeclaredWorker, children_of, import_learner, log_lines, read_events,
-                              redact, start_worker, with_nodename)
+from shared.celerylab import (LOG_DIR, WORK, DeclaredWorker, children_of, log_lines, read_events, redact,
+                              start_worker, with_nodename)
 from shared.figures import attach, bar, lane, lanes, mark
 from shared.i18n import t
+from shared.probe import Probe
 from shared.proc import WaitTimeout, run_python, wait_until
 from shared.tap import Check, run
 
@@ -49,6 +52,8 @@ TERMINAL = ("SUCCESS", "FAILURE", "REVOKED")
 REPLY_SECONDS = 45  # bound on getting one worker's control reply; a pass takes milliseconds
 WORKER: DeclaredWorker | None = None  # the worker the runner declared (tasks.json): read in main, before the checks
 NO_WORKER = ""  # why there is none: each check that needs the worker fails with this
+RESULT_MARGIN = 15  # seconds a probe call may take beyond the wait it was asked for
+learner = Probe(verifiers=Path(__file__).resolve().parent)  # the learner's modules load there, never here
 
 
 def checks() -> list[Check]:
@@ -69,18 +74,27 @@ def declared_worker() -> DeclaredWorker:
     return WORKER
 
 
-def _import():
-    app = getattr(import_learner("celery_app", ()), "app", None)
-    assert app is not None, t("celery_app.py 里没有 app", "celery_app.py has no app")
-    return app, import_learner("export_tasks", ("export_products",)).export_products
+def _import() -> None:
+    """celery_app (with its app) and export_tasks (with export_products) load in the probe."""
+    learner.module("celery_app", values=("app",))
+    learner.module("export_tasks", "export_products")
 
 
-def _ask(app, node: str, method: str, **arguments):
+def _send(job_id: str, rows: list[dict], task_id: str, queue: str | None = None) -> str:
+    """export_products.apply_async(args=[job_id, rows], task_id=task_id[, queue=queue]), in the probe."""
+    return learner.call("lab09_learner:send", job_id, rows, task_id, queue)
+
+
+def _state(task_id: str) -> str:
+    return learner.call("lab09_learner:state", task_id)
+
+
+def _ask(node: str, method: str, **arguments):
     """One worker's reply to a control command (inspect conf, active …), asked again until it answers
     (bounded).  A broadcast sent before the worker's control channel is subscribed is dropped, not queued
     (right after `ready.` that can happen), so one unanswered broadcast proves nothing."""
     def reply():
-        answers = getattr(app.control.inspect(destination=[node], timeout=3), method)(**arguments) or {}
+        answers = learner.call("lab09_learner:control", node, method, arguments) or {}
         return (answers[node],) if node in answers else None  # wrapped: the reply itself may be empty
     try:
         return wait_until(reply, REPLY_SECONDS, f"{node} to answer inspect {method}", interval=0.1)[0]
@@ -94,13 +108,14 @@ def _rows(count: int, tag: str) -> list[dict]:
              "is_active": n % 3 != 0, "price_cents": n * 125} for n in range(1, count + 1)]
 
 
-def _get(result, seconds: float = 20):
+def _get(task_id: str, seconds: float = 20):
+    """AsyncResult(task_id).get(timeout=seconds) in the probe: the value; what it raised fails the check."""
     try:
-        return result.get(timeout=seconds)
+        return learner.call("lab09_learner:result", task_id, seconds, timeout=seconds + RESULT_MARGIN)
     except Exception as exc:  # noqa: BLE001
         why = redact(f"{type(exc).__name__}: {exc}")
-        raise AssertionError(t(f"任务 {result.id} 没有成功：{why}",
-                               f"task {result.id} did not succeed: {why}")) from None
+        raise AssertionError(t(f"任务 {task_id} 没有成功：{why}",
+                               f"task {task_id} did not succeed: {why}")) from None
 
 
 def _sha(path: Path) -> str:
@@ -200,20 +215,20 @@ def check_duplicate(c) -> None:
         "duplicate_export.py 没有打印 same logical output（见上方输出）",
         "duplicate_export.py did not print same logical output (see the output above)")
 
-    _, export_products = _import()
+    _import()
     job_id = str(uuid4())
     rows = _rows(3, "dup")
     # The same snapshot as another producer may build it: equal rows, keys in another order.
     reordered = [dict(reversed(list(row.items()))) for row in rows]
-    first = export_products.apply_async(args=[job_id, rows], task_id=str(uuid4()))
-    second = export_products.apply_async(args=[job_id, reordered], task_id=str(uuid4()))
+    first = _send(job_id, rows, str(uuid4()))
+    second = _send(job_id, reordered, str(uuid4()))
     a, b = _get(first), _get(second)
-    c.note(t(f"同一 job_id {job_id}，两条消息 {first.id[:8]}… 与 {second.id[:8]}…（同一快照，第二条的字段顺序相反）",
-             f"one job_id {job_id}, two messages {first.id[:8]}… and {second.id[:8]}… (one snapshot; the second lists "
+    c.note(t(f"同一 job_id {job_id}，两条消息 {first[:8]}… 与 {second[:8]}…（同一快照，第二条的字段顺序相反）",
+             f"one job_id {job_id}, two messages {first[:8]}… and {second[:8]}… (one snapshot; the second lists "
              "each row's fields in reverse order)"))
     c.note(f"  1: path={a.get('path')} sha256={str(a.get('sha256'))[:16]}…")
     c.note(f"  2: path={b.get('path')} sha256={str(b.get('sha256'))[:16]}…")
-    assert first.id != second.id
+    assert first != second
     assert a.get("path") == b.get("path"), t(
         f"两次执行的 path 不同（{a.get('path')} / {b.get('path')}）：输出文件名只能由 job_id 决定",
         f"the two executions returned different paths ({a.get('path')} / {b.get('path')}): name the output by job_id "
@@ -231,7 +246,7 @@ def check_duplicate(c) -> None:
 # ---------------------------------------------------------------- 09.2
 
 def check_atomic(c) -> None:
-    app, export_products = _import()
+    _import()
     ARTIFACTS.mkdir(exist_ok=True)
     job_id = str(uuid4())
     target = ARTIFACTS / f"{job_id}.json"
@@ -245,7 +260,7 @@ def check_atomic(c) -> None:
                  f"inotify unavailable ({exc}): the reader thread alone decides"))
     reader = Reader(target)
     reader.start()
-    deliveries = [export_products.apply_async(args=[job_id, rows], task_id=str(uuid4())) for _ in range(8)]
+    deliveries = [_send(job_id, rows, str(uuid4())) for _ in range(8)]
     try:
         for delivery in deliveries:
             _get(delivery, 30)
@@ -286,17 +301,17 @@ def check_atomic(c) -> None:
     (blocker / "keep").write_text("a directory in the way\n")
     before = {p.name for p in ARTIFACTS.iterdir()}
     try:
-        failing = export_products.apply_async(args=[broken_id, rows[:2]], task_id=str(uuid4()))
+        failing = _send(broken_id, rows[:2], str(uuid4()))
         try:
-            wait_until(lambda: failing.state in TERMINAL, 20, "the failing delivery to end")
+            wait_until(lambda: _state(failing) in TERMINAL, 20, "the failing delivery to end", interval=0.1)
         except WaitTimeout:
             pass
+        state = _state(failing)
         left = sorted({p.name for p in ARTIFACTS.iterdir()} - before)
-        c.note(t(f"让 os.replace 失败的一次交付 → {failing.state}；留下的文件：{left or '无'}",
-                 f"a delivery whose os.replace fails → {failing.state}; files left behind: {left or 'none'}"))
-        assert failing.state == "FAILURE", t(f"目标名被目录占用时任务应失败，实际 {failing.state}",
-                                             "with a directory on the target name the task should fail, got "
-                                             f"{failing.state}")
+        c.note(t(f"让 os.replace 失败的一次交付 → {state}；留下的文件：{left or '无'}",
+                 f"a delivery whose os.replace fails → {state}; files left behind: {left or 'none'}"))
+        assert state == "FAILURE", t(f"目标名被目录占用时任务应失败，实际 {state}",
+                                     f"with a directory on the target name the task should fail, got {state}")
         assert not left, t(f"失败后留下了临时文件 {left}：在 finally 里删除本次的临时文件",
                            f"the failure left {left} behind: unlink this run's temp file in finally")
     finally:
@@ -308,9 +323,9 @@ def check_atomic(c) -> None:
 # ---------------------------------------------------------------- 09.3
 
 def check_config(c, worker: DeclaredWorker) -> None:
-    app, _ = _import()
+    _import()
     assert worker.alive(), t(f"worker（pid {worker.pid}）已退出", f"the worker (pid {worker.pid}) has exited")
-    conf = _ask(app, worker.nodename, "conf", with_defaults=False) or {}
+    conf = _ask(worker.nodename, "conf", with_defaults=False) or {}
     broker_opts = conf.get("broker_transport_options") or {}
     backend_opts = conf.get("result_backend_transport_options") or {}
     seen = {
@@ -392,7 +407,7 @@ def drill_timeline(events: list[dict], message_id: str, killed: dict, worker_pid
 
 
 def check_redelivery(c, worker: DeclaredWorker) -> None:
-    app, export_products = _import()
+    _import()
     job_id = str(uuid4())
     drill_dir = LOG_DIR / f"drill-{job_id[:8]}"  # this drill's events and handshake files, nobody else's
     drill_dir.mkdir(parents=True)
@@ -422,16 +437,18 @@ def check_redelivery(c, worker: DeclaredWorker) -> None:
         c.note(t(f"演练 worker：pid {proc.pid}，节点 {node}，私有队列 {queue}，并发 1",
                  f"drill worker: pid {proc.pid}, node {node}, private queue {queue}, concurrency 1"))
         rows = _rows(40, "drill")
-        result = export_products.apply_async(args=[job_id, rows], task_id=message_id, queue=queue)
+        _send(job_id, rows, message_id, queue)
         # Either it reaches os.replace (and is held there), or it ends without ever calling it: a fact
         # as soon as the result is in, so a write-in-place never costs this check its whole bound.
         with contextlib.suppress(WaitTimeout):
-            wait_until(lambda: events("held") or result.ready(), 30, "the first execution to reach os.replace")
+            wait_until(lambda: events("held") or _state(message_id) in TERMINAL, 30,
+                       "the first execution to reach os.replace", interval=0.1)
         if not events("held"):
+            state = _state(message_id)
             raise AssertionError(t(
-                f"第一次执行没有在 os.replace 处停下（结果状态 {result.state}）：export_products 要先写临时文件再 "
+                f"第一次执行没有在 os.replace 处停下（结果状态 {state}）：export_products 要先写临时文件再 "
                 "os.replace 到目标名",
-                f"the first execution never reached os.replace (state {result.state}): export_products must write a "
+                f"the first execution never reached os.replace (state {state}): export_products must write a "
                 "temp file and os.replace it onto the target"))
         held = events("held")[0]
         child = held["pid"]
@@ -439,7 +456,7 @@ def check_redelivery(c, worker: DeclaredWorker) -> None:
                                                  f"pid {child} is not a child of drill worker {proc.pid}; not killing "
                                                  "it")
         # The held execution waits for our word (it never comes: the child is killed), so this is no race.
-        active = _ask(app, node, "active") or []
+        active = _ask(node, "active") or []
         running = [task for task in active if task.get("id") == message_id]
         assert running and running[0].get("worker_pid") == child, t(
             f"inspect active 没有显示 {message_id} 在子进程 {child} 上运行：{active}",
@@ -459,30 +476,32 @@ def check_redelivery(c, worker: DeclaredWorker) -> None:
 
         def second_run_or_end():
             again = [e for e in events("start") if e.get("task_id") == message_id and e["pid"] != child]
-            return again or result.state in ("FAILURE", "REVOKED")
+            return again or _state(message_id) in ("FAILURE", "REVOKED")
         try:
-            wait_until(second_run_or_end, 30, "the message to come back")
+            wait_until(second_run_or_end, 30, "the message to come back", interval=0.1)
         except WaitTimeout:
             pass
         again = [e for e in events("start") if e.get("task_id") == message_id and e["pid"] != child]
         if not again:
+            state = _state(message_id)
             for line in log_lines(proc.log_text(), "WorkerLost", limit=2) + log_lines(proc.log_text(), message_id):
                 c.note("  " + line)
         assert again, t(
-            f"子进程被杀后任务没有再次执行（状态 {result.state}）：需要 task_acks_late 加 task_reject_on_worker_lost，"
+            f"子进程被杀后任务没有再次执行（状态 {state}）：需要 task_acks_late 加 task_reject_on_worker_lost，"
             "并且任务自己不能关掉它们",
-            f"the task never ran again after the child died (state {result.state}): it needs task_acks_late plus "
+            f"the task never ran again after the child died (state {state}): it needs task_acks_late plus "
             "task_reject_on_worker_lost, and the task must not switch them off")
         c.note(t(f"第二次执行：子进程 {again[0]['pid']}，redelivered={again[0]['redelivered']}",
                  f"second execution: child {again[0]['pid']}, redelivered={again[0]['redelivered']}"))
         assert again[0]["redelivered"], t("第二次执行的消息没有 redelivered 标记",
                                           "the second execution's message is not marked redelivered")
-        value = _get(result, 30)
+        value = _get(message_id, 30)
         final = target.read_bytes()
         json.loads(final)
         final_digest = hashlib.sha256(final).hexdigest()
-        c.note(t(f"最终：{result.state}，文件 sha256 {final_digest[:16]}…，返回 {str(value.get('sha256'))[:16]}…",
-                 f"final: {result.state}, file sha256 {final_digest[:16]}…, returned {str(value.get('sha256'))[:16]}…"))
+        state = _state(message_id)
+        c.note(t(f"最终：{state}，文件 sha256 {final_digest[:16]}…，返回 {str(value.get('sha256'))[:16]}…",
+                 f"final: {state}, file sha256 {final_digest[:16]}…, returned {str(value.get('sha256'))[:16]}…"))
         assert final_digest == digest and value.get("sha256") == digest, t(
             "重投后文件摘要变了：同一 job 与快照必须写出相同字节",
             "the digest changed after redelivery: one job and snapshot must give the same bytes")
@@ -500,13 +519,13 @@ def check_redelivery(c, worker: DeclaredWorker) -> None:
 # ---------------------------------------------------------------- 09.5
 
 def check_versions(c) -> None:
-    _, export_products = _import()
+    _import()
     job_id = str(uuid4())
     snapshot_a = [{"id": 1, "name": "old title", "description": "", "is_active": True, "price_cents": 100},
                   {"id": 2, "name": "second", "description": "", "is_active": True, "price_cents": 200}]
     snapshot_b = [{"id": 1, "name": "new title", "description": "", "is_active": True, "price_cents": 100}]
-    a = _get(export_products.apply_async(args=[job_id, snapshot_a], task_id=str(uuid4())))
-    b = _get(export_products.apply_async(args=[job_id, snapshot_b], task_id=str(uuid4())))
+    a = _get(_send(job_id, snapshot_a, str(uuid4())))
+    b = _get(_send(job_id, snapshot_b, str(uuid4())))
     target = WORK / str(b.get("path") or a.get("path"))
     data = target.read_bytes()
     try:

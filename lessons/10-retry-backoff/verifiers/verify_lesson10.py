@@ -16,6 +16,10 @@ the task declares them, so no check waits out the real delays.  Every check subm
 10.6  exercise: a job whose read leaves 0.05 s of budget (the probe sets the task's clock; the
       deadline itself is far enough away for any delivery) fails at once with "insufficient retry
       budget": 1 read, 0 retries
+
+The learner's modules never load here (the judge): jobs are sent with retry_export and their state and
+result read in a probe (lab10_learner.py through shared/probe.py), which reports what it saw; the checks
+decide.
 """
 
 from __future__ import annotations
@@ -23,11 +27,13 @@ from __future__ import annotations
 import ast
 import subprocess
 import time
+from pathlib import Path
 from uuid import uuid4
 
-from shared.celerylab import LOG_DIR, WORK, DeclaredWorker, import_learner, log_lines, read_events, redact
+from shared.celerylab import LOG_DIR, WORK, DeclaredWorker, log_lines, read_events, redact
 from shared.figures import attach, bar, lane, lanes, mark
 from shared.i18n import t
+from shared.probe import Probe
 from shared.proc import WaitTimeout, run_python, wait_until
 from shared.tap import Check, run
 
@@ -38,6 +44,7 @@ DEFAULT_BACKOFF = {"backoff_base": 1.0, "backoff_max": 8.0}  # the course's caps
 FINISH_SECONDS = 20  # bound on one job's run; a pass takes well under a second
 WORKER: DeclaredWorker | None = None  # the worker the runner declared (tasks.json): read in main, before the checks
 NO_WORKER = ""  # why there is none: each check that needs the worker fails with this
+learner = Probe(verifiers=Path(__file__).resolve().parent)  # the learner's modules load there, never here
 
 
 def checks() -> list[Check]:
@@ -59,23 +66,24 @@ def declared_worker() -> DeclaredWorker:
     return WORKER
 
 
-def retry_export():
-    return import_learner("retry_tasks", ("retry_export",)).retry_export
+def retry_export() -> None:
+    """retry_tasks imported in the probe, defining retry_export: an AssertionError that says why not."""
+    learner.module("retry_tasks", "retry_export")
 
 
 class Run:
-    """One submitted job and the facts about it: the probe's events, grouped by attempt, and the result backend."""
+    """One submitted job and the facts about it: the probe's events, grouped by attempt, and the result backend
+    (read through the probe that sent it)."""
 
     def __init__(self, deadline: float, fail_until: int, listed_in=None):
-        task = retry_export()
+        retry_export()
         self.job_id = str(uuid4())
         if listed_in is not None:
             with open(listed_in, "a", encoding="utf-8") as stream:
                 stream.write(self.job_id + "\n")
         self.deadline, self.fail_until = deadline, fail_until
         self.submitted = time.time()  # for the timeline figure only
-        self.result = task.apply_async(args=[self.job_id, deadline, fail_until])
-        self.id = self.result.id
+        self.id = learner.call("lab10_learner:send", self.job_id, deadline, fail_until)
         self.last: dict | None = None
         self.state = "PENDING"
 
@@ -103,8 +111,16 @@ class Run:
             self.last = wait_until(self._ending, seconds, f"{self.id} to end")
         except WaitTimeout:
             self.last = None
-        self.state = self.result.state
+        self.state = self.outcome()["state"]
         return self.state
+
+    def outcome(self) -> dict:
+        """The result backend's state and result of this task now: {"state", "value" or "exception"}."""
+        return learner.call("lab10_learner:outcome", self.id)
+
+    def value(self):
+        """The task's result (its return value once it succeeded)."""
+        return self.outcome().get("value")
 
     def assert_finished(self) -> None:
         assert self.last is not None, t(
@@ -117,8 +133,8 @@ class Run:
             f"{self.last.get('retries')}) {self.last.get('state')}: {self.summary()}")
 
     def error(self) -> str:
-        value = self.result.result
-        return redact(f"{type(value).__name__}: {value}" if isinstance(value, BaseException) else repr(value))
+        now = self.outcome()
+        return redact(now["exception"] if "exception" in now else repr(now.get("value")))
 
     def summary(self) -> str:
         starts, reads, retries = self.attempts("start"), self.attempts("read"), self.attempts("retry")
@@ -232,7 +248,7 @@ def check_recovers(c, worker: DeclaredWorker) -> None:
         "应恰好两次重试、三次执行（attempt 0、1、2）：attempt 要取 self.request.retries，并 raise self.retry(...)",
         "expected exactly two retries and three executions (attempts 0, 1, 2): pass self.request.retries as the "
         "attempt and raise self.retry(...)")
-    value = run.result.result
+    value = run.value()
     assert isinstance(value, dict) and value.get("rows") == 1, t(f"rows 应为 1，实际 {redact(repr(value))}",
                                                                  f"rows should be 1, got {redact(repr(value))}")
 

@@ -36,21 +36,19 @@ from __future__ import annotations
 import ast
 import contextlib
 import datetime as dtmod
-import inspect
 import json
 import os
 import re
 import sys
 import time
-import types
 from pathlib import Path
 from uuid import uuid4
 
 from shared import handshake
-from shared.celerylab import (LOG_DIR, READY_MARK, WORK, import_learner, log_lines, read_events, redact,
-                              redis_client, short)
+from shared.celerylab import LOG_DIR, READY_MARK, WORK, log_lines, read_events, redact, redis_client, short
 from shared.i18n import t
 from shared.labdb import db_settings, job_row, kit_db, sql
+from shared.probe import Probe
 from shared.proc import Process, WaitTimeout, run_python, wait_until
 from shared.tap import Check, run
 
@@ -62,7 +60,8 @@ UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12
 
 def checks() -> list[Check]:
     """The checks, in order: id -> what proves it.  All need the box's MariaDB (the kit reads it through its own
-    connections); the learner's modules load here (import_learner), except in the processes named below."""
+    connections); the learner's modules load in the probe (shared/probe.py, lab14_learner.py), never here, and in
+    the processes named below."""
     return [
         Check("14.1", check_slot_once, "MariaDB"),
         Check("14.2", check_beat_chain, "celery beat; a fast and a bulk worker; python publisher.py; Redis"),
@@ -133,9 +132,17 @@ def own_rows():
         remove_jobs(job_ids() - before)
 
 
-# ---------------------------------------------------------------- the learner's modules
+# ---------------------------------------------------------------- the learner's modules (in the probe)
 
-_import = import_learner  # a learner module with the functions a check needs
+learner = Probe()  # the learner's modules load there, never in this process (the judge)
+
+
+def _import(name: str, functions: tuple[str, ...]):
+    """A stand-in for the learner's module (shared/probe.py), checked to define `functions`."""
+    try:
+        return learner.module(name, *functions)
+    except AssertionError as exc:  # an import error, said with every known secret masked
+        raise AssertionError(redact(str(exc))) from None
 
 
 def schedule_store():
@@ -150,17 +157,39 @@ def state_store():
     return _import("state_store", ("transaction", "admit_export", "lock_admission"))
 
 
+class Raised(Exception):
+    """What a learner call raised, as lab14_learner.py reported it: its class name, its message and which of
+    the classes the check asked about it is an instance of."""
+
+    def __init__(self, seen: dict):
+        super().__init__(str(seen.get("text", "")))
+        self.type_name = str(seen.get("type", "Exception"))
+        self.kinds = {str(k) for k in seen.get("is") or ()}
+
+    def is_a(self, name: str) -> bool:
+        return name in self.kinds
+
+
 def outcome(call) -> tuple[str, object]:
-    """("value", v) or ("error", exception): what one call of the learner's code did."""
+    """("value", v) or ("error", exception): what one call of the learner's code did (in the probe; its
+    exception rebuilt here)."""
     try:
         return "value", call()
     except Exception as exc:  # noqa: BLE001 - the check decides what was expected
         return "error", exc
 
 
+def outcome_of(seen: dict) -> tuple[str, object]:
+    """The same for an outcome lab14_learner.py reported: ("value", v) or ("error", Raised)."""
+    if "raised" in seen:
+        return "error", Raised(seen["raised"])
+    return "value", seen.get("value")
+
+
 def describe(kind: str, value) -> str:
     if kind == "error":
-        return f"{type(value).__name__}: {redact(str(value))[:160]}"
+        name = value.type_name if isinstance(value, Raised) else type(value).__name__
+        return f"{name}: {redact(str(value))[:160]}"
     return "None" if value is None else (short(value) if isinstance(value, str) and UUID.match(value) else repr(value))
 
 
@@ -224,11 +253,6 @@ def probe_events(run: str) -> list[dict]:
     return [e for e in read_events(EVENTS) if e.get("run") == run]
 
 
-def tick_entries(app) -> list[tuple[str, dict]]:
-    schedule = getattr(app.conf, "beat_schedule", None) or {}
-    return [(name, entry) for name, entry in schedule.items() if isinstance(entry, dict) and entry.get("task") == TICK]
-
-
 def new_slots(before: set[str]) -> list[dict]:
     rows = sql("SELECT s.slot_key, s.job_id, j.status, j.result_ref FROM export_schedule_slots s "
                "JOIN export_jobs j ON j.id = s.job_id ORDER BY s.created_at")
@@ -284,17 +308,16 @@ def drop_leftover_ticks() -> int:
 
 
 def check_beat_chain(c) -> None:
-    celery_app = _import("celery_app", ())
-    app = getattr(celery_app, "app", None)
-    assert app is not None, t("celery_app.py 里没有 app", "celery_app.py has no app")
-    entries = tick_entries(app)
+    _import("celery_app", ())
+    found = learner.call("lab14_learner:tick_entries")  # [name, str(schedule), queue] of each tick entry
+    assert found.get("app"), t("celery_app.py 里没有 app", "celery_app.py has no app")
+    entries = found.get("entries") or []
     assert entries, t(f"app.conf.beat_schedule 里没有发送 {TICK} 的条目（把课程的 beat 配置放进 celery_app.py）",
                       f"app.conf.beat_schedule has no entry that sends {TICK} (put the lesson's beat settings into "
                       "celery_app.py)")
-    name, entry = entries[0]
-    queue = (entry.get("options") or {}).get("queue")
-    c.note(t(f"beat_schedule['{name}']：{TICK}，每 {entry.get('schedule')} 秒，queue={queue}；本检查的 beat 进程里改为每 1 秒",
-             f"beat_schedule['{name}']: {TICK} every {entry.get('schedule')} s, queue={queue}; this check's beat "
+    name, every, queue = entries[0]
+    c.note(t(f"beat_schedule['{name}']：{TICK}，每 {every} 秒，queue={queue}；本检查的 beat 进程里改为每 1 秒",
+             f"beat_schedule['{name}']: {TICK} every {every} s, queue={queue}; this check's beat "
              "process uses 1 s instead"))
     schedule_store()
     schedule_tasks()
@@ -483,40 +506,15 @@ def check_utc(c) -> None:
 
 # ---------------------------------------------------------------- 14.4
 
-class _FrozenClock(dtmod.datetime):
-    """datetime whose now() answers a moment the kit chose (an aware UTC datetime)."""
-
-    moment = dtmod.datetime(2000, 1, 1, tzinfo=UTC)
-
-    @classmethod
-    def now(cls, tz=None):
-        # Instances of this class, so an isinstance(when, datetime) in the learner's code still holds.
-        aware = cls.fromtimestamp(cls.moment.timestamp(), UTC)
-        return aware.astimezone(tz) if tz is not None else aware.replace(tzinfo=None)
-
-    @classmethod
-    def utcnow(cls):
-        return cls.now().replace(tzinfo=None)
-
-
-@contextlib.contextmanager
-def frozen_clock(module):
-    """Point the module's `datetime` at the kit's clock while the block runs."""
-    original = module.__dict__.get("datetime")
-    if original is dtmod.datetime:
-        replacement = _FrozenClock
-    elif original is dtmod:
-        replacement = types.SimpleNamespace(**{k: getattr(dtmod, k) for k in dir(dtmod) if not k.startswith("__")})
-        replacement.datetime = _FrozenClock
-    else:
+def ticks_at(runs: list[dtmod.datetime]) -> list[tuple[str, object]]:
+    """schedule_tick() once at each moment, in the probe with schedule_tasks' `datetime` pointed at the kit's
+    clock meanwhile (lab14_learner.ticks_at): what each run did."""
+    seen = learner.call("lab14_learner:ticks_at", runs)
+    if seen.get("clock") is False:
         raise AssertionError(t("schedule_tasks 没有用 datetime.now(timezone.utc) 取当前时间（检查器无法设定它的时钟）",
                                "schedule_tasks does not read the time through datetime.now(timezone.utc) (the "
                                "checker cannot set its clock)"))
-    module.datetime = replacement
-    try:
-        yield
-    finally:
-        module.datetime = original
+    return [outcome_of(run) for run in seen["runs"]]
 
 
 def far_day() -> dtmod.datetime:
@@ -535,11 +533,7 @@ def check_no_backfill(c) -> None:
     executed = [tasks.execution_slot(when) for when in runs]
     stopped = {tasks.execution_slot(day + k * minute + dtmod.timedelta(seconds=30)) for k in (1, 2)} - set(executed)
     with own_rows() as before:
-        results = []
-        with frozen_clock(tasks):
-            for when in runs:
-                _FrozenClock.moment = when
-                results.append(outcome(lambda: tasks.schedule_tick()))
+        results = ticks_at(runs)
         for when, (kind, value) in zip(runs, results):
             c.note(t(f"时钟 {when:%Y-%m-%d %H:%M:%S}Z：schedule_tick() → {describe(kind, value)}",
                      f"clock at {when:%Y-%m-%d %H:%M:%S}Z: schedule_tick() → {describe(kind, value)}"))
@@ -647,37 +641,26 @@ def check_boundary(c) -> None:
 def check_bad_keys(c) -> None:
     store = schedule_store()
     product = first_product()
-    real = store.transaction
-    opened = []
-
-    @contextlib.contextmanager
-    def counting(*args, **kwargs):
-        opened.append(1)
-        with real(*args, **kwargs) as cur:
-            yield cur
-
     cases = [("", t("空字符串", "empty")), ("drill:槽-é", t("非 ASCII", "non-ASCII")),
              ("k" * 161, t("161 个字符", "161 characters"))]
     with own_rows():
         before = counts()
-        store.transaction = counting
-        try:
-            for key, label in cases:
-                opened.clear()
-                kind, value = outcome(lambda key=key: store.schedule_once(key, [product]))
-                where = t("，未打开事务" if not opened else "，已打开事务", ", no transaction opened" if not opened
-                          else ", after opening a transaction")
-                c.note(f"{label}: {describe(kind, value)}" + (where if kind == "error" else ""))
-                assert kind == "error", t(f"{label} 的 slot_key 被接受了（返回 {describe(kind, value)}）",
-                                          f"the {label} slot_key was accepted (returned {describe(kind, value)})")
-                assert isinstance(value, ValueError), t(
-                    f"{label} 的 slot_key 应得到明确的 ValueError，实际 {describe(kind, value)}：在打开事务前检查 "
-                    "isascii() 和 1..160 的长度，不要等数据库报错",
-                    f"the {label} slot_key should raise a clear ValueError, got {describe(kind, value)}: check "
-                    "isascii() and the 1..160 length before opening the transaction instead of waiting for the database")
-                assert counts() == before, t(f"{label} 的调用写入了数据", f"the {label} call wrote rows")
-        finally:
-            store.transaction = real
+        # Each call with the transactions it opens counted, in the probe (lab14_learner.schedule_once_counting).
+        for key, label in cases:
+            seen = learner.call("lab14_learner:schedule_once_counting", key, [product])
+            opened = seen.get("opened")
+            kind, value = outcome_of(seen)
+            where = t("，未打开事务" if not opened else "，已打开事务", ", no transaction opened" if not opened
+                      else ", after opening a transaction")
+            c.note(f"{label}: {describe(kind, value)}" + (where if kind == "error" else ""))
+            assert kind == "error", t(f"{label} 的 slot_key 被接受了（返回 {describe(kind, value)}）",
+                                      f"the {label} slot_key was accepted (returned {describe(kind, value)})")
+            assert value.is_a("ValueError"), t(
+                f"{label} 的 slot_key 应得到明确的 ValueError，实际 {describe(kind, value)}：在打开事务前检查 "
+                "isascii() 和 1..160 的长度，不要等数据库报错",
+                f"the {label} slot_key should raise a clear ValueError, got {describe(kind, value)}: check "
+                "isascii() and the 1..160 length before opening the transaction instead of waiting for the database")
+            assert counts() == before, t(f"{label} 的调用写入了数据", f"the {label} call wrote rows")
         c.note(t("三次都没有新增任务、槽或事件", "none of the three added a job, slot or event"))
         kind, value = outcome(lambda: store.schedule_once("k" * 160, [product]))
         c.note(t(f"160 个 ASCII 字符 → {describe(kind, value)}", f"160 ASCII characters → {describe(kind, value)}"))
@@ -687,23 +670,27 @@ def check_bad_keys(c) -> None:
 
 # ---------------------------------------------------------------- 14.7
 
-def admission_limit(module) -> int:
-    """The limit admit_export uses when called as admit_export(cur): its default value."""
-    with contextlib.suppress(TypeError, ValueError, KeyError):
-        default = inspect.signature(module.admit_export).parameters["limit"].default
-        if type(default) is int and default > 0:
-            return default
+def admission_limit() -> int:
+    """The limit admit_export uses when called as admit_export(cur): its default value (read in the probe)."""
+    default = learner.call("lab14_learner:limit_default")
+    if type(default) is int and default > 0:
+        return default
     return 100
+
+
+def at_capacity(slot_key: str, product: int) -> tuple[str, object]:
+    """schedule_once in the probe; an error it raised says whether it is a state_store.CapacityExceeded."""
+    return outcome_of(learner.call("lab14_learner:schedule_once_at_capacity", slot_key, [product]))
 
 
 def check_full_gate(c) -> None:
     store = schedule_store()
-    gate = state_store()
-    exceeded = getattr(gate, "CapacityExceeded", None)
-    assert isinstance(exceeded, type), t("state_store 里没有 CapacityExceeded", "state_store has no CapacityExceeded")
+    state_store()
+    assert learner.call("lab14_learner:has_capacity_exceeded") is True, t(
+        "state_store 里没有 CapacityExceeded", "state_store has no CapacityExceeded")
     product = first_product()
     key = f"kit14-7:{uuid4()}"
-    limit = admission_limit(gate)
+    limit = admission_limit()
     fillers: list[str] = []
     with own_rows():
         try:
@@ -718,15 +705,15 @@ def check_full_gate(c) -> None:
                                 "(%s, '[]', DATE_ADD(NOW(6), INTERVAL 10 MINUTE))", [(f,) for f in fillers])
             c.note(t(f"门闩上限 {limit}：检查器补了 {len(fillers)} 个 queued 任务，queued+running = {limit}",
                      f"admission limit {limit}: the kit added {len(fillers)} queued job(s), queued+running = {limit}"))
-            kind, fresh = outcome(lambda: store.schedule_once(f"kit14-7:{uuid4()}:fresh", [product]))
+            kind, fresh = at_capacity(f"kit14-7:{uuid4()}:fresh", product)
             c.note(t(f"新槽 → {describe(kind, fresh)}", f"a new slot → {describe(kind, fresh)}"))
-            assert kind == "error" and isinstance(fresh, exceeded), t(
+            assert kind == "error" and fresh.is_a("CapacityExceeded"), t(
                 f"门闩已满时新槽应抛 CapacityExceeded，实际 {describe(kind, fresh)}：新槽要先过 admit_export",
                 f"with the gate full a new slot should raise CapacityExceeded, got {describe(kind, fresh)}: a new "
                 "slot must pass admit_export")
-            kind, again = outcome(lambda: store.schedule_once(key, [product]))
+            kind, again = at_capacity(key, product)
             c.note(t(f"已存在的槽 → {describe(kind, again)}", f"the existing slot → {describe(kind, again)}"))
-            assert not (kind == "error" and isinstance(again, exceeded)), t(
+            assert not (kind == "error" and again.is_a("CapacityExceeded")), t(
                 "已存在的槽在门闩已满时报了容量错误：先锁门闩、查槽，存在就返回 None，admit_export 放在槽检查之后",
                 "the existing slot got a capacity error with the gate full: lock the gate, look the slot up and "
                 "return None if found; call admit_export after the slot check")

@@ -11,13 +11,13 @@ import json
 import os
 import re
 import signal
-from uuid import uuid4
 
 from lab15_drills import (Helpers, add_overdue, all_locked_message, overdue, own_worker_argv, pending_counts,
                           row_lock_error, time_passes)
-from lab15_fixture import (TERMINAL, UUID_RE, celery_app, hold, make_due, parked, payload_of, publish_event,
-                           published_payload, publisher, recovery, release, remove_jobs, retire, run_script, same_rows,
-                           scan, send, server_now, shown, store, task_end, token_of, unsent, wait_end, wait_hold)
+from lab15_fixture import (TERMINAL, UUID_RE, celery_app, hold, make_due, parked, payload_of, publish_after_takeover,
+                           publish_event, published_payload, publisher, recovery, release, remove_jobs, retire,
+                           run_script, same_rows, scan, send, server_now, shown, store, task_end, token_of, unsent,
+                           wait_end, wait_hold)
 
 from shared.celerylab import DeclaredWorker, children_of, short, start_worker
 from shared.i18n import t
@@ -284,22 +284,10 @@ def check_confirm(c) -> None:
         job_id = st.submit_snapshot([54])
         jobs.append(job_id)
         event = unsent(job_id)[0]
-        real_claim = pub.claim_event
-
-        def claim_then_lose():
-            claimed = real_claim()
-            if claimed is not None and str(claimed.get("id")) == event["id"]:
-                # Our claim ran out while we sent; another publisher claimed the event after us.
-                sql("UPDATE export_outbox SET claim_token=%s, claim_until=DATE_ADD(NOW(6), INTERVAL 30 SECOND) "
-                    "WHERE id=%s", (str(uuid4()), event["id"]))
-            return claimed
-
-        pub.claim_event = claim_then_lose
-        try:
-            with parked({event["id"]}):
-                result = pub.publish_one()
-        finally:
-            pub.claim_event = real_claim
+        # Our claim runs out while we send: another publisher claims the event right after the learner's
+        # claim_event returned it (done in the probe, between the claim and the send: lab15_learner.py).
+        with parked({event["id"]}):
+            result = publish_after_takeover(event["id"])
         after = sql("SELECT sent_at FROM export_outbox WHERE id=%s", (event["id"],))[0]["sent_at"]
         row = job_row(job_id)
         c.note(t(f"领取被另一 publisher 接手后 publish_one() → {result}；sent_at={after}，last_dispatched_at="

@@ -1,6 +1,7 @@
 """Lesson 15's lab as its checks use it (not a lesson file): the kit's own view of the database (events,
-dead letters, times moved with UPDATEs, a check's jobs retired or removed), the learner's modules, and the
-worker's deliveries and pauses as lab15_probe.py records them.
+dead letters, times moved with UPDATEs, a check's jobs retired or removed), the learner's modules (loaded in
+the probe, shared/probe.py and lab15_learner.py, never in this process), and the worker's deliveries and
+pauses as lab15_probe.py records them.
 
 The checks (verify_lesson15.py, lab15_delivery.py) judge by what these return; an assert here only stops a
 helper that cannot go on (a pause that never came, a message the worker never finished).
@@ -15,9 +16,10 @@ from uuid import uuid4
 
 import pymysql
 
-from shared.celerylab import LOG_DIR, WORK, import_learner, read_events, redact, short
+from shared.celerylab import LOG_DIR, WORK, read_events, redact, short
 from shared.i18n import t
 from shared.labdb import job_row, kit_db, sql, wait_status
+from shared.probe import Probe
 from shared.proc import WaitTimeout, run_python, wait_until
 
 EVENTS = LOG_DIR / "lab15-events.jsonl"
@@ -132,9 +134,17 @@ def parked(keep: set[str]):
                 others)
 
 
-# ---------------------------------------------------------------- the learner's modules
+# ---------------------------------------------------------------- the learner's modules (in the probe)
 
-_import = import_learner  # a learner module with the functions a check needs
+learner = Probe()  # the learner's modules load there, never in this process (the judge)
+
+
+def _import(name: str, functions: tuple[str, ...]):
+    """A stand-in for the learner's module (shared/probe.py): its functions run in the probe."""
+    try:
+        return learner.module(name, *functions)
+    except AssertionError as exc:  # an import error, said with every known secret masked
+        raise AssertionError(redact(str(exc))) from None
 
 
 def store(*extra: str):
@@ -149,10 +159,27 @@ def publisher():
     return _import("publisher", ("claim_event", "publish_one"))
 
 
-def celery_app():
-    module = _import("celery_app", ())
-    assert getattr(module, "app", None) is not None, t("celery_app.py 里没有 app", "celery_app.py has no app")
-    return module.app
+def replay_job():
+    return _import("replay_job", ("replay",))
+
+
+class LearnerApp:
+    """The learner's Celery app, reached through the probe: send_task runs there (lab15_learner.py)."""
+
+    def send_task(self, name: str, args: list, task_id: str, queue: str, ignore_result: bool = True) -> str:
+        return learner.call("lab15_learner:send_task", name, list(args), task_id, queue, ignore_result)
+
+
+def celery_app() -> LearnerApp:
+    _import("celery_app", ())
+    assert learner.call("lab15_learner:has_app") is True, t("celery_app.py 里没有 app", "celery_app.py has no app")
+    return LearnerApp()
+
+
+def publish_after_takeover(event_id: str):
+    """publish_one() in the probe, its event's claim taken over by another publisher right after the learner's
+    claim_event returned it (lab15_learner.py): publish_one's return value."""
+    return learner.call("lab15_learner:publish_after_takeover", event_id)
 
 
 def token_of(job) -> str | None:
@@ -259,7 +286,7 @@ def run_published(c, pub, app, job_id: str, event_id: str, seconds: float = 20) 
 
 
 def publish_event(pub, event_id: str, tries: int = 3) -> bool:
-    """publish_one() (the learner's, in this process) until our event is sent; the last return value."""
+    """publish_one() (the learner's, in the probe) until our event is sent; the last return value."""
     result = False
     with parked({event_id}):
         for _ in range(tries):

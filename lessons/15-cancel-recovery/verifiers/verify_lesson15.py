@@ -59,11 +59,11 @@ from uuid import uuid4
 from lab15_delivery import check_confirm, check_retry_gate, check_unclaimed, check_warm_shutdown
 from lab15_fixture import (UUID_RE, cancel, celery_app, dead_letter, events, expire_lease, explained, files_of,
                            hold, hold_event, make_due, parked, payload_of, publish_event, published_payload, publisher,
-                           recovery, release, remove_jobs, retire, run_published, run_script, same_rows, scan,
-                           seconds_between, send, server_now, shown, store, task_end, token_of, unsent, wait_end,
+                           recovery, release, remove_jobs, replay_job, retire, run_published, run_script, same_rows,
+                           scan, seconds_between, send, server_now, shown, store, task_end, token_of, unsent, wait_end,
                            wait_hold)
 
-from shared.celerylab import LOG_DIR, DeclaredWorker, children_of, import_learner, pid_running, short
+from shared.celerylab import LOG_DIR, DeclaredWorker, children_of, pid_running, short
 from shared.figures import attach, bar, lane, lanes, mark
 from shared.i18n import t
 from shared.labdb import job_row, kit_db, sql
@@ -73,7 +73,8 @@ from shared.tap import Check, run
 
 def checks() -> list[Check]:
     """The checks, in order: id -> what proves it.  All need the box's MariaDB and Redis, the learner's modules
-    loaded here and the worker the runner started (the probe's events); each runs inside explained()."""
+    loaded in the probe (shared/probe.py; never in this process) and the worker the runner started (the worker
+    probe's events); each runs inside explained()."""
     return [
         Check("15.1", check_cancel, "worker paused by the probe; the recovery scan"),
         Check("15.2", check_lease_recovery, "worker; its pool child SIGKILLed; python publisher.py"),
@@ -474,7 +475,7 @@ def check_dead_letter_replay(c) -> None:
     st = store("decode_payload")
     rec = recovery()
     pub = publisher()
-    replay_mod = import_learner("replay_job", ("replay",))
+    replay_mod = replay_job()
     job_id = st.submit_snapshot([21, 22])
     jobs = [job_id]
     fillers: list[str] = []

@@ -2,26 +2,23 @@
 runner of one row: baseline → inject → recover, into a record row (lab16_record's rules).
 
 Each row runs on a job of its own, created inside the row, and injects exactly one fault through
-Row.fault.  Its verdict rests on facts: database rows, the job's committed changes, the deliveries the
+Row.fault.  The learner's code runs in the judge's probe (lab16_fixture.learner, lab16_learner.py), in
+the worker and in the learner's own scripts, never in this process.  Its verdict rests on facts: database rows, the job's committed changes, the deliveries the
 worker ran and how each ended, HTTP answers, process ids.  Durable times are moved, not waited out.
 """
 
 from __future__ import annotations
 
 import contextlib
-import inspect
 import json
 import os
 import signal
-import sys
-import threading
 import time
 import traceback
 from datetime import UTC, datetime
 from uuid import uuid4
 
-import pymysql
-from lab16_fixture import (FAIL_LIST, HOLD_LIST, QUEUES, RESULT_TTL, active_jobs, artifact_evidence,
+from lab16_fixture import (FAIL_LIST, HOLD_LIST, PROBE, QUEUES, RESULT_TTL, active_jobs, artifact_evidence, ask,
                            claim_seconds_left, confirm_lost, counts, dead_letters, deliveries, delivery_log,
                            drop_kit_triggers, due_events, ended, events_of, fail_claim, hold, learner,
                            outbox_insert_fails, park, pending_of, publishing, release, seconds_until, status_of)
@@ -263,7 +260,6 @@ def case_exhausted(row: Row, lab) -> None:
 
 def case_result_cache(row: Row, lab) -> None:
     import redis
-    from celery.result import AsyncResult
     from lab16_cache_publisher import NAME
     job = row.submit()
     event = pending_of(job)[0]["id"]
@@ -292,7 +288,7 @@ def case_result_cache(row: Row, lab) -> None:
                            t("Celery 结果过期", "the Celery result to expire"), interval=0.05)
                 seen = t(f"保存过（{RESULT_TTL} 秒后过期）" if cached else f"已过期（{RESULT_TTL} 秒）",
                          f"stored, expired after {RESULT_TTL} s" if cached else f"already expired ({RESULT_TTL} s)")
-            state = AsyncResult(event, app=sys.modules["celery_app"].app).state
+            state = ask("celery_state", event)  # AsyncResult(event, app=the learner's app).state, in the probe
             row.note(t(f"Celery 结果：{seen}；现在 AsyncResult.state={state}",
                        f"Celery result: {seen}; now AsyncResult.state={state}"))
             row.observe(f"celery:{state}")
@@ -302,9 +298,8 @@ def case_result_cache(row: Row, lab) -> None:
         backend.close()
     row.recover()
     if (WORK / "api_db.py").is_file():
-        from fastapi.testclient import TestClient
-        api = learner("api_db")
-        with TestClient(api.app) as client:
+        learner("api_db")  # an import that fails is said as such
+        with PROBE.app("api_db:app") as client:  # the learner's app behind a TestClient, in the probe
             found = client.get(f"/exports/{job}")
             missing = client.get(f"/exports/{uuid4()}")
         body = found.json() if found.status_code == 200 else {}
@@ -317,49 +312,49 @@ def case_result_cache(row: Row, lab) -> None:
                    f"after the cache expired the query must be 200 succeeded, got {found.status_code}")
         row.expect(missing.status_code == 404, "不存在的任务才是 404", "only a job that does not exist is 404")
     else:
-        with lab.state_store.transaction() as cur:
-            cur.execute("SELECT status FROM export_jobs WHERE id=%s", (job,))
-            found = cur.fetchone()
+        found = ask("status_in_transaction", job)  # through the learner's own transaction(), in the probe
         row.expect(found and found["status"] == "succeeded", "结果缓存过期后 export_jobs 仍应可查",
                    "after the cache expired export_jobs must still answer")
     row.recovered()
 
 
-def capacity_limit(store) -> int:
-    limit = inspect.signature(store.admit_export).parameters.get("limit")
-    value = getattr(limit, "default", inspect.Parameter.empty)
+def capacity_limit() -> int:
+    """The default of the learner's admit_export `limit` (its signature, read in the probe), else 100."""
+    value = ask("limit_default")
     return value if type(value) is int and value > 0 else 100
 
 
-async def _concurrent_posts(app, n: int, product_ids: list[int]):
-    import asyncio
+class Posted:
+    """One answer of the learner's submit route, as the probe saw it."""
 
-    import httpx2
-    async with httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url="http://lab16") as client:
-        return await asyncio.gather(*(client.post("/exports", json={"product_ids": product_ids}) for _ in range(n)))
+    def __init__(self, status: int, text: str, retry_after: str | None):
+        self.status_code, self.text = int(status), str(text)
+        self.headers = {"retry-after": retry_after} if retry_after is not None else {}
+
+    def json(self):
+        return json.loads(self.text)
 
 
-def submit_app():
+def _concurrent_posts(api: bool, n: int, product_ids: list[int]) -> list[Posted]:
+    """n concurrent POST /exports to the learner's route: the whole burst runs in the probe."""
+    return [Posted(*answer) for answer in ask("post_burst", api, n, product_ids, timeout=300)]
+
+
+def submit_app() -> tuple[bool, str]:
     """The learner's HTTP submit: api_db's POST /exports when the folder has one, else accept_export
-    behind a minimal route (the curriculum's adapter), answering 202 like the lesson's API."""
+    behind a minimal route (the curriculum's adapter), answering 202 like the lesson's API.  (Whether
+    api_db serves it, and which route it is.)"""
     if (WORK / "api_db.py").is_file():
-        api = learner("api_db")
-        if any(getattr(r, "path", None) == "/exports" and "POST" in getattr(r, "methods", ()) for r in api.app.routes):
-            return api.app, "api_db POST /exports"
-    from fastapi import Body, FastAPI
-    adapter = learner("admission_adapter")
-    app = FastAPI()
-
-    @app.post("/exports", status_code=202)
-    def submit(product_ids: list[int] = Body(..., embed=True)):  # noqa: B008 - FastAPI's own idiom
-        return adapter.accept_export(product_ids)
-    return app, "admission_adapter.accept_export"
+        learner("api_db")
+        if ask("api_db_has_post_exports"):
+            return True, "api_db POST /exports"
+    learner("admission_adapter")
+    return False, "admission_adapter.accept_export"
 
 
 def case_queue_full(row: Row, lab) -> None:
-    import asyncio
     api, route = submit_app()
-    limit = capacity_limit(lab.state_store)
+    limit = capacity_limit()
     fillers: list[str] = []
     try:
         with row.fault(t(f"容量门闩几乎占满（上限 {limit}，只剩 2 个空位）后 6 个并发 HTTP 提交",
@@ -373,7 +368,7 @@ def case_queue_full(row: Row, lab) -> None:
                                 "(%s, '[]', DATE_ADD(NOW(6), INTERVAL 1 DAY), DATE_ADD(NOW(6), INTERVAL 1 DAY))",
                                 [(f,) for f in fillers])
             before = counts()
-            burst = asyncio.run(_concurrent_posts(api, 6, row.products()))
+            burst = _concurrent_posts(api, 6, row.products())
             accepted = [a.json()["job_id"] for a in burst if a.status_code == 202]
             refused = [a for a in burst if a.status_code == 503]
             lock_refused = len(refused) - 4  # beyond the four the full gate refuses
@@ -388,7 +383,7 @@ def case_queue_full(row: Row, lab) -> None:
             # and the next one is a 503.
             top_up = []
             while len(top_up) <= 2:
-                answer = asyncio.run(_concurrent_posts(api, 1, row.products()))[0]
+                answer = _concurrent_posts(api, 1, row.products())[0]
                 top_up.append(answer.status_code)
                 if answer.status_code != 202:
                     refused.append(answer)
@@ -423,31 +418,25 @@ def case_queue_full(row: Row, lab) -> None:
 
 
 def case_same_slot(row: Row, lab) -> None:
-    schedule = learner("schedule_store")
+    learner("schedule_store")  # an import that fails is said as such
     slot = f"lab16:{uuid4()}:same-slot"
     results: list = [None] * 4
     refusals: list[str] = []
     errors: list[str] = []
-    gate = threading.Barrier(4)
-
-    def call(i: int) -> None:
-        try:
-            gate.wait(120)
-            results[i] = schedule.schedule_once(slot, row.products())
-        except pymysql.err.OperationalError as exc:
-            # The database refused this caller (a lock wait behind the others ran out): its transaction
-            # rolled back.  Whether anything was written is judged below from the rows, not from this.
-            refusals.append(f"{type(exc).__name__}({exc.args[0] if exc.args else ''})")
-        except Exception as exc:  # noqa: BLE001
-            errors.append(f"{type(exc).__name__}: {redact(str(exc))[:160]}")
 
     with row.fault(t("4 个线程同时对同一个新 slot 调用 schedule_once", "four threads call schedule_once for one new slot at once")):
-        threads = [threading.Thread(target=call, args=(i,)) for i in range(4)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(180)
-        row.expect(not any(thread.is_alive() for thread in threads), "schedule_once 调用没有返回",
+        # The four threads, released together, run in the probe next to the learner's code.
+        calls = ask("same_slot_race", slot, row.products(), 4, 180, timeout=400)
+        for i, call in enumerate(calls):
+            if "value" in call:
+                results[i] = call["value"]
+            elif call.get("database"):
+                # The database refused this caller (a lock wait behind the others ran out): its transaction
+                # rolled back.  Whether anything was written is judged below from the rows, not from this.
+                refusals.append(f"{call['raised']}({call['code']})")
+            elif "raised" in call:
+                errors.append(f"{call['raised']}: {redact(str(call['message']))[:160]}")
+        row.expect(not any(call.get("alive") for call in calls), "schedule_once 调用没有返回",
                    "a schedule_once call never returned")
         made = [r for r in results if r]
         row.note(t(f"schedule_once × 4 → {[short(r) if r else None for r in results]}"
@@ -558,11 +547,9 @@ def case_backoff_duplicates(row: Row, lab) -> None:
     sql("UPDATE export_jobs SET next_attempt_at=DATE_ADD(NOW(6), INTERVAL 10 SECOND) WHERE id=%s", (job,))
     queue = sql("SELECT queue_name FROM export_outbox WHERE job_id=%s LIMIT 1", (job,))
     queue = (queue and queue[0].get("queue_name")) or QUEUES[1]
-    app = sys.modules["celery_app"].app
     with row.fault(t("退避期内（next_attempt_at 在 10 秒后）送来 2 条重复消息，并直接 claim 两次",
                      "two duplicate messages and two direct claims while next_attempt_at is 10 s ahead")):
-        for _ in range(2):
-            app.send_task("products.export", args=[job], queue=queue, retry=False)
+        ask("send_duplicates", job, queue, 2)  # app.send_task with the learner's app, in the probe
         lab.wait_ended(job, 2)
         direct = [lab.state_store.claim(job), lab.state_store.claim(job)]
         now = job_row(job)

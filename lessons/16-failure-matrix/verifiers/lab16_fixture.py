@@ -4,7 +4,8 @@ kit's view of what happened.
 - Lab: a private redis-server as broker (the broker row stops and restarts it, touching no one else's
   Redis), the matrix's Celery worker(s) running the learner's app through lab16_probe, the result-cache
   row's publisher (lab16_cache_publisher, a file handshake), and the learner's state_store, publisher
-  and recovery imported into this process.  Every process is owned and stopped by its PID.
+  and recovery, reached through the judge's probe (shared/probe.py; lab16_learner.py runs there): no
+  learner module is ever imported into this process.  Every process is owned and stopped by its PID.
 - The database as the kit reads it (shared.labdb): jobs, outbox events, dead letters, and the job's
   committed state changes, which a kit trigger writes into lab16_kit_transitions inside the very
   transaction that makes them — facts in commit order, not a poll's guess.
@@ -25,9 +26,10 @@ import time
 from pathlib import Path
 
 from shared import handshake
-from shared.celerylab import LOG_DIR, WORK, import_learner, pid_running, read_events, redact, setting, short
+from shared.celerylab import LOG_DIR, WORK, pid_running, read_events, redact, setting, short
 from shared.i18n import t
 from shared.labdb import close_kit_connection, job_row, kept_db, make_marks_table, sql, trigger
+from shared.probe import LearnerRaised, Probe
 from shared.proc import Process, WaitTimeout, free_port, port_open, wait_until
 
 EVENTS = LOG_DIR / "lab16-events.jsonl"
@@ -43,7 +45,9 @@ START_LIMIT = 120.0   # a worker or helper process that is not ready by then has
 @contextlib.contextmanager
 def publishing():
     """While the kit runs the learner's publish_one, the matrix worker's claims wait (lab16_probe): the
-    confirm's lock on the job row is never met by chance.  A file per process, removed at the end."""
+    confirm's lock on the job row is never met by chance.  A file per process, removed at the end.  The
+    judge's publish_one runs in its probe while the judge waits for it: the judge's pid marks it (alive
+    all along), as the cache publisher's own pid marks its publish."""
     marker = LOG_DIR / f"lab16-publishing-{os.getpid()}"
     marker.touch()
     try:
@@ -52,9 +56,61 @@ def publishing():
         marker.unlink(missing_ok=True)
 
 
-def learner(module: str):
-    """One of the learner's modules; a failure to import is the learner's to see, secrets masked."""
-    return import_learner(module, ())
+# ---------------------------------------------------------------- the learner's modules (in the probe)
+
+PROBE = Probe(verifiers=Path(__file__).resolve().parent)  # the learner's modules load there, never here
+CALL_LIMIT = 120.0  # one call of a learner function (a claim behind a lock wait takes its time)
+
+
+class LearnerModule:
+    """The learner's module in the probe: module.name(...) runs there, module.NAME reads a plain value."""
+
+    def __init__(self, name: str):
+        self._name = name
+        self._callable: dict[str, bool] = {}
+
+    def __getattr__(self, attr: str):
+        if attr.startswith("_"):
+            raise AttributeError(attr)
+        target = f"{self._name}:{attr}"
+        if not self._callable.get(attr):
+            got = PROBE.get(target, timeout=CALL_LIMIT)
+            if not got.get("callable"):
+                return got["value"]
+            self._callable[attr] = True
+        return lambda *args, **kwargs: PROBE.call(target, *args, timeout=CALL_LIMIT, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<learner module {self._name} (in a probe)>"
+
+
+def learner(module: str) -> LearnerModule:
+    """One of the learner's modules (imported in the probe now); a failure to import is the learner's to
+    see, secrets masked."""
+    try:
+        PROBE.get(f"{module}:__name__", timeout=CALL_LIMIT)
+    except LearnerRaised as exc:
+        raise AssertionError(t(f"无法导入 {module}：{type(exc).__name__}: {redact(str(exc))}",
+                               f"cannot import {module}: {type(exc).__name__}: {redact(str(exc))}")) from None
+    return LearnerModule(module)
+
+
+def ask(function: str, *args, timeout: float = CALL_LIMIT):
+    """A kit function of lab16_learner.py, run in the probe next to the learner's code: plain data back."""
+    return PROBE.call(f"lab16_learner:{function}", *args, timeout=timeout)
+
+
+_MAX_ATTEMPTS: list = []
+
+
+def max_attempts():
+    """The learner's state_store.MAX_ATTEMPTS (3 when it has none), read once from the probe."""
+    if not _MAX_ATTEMPTS:
+        try:
+            _MAX_ATTEMPTS.append(ask("max_attempts"))
+        except LearnerRaised:
+            return 3
+    return _MAX_ATTEMPTS[0]
 
 
 # ================================================================ the database, as the kit reads it
@@ -358,7 +414,7 @@ def _redis_binary() -> str | None:
 
 
 class Lab:
-    """One private broker, the matrix's worker(s), the learner's modules in this process.
+    """One private broker, the matrix's worker(s), the learner's modules (in the probe).
 
     The broker is a redis-server on a free loopback port, owned here (by PID), with AOF on so a
     restart keeps what it held.  Results stay in the slot's result database (CELERY_RESULT_BACKEND
@@ -427,6 +483,8 @@ class Lab:
             helper = Path(__file__).with_name("lab16_cache_publisher.py")
             pub_env = dict(cache_env)
             pub_env.pop("LAB16_RESULT_EXPIRES", None)
+            # `python publisher.py` sees the folder first: so does this helper (it is the learner's process).
+            pub_env["PYTHONPATH"] = os.pathsep.join(p for p in (str(WORK), pub_env.get("PYTHONPATH")) if p)
             self.cache_publisher = Process([sys.executable, str(helper), str(self.cache_folder)], cwd=WORK,
                                            log_path=self.cache_folder / "publisher.log", env=pub_env)
         for proc in (self.worker, self.cache_worker):
@@ -444,11 +502,11 @@ class Lab:
         self.setup_seconds = time.monotonic() - started
 
     def _import_learner(self) -> None:
-        loaded = sys.modules.get("celery_app")
-        if loaded is not None:  # imported earlier in this process: point it at this broker too
-            loaded.app.conf.broker_url = self.broker_url
+        # The probe (started now, or earlier by a check) sends to this broker, celery_app loaded or not.
+        ask("point_broker", self.broker_url)
         for name in ("state_store", "publisher", "recovery"):
             self.modules[name] = learner(name)
+        max_attempts()
 
     def stop(self) -> None:
         if self.cache_publisher is not None:
@@ -464,6 +522,7 @@ class Lab:
                 self._redis_client.close()
         if self.redis is not None:
             self.redis.stop(grace=5)
+        PROBE.stop()
 
     def __getattr__(self, name):  # lab.state_store, lab.publisher, lab.recovery
         modules = self.__dict__.get("modules") or {}
@@ -515,7 +574,7 @@ class Lab:
     # ------------------------------------------------------------ publisher and recovery, driven here
 
     def pump(self, limit: int = 40) -> int:
-        """python publisher.py, in this process: publish_one until nothing is due."""
+        """python publisher.py, driven from here (each publish_one in the probe): until nothing is due."""
         sent = 0
         with publishing():
             for _ in range(limit):

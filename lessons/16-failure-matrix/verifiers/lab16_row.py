@@ -16,11 +16,10 @@ grow old (age_until_requeued) — and judge by facts, never by how long somethin
 from __future__ import annotations
 
 import contextlib
-import sys
 import time
 
-from lab16_fixture import (advance, delivery_log, describe_end, events_of, holds, last_seq, outcome, pending_of,
-                           transitions_of)
+from lab16_fixture import (advance, delivery_log, describe_end, events_of, holds, last_seq, max_attempts, outcome,
+                           pending_of, transitions_of)
 from lab16_record import now_iso
 
 from shared.celerylab import pid_running, short
@@ -201,7 +200,7 @@ def left_behind(job_id: str, lost: set[str] = frozenset()) -> list[dict] | None:
     if any(d["end"] is None and pid_running(d["pid"]) for d in log):
         return None  # some delivery of the job is still under way
     current = job_row(job_id)
-    limit = getattr(sys.modules.get("state_store"), "MAX_ATTEMPTS", 3)  # the learner's, once imported
+    limit = max_attempts()  # the learner's (read in the probe)
     if (not current or current["status"] != "queued" or current["cancel_requested"]
             or current["next_attempt_at"] > current["now"] or current["deadline_at"] <= current["now"]
             or current["attempts"] >= limit):

@@ -43,7 +43,6 @@ import contextlib
 import json
 import os
 import re
-import sys
 from uuid import UUID, uuid4
 
 import pymysql
@@ -797,5 +796,4 @@ def check_two_deliveries(c) -> None:
 # ---------------------------------------------------------------- main
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(WORK))
     run(checks(), setup=Shared.prepare, teardown=Shared.stop)
