@@ -41,6 +41,20 @@ def test_mutant_names_are_unique_and_pinned_words_belong_to_checks_they_fail():
         assert all(check in mutant.fails for check, _ in mutant.says), mutant.name
 
 
+def test_every_mutant_pins_what_each_of_its_failing_checks_says():
+    """tests/mutants/said.json (tests/mutants/pin.py): one phrase for each check each mutant fails."""
+    from tests.mutants.pin import load
+    said = load()
+    by_name = {m.name: m for m in all_mutants()}
+    assert sorted(set(said) - set(by_name)) == [], "said.json names mutants that no longer exist"
+    unpinned = [f"{m.name} {check}" for m in all_mutants() for check in m.fails
+                if check not in said.get(m.name, {}) and check not in dict(m.says)]
+    assert unpinned == [], f"failing checks with no pinned words (python -m tests.mutants.pin NN): {unpinned}"
+    stray = [f"{name} {check}" for name, checks in said.items() for check in checks
+             if check not in by_name[name].fails]
+    assert stray == []
+
+
 def test_every_make_test_fails_every_check_that_any_mutant_fails():
     """make test runs a share of the mutants: whatever the day, the share holds the cover, and within
     ROTATION days every mutant has come round."""

@@ -13,8 +13,10 @@ from checks.runner import NOT_PASSED, run_lesson
 from checks.workdir import materialise
 from shared import manifest
 from tests.mutants import all_mutants, for_today
+from tests.mutants.pin import load as load_said
 
 DATA = manifest.load()
+SAID = load_said()
 READY = {lesson["id"] for lesson in DATA["lessons"] if lesson["status"] == "ready"}
 MUTANTS = for_today([m for m in all_mutants() if m.lesson in READY])  # planned lessons are still being built
 
@@ -30,6 +32,7 @@ def test_mutant_fails_exactly_its_checks(mutant, tmp_path, monkeypatch):
     details = {c.id: (c.status, c.message) for c in result.checks if c.status != "pass"}
     assert failed == sorted(mutant.fails), f"{mutant.why}\n{details}"
     by_id = {c.id: c for c in result.checks}
-    for check_id, phrase in mutant.says:  # the diagnosis the learner reads, pinned
+    pinned = [*mutant.says, *SAID.get(mutant.name, {}).items()]
+    for check_id, phrase in pinned:  # the diagnosis the learner reads, pinned (tests/mutants/pin.py)
         shown = "\n".join([by_id[check_id].message, *by_id[check_id].notes])
         assert phrase in shown, f"{check_id} no longer says {phrase!r}:\n{shown}"
