@@ -6,7 +6,6 @@
 - extra workers the verifier owns (shared.proc.Process), stopped by their PID;
 - a look into the broker's queue list without consuming anything;
 - for the probes that run inside workers: append_event, one JSON line per event to a shared file;
-- import_learner: a learner module with the functions a check needs, or a clear failure.
 
 Shared by the verifiers and probes of lessons 08–16.
 """
@@ -65,18 +64,6 @@ def read_events(path: str | Path) -> list[dict]:
 def short(value) -> str:
     """The first 8 characters of an id, for messages."""
     return f"{str(value)[:8]}…"
-
-
-def import_learner(module: str, names: tuple[str, ...]):
-    """The learner's module, checked to define `names` as functions; an AssertionError that says why not."""
-    try:
-        loaded = __import__(module)
-    except Exception as exc:  # noqa: BLE001 - any import failure is the learner's to see
-        raise AssertionError(t(f"无法导入 {module}：{type(exc).__name__}: {redact(str(exc))}",
-                               f"cannot import {module}: {type(exc).__name__}: {redact(str(exc))}")) from None
-    for name in names:
-        assert callable(getattr(loaded, name, None)), t(f"{module}.py 里没有 {name}", f"{module}.py has no {name}")
-    return loaded
 
 
 # ---------------------------------------------------------------- settings (never printed)

@@ -16,9 +16,10 @@ import linecache
 import re
 import uuid
 from pathlib import Path
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urlsplit
 
 from shared.i18n import t
+from shared.location import location_target
 from shared.probe import Probe
 from shared.proc import run_python
 from shared.tap import Check, run
@@ -73,20 +74,6 @@ def submit(client, ids=(1, 2)):
 def as_json(value) -> str:
     """A value as JSON text for a note, cut at 200 characters."""
     return json.dumps(value, ensure_ascii=False)[:200]
-
-
-def location_target(response) -> str | None:
-    """Where the submit's Location leads on this server: the URL to follow, or None.
-    `/exports/{id}` and an absolute URL of the same server (`http://testserver/exports/{id}`) are the same
-    job: both are valid HTTP.  A URL on another host, or with a query or fragment, is not."""
-    location = response.headers.get("location")
-    if not location:
-        return None
-    here = urlsplit(str(response.request.url))
-    target = urlsplit(urljoin(str(response.request.url), location))
-    if (target.scheme, target.netloc) != (here.scheme, here.netloc) or target.query or target.fragment:
-        return None
-    return target.geturl()
 
 
 def wrong_status(code: int) -> str:

@@ -35,10 +35,11 @@ import shutil
 import subprocess
 import time
 from pathlib import Path
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urlsplit
 
 from shared import handshake
 from shared.i18n import t
+from shared.location import location_target
 from shared.proc import Process, WaitTimeout, run_python, start_uvicorn, wait_until
 from shared.tap import Check, run
 
@@ -115,18 +116,6 @@ class Servers:
 
 
 SERVERS = Servers()
-
-
-def location_target(response) -> str | None:
-    """Where a submit's Location leads on this server: `/exports/{id}` or a full URL of the same server."""
-    location = response.headers.get("location")
-    if not location:
-        return None
-    here = urlsplit(str(response.request.url))
-    target = urlsplit(urljoin(str(response.request.url), location))
-    if (target.scheme, target.netloc) != (here.scheme, here.netloc) or target.query or target.fragment:
-        return None
-    return target.geturl()
 
 
 def _whole_files(gate: Path, prefix: str) -> list[Path]:
