@@ -227,6 +227,8 @@ def _run_round(lesson: dict, workdir: Path, log_dir: Path, pending: list[str], l
     time before the first check and after the last is bounded too; so are the output and the disk used.
     When a limit runs out the whole box goes, every process in it with it."""
     verifiers = list(dict.fromkeys(c["verifier"] for c in lesson["checks"] if c["id"] in pending))
+    if all(c.get("needs_processes") is False for c in lesson["checks"] if c["id"] in pending):
+        lesson = dict(lesson, processes=[])  # none of these checks uses the lesson's worker: start none
     spec = {"lesson": lesson, "schema_upto": schema_upto, "verifiers": verifiers, "log_dir": str(log_dir),
             "verifiers_dir": str(_verifiers_dir(lesson)),
             "env": {"LAB_LOG_DIR": str(log_dir), "LAB_LESSON": lesson["id"], "LAB_CHECKS": ",".join(pending)}}
