@@ -23,8 +23,6 @@ import runpy
 import sys
 from pathlib import Path
 
-KIT = Path(__file__).resolve().parent.parent
-
 PR_SET_DUMPABLE = 4
 
 
@@ -34,11 +32,6 @@ def make_undumpable() -> None:
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE, 0) failed")
-
-
-def is_undumpable() -> bool:
-    libc = ctypes.CDLL(None, use_errno=True)
-    return libc.prctl(3, 0, 0, 0, 0) == 0  # PR_GET_DUMPABLE
 
 
 def separate(lesson: dict) -> bool:

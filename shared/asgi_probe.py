@@ -11,10 +11,14 @@ _numbers = itertools.count(1)
 
 
 def open(target: str) -> int:  # noqa: A001 - the probe calls it by this name
-    """Import "module:attr", start the app (its lifespan runs) and return a handle for request()."""
-    from fastapi.testclient import TestClient
+    """Import "module:attr" and serve that app (see serve)."""
     module, _, attr = target.partition(":")
-    app = getattr(importlib.import_module(module), attr)
+    return serve(getattr(importlib.import_module(module), attr))
+
+
+def serve(app) -> int:
+    """Start the app behind a TestClient (its lifespan runs); a handle for request() and close()."""
+    from fastapi.testclient import TestClient
     # raise_server_exceptions=False: a crash in a route shows up as a 500 the check can report.
     client = TestClient(app, raise_server_exceptions=False)
     client.__enter__()

@@ -336,14 +336,15 @@ class Probe:
             return {"value": self._decoded(answer["value"], target)}
         raise ProbeError(f"unexpected answer for {target}")
 
-    def module(self, name: str, *functions: str, values: tuple[str, ...] = ()) -> "ModuleStandIn":
+    def module(self, name: str, *functions: str, values: tuple[str, ...] = (),
+               timeout: float = CALL_TIMEOUT) -> "ModuleStandIn":
         """A stand-in for the learner's module `name`: imported in the probe now (an import error fails the
         check, said in the learner's terms), checked to define `functions` (callables) and `values` (any)."""
         from shared.celerylab import redact
         from shared.i18n import t
         for function in functions or ("__name__",):
             try:
-                got = self.get(f"{name}:{function}")
+                got = self.get(f"{name}:{function}", timeout)
             except LearnerRaised as exc:
                 if exc.type_name in ("AttributeError",) and function != "__name__":
                     raise AssertionError(t(f"{name}.py 里没有 {function}", f"{name}.py has no {function}")) from None
@@ -353,14 +354,15 @@ class Probe:
                 assert got.get("callable"), t(f"{name}.py 里没有 {function}", f"{name}.py has no {function}")
         for value in values:
             try:
-                self.get(f"{name}:{value}")
+                self.get(f"{name}:{value}", timeout)
             except LearnerRaised:
                 raise AssertionError(t(f"{name}.py 里没有 {value}", f"{name}.py has no {value}")) from None
-        return ModuleStandIn(self, name)
+        return ModuleStandIn(self, name, timeout)
 
-    def app(self, target: str) -> "AppClient":
-        """The learner's ASGI app ("module:attr"), asked over HTTP inside the probe."""
-        return AppClient(self, target)
+    def app(self, target: str, opener: str = "shared.asgi_probe:open") -> "AppClient":
+        """The learner's ASGI app ("module:attr"), asked over HTTP inside the probe.  `opener`: a probe-side
+        function that builds the app from `target` its own way and returns shared.asgi_probe.serve(app)."""
+        return AppClient(self, target, opener)
 
     def _result(self, answer: dict, target: str):
         if "raised" in answer:
@@ -378,19 +380,23 @@ class Probe:
 
 
 class ModuleStandIn:
-    """store.name(...) calls the learner's function in the probe; store.NAME reads a plain value."""
+    """store.name(...) calls the learner's function in the probe; store.NAME reads a plain value.  Every
+    call is bounded by `timeout`."""
 
-    def __init__(self, probe: Probe, name: str):
-        self._probe, self._name = probe, name
+    def __init__(self, probe: Probe, name: str, timeout: float = CALL_TIMEOUT):
+        self._probe, self._name, self._timeout = probe, name, timeout
+        self._callable: set[str] = set()  # names already seen to be functions: no second look
 
     def __getattr__(self, attr: str):
-        if attr.startswith("__"):
+        if attr.startswith("_"):
             raise AttributeError(attr)
         target = f"{self._name}:{attr}"
-        got = self._probe.get(target)
-        if got.get("callable"):
-            return lambda *args, **kwargs: self._probe.call(target, *args, **kwargs)
-        return got["value"]
+        if attr not in self._callable:
+            got = self._probe.get(target, self._timeout)
+            if not got.get("callable"):
+                return got["value"]
+            self._callable.add(attr)
+        return lambda *args, **kwargs: self._probe.call(target, *args, timeout=self._timeout, **kwargs)
 
     def __repr__(self) -> str:
         return f"<learner module {self._name} (in a probe)>"
@@ -441,11 +447,11 @@ class AppClient:
     """The learner's ASGI app, served in the probe by a TestClient (no server, no port); the judge sees only
     the answers.  `with probe.app("api_states:app") as client: client.post("/exports", json=...)`."""
 
-    def __init__(self, probe: Probe, target: str):
-        self._probe, self._target, self._handle = probe, target, None
+    def __init__(self, probe: Probe, target: str, opener: str = "shared.asgi_probe:open"):
+        self._probe, self._target, self._opener, self._handle = probe, target, opener, None
 
     def __enter__(self):
-        self._handle = self._probe.call("shared.asgi_probe:open", self._target)
+        self._handle = self._probe.call(self._opener, self._target)
         return self
 
     def __exit__(self, *exc):

@@ -24,7 +24,6 @@ BOUND = 30.0  # backstop for waits that facts end in well under a second
 LOGS = Path.cwd() / ".lab-logs" / "07"
 _stream = None
 _sessions: dict[int, "Session"] = {}
-_apis: dict[int, object] = {}
 _numbers = itertools.count(1)
 
 
@@ -330,26 +329,10 @@ def close_store(handle: int) -> None:
 # ---------------------------------------------------------------- the HTTP app
 
 def open_api(db: str) -> int:
-    """create_app(db, FakeDownstream answering 200) behind starlette's TestClient (its lifespan runs)."""
+    """create_app(db, FakeDownstream answering 200), served by shared.asgi_probe (its lifespan runs)."""
     load()
-    from starlette.testclient import TestClient
     from taskcenter.api import create_app
     from taskcenter.downstream import DownResponse, FakeDownstream
-    app = create_app(db, FakeDownstream(default=DownResponse(200, b'{"ok": true}')), poll_interval=0.01)
-    client = TestClient(app, raise_server_exceptions=False)
-    client.__enter__()
-    number = next(_numbers)
-    _apis[number] = client
-    return number
 
-
-def api_request(handle: int, method: str, url: str, **kwargs) -> dict:
-    response = _apis[handle].request(method, url, **kwargs)
-    return {"status": response.status_code, "headers": list(response.headers.multi_items()),
-            "text": response.text, "url": str(response.request.url)}
-
-
-def close_api(handle: int) -> None:
-    client = _apis.pop(handle, None)
-    if client is not None:
-        client.__exit__(None, None, None)
+    from shared.asgi_probe import serve
+    return serve(create_app(db, FakeDownstream(default=DownResponse(200, b'{"ok": true}')), poll_interval=0.01))

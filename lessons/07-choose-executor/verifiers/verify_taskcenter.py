@@ -47,7 +47,7 @@ from pathlib import Path
 from lab07_loopback import HOLD_CAP, Loopback
 from shared.celerylab import short
 from shared.i18n import t
-from shared.probe import Answer, LearnerRaised, Probe
+from shared.probe import LearnerRaised, Probe
 from shared.proc import Process, free_port, wait_until
 from shared.tap import Check, main_guard, run
 
@@ -628,32 +628,6 @@ def check_concurrency(c, lab: Loopback) -> None:
 
 # ---------------------------------------------------------------- 07.10
 
-class Api:
-    """create_app(db, a FakeDownstream answering 200) behind starlette's TestClient in the probe; this process
-    sees only the answers (shared.probe.Answer: status_code, headers, text, json())."""
-
-    def __init__(self, c, db: Path):
-        self.c, self.db, self.handle = c, db, None
-
-    def __enter__(self):
-        self.handle = ask(self.c, "open_api", str(self.db))
-        return self
-
-    def __exit__(self, *exc):
-        handle, self.handle = self.handle, None
-        if handle is not None:
-            ask(self.c, "close_api", handle)
-
-    def request(self, method: str, url: str, **kwargs) -> Answer:
-        return Answer(ask(self.c, "api_request", self.handle, method, url, **kwargs))
-
-    def get(self, url: str, **kwargs) -> Answer:
-        return self.request("GET", url, **kwargs)
-
-    def post(self, url: str, **kwargs) -> Answer:
-        return self.request("POST", url, **kwargs)
-
-
 def check_http(c) -> None:
     _load(c)
     db = _db("api.db")
@@ -666,7 +640,8 @@ def check_http(c) -> None:
             conn.close()
 
     good = {"url": "http://127.0.0.1:9/work", "payload": {"n": 1}, "idempotency_key": "http-1", "max_attempts": 3}
-    with Api(c, db) as client:
+    # create_app(db, a FakeDownstream answering 200) behind a TestClient in the probe; only answers come here.
+    with learner.app(str(db), opener=f"{PROBE}:open_api") as client:
         reply = client.post("/tasks", json=good)
         assert reply.status_code == 202, t(f"POST /tasks 应返回 202，实际 {reply.status_code} {reply.text[:200]}",
                                            f"POST /tasks should answer 202, got {reply.status_code} {reply.text[:200]}")

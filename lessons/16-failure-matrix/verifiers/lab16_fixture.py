@@ -62,37 +62,10 @@ PROBE = Probe(verifiers=Path(__file__).resolve().parent)  # the learner's module
 CALL_LIMIT = 120.0  # one call of a learner function (a claim behind a lock wait takes its time)
 
 
-class LearnerModule:
-    """The learner's module in the probe: module.name(...) runs there, module.NAME reads a plain value."""
-
-    def __init__(self, name: str):
-        self._name = name
-        self._callable: dict[str, bool] = {}
-
-    def __getattr__(self, attr: str):
-        if attr.startswith("_"):
-            raise AttributeError(attr)
-        target = f"{self._name}:{attr}"
-        if not self._callable.get(attr):
-            got = PROBE.get(target, timeout=CALL_LIMIT)
-            if not got.get("callable"):
-                return got["value"]
-            self._callable[attr] = True
-        return lambda *args, **kwargs: PROBE.call(target, *args, timeout=CALL_LIMIT, **kwargs)
-
-    def __repr__(self) -> str:
-        return f"<learner module {self._name} (in a probe)>"
-
-
-def learner(module: str) -> LearnerModule:
-    """One of the learner's modules (imported in the probe now); a failure to import is the learner's to
-    see, secrets masked."""
-    try:
-        PROBE.get(f"{module}:__name__", timeout=CALL_LIMIT)
-    except LearnerRaised as exc:
-        raise AssertionError(t(f"无法导入 {module}：{type(exc).__name__}: {redact(str(exc))}",
-                               f"cannot import {module}: {type(exc).__name__}: {redact(str(exc))}")) from None
-    return LearnerModule(module)
+def learner(module: str):
+    """One of the learner's modules (imported in the probe now; an import error is the learner's to see,
+    secrets masked): module.name(...) runs there."""
+    return PROBE.module(module, timeout=CALL_LIMIT)
 
 
 def ask(function: str, *args, timeout: float = CALL_LIMIT):
