@@ -1,5 +1,6 @@
 """The verifiers' shared helpers, each with a small test of its own."""
 
+import json
 import os
 import subprocess
 import sys
@@ -104,3 +105,89 @@ def test_learner_limits_are_lifted_only_where_a_connect_exists():
     bare = types.SimpleNamespace()
     wait_while_the_kit_holds(bare)  # a folder without connect keeps its own limits
     assert not hasattr(bare, "connect")
+
+
+def _run_helper(code: str, *args: str) -> subprocess.CompletedProcess:
+    script = f"import sys\nsys.path.insert(0, {str(KIT_ROOT)!r})\n" + textwrap.dedent(code)
+    return subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, timeout=60)
+
+
+def test_hold_gate_pauses_the_first_write_of_a_held_job_until_released(tmp_path):
+    from shared.proc import wait_until
+    (tmp_path / "hold.txt").write_text("job-1\n")
+    helper = textwrap.dedent(f"""
+        import json, sys
+        sys.path.insert(0, {str(KIT_ROOT)!r})
+        from shared.hold_gate import Gate
+        folder = sys.argv[1]
+        def record(kind, **fields):
+            with open(folder + "/events.jsonl", "a") as out:   # no held id in this path: never pauses
+                out.write(json.dumps({{"kind": kind, **fields}}) + "\\n")
+        gate = Gate(folder, "t", folder + "/hold.txt", backstop=60.0, record=record)
+        gate.hold_first_writes()
+        open(folder + "/other.txt", "w").close()    # not held
+        open(folder + "/job-1.out", "w").close()    # held: waits for the release
+        open(folder + "/job-1.out", "w").close()    # the second write does not wait
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", helper, str(tmp_path)])
+    try:
+        wait_until(lambda: [e["kind"] for e in read_events(tmp_path / "events.jsonl")] == ["hold"], 30, "the hold")
+        assert proc.poll() is None  # still held
+        (tmp_path / "t-release-job-1").touch()
+        assert proc.wait(timeout=30) == 0
+    finally:
+        proc.kill()
+    events = read_events(tmp_path / "events.jsonl")
+    assert [(e["kind"], e["job"], e.get("released")) for e in events] == [("hold", "job-1", None),
+                                                                        ("release", "job-1", True)]
+
+
+def test_hold_gate_reads_phase_lists(tmp_path):
+    from shared.hold_gate import read_list
+    (tmp_path / "hold.txt").write_text("claim a\nsend b\nclaim c\nbroken line here\n")
+    assert read_list(str(tmp_path / "hold.txt"), "claim") == ["a", "c"]
+    assert read_list(str(tmp_path / "missing.txt")) == []
+
+
+def test_worker_events_record_each_run_of_the_chosen_task():
+    done = _run_helper("""
+        import json
+        from celery import signals
+        from shared.worker_events import record_task_runs
+        seen = []
+        record_task_runs(lambda kind, **f: seen.append({"kind": kind, **f}), only="demo",
+                         started=lambda task, args, kwargs: {"first": args[0]},
+                         retried=lambda task, request, reason: {"why": str(reason)})
+        class Task:
+            def __init__(self, name): self.name = name
+        class Request:
+            id = "t-1"
+        demo, other = Task("demo"), Task("other")
+        for task in (demo, other):
+            signals.task_prerun.send(sender=task, task_id="t-1", task=task, args=("job", 2), kwargs={})
+            signals.task_retry.send(sender=task, request=Request(), reason="later")
+            signals.task_postrun.send(sender=task, task_id="t-1", task=task, state="SUCCESS", retval=object())
+        print(json.dumps(seen))
+    """)
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout)
+    assert [e["kind"] for e in seen] == ["start", "retry", "end"]  # "other" is not recorded
+    assert seen[0] == {"kind": "start", "task": "demo", "task_id": "t-1", "args": ["job", 2], "kwargs": {},
+                       "first": "job"}
+    assert seen[1]["why"] == "later" and seen[1]["task_id"] == "t-1"
+    assert seen[2]["state"] == "SUCCESS" and seen[2]["retval"].startswith("<object object")  # repr, not the object
+
+
+def test_location_target_follows_only_this_server():
+    import httpx2 as httpx
+    from shared.location import location_target
+
+    def answer(location):
+        request = httpx.Request("POST", "http://testserver/exports")
+        return httpx.Response(202, headers={"location": location} if location else {}, request=request)
+
+    assert location_target(answer("/exports/1")) == "http://testserver/exports/1"
+    assert location_target(answer("http://testserver/exports/1")) == "http://testserver/exports/1"
+    assert location_target(answer("http://elsewhere/exports/1")) is None
+    assert location_target(answer("/exports/1?x=1")) is None
+    assert location_target(answer(None)) is None

@@ -38,7 +38,7 @@ from pathlib import Path
 from uuid import uuid4
 
 from shared import handshake
-from shared.celerylab import (LOG_DIR, WORK, DeclaredWorker, children_of, log_lines, read_events, redact,
+from shared.celerylab import (LOG_DIR, WORK, DeclaredWorker, children_of, log_lines, read_events, redact, short,
                               start_worker, with_nodename)
 from shared.figures import attach, bar, lane, lanes, mark
 from shared.i18n import t
@@ -223,8 +223,8 @@ def check_duplicate(c) -> None:
     first = _send(job_id, rows, str(uuid4()))
     second = _send(job_id, reordered, str(uuid4()))
     a, b = _get(first), _get(second)
-    c.note(t(f"同一 job_id {job_id}，两条消息 {first[:8]}… 与 {second[:8]}…（同一快照，第二条的字段顺序相反）",
-             f"one job_id {job_id}, two messages {first[:8]}… and {second[:8]}… (one snapshot; the second lists "
+    c.note(t(f"同一 job_id {job_id}，两条消息 {short(first)} 与 {short(second)}（同一快照，第二条的字段顺序相反）",
+             f"one job_id {job_id}, two messages {short(first)} and {short(second)} (one snapshot; the second lists "
              "each row's fields in reverse order)"))
     c.note(f"  1: path={a.get('path')} sha256={str(a.get('sha256'))[:16]}…")
     c.note(f"  2: path={b.get('path')} sha256={str(b.get('sha256'))[:16]}…")
@@ -461,9 +461,9 @@ def check_redelivery(c, worker: DeclaredWorker) -> None:
         assert running and running[0].get("worker_pid") == child, t(
             f"inspect active 没有显示 {message_id} 在子进程 {child} 上运行：{active}",
             f"inspect active does not show {message_id} running in child {child}: {active}")
-        c.note(t(f"inspect active：{message_id[:8]}… 在子进程 {child}（父进程 {proc.pid}）上运行，acknowledged="
+        c.note(t(f"inspect active：{short(message_id)} 在子进程 {child}（父进程 {proc.pid}）上运行，acknowledged="
                  f"{running[0].get('acknowledged')}",
-                 f"inspect active: {message_id[:8]}… runs in child {child} (parent {proc.pid}), acknowledged="
+                 f"inspect active: {short(message_id)} runs in child {child} (parent {proc.pid}), acknowledged="
                  f"{running[0].get('acknowledged')}"))
         target = WORK / held["path"]
         text = target.read_bytes()

@@ -29,10 +29,9 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from celery import signals
-
 from shared.celerylab import append_event, read_events
 from shared.proc import WaitTimeout, wait_until
+from shared.worker_events import record_task_runs
 
 TASK_NAME = "products.retry_demo"
 FOLDER = Path(os.environ.get("LAB_LOG_DIR") or ".")
@@ -148,11 +147,8 @@ def _eta_at(request) -> float | None:
         return None
 
 
-@signals.task_prerun.connect
-def _on_start(task_id=None, task=None, args=None, kwargs=None, **_):
+def _started(task, args, kwargs) -> dict:
     global _skew
-    if task is None or task.name != TASK_NAME:
-        return
     _instrument(task)
     _skew = 0.0
     attempt = task.request.retries
@@ -161,34 +157,31 @@ def _on_start(task_id=None, task=None, args=None, kwargs=None, **_):
         # A handshake, not a pause: the previous attempt's end event is written after its RETRY state is
         # stored, so every state this attempt stores lands after it.  (A pool child runs one task at a
         # time, so the previous attempt is in another child, and it needs nothing from this one.)
+        task_id = task.request.id
         try:
             wait_until(lambda: _previous_attempt_ended(task_id, attempt - 1), PREVIOUS_ATTEMPT_WAIT,
                        f"attempt {attempt - 1} of {task_id} to end", interval=0.01)
         except WaitTimeout:
             waited_out = True
-    record("start", task_id=task_id, job=(list(args or []) or [None])[0], args=list(args or []),
-           kwargs=kwargs or {}, retries=attempt, previous_unended=waited_out, eta_at=_eta_at(task.request))
+    return {"job": (args or [None])[0], "retries": attempt, "previous_unended": waited_out,
+            "eta_at": _eta_at(task.request)}
 
 
-@signals.task_retry.connect
-def _on_retry(sender=None, request=None, reason=None, **_):
-    if sender is None or sender.name != TASK_NAME:
-        return
+def _retried(task, request, reason) -> dict:
     when = getattr(reason, "when", None)
-    record("retry", task_id=getattr(request, "id", None), retries=getattr(request, "retries", None),
-           when=when if isinstance(when, (int, float)) else repr(when), exc=repr(getattr(reason, "exc", None)),
-           **{name: getattr(sender, name, None) for name in FAST_BACKOFF})
+    return {"retries": getattr(request, "retries", None),
+            "when": when if isinstance(when, (int, float)) else repr(when),
+            "exc": repr(getattr(reason, "exc", None)),
+            **{name: getattr(task, name, None) for name in FAST_BACKOFF}}
 
 
-@signals.task_postrun.connect
-def _on_end(task_id=None, task=None, state=None, retval=None, **_):
+def _ended(task, state, retval) -> dict:
     global _skew
-    if task is None or task.name != TASK_NAME:
-        return
     _skew = 0.0
-    record("end", task_id=task_id, retries=task.request.retries, state=state,
-           retval=retval if isinstance(retval, dict) else repr(retval)[:200])
+    return {"retries": task.request.retries}
 
+
+record_task_runs(record, started=_started, ended=_ended, retried=_retried, only=TASK_NAME)
 
 from celery_app import app  # noqa: E402  the learner's app; the worker imports its include list
 

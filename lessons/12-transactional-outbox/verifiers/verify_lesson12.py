@@ -39,7 +39,7 @@ from shared import handshake
 from shared.celerylab import LOG_DIR, WORK, read_events, redact, short
 from shared.i18n import t
 from shared.labdb import (held_by_others, index_columns, job_row, kit_db, lock_waits, make_marks_table, one_line,
-                          plan_of, sql, trigger, wait_status)
+                          plan_of, remove_jobs, sql, trigger, wait_status)
 from shared.probe import Probe
 from shared.proc import WaitTimeout, free_port, run_python, wait_until
 from shared.tap import Check, run
@@ -426,15 +426,6 @@ def add_pending(n: int) -> tuple[list[str], list[str]]:
     return jobs, events_
 
 
-def remove_rows(jobs: list[str]) -> None:
-    with kit_db() as cur:
-        for start in range(0, len(jobs), 500):
-            part = jobs[start:start + 500]
-            marks = ",".join(["%s"] * len(part))
-            cur.execute(f"DELETE FROM export_outbox WHERE job_id IN ({marks})", part)
-            cur.execute(f"DELETE FROM export_jobs WHERE id IN ({marks})", part)
-
-
 def check_skip_locked(c) -> None:
     store()
     _import("publisher", ("claim_event",))
@@ -515,7 +506,7 @@ def check_skip_locked(c) -> None:
         c.note(t("两个 publisher 同时各领 25 条：50 个不同事件，attempts 都是 1",
                  "two publishers claiming 25 each at once: 50 different events, attempts 1 each"))
     finally:
-        remove_rows(jobs)
+        remove_jobs(jobs, tables=("export_outbox",))
         if leftover:
             marks = ",".join(["%s"] * len(leftover))
             sql(f"UPDATE export_outbox SET available_at=NOW(6) WHERE id IN ({marks})", leftover)
