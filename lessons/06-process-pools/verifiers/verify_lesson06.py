@@ -19,37 +19,37 @@
       timings printed; rounds 10 seen nowhere = not attempted (no name is called: main() is not asked
       to take a parameter)
 
-How: each scenario runs in a fresh interpreter (a "probe") that imports this file,
+How: each scenario runs in a fresh interpreter (a "probe") that imports lab06_probe.py,
 swaps in a recording ProcessPoolExecutor subclass and a recording score_text, runs the
 learner's script or main(), and prints one JSON line.  Workers stay real spawned
 processes; for the fault drills the pool's target is swapped for a top-level function
-of this file (a spawned worker can import it, as it imports cpu_work).  Timings are
+of lab06_probe.py (a spawned worker can import it, as it imports cpu_work).  Timings are
 printed and compared only with the learner's own timers -- never against a speed.
 In the real runs the pool's target, when a worker can import it by name, is wrapped in pool_timed:
 the learner's function runs unchanged and the worker notes when each call began and ended, for
 the serial-versus-pool timeline figures of 06.3 and 06.6 (pictures, never part of a verdict).
 Probe logs go to .lab-logs/06/ in the working directory.
+
+This file is the judge: the probe's code lives in a module of its own, so neither the probe nor
+its workers load the judge, and the judge runs none of the learner's code (it imports only MARK).
 """
 
 from __future__ import annotations
 
 import ast
-import contextlib
 import json
-import os
 import re
 import sys
-import time
 from pathlib import Path
 
+from lab06_probe import MARK  # the line the probe's report is on (only this: the judge runs no probe code)
 from shared.figures import attach, bar, lane, lanes, mark
 from shared.i18n import t
 from shared.tap import Check, run as run_checks  # `run` names a probe run here
 
 WORK = Path.cwd()
 LOGS = WORK / ".lab-logs" / "06"
-MODULE = Path(__file__).stem  # the probe imports this file under its own name
-MARK = "LAB06-RESULT "
+PROBE = "import lab06_probe as p; p.probe()"  # a probe interpreter's program (python -c)
 ROUNDS_EXERCISE = (10, 2000)
 # The learner prints perf_counter() differences; allow for a value printed with 2 decimals.
 PRINT_ROUNDING = 0.06
@@ -61,7 +61,8 @@ HEAVY_PROBE_BOUND = 120.0
 
 def checks() -> list[Check]:
     """The checks, in order: id -> what proves it.  Each reads probe runs (PROBES: a fresh interpreter that
-    imports this file and runs the learner's script or main() with real spawned workers; each run at most once)."""
+    imports lab06_probe.py and runs the learner's script or main() with real spawned workers; each run at most
+    once)."""
     return [
         Check("06.1", lambda c: check_results(c, PROBES), "probes: process_export.py real, mismatch"),
         Check("06.2", lambda c: check_structure(c, PROBES), "probes: imports; process_export.py real"),
@@ -71,329 +72,6 @@ def checks() -> list[Check]:
         Check("06.6", lambda c: check_exercise(c, PROBES), "probes: process_export.py real, and with 10"),
     ]
 
-
-# ====================================================================== probe side
-# Everything in this section runs inside the probe interpreter (or, for the pool_*
-# targets, inside the spawned workers).  It must stay importable without side effects.
-
-_REC: dict = {}
-
-
-def _new_record() -> dict:
-    return {"pools": [], "targets": [], "pool_calls": [], "pool_results": [], "serial": [],
-            "lines": [], "error": None, "steps": []}
-
-
-def _key(args, kwargs) -> list:
-    """What one score_text call was asked: [len(text), crc32(text), rounds]."""
-    import zlib
-    text = args[0] if args else kwargs.get("text")
-    rounds = args[1] if len(args) > 1 else kwargs.get("rounds")
-    rounds = rounds if isinstance(rounds, (int, float, str, type(None))) else repr(rounds)[:40]
-    if isinstance(text, str):
-        return [len(text), zlib.crc32(text.encode("utf-8")), rounds]
-    return [None, repr(text)[:40], rounds]
-
-
-def _fake(args, kwargs) -> int:
-    # Depends on the text only, so serial and pool agree whatever rounds each side uses:
-    # the timing and fault probes must not trip over a results problem (that is 06.1's job).
-    crc = _key(args, kwargs)[1]
-    return crc % 1000003 if isinstance(crc, int) else 0
-
-
-def pool_equal(*args, **kwargs) -> int:
-    """Pool target for the timing probe: instant, and equal to the serial fake."""
-    return _fake(args, kwargs)
-
-
-def pool_mismatch(*args, **kwargs) -> int:
-    """Pool target for 06.1: every result one off from the serial side."""
-    return _fake(args, kwargs) + 1
-
-
-def pool_die(*args, **kwargs):
-    """Pool target for 06.5: the worker vanishes without a word, like an OOM kill."""
-    os._exit(17)
-
-
-def pool_timed(fn, log_path, *args, **kwargs):
-    """Pool target for the figures (real runs only): runs the learner's function unchanged and notes, in
-    the worker, its process id and when the call began and ended (perf_counter: one clock for every
-    process of the machine).  Only fn's value or exception ever leaves; a note that cannot be written is
-    left out."""
-    started = time.perf_counter()
-    try:
-        return fn(*args, **kwargs)
-    finally:
-        try:
-            with open(log_path, "a", encoding="utf-8") as handle:
-                handle.write(json.dumps([os.getpid(), started, time.perf_counter(), _key(args, kwargs)[2]]) + "\n")
-        except Exception:  # noqa: BLE001 - only a figure needs it
-            pass
-
-
-def _plain(value):
-    return value if isinstance(value, (int, float, str, bool, type(None))) else repr(value)[:80]
-
-
-def _describe_target(fn) -> dict:
-    """Can a worker find fn again by importing fn.__module__ and walking fn.__qualname__?"""
-    import functools
-    import importlib
-    inner = fn
-    while isinstance(inner, functools.partial):
-        inner = inner.func
-    module = getattr(inner, "__module__", None)
-    qualname = getattr(inner, "__qualname__", None) or repr(inner)
-    try:
-        found = importlib.import_module(module)
-        for part in qualname.split("."):
-            found = getattr(found, part)
-        importable = found is inner and "<" not in qualname
-    except Exception:
-        importable = False
-    return {"module": module, "qualname": qualname, "importable": importable}
-
-
-def _describe_error(exc: BaseException) -> dict:
-    import pickle
-    import traceback
-    from concurrent.futures.process import BrokenProcessPool
-    text = str(exc)
-    return {
-        "type": type(exc).__name__,
-        "message": text[:400],
-        "bpp": isinstance(exc, BrokenProcessPool),
-        "pickle": isinstance(exc, pickle.PicklingError) or "pickl" in text.lower(),
-        "assertion": isinstance(exc, AssertionError),
-        "tail": "".join(traceback.format_exception(exc)).rstrip().splitlines()[-6:],
-    }
-
-
-class _Lines:
-    """stdout that passes everything through and stamps each finished line with perf_counter()."""
-
-    def __init__(self, real):
-        self.real, self.buffer = real, ""
-
-    def write(self, text: str) -> int:
-        self.real.write(text)
-        self.buffer += text
-        while "\n" in self.buffer:
-            line, self.buffer = self.buffer.split("\n", 1)
-            _REC["lines"].append([time.perf_counter(), line])
-        return len(text)
-
-    def flush(self) -> None:
-        self.real.flush()
-
-    def __getattr__(self, name):
-        return getattr(self.real, name)
-
-
-def _recording_pool(swap, timed: str | None = None):
-    """A ProcessPoolExecutor that records how it is built and used; `swap` replaces its target.
-    `timed`: a file the workers note each call's time span in (for the figures), when the target is one a
-    worker can import by name anyway -- so the wrapper can never make a target fail that would not."""
-    import concurrent.futures.process as cfp
-    import functools
-    import inspect
-
-    real = cfp.ProcessPoolExecutor
-
-    class RecordingPool(real):
-        def __init__(self, *args, **kwargs):
-            info = {"t_init": time.perf_counter()}
-            try:
-                bound = inspect.signature(real.__init__).bind(self, *args, **kwargs).arguments
-            except TypeError:
-                bound = {}
-            context = bound.get("mp_context")
-            info["max_workers"] = _plain(bound.get("max_workers"))
-            info["explicit"] = context.get_start_method() if context is not None else None
-            _REC["pools"].append(info)
-            super().__init__(*args, **kwargs)
-            effective = getattr(self, "_mp_context", None)
-            info["effective"] = effective.get_start_method() if effective is not None else None
-            self._lab_info = info
-
-        def _target(self, fn):
-            # Workers start on the first submit, not in __init__: time the pool from here.
-            self._lab_info.setdefault("t_submit", time.perf_counter())
-            described = _describe_target(fn)
-            _REC["targets"].append(described)
-            if swap is None and timed and described["importable"]:
-                return functools.partial(pool_timed, fn, timed)
-            return fn if swap is None else swap
-
-        def map(self, fn, *iterables, **kwargs):
-            self._lab_info.setdefault("t_submit", time.perf_counter())
-            iterables = [list(items) for items in iterables]
-            first = len(_REC["pool_calls"])
-            _REC["pool_calls"].extend(_key(list(call), {}) for call in zip(*iterables))
-            results = super().map(self._target(fn), *iterables, **kwargs)
-
-            def collect():
-                for offset, value in enumerate(results):
-                    _REC["pool_results"].append([first + offset, _plain(value), time.perf_counter()])
-                    yield value
-            return collect()
-
-        def submit(self, fn, /, *args, **kwargs):
-            if isinstance(fn, functools.partial) and fn.func is cfp._process_chunk:
-                return super().submit(fn, *args, **kwargs)  # map's own batches: already recorded
-            self._lab_info.setdefault("t_submit", time.perf_counter())
-            index = len(_REC["pool_calls"])
-            _REC["pool_calls"].append(_key(args, kwargs))
-            future = super().submit(self._target(fn), *args, **kwargs)
-
-            def done(f):
-                if not f.cancelled() and f.exception() is None:
-                    _REC["pool_results"].append([index, _plain(f.result()), time.perf_counter()])
-            future.add_done_callback(done)
-            return future
-
-        def shutdown(self, *args, **kwargs):
-            try:
-                return super().shutdown(*args, **kwargs)
-            finally:
-                self._lab_info["t_shutdown"] = time.perf_counter()
-
-    return RecordingPool
-
-
-def _install(fake: str, timed: str | None = None) -> None:
-    """Put the recording pool and a recording score_text where the learner's imports find them."""
-    import concurrent.futures as cf
-    import concurrent.futures.process as cfp
-    import cpu_work
-
-    swap = {"real": None, "equal": pool_equal, "mismatch": pool_mismatch, "die": pool_die}[fake]
-    cf.ProcessPoolExecutor = cfp.ProcessPoolExecutor = _recording_pool(swap, timed)
-    real_score = cpu_work.score_text
-
-    def score_text(*args, **kwargs):
-        started = time.perf_counter()
-        value = real_score(*args, **kwargs) if fake == "real" else _fake(args, kwargs)
-        _REC["serial"].append([_key(args, kwargs), _plain(value), started, time.perf_counter()])
-        return value
-
-    # Pickle sends functions by module + name: this stand-in answers to cpu_work.score_text,
-    # so a spawned worker that unpickles it imports cpu_work and gets the learner's real one.
-    score_text.__module__, score_text.__name__, score_text.__qualname__ = "cpu_work", "score_text", "score_text"
-    cpu_work.score_text = score_text
-
-
-def _attempt(action) -> None:
-    _REC["t_start"] = time.perf_counter()
-    try:
-        action()
-    except BaseException as exc:  # SystemExit too: the verdict is ours to give
-        _REC["error"] = _describe_error(exc)
-    _REC["t_end"] = time.perf_counter()
-
-
-def _probe_imports() -> None:
-    """Import the lesson files the way a spawned worker would; any pool or process is a trip."""
-    import concurrent.futures as cf
-    import concurrent.futures.process as cfp
-    import importlib
-    import multiprocessing.process
-    import runpy
-
-    class Tripped(RuntimeError):
-        pass
-
-    step = {"name": ""}
-
-    class NoPool:
-        def __init__(self, *args, **kwargs):
-            _REC["steps"][-1]["pools"] += 1
-            raise Tripped(f"ProcessPoolExecutor() called while running: {step['name']}")
-
-    def no_start(self):
-        _REC["steps"][-1]["processes"] += 1
-        raise Tripped(f"Process.start() called while running: {step['name']}")
-
-    cf.ProcessPoolExecutor = cfp.ProcessPoolExecutor = NoPool
-    multiprocessing.process.BaseProcess.start = no_start
-    plan = [
-        ("import cpu_work", lambda: importlib.import_module("cpu_work")),
-        ("import process_export", lambda: importlib.import_module("process_export")),
-        ("process_export.py as __mp_main__", lambda: runpy.run_path("process_export.py", run_name="__mp_main__")),
-        ("import verify_process", lambda: importlib.import_module("verify_process")),
-        ("verify_process.py as __mp_main__", lambda: runpy.run_path("verify_process.py", run_name="__mp_main__")),
-    ]
-    for name, action in plan:
-        step["name"] = name
-        _REC["steps"].append({"name": name, "pools": 0, "processes": 0, "error": None})
-        try:
-            action()
-        except BaseException as exc:
-            _REC["steps"][-1]["error"] = _describe_error(exc)
-    _REC["children"] = len(multiprocessing.active_children())
-
-
-def _worker_calls(path: str | None) -> list:
-    """[pid, start, end, rounds] of each pool call, as the workers noted them (the figures' evidence)."""
-    calls = []
-    if path:
-        with contextlib.suppress(OSError):
-            for line in Path(path).read_text(encoding="utf-8").splitlines()[:400]:
-                with contextlib.suppress(ValueError):
-                    calls.append(json.loads(line))
-            Path(path).unlink(missing_ok=True)
-    return calls
-
-
-def probe() -> None:
-    """Entry point of a probe interpreter: python -c 'import verify_lesson06 as v; v.probe()' MODE ..."""
-    import multiprocessing
-    import runpy
-
-    mode, *args = sys.argv[1:]
-    _REC.update(_new_record())
-    sys.stdout = _Lines(sys.stdout)
-    report: dict = {"mode": mode}
-    if mode == "imports":
-        _probe_imports()
-        report.update(_REC)
-    elif mode == "script":  # run a lesson script as `python FILE [ARGS]` would, with the recorders in place
-        path, fake, *extra = args
-        timed = None
-        if fake == "real":  # the workers note their calls' time spans here, for the figures
-            timed = str(LOGS / f"workers-{os.getpid()}.jsonl")
-            with contextlib.suppress(OSError):
-                LOGS.mkdir(parents=True, exist_ok=True)
-                Path(timed).unlink(missing_ok=True)
-        _attempt(lambda: _install(fake, timed))
-        if _REC["error"] is None:
-            sys.argv = [path, *extra]
-            _attempt(lambda: runpy.run_path(path, run_name="__main__"))
-        report.update(_REC)
-        report["worker_calls"] = _worker_calls(timed)
-    elif mode == "local":  # 06.4: the target becomes a function defined inside another function
-        def run():
-            import cpu_work
-            _install("real")
-            import process_export
-            _REC.update(_new_record(), t_start=time.perf_counter())  # only main() below counts
-
-            def local_score(text, rounds=1):  # lives only inside run(): pickle cannot name it
-                return len(text) + int(rounds)
-            cpu_work.score_text = process_export.score_text = local_score
-            process_export.main()
-        _attempt(run)
-        report.update(_REC)
-    else:
-        raise SystemExit(f"unknown probe mode {mode!r}")
-    report["children_after"] = len(multiprocessing.active_children())
-    sys.stdout = sys.__stdout__
-    print(MARK + json.dumps(report, default=repr), flush=True)
-
-
-# ====================================================================== verifier side
 
 def _run(argv: list[str], log_name: str, timeout: float) -> tuple[int, list[str]]:
     """Run a process we own (its own session: pool workers included) with a bounded wait."""
@@ -422,8 +100,7 @@ class Probes:
     def get(self, *args: str, timeout: float = PROBE_BOUND) -> dict:
         if args not in self.cache:
             name = "probe-" + "-".join(a.replace(".py", "") for a in args) + ".log"
-            code, lines = _run([sys.executable, "-c", f"import {MODULE} as v; v.probe()", *args],
-                               name, timeout)
+            code, lines = _run([sys.executable, "-c", PROBE, *args], name, timeout)
             found = [line for line in lines if line.startswith(MARK)]
             if not found:
                 self.cache[args] = {"broken": True, "exit": code, "output": lines[-12:]}
