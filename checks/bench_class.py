@@ -93,7 +93,7 @@ def grade(folders: list[Path], lessons: list[str], out: Path, jobs: int, env: di
 def grade_on_workers(folders: list[Path], lessons: list[str], out: Path, workers: int, home: Path) -> tuple[float, dict]:
     """The same class through a private broker and `workers` grading workers (-c 1 each, separate
     processes standing in for machines); the clock starts when every worker is up."""
-    from checks.grade_drill import Broker, lab_env
+    from checks.drill_machines import Broker, lab_env
     home.mkdir(parents=True, exist_ok=True)
     broker = Broker(home)
     broker.start()

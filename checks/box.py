@@ -87,9 +87,9 @@ def install_bubblewrap() -> None:
 def mariadb_template(lab_dir: Path) -> Path:
     """A MariaDB data dir made once by mariadb-install-db (root without a password, through the socket
     only); each box copies it and sets its own passwords.  Made again when the server's version changes."""
-    from shared.labctl import TEMPLATE_LOG_FILE_SIZE, _find, ensure_binaries
+    from shared.services_native import TEMPLATE_LOG_FILE_SIZE, ensure_binaries, find_binary
     ensure_binaries()
-    server = _find("mariadbd")
+    server = find_binary("mariadbd")
     version = subprocess.run([server, "--version"], capture_output=True, text=True).stdout.split()
     tag = "-".join(version[2:3]) or "unknown"
     target = lab_dir / TEMPLATES / f"mariadb-{tag}-{TEMPLATE_LOG_FILE_SIZE}"
@@ -108,7 +108,7 @@ def mariadb_template(lab_dir: Path) -> Path:
         for path in (making, scratch):
             shutil.rmtree(path, ignore_errors=True)
         scratch.mkdir()
-        argv = [_find("mariadb-install-db"), "--no-defaults", f"--datadir={making}", "--skip-test-db",
+        argv = [find_binary("mariadb-install-db"), "--no-defaults", f"--datadir={making}", "--skip-test-db",
                 "--auth-root-authentication-method=normal", f"--innodb-log-file-size={TEMPLATE_LOG_FILE_SIZE}",
                 f"--tmpdir={scratch}"]
         if os.geteuid() == 0:

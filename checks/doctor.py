@@ -102,8 +102,8 @@ def _port_free(port: int) -> bool:
 
 
 def _ours(name: str) -> bool:
-    from shared import labctl
-    service = {"redis": labctl.REDIS, "mysql": labctl.MYSQL}.get(name)
+    from shared.services_native import MYSQL, REDIS
+    service = {"redis": REDIS, "mysql": MYSQL}.get(name)
     return service is not None and service.pid() is not None
 
 
@@ -111,7 +111,7 @@ def _next_lesson_needs_services() -> bool:
     """Does the lesson the learner is on (their remembered folder's, else the reference's next) need
     Redis and MySQL?  Unknown: assume it does."""
     from checks import progress
-    from checks.cli import next_lesson
+    from checks.selection import next_lesson
     from shared import manifest
     data = manifest.load()
     folder = progress.learner_folder()

@@ -22,8 +22,10 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from checks import boxfiles, gitread, report, runner
-from checks.runner import ERROR, FAIL, LessonResult
+from checks import boxfiles, gitread, report
+from checks.results import ERROR, FAIL, LessonResult, errored
+from checks.sandbox import STOP
+from checks.session import run_many
 from checks.workdir import LAB_DIR, UsageError
 from shared.i18n import t
 
@@ -37,7 +39,7 @@ class Student:
     error: str | None = None
     lesson: str = ""              # the lesson being graded now
     seconds: float = 0.0
-    parts: list = field(default_factory=list)  # distributed grading: its tasks (checks.distributed.Part)
+    parts: list = field(default_factory=list)  # distributed grading: its tasks (checks.grade_remote.Part)
 
 
 def student_names(raws: list[str]) -> list[str]:
@@ -67,14 +69,6 @@ def student_names(raws: list[str]) -> list[str]:
         seen[n] = seen.get(n, 0) + 1
         unique.append(n if seen[n] == 1 else f"{n}-{seen[n]}")
     return unique
-
-
-def errored(lessons: list[dict], message: str, tampering: bool = False) -> list[LessonResult]:
-    """Every check of these lessons as an error with one message: the report keeps its real maximum."""
-    results = [runner.every_check(lesson, ERROR, message, tampered=tampering) for lesson in lessons]
-    for result in results:
-        result.problems = [message]
-    return results
 
 
 TEMP_PREFIX = "tasklab-grade-"  # + pid: a grading's copies, exports, work and log folders (swept once it is gone)
@@ -117,8 +111,7 @@ def folder_as_given(raw: str) -> Path:
     return path
 
 
-def grade_one(student: Student, lessons: list[dict], data: dict, run_many, at: str | None = None,
-              keep: bool = False) -> None:
+def grade_one(student: Student, lessons: list[dict], data: dict, at: str | None = None, keep: bool = False) -> None:
     started = time.monotonic()
     scope = scope_of(student, keep)
     try:
@@ -164,15 +157,15 @@ def _progress_line(students: list[Student], started: float) -> str:
              f"[{done}/{len(students)} folders] {elapsed:.0f}s elapsed{eta}  now: {' '.join(now) or '—'}")
 
 
-def grade(raws: list[str], lessons: list[dict], data: dict, out: Path, jobs: int, run_many,
-          stream=sys.stderr, at: str | None = None, keep: bool = False) -> list[Student]:
+def grade(raws: list[str], lessons: list[dict], data: dict, out: Path, jobs: int, stream=sys.stderr,
+          at: str | None = None, keep: bool = False) -> list[Student]:
     """Grade every folder, `jobs` at a time.  TERM or Ctrl-C at any moment stops every box under way
-    (runner.STOP), grades nothing more and leaves no process behind; what was finished is reported."""
+    (sandbox.STOP), grades nothing more and leaves no process behind; what was finished is reported."""
     names = student_names(raws)
     students = [Student(raw, name) for raw, name in zip(raws, names)]
     started = time.monotonic()
     finished = threading.Event()
-    runner.STOP.clear()
+    STOP.clear()
     sweep_leftovers()  # what a grader killed earlier left behind
 
     def show_progress():
@@ -186,7 +179,7 @@ def grade(raws: list[str], lessons: list[dict], data: dict, out: Path, jobs: int
     ticker.start()
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs))
     try:
-        futures = {pool.submit(grade_one, s, lessons, data, run_many, at, keep): s for s in students}
+        futures = {pool.submit(grade_one, s, lessons, data, at, keep): s for s in students}
         for future in concurrent.futures.as_completed(futures):
             s = futures[future]
             future.result()
@@ -195,7 +188,7 @@ def grade(raws: list[str], lessons: list[dict], data: dict, out: Path, jobs: int
             print(t(f"  完成 {s.name}：{m['score']}/{m['max_score']}（{s.seconds:.0f}s）",
                     f"  done {s.name}: {m['score']}/{m['max_score']} ({s.seconds:.0f}s)"), file=stream, flush=True)
     except BaseException:  # TERM, Ctrl-C: every box stops within a moment, nothing new starts
-        runner.STOP.set()
+        STOP.set()
         pool.shutdown(wait=True, cancel_futures=True)
         print(t("已停止：正在进行的批改已中止，未完成的文件夹没有报告",
                 "stopped: the gradings under way were ended; unfinished folders have no report"), file=stream, flush=True)
@@ -220,3 +213,12 @@ def status_of(student: Student) -> str:
 
 def exit_code(students: list[Student]) -> int:
     return 1 if any(status_of(s) in (FAIL, ERROR) for s in students) else 0
+
+
+def print_table(students: list[Student]) -> None:
+    """The score table `python -m checks grade` prints: one line per student."""
+    print(t("学生                 得分      状态    扩展加分", "student              score     status  bonus"))
+    for s in students:
+        m = report.marks([c for r in s.results for c in r.checks])
+        flag = t("  疑似篡改", "  tampering suspected") if any(c.tampered for r in s.results for c in r.checks) else ""
+        print(f"{s.name:<20} {m['score']:>3}/{m['max_score']:<5} {status_of(s):<7} +{m['bonus']}{flag}")

@@ -23,10 +23,8 @@ Exit 0 only when nothing was lost and the verdicts match.  Every process it star
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
-import secrets
 import shutil
 import signal
 import subprocess
@@ -36,185 +34,16 @@ import threading
 import time
 from pathlib import Path
 
-from checks import distributed as D
+from checks import grading_worker as W
+from checks.drill_machines import DRILL_VISIBILITY, Broker, DrillError, Grader, lab_env, make_class, parent_of, wait_for
+from checks.grade import student_names
+from checks.grade_remote import submit_and_collect
+from checks.packing import pack_folder
 from shared.i18n import t
 from shared.manifest import KIT_ROOT
-from shared.proc import WaitTimeout, proc_stat, wait_until
-from shared.proc import free_port as _free_port
 
 FULL = {"folders": 30, "lessons": ["01", "02", "03"], "machine_death": True, "timeout": 1800}
 SHORT = {"folders": 6, "lessons": ["01"], "machine_death": False, "timeout": 420}
-# The drill's visibility timeout: longer than its slowest grading (lessons 01-03 of one folder: ~12 s
-# alone, under 60 s with three workers on two cores), short enough that a dead machine's folder comes
-# back within the drill.  A class uses checks.distributed's 3600 s.
-DRILL_VISIBILITY = 120
-KIT_PORTS = {6384, 3307}  # the kit's own services: never ours
-
-
-class DrillError(Exception):
-    pass
-
-
-def wait_for(what: str, predicate, limit: float, every: float = 0.1):
-    """shared.proc.wait_until (poll real state, bounded), failing the way the drill reports failures."""
-    try:
-        return wait_until(predicate, limit, what, every)
-    except WaitTimeout as exc:
-        raise DrillError(str(exc)) from None
-
-
-def free_port() -> int:
-    """shared.proc.free_port, never one of the kit's own service ports."""
-    while True:
-        port = _free_port()
-        if port not in KIT_PORTS:
-            return port
-
-
-def parent_of(pid: int) -> int | None:
-    fields = proc_stat(pid)
-    return int(fields[3]) if fields else None
-
-
-def session_members(sid: int) -> list[int]:
-    """Processes whose session is `sid` (a session this drill made with start_new_session)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and int(entry.name) != os.getpid():
-            fields = proc_stat(int(entry.name))
-            if fields and int(fields[5]) == sid:
-                found.append(int(entry.name))
-    return found
-
-
-class Broker:
-    """A private redis-server; its password lives in a 0600 config file, never on a command line."""
-
-    def __init__(self, home: Path):
-        self.dir = home / "redis"
-        self.dir.mkdir(mode=0o700)
-        self.port = free_port()
-        password = secrets.token_urlsafe(24)
-        conf = self.dir / "redis.conf"
-        conf.touch(mode=0o600)
-        conf.write_text(f"port {self.port}\nbind 127.0.0.1\nprotected-mode yes\ndir {self.dir}\n"
-                        f"requirepass {password}\nsave \"\"\nappendonly yes\nappendfsync everysec\n"
-                        f"logfile {self.dir / 'redis.log'}\ndaemonize no\n")
-        self.conf = conf
-        self.url = f"redis://:{password}@127.0.0.1:{self.port}/0"
-        self.proc: subprocess.Popen | None = None
-
-    def start(self) -> None:
-        import redis
-        self.proc = subprocess.Popen(["/usr/bin/redis-server", str(self.conf)], stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.DEVNULL, start_new_session=True)
-        client = redis.Redis.from_url(self.url, socket_timeout=2, socket_connect_timeout=1)
-
-        def answers():
-            if self.proc.poll() is not None:
-                raise DrillError(t(f"redis-server 退出了（{self.proc.returncode}），见 {self.dir}/redis.log",
-                                   f"redis-server exited ({self.proc.returncode}), see {self.dir}/redis.log"))
-            try:
-                return client.ping()
-            except redis.RedisError:  # not listening yet, or still loading its append-only file
-                return False
-        wait_for("redis-server answers PING", answers, 30)
-        client.close()
-
-    def stop(self) -> None:
-        """TERM by PID: Redis writes its append-only file out and exits."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-
-
-class Grader:
-    """One grading worker (a stand-in machine): `python -m checks.distributed worker -c 1`."""
-
-    def __init__(self, name: str, broker_url: str, home: Path):
-        self.name, self.log = name, home / f"{name}.log"
-        env = dict(lab_env(home), LAB_GRADE_BROKER=broker_url, LAB_GRADE_VISIBILITY=str(DRILL_VISIBILITY),
-                   PYTHONUNBUFFERED="1")
-        with open(self.log, "wb") as log:
-            # Its own session: a machine's death is SIGKILL to this group (the worker and its pool child).
-            self.proc = subprocess.Popen([sys.executable, "-m", "checks.distributed", "worker", "-c", "1",
-                                          "-n", f"{name}@%h", "-l", "INFO"], cwd=KIT_ROOT, env=env,
-                                         stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        self.started = time.monotonic()
-        self.replaced = False
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
-    def stop(self, limit: float = 60) -> None:
-        if self.alive():
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=limit)
-            except subprocess.TimeoutExpired:
-                pass
-        self.kill_group()
-
-    def kill_group(self) -> None:
-        """SIGKILL what is left of this worker: the processes of the session it was started in (its pool
-        children), found by their session id — each one this drill started, directly or through it."""
-        for pid in [self.pid] if self.alive() else []:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(pid, signal.SIGKILL)  # alive, so the group id is still ours
-        self.proc.wait()
-        # The session's id stays reserved while any member lives; a live process with the worker's pid
-        # means the id was given out again after all of ours ended: then nothing of ours is left.
-        if not Path(f"/proc/{self.pid}").exists():
-            for pid in session_members(self.pid):
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
-
-
-def lab_env(home: Path) -> dict:
-    """The drill's own .lab (work folders, logs), sharing the kit's prepared MariaDB data dir: nothing
-    of it outlives the drill, and no instructor's scratch folders are touched."""
-    from checks.box import TEMPLATES
-    from checks.workdir import LAB_DIR
-    lab = home / "lab"
-    if not lab.exists():
-        lab.mkdir()
-        (LAB_DIR / TEMPLATES).mkdir(parents=True, exist_ok=True)
-        (lab / TEMPLATES).symlink_to(LAB_DIR / TEMPLATES)
-    return dict(os.environ, LAB_HOME=str(lab))
-
-
-def make_class(root: Path, count: int) -> list[Path]:
-    """`count` folders from the reference after lesson 03; every third one's POST answers 200."""
-    from checks.workdir import reference_files
-    from shared import manifest
-    files = reference_files(manifest.load()["lessons"], "03")
-    folders = []
-    for i in range(count):
-        name = f"student{i + 1:02d}"
-        lab = root / "class" / name / "tasks_lab"
-        for rel, src in files.items():
-            (lab / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, lab / rel)
-        (lab / "NOTES.md").write_text(f"{name}: my tasks lab\n", encoding="utf-8")  # own bytes, own key
-        if i % 3 == 2:
-            states = lab / "api_states.py"
-            text = states.read_text(encoding="utf-8")
-            broken = text.replace('@app.post("/exports", status_code=202)', '@app.post("/exports", status_code=200)')
-            if broken == text:
-                raise DrillError("api_states.py: the POST decorator was not found; update make_class")
-            states.write_text(broken, encoding="utf-8")
-        (lab / "__pycache__").mkdir(exist_ok=True)  # skipped by packing, as by a local grade
-        (lab / "__pycache__" / "junk.pyc").write_bytes(os.urandom(64))
-        folders.append(lab)
-    return folders
 
 
 class Drill:
@@ -243,7 +72,7 @@ class Drill:
         def count():
             with self.client.pipeline() as pipe:
                 for key in sorted(self.keys):
-                    pipe.exists(D.RESULTS + key)
+                    pipe.exists(W.RESULTS + key)
                 return sum(pipe.execute())
         return self._safe(count, 0) if self.keys else 0
 
@@ -251,8 +80,8 @@ class Drill:
         """Executions that started and have not stored a result: [{key, host, pid}]."""
         found = []
         for key in sorted(self.keys):
-            last = self._safe(lambda: self.client.lindex(D.DELIVERIES + key, -1), None)
-            if last and not self._safe(lambda: self.client.exists(D.RESULTS + key), 1):
+            last = self._safe(lambda: self.client.lindex(W.DELIVERIES + key, -1), None)
+            if last and not self._safe(lambda: self.client.exists(W.RESULTS + key), 1):
                 found.append(dict(json.loads(last), key=key))
         return found
 
@@ -289,7 +118,7 @@ class Drill:
             self.event("skipped: SIGKILL a pool child", reason="every folder was graded already")
             return
         run, g = found
-        mid = not self._safe(lambda: self.client.exists(D.RESULTS + run["key"]), 1)
+        mid = not self._safe(lambda: self.client.exists(W.RESULTS + run["key"]), 1)
         os.kill(run["pid"], signal.SIGKILL)
         self.killed_key, self.killed_worker = run["key"], g.name
         self.event("SIGKILL pool child", worker=g.name, pid=run["pid"], key=run["key"][:12], mid_grade=bool(mid))
@@ -299,7 +128,7 @@ class Drill:
         if self.all_done():
             self.event("skipped: broker restart", reason="every folder was graded already")
             return
-        queued = self._safe(lambda: self.client.llen(D.QUEUE), None)
+        queued = self._safe(lambda: self.client.llen(W.QUEUE), None)
         running = len(self.in_flight())
         done = self.done_count()
         stopped = time.monotonic()
@@ -309,7 +138,7 @@ class Drill:
         self.event("broker restarted (TERM by PID, same port and folder)",
                    down_seconds=round(time.monotonic() - stopped, 2),
                    queued_before=queued, running_before=running, done_before=done,
-                   queued_after=self._safe(lambda: self.client.llen(D.QUEUE), None))
+                   queued_after=self._safe(lambda: self.client.llen(W.QUEUE), None))
 
     def term_worker(self) -> None:
         wait_for("a result stored after the restart",
@@ -343,14 +172,14 @@ class Drill:
         g.kill_group()  # the worker and its pool child at once; their boxes die with them (--die-with-parent)
         self.dead_key, self.dead_at = run["key"], time.monotonic()
         self.event("machine death: SIGKILL the worker's process group", worker=g.name, pid=g.pid,
-                   key=run["key"][:12], expect_back_after=f"{DRILL_VISIBILITY}+{D.RESTORE_INTERVAL}s")
+                   key=run["key"][:12], expect_back_after=f"{DRILL_VISIBILITY}+{W.RESTORE_INTERVAL}s")
         # Nobody requeues for a dead machine: the others' sweep returns its folder once the visibility
         # timeout has passed; then it waits for a free worker.
         again = wait_for("the dead machine's folder handed out again",
                          lambda: self.done_event.is_set() or
-                         self._safe(lambda: self.client.llen(D.DELIVERIES + run["key"]), 0) >= 2,
+                         self._safe(lambda: self.client.llen(W.DELIVERIES + run["key"]), 0) >= 2,
                          DRILL_VISIBILITY + 300, every=0.5)
-        if self._safe(lambda: self.client.llen(D.DELIVERIES + run["key"]), 0) >= 2:
+        if self._safe(lambda: self.client.llen(W.DELIVERIES + run["key"]), 0) >= 2:
             self.event("the dead machine's folder started again", key=run["key"][:12],
                        after_seconds=round(time.monotonic() - self.dead_at, 1))
         elif again:
@@ -382,7 +211,7 @@ class Drill:
 
     def ready_workers(self, names: set[str]) -> bool:
         try:
-            replies = D.app.control.ping(timeout=1.0)
+            replies = W.app.control.ping(timeout=1.0)
         except Exception:  # noqa: BLE001 - not reachable yet
             return False
         up = {host.split("@")[0] for reply in replies for host in reply}
@@ -406,13 +235,13 @@ def ledger(drill: Drill, folders: list[Path], names: list[str], lesson_ids: list
            local_out: Path) -> dict:
     keys = {}
     for name, folder in zip(names, folders):
-        keys[name] = D.grading_key(D.pack_folder(folder), lesson_ids, D.kit_version())
+        keys[name] = W.grading_key(pack_folder(folder), lesson_ids, W.kit_version())
     rows, mismatches, per_worker = [], [], {}
     lost = duplicates = 0
     for name in names:
         key = keys[name]
-        stored = drill.client.get(D.RESULTS + key)
-        runs = [json.loads(x) for x in drill.client.lrange(D.DELIVERIES + key, 0, -1)]
+        stored = drill.client.get(W.RESULTS + key)
+        runs = [json.loads(x) for x in drill.client.lrange(W.DELIVERIES + key, 0, -1)]
         entry = json.loads(stored) if stored else None
         report = dist_out / f"{name}.json"
         if entry is None or not report.exists():
@@ -469,7 +298,6 @@ def print_ledger(result: dict) -> None:
 
 
 def run(mode: dict, home: Path) -> dict:
-    from checks.grade import student_names
     started = time.monotonic()
     folders = make_class(home, mode["folders"])
     names = student_names([str(f) for f in folders])
@@ -478,21 +306,21 @@ def run(mode: dict, home: Path) -> dict:
                     "visibility_timeout": DRILL_VISIBILITY, "cpus": os.cpu_count()}
     try:
         drill.broker.start()
-        D.configure(drill.broker.url)
+        W.configure(drill.broker.url)
         drill.graders = [Grader(f"grader{i}", drill.broker.url, home) for i in (1, 2, 3)]
         wait_for("three workers answer ping", lambda: drill.ready_workers({"grader1", "grader2", "grader3"}), 120,
                  every=0.5)
         drill.event("three workers ready", pids=[g.pid for g in drill.graders])
         ids = mode["lessons"]
-        drill.keys = {D.grading_key(D.pack_folder(f), ids, D.kit_version()) for f in folders}
+        drill.keys = {W.grading_key(pack_folder(f), ids, W.kit_version()) for f in folders}
         dist_out = home / "grades-distributed"
         outcome: dict = {}
 
         def instructor():
             begun = time.monotonic()
             try:
-                outcome["students"] = D.submit_and_collect(folders, ids, dist_out, drill.broker.url,
-                                                           timeout=mode["timeout"])
+                outcome["students"] = submit_and_collect(folders, ids, dist_out, drill.broker.url,
+                                                         timeout=mode["timeout"])
             except Exception as exc:  # noqa: BLE001 - reported in the ledger
                 outcome["error"] = f"{type(exc).__name__}: {exc}"
             finally:
@@ -526,8 +354,8 @@ def run(mode: dict, home: Path) -> dict:
         result["events"] = drill.events
         result["chaos_error"] = drill.chaos_error
         now = subprocess.run(["git", "-C", str(KIT_ROOT), "rev-parse", "HEAD"], capture_output=True, text=True)
-        if now.returncode == 0 and now.stdout.strip() != D.kit_version():
-            was, now = D.kit_version()[:12], now.stdout.strip()[:12]
+        if now.returncode == 0 and now.stdout.strip() != W.kit_version():
+            was, now = W.kit_version()[:12], now.stdout.strip()[:12]
             result["kit_changed"] = t(f"演练期间工具包有了新提交（{was} → {now}）：之后启动的 worker 会拒批，本地对照跑的是新代码；"
                                       "若有不同，请重跑", f"the kit's commit changed during the drill ({was} -> {now}): "
                                       "workers started after it refuse folders, and the local comparison ran the "

@@ -16,8 +16,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from urllib.parse import quote
 
-from checks.html_report import (MARKS, NOT_PASSED, WORDS, esc, group_tests, page, pick, render_run,
-                                resolve_lang)
+from checks.html_page import MARKS, WORDS, esc, page, pick, resolve_lang
+from checks.html_report import group_tests, render_run
+from checks.results import NOT_PASSED
 
 # Words in a check's message that say the folder or the lesson's files are absent (English and Chinese,
 # since the runner writes messages in the grader's language).

@@ -1,6 +1,6 @@
 """What runs inside a box: the lesson's servers, its processes, then its verifiers, one after another.
 
-    python -I checks/inbox.py SPEC.json     (cwd: the work dir; started by checks/runner.py)
+    python -I checks/inbox.py SPEC.json     (cwd: the work dir; started by checks/sandbox.py)
 
 Judging is not done here: every verdict goes, signed, straight from the verifier to the runner outside
 (checks/verdicts.py), which also keeps each check's time limit and stops the box.  This program only sets
@@ -51,7 +51,7 @@ def main() -> int:
     signer.send({"type": "inbox"})  # before any verifier exists: the runner learns which process is this one
     set_limits(spec.get("nproc"))
 
-    from checks.runner import SchemaError, prepare_services, start_processes, stop_processes
+    from checks.servers import SchemaError, prepare_services, start_processes, stop_processes
     from shared.proc import WaitTimeout
 
     lesson, workdir, log_dir = spec["lesson"], Path.cwd(), Path(spec["log_dir"])

@@ -75,8 +75,8 @@ def _judge(verifier: str, verifiers: Path, signer, env: dict, workdir: Path) -> 
     # What the judge inherits from inbox.py is inbox's: its exit handlers and the processes it started
     # are not the judge's to stop.  The judge's own are run at its end (start() ends with os._exit).
     atexit._clear()
-    proc._live.clear()
-    atexit.register(proc._stop_leftovers)
+    proc.disown_started()
+    atexit.register(proc.stop_leftovers)
     for number in (signal.SIGTERM, signal.SIGINT):
         signal.signal(number, signal.SIG_DFL)
     os.chdir(workdir)

@@ -104,15 +104,16 @@ def connectors(env_file: Path | None = None):
     database named by .env.tasks, and the broker's Redis database."""
     import redis
 
-    from shared import labctl
-    secret = labctl.ensure_credentials()
-    user, password = labctl.monitor_credentials()
-    values = labctl.read_env_file(env_file) if env_file and env_file.is_file() else {}
+    from shared.credentials import ensure_credentials, monitor_credentials, read_env_file
+    from shared.services_clients import mysql_connect
+    secret = ensure_credentials()
+    user, password = monitor_credentials()
+    values = read_env_file(env_file) if env_file and env_file.is_file() else {}
     database = urlsplit(values.get("DATABASE_URL") or secret["DATABASE_URL"]).path.lstrip("/")
     broker = urlsplit(values.get("CELERY_BROKER_URL") or secret["CELERY_BROKER_URL"])
 
     def db_connect():
-        return labctl.mysql_connect(user, password, database, host=secret["MYSQL_HOST"], port=secret["MYSQL_PORT"])
+        return mysql_connect(user, password, database, host=secret["MYSQL_HOST"], port=secret["MYSQL_PORT"])
 
     def redis_connect():
         return redis.Redis(host=broker.hostname, port=broker.port, password=unquote(broker.password or ""),

@@ -89,7 +89,7 @@ ENV_LINE = re.compile(r"^\s*(?:export\s+)?[A-Za-z_][A-Za-z0-9_]*\s*=")
 def env_file_notice(lesson: dict, folder: Path) -> str | None:
     """The learner's own .env.tasks, when broken: the checks never use it (a box has its own servers and
     credentials), so they pass — but the learner's own terminal runs read it and would fail.  Say so."""
-    from shared.labctl import URL_KEYS
+    from shared.credentials import URL_KEYS
     from shared.i18n import t
     path = folder / ".env.tasks"
     if not lesson.get("services") or not path.is_file() or path.is_symlink():

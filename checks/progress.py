@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from checks.report import count_checks
-from checks.runner import LessonResult
+from checks.results import LessonResult
 from checks.workdir import LAB_DIR
 
 PROGRESS = LAB_DIR / "progress.json"

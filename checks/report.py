@@ -7,7 +7,7 @@ import xml.etree.ElementTree as ET
 from datetime import datetime, timezone
 from pathlib import Path
 
-from checks.runner import ERROR, FAIL, NOT_PASSED, NOT_REACHED, PASS, SKIPPED, SUPERSEDED, TIMEOUT, LessonResult
+from checks.results import ERROR, FAIL, NOT_PASSED, NOT_REACHED, PASS, SKIPPED, SUPERSEDED, TIMEOUT, LessonResult
 from shared.i18n import lang as current_lang
 from shared.i18n import pick
 

@@ -1,199 +1,30 @@
-"""Run a lesson's verifiers in a work dir and turn their TAP lines into one result per check."""
+"""Run a lesson's checks: each round of its verifiers in a box, every verdict judged as it comes back on the
+verdict channel, a check that hangs costing only itself; then the earlier lessons' checks it re-runs."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import re
-import secrets
+import select
 import shutil
-import signal
 import subprocess
-import sys
-import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from checks import box as B
 from checks import boxfiles
+from checks.results import ERROR, FAIL, SKIPPED, TIMEOUT, LessonResult, new_result
+from checks.sandbox import STOP, Stopped, boxing, run_script, start_inbox, stop_box, stop_leftovers, verifiers_dir
+from checks.servers import needs_exclusive
+from checks.supersede import checks_to_run, lesson_by_id, mark_superseded, regressions_of, superseded
 from checks.verdicts import Reader, foreign
-from checks.workdir import LAB_DIR, verifier_files
-from shared.manifest import KIT_ROOT
-from shared import figures
+from checks.workdir import verifier_files
+from shared import figures, labctl
 from shared.i18n import t
-from shared.proc import Process
-from shared.tap import START_MARK
-
-TAP_LINE = re.compile(r"^(not ok|ok)\s+\d+\s+-\s+(\d\d\.\d+)\b(.*?)(?:\s+#\s*(SKIP|TODO)\b\s*(.*))?$", re.I)
-OUTPUT_CAP = 500  # characters of output kept per check, as in Exercism's results.json
-
-PASS, FAIL, ERROR, TIMEOUT, SKIPPED = "pass", "fail", "error", "timeout", "skipped"
-SUPERSEDED = "superseded"  # a later lesson the folder has reached replaced this check's subject: not counted
-NOT_REACHED = "not_reached"  # the folder has not got to this lesson yet (none of its new files): not run
-NOT_PASSED = (FAIL, ERROR, TIMEOUT)
-
-
-@dataclass
-class CheckResult:
-    lesson: str
-    id: str
-    kind: str
-    text: dict
-    hint: dict
-    points: int
-    status: str = ERROR
-    regression: bool = False  # an earlier lesson's check re-run on this folder (shown apart, no points)
-    blocked: str = ""         # the learner file whose problem (said once, above the checks) stopped this check
-    tampered: bool = False    # the verdict could not be trusted: code reached into the checker
-    seconds: float = 0.0
-    message: str = ""
-    notes: list[str] = field(default_factory=list)
-    figures: list[dict] = field(default_factory=list)  # pictures of the evidence (shared/figures.py)
-
-    @property
-    def score(self) -> int:
-        return self.points if self.status == PASS else 0
-
-    @property
-    def counted(self) -> bool:
-        return self.status != SUPERSEDED
-
-    @property
-    def bonus(self) -> bool:
-        """The kit's extensions beyond the course: scored apart, never part of the course's marks."""
-        return self.kind == "extension"
-
-    @property
-    def output(self) -> str:
-        text = "\n".join(self.notes)
-        return text if len(text) <= OUTPUT_CAP else text[: OUTPUT_CAP - 1] + "…"
-
-
-@dataclass
-class LessonResult:
-    lesson: dict
-    source: str
-    checks: list[CheckResult]
-    seconds: float
-    logs: list[Path] = field(default_factory=list)
-    notices: list[str] = field(default_factory=list)  # e.g. schema lines the server could not answer
-    problems: list[str] = field(default_factory=list)  # what is wrong with the learner's folder, said once
-
-    @property
-    def status(self) -> str:
-        if any(c.status in NOT_PASSED for c in self.checks):
-            return FAIL
-        if self.checks and all(c.status == NOT_REACHED for c in self.checks if not c.regression):
-            return NOT_REACHED
-        return PASS
-
-
-def parse_tap(text: str) -> dict[str, dict]:
-    """Check id -> {status, message, notes, seconds}; diagnostics (`# ...`) follow their test line."""
-    found: dict[str, dict] = {}
-    current = None
-    for raw in text.splitlines():
-        line = raw.rstrip()
-        match = TAP_LINE.match(line)
-        if match:
-            verdict, check_id, _, directive, reason = match.groups()
-            current = None
-            if check_id in found:  # a verifier that reports one id twice: keep the first verdict
-                continue
-            if verdict.lower() == "ok":
-                status = SKIPPED if (directive or "").upper() == "SKIP" else PASS
-            else:
-                status = FAIL
-            current = found[check_id] = {"status": status, "message": reason or "", "notes": [], "seconds": 0.0}
-            continue
-        if current is not None and line.startswith("#"):
-            body = line[1:].strip()
-            if body.startswith("seconds:"):
-                try:
-                    current["seconds"] = float(body.split(":", 1)[1])
-                except ValueError:
-                    pass
-            else:
-                current["notes"].append(line[2:] if line.startswith("# ") else line[1:])
-        elif line and not line.startswith("1.."):
-            current = None  # ordinary output ends a check's diagnostics
-    return found
-
-
-def verifier_env(extra: dict | None = None) -> dict:
-    env = dict(os.environ)
-    path = env.get("PYTHONPATH", "")
-    # The work dir comes first (sys.path[0] is the verifier's own folder); the kit root after it.
-    env["PYTHONPATH"] = str(KIT_ROOT) + (os.pathsep + path if path else "")
-    env["PYTHONUNBUFFERED"] = "1"
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
-    # Asserts are how checks fail: a verifier never runs optimised (tap.main_guard refuses -O as well).
-    env.pop("PYTHONOPTIMIZE", None)
-    env.update(extra or {})
-    return env
-
-
-class Stopped(BaseException):
-    """The run was told to stop (TERM or Ctrl-C while grading): its box is gone; unwind, report nothing.
-    A BaseException, so no `except Exception` on the way turns it into one folder's error."""
-
-
-STOP = threading.Event()  # set once by whoever handles TERM/Ctrl-C: every running box stops within 0.1 s
 
 SETUP_LIMIT = 60.0     # seconds a lesson may take before its first check starts (servers, processes, imports)
 TEARDOWN_LIMIT = 60.0  # seconds it may take to end after its last check (stopping what it started)
-RUN_MARK = "LAB_RUN_ID"  # every process of a run inherits this mark; leftovers are found by it
-
-
-def _processes_marked(token: str) -> list[int]:
-    """Pids of live processes whose environment carries this run's mark (the verifier's descendants,
-    double-forked daemons included, unless they scrubbed their environment)."""
-    needle = f"{RUN_MARK}={token}".encode()
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            environ = (entry / "environ").read_bytes()
-        except OSError:
-            continue
-        if needle in environ.split(b"\0"):
-            found.append(int(entry.name))
-    return found
-
-
-def stop_leftovers(token: str) -> list[int]:
-    """SIGKILL every process that still carries the run's mark; return their pids."""
-    killed = []
-    for _ in range(5):  # a dying parent may fork once more: look again until none is left
-        pids = _processes_marked(token)
-        if not pids:
-            break
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
-        killed += pids
-        time.sleep(0.1)
-    return sorted(set(killed))
-
-
-# --- one run of a lesson's verifiers, boxed -------------------------------------------------------
-
-def boxing() -> str:
-    """LAB_BOX=auto (default: a box when one can be made), on (a box or an error), off (no box)."""
-    from checks import box
-    wanted = os.environ.get("LAB_BOX", "auto").strip().lower() or "auto"
-    if wanted not in ("auto", "on", "off"):
-        raise ValueError(f"LAB_BOX={wanted!r}: use auto, on or off")
-    if wanted == "off":
-        return "off"
-    box.install_bubblewrap()  # as root and missing only, the way the servers are installed
-    ok, why = box.availability()
-    if not ok and wanted == "on":
-        raise box.BoxUnavailable(why)
-    return "on" if ok else "off"
 
 
 @dataclass
@@ -230,9 +61,9 @@ def _run_round(lesson: dict, workdir: Path, log_dir: Path, pending: list[str], l
     if all(c.get("needs_processes") is False for c in lesson["checks"] if c["id"] in pending):
         lesson = dict(lesson, processes=[])  # none of these checks uses the lesson's worker: start none
     spec = {"lesson": lesson, "schema_upto": schema_upto, "verifiers": verifiers, "log_dir": str(log_dir),
-            "verifiers_dir": str(_verifiers_dir(lesson)),
+            "verifiers_dir": str(verifiers_dir(lesson)),
             "env": {"LAB_LOG_DIR": str(log_dir), "LAB_LESSON": lesson["id"], "LAB_CHECKS": ",".join(pending)}}
-    started = _start_inbox(lesson, workdir, log_dir, spec, boxed, subprocess.PIPE, staged)
+    started = start_inbox(lesson, workdir, log_dir, spec, boxed, subprocess.PIPE, staged)
     proc, key, token, channel_r, cgroups, spec_path = started
     reader = Reader(key, token, B.RECORD_LIMIT, B.CHANNEL_LIMIT)
     records: list[dict] = []
@@ -241,7 +72,6 @@ def _run_round(lesson: dict, workdir: Path, log_dir: Path, pending: list[str], l
     seen_state, since, last_disk_look = None, time.monotonic(), 0.0
     streams = {proc.stdout.fileno(): "out", channel_r: "channel"}
     try:
-        import select
         while streams:
             ready, _, _ = select.select(list(streams), [], [], 0.1)
             for fd in ready:
@@ -269,12 +99,12 @@ def _run_round(lesson: dict, workdir: Path, log_dir: Path, pending: list[str], l
             if ended == "exit" and time.monotonic() - since > limit:
                 ended = "timeout"
             if ended != "exit":
-                _stop_box(proc)
+                stop_box(proc)
                 break
         proc.wait()
     finally:
         if proc.poll() is None:  # interrupted (Ctrl-C): never leave the box behind
-            _stop_box(proc)
+            stop_box(proc)
         os.close(channel_r)
         proc.stdout.close()
         stop_leftovers(token)
@@ -287,120 +117,9 @@ def _run_round(lesson: dict, workdir: Path, log_dir: Path, pending: list[str], l
     return _Round(records, text, ended, current, limit, reader.forged)
 
 
-def _verifiers_dir(lesson: dict) -> Path:
-    return (KIT_ROOT / lesson["folder"] / "verifiers").resolve()
 
 
-def _start_inbox(lesson: dict, workdir: Path, log_dir: Path, spec: dict, boxed: bool, stdout,
-                 staged: Path | None = None):
-    """Start checks/inbox.py with this spec, in a box (or bare): (process, key, run token, verdict channel's
-    reading end, cgroups, spec file).  The key reaches the inbox through a pipe, never a file or argv.
-    `staged`: the host's own copy of the folder; the box's `workdir` is made afresh from it first, so no
-    box starts in (or lets the host act on) what an earlier box left there."""
-    from checks.verdicts import KEY_BYTES, key_pipe
-    if STOP.is_set():
-        raise Stopped()
-    if staged is not None:
-        boxfiles.stage(staged, workdir)
-    token = secrets.token_hex(8)
-    key = secrets.token_bytes(KEY_BYTES)
-    spec = dict(spec, nproc=None)
-    spec_path = boxfiles.private_dir(LAB_DIR / "run") / f"{token}.spec.json"  # where no box can write
-    channel_r, channel_w = os.pipe()
-    key_fd = key_pipe(key)
-    os.set_inheritable(channel_w, True)
-    inbox = [sys.executable, "-I", str(KIT_ROOT / "checks" / "inbox.py")]
-    cgroups: list[Path] = []
-    verdict_env = {"LAB_VERDICT_KEY_FD": str(key_fd), "LAB_VERDICT_FD": str(channel_w), "LAB_VERDICT_RUN": token}
-    if boxed:
-        if lesson.get("services"):
-            from shared.labctl import ensure_binaries
-            ensure_binaries()  # installed outside (as root); the box only runs them
-        cgroups = B.make_cgroups()
-        if not any(group.parent.name == "pids" for group in cgroups):
-            spec["nproc"] = _my_process_count() + B.PIDS_LIMIT
-        overlays = {v.name: v for v in verifier_files(lesson)}
-        overlays.update({"shared": KIT_ROOT / "shared", "checks": KIT_ROOT / "checks",
-                         "__pycache__": _empty_dir()})
-        box_env = {"PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin",
-                   "HOME": "/tmp/home", "LANG": os.environ.get("LANG", "C.UTF-8"), "TMPDIR": "/tmp",
-                   "LAB_LANG": os.environ.get("LAB_LANG", ""), "PYTHONPATH": str(KIT_ROOT),
-                   "PYTHONNOUSERSITE": "1", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1",
-                   "LAB_SERVICES": "native", "LAB_PRIVATE_SERVICES": "/tmp/lab", "LAB_SLOT": "0",
-                   "LAB_BOXED": "1", RUN_MARK: token, **verdict_env}
-        # The lesson's verifiers, read-only where a judge (checks/judge.py) imports them from.
-        files = {"/box/spec.json": spec_path, "/box/verifiers": _verifiers_dir(lesson)}
-        spec["verifiers_dir"] = "/box/verifiers"
-        if lesson.get("services") and "mysql" in lesson["services"]:
-            files["/box/mariadb"] = B.mariadb_template(LAB_DIR)
-            box_env["LAB_MARIADB_TEMPLATE"] = "/box/mariadb"
-        argv = B.Box(workdir, log_dir, overlays, files, box_env, cgroups).popen_argv([*inbox, "/box/spec.json"])
-        child_env = None
-    else:
-        argv = [*inbox, str(spec_path)]
-        child_env = verifier_env({RUN_MARK: token, **verdict_env})
-    spec_path.write_text(json.dumps(spec), encoding="utf-8")
-    try:
-        proc = subprocess.Popen(argv, cwd=workdir, env=child_env, stdin=subprocess.DEVNULL, stdout=stdout,
-                                stderr=subprocess.STDOUT, start_new_session=True, pass_fds=(key_fd, channel_w))
-    finally:
-        os.close(key_fd)
-        os.close(channel_w)
-    return proc, key, token, channel_r, cgroups, spec_path
-
-
-def run_script(lesson: dict, workdir: Path, log_dir: Path, argv: list[str], monitor: bool = False,
-               staged: Path | None = None) -> int:
-    """A kit script (the soak, a benchmark) in a box of its own with the lesson's servers: its output goes
-    to the terminal, its exit status is returned.  (The reference only: its verdict is its exit status.)
-    `monitor`: the box also feeds `make monitor` its numbers (checks/monitor.py)."""
-    log_dir.mkdir(parents=True, exist_ok=True)
-    spec = {"lesson": dict(lesson, processes=[]), "schema_upto": lesson["id"], "script": argv, "monitor": monitor,
-            "log_dir": str(log_dir), "env": {"LAB_LOG_DIR": str(log_dir), "LAB_LESSON": lesson["id"]}}
-    proc, _key, token, channel_r, cgroups, spec_path = _start_inbox(lesson, workdir, log_dir, spec,
-                                                                    boxing() == "on", None, staged)
-    try:
-        while proc.poll() is None:
-            if STOP.is_set():
-                _stop_box(proc)
-                raise Stopped()
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(timeout=0.1)
-        return proc.returncode
-    finally:
-        if proc.poll() is None:
-            _stop_box(proc)
-        os.close(channel_r)
-        stop_leftovers(token)
-        B.remove_cgroups(cgroups)
-        spec_path.unlink(missing_ok=True)
-
-
-def _stop_box(proc: subprocess.Popen) -> None:
-    # The box's pid 1 dies with bubblewrap (--die-with-parent) and takes every process in it along;
-    # without a box, the group goes and then anything else carrying the run's mark.
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
-
-
-def _my_process_count() -> int:
-    uid = os.getuid()
-    count = 0
-    for entry in Path("/proc").iterdir():
-        with contextlib.suppress(OSError):
-            if entry.name.isdigit() and entry.stat().st_uid == uid:
-                count += len(list((entry / "task").iterdir()))
-    return count
-
-
-def _empty_dir() -> Path:
-    empty = LAB_DIR / "empty"
-    empty.mkdir(parents=True, exist_ok=True)
-    return empty
-
-
-def run_checks(lesson: dict, workdir: Path, log_dir: Path, checks: list[dict], by_id: dict[str, "CheckResult"],
+def run_checks(lesson: dict, workdir: Path, log_dir: Path, checks: list[dict], by_id: dict,
                schema_upto: str, boxed: bool, notices: list[str] | None = None,
                staged: Path | None = None) -> list[str]:
     """Run the lesson until each of these checks has a verdict.  A check that overruns its limit is
@@ -535,133 +254,6 @@ def _tail(text: str, lines: int = 15) -> list[str]:
     return text.rstrip().splitlines()[-lines:]
 
 
-def lab_slot() -> int:
-    """LAB_SLOT=0..7 isolates parallel runs (own Redis dbs and schema).  Checks use slot 1 by default:
-    slot 0 (db 0/1, shop_lab) is the learner's own, so a worker left running by hand never takes the
-    checks' messages."""
-    from shared.services import MAX_SLOTS
-    raw = os.environ.get("LAB_SLOT", "1")
-    if not raw.isdigit() or int(raw) >= MAX_SLOTS:
-        raise ValueError(f"LAB_SLOT={raw!r}: use a number from 0 to {MAX_SLOTS - 1}")
-    return int(raw)
-
-
-class SchemaError(Exception):
-    """A schema file in the folder being checked is missing or does not run: that folder's problem."""
-
-
-def prepare_services(lesson: dict, workdir: Path, schema_files: list[str] | None = None,
-                     schema_upto: str | None = None) -> list[str]:
-    """Lessons 08–16: services up, the kit's .env.tasks in the work dir, a fresh database with the schemas.
-
-    The database is rebuilt from the products sample data plus every lesson's schema_*.sql up to this
-    lesson (or up to `schema_upto`: a regression run uses the folder's own lesson), in lesson order, taken
-    from the work dir (so a learner's own schema files are the ones used).
-    """
-    notices: list[str] = []
-    services = lesson.get("services") or []
-    if not services:
-        return notices
-    from shared import labctl
-    from shared import services as S
-    from shared.manifest import load
-
-    slot = lab_slot()
-    labctl.up(services)
-    secret = labctl.ensure_credentials()
-    env_copy = workdir / ".env.tasks"
-    env_copy.unlink(missing_ok=True)  # the kit's credentials replace a learner's own file in the scratch copy
-    fd = os.open(env_copy, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as stream:
-        stream.write(S.slot_env(labctl.task_env_text(secret), slot))
-    if "mysql" not in services:
-        return notices
-    labctl.reset_database(S.slot_database(slot))
-    schema_files = schema_files if schema_files is not None else [
-        name for item in load()["lessons"] if item["id"] <= (schema_upto or lesson["id"])
-        for name in item.get("files", []) if name.startswith("schema_") and name.endswith(".sql")]
-    conn = labctl.app_connect(secret, S.slot_database(slot))
-    try:
-        with conn.cursor() as cur:
-            cur.execute("SET time_zone = '+00:00'")
-            for name in dict.fromkeys(schema_files):
-                path = workdir / name
-                if not path.is_file():
-                    raise SchemaError(t(f"文件夹里没有 {name}：本课的表由它建立", f"{name} is missing from the folder: "
-                                        "this lesson's tables are made by it"))
-                for statement in labctl.split_sql(path.read_text(encoding="utf-8", errors="replace")):
-                    try:
-                        cur.execute(statement)
-                    except Exception as exc:
-                        # A schema file may end with a look at what it made (SHOW CREATE TABLE …, SELECT
-                        # @@…) that this server cannot answer: report it, keep going. DDL errors stop the run.
-                        if statement.lstrip().split(None, 1)[0].upper() not in ("SELECT", "SHOW"):
-                            first = statement.strip().splitlines()[0][:100]
-                            raise SchemaError(t(f"{name} 执行失败：`{first}`：{exc}",
-                                                f"{name} failed on `{first}`: {exc}")) from None
-                        first = statement.strip().splitlines()[0][:80]
-                        notices.append(t(f"{name}：只用于查看的语句 `{first}` 这个服务器答不了（{exc}），已略过；检查不需要它",
-                                         f"{name}: `{first}` only looks at the result, and this server cannot "
-                                         f"answer it ({exc}); passed over — the checks do not need it"))
-    finally:
-        conn.close()
-    return notices
-
-
-def start_processes(lesson: dict, workdir: Path, log_dir: Path, env: dict) -> list[Process]:
-    """Start the lesson's declared background processes and wait (bounded) for each to be ready."""
-    started: list[Process] = []
-    try:
-        for spec in lesson.get("processes", []):
-            argv = [sys.executable if part == "{python}" else part for part in spec["argv"]]
-            proc = Process(argv, cwd=workdir, log_path=log_dir / f"{spec['name']}.log", env=env)
-            started.append(proc)
-            ready = spec.get("ready", {})
-            proc.wait_ready(spec.get("ready_timeout", 20), port=ready.get("port"), log_contains=ready.get("log"))
-            # Verifiers learn each process's pid, command and log (e.g. to SIGKILL a worker and start it again).
-            key = re.sub(r"\W", "_", spec["name"]).upper()
-            env[f"LAB_PROC_{key}_PID"] = str(proc.pid)
-            env[f"LAB_PROC_{key}_ARGV"] = json.dumps(argv)
-            env[f"LAB_PROC_{key}_LOG"] = str(proc.log_path)
-    except BaseException:
-        stop_processes(started)
-        raise
-    return started
-
-
-def stop_processes(procs: list[Process]) -> None:
-    for proc in reversed(procs):
-        proc.stop(grace=10)
-
-
-def needs_exclusive(lesson: dict, only: set[str] | None = None) -> bool:
-    """Does this run stop or restart a shared server?  A lesson marked `exclusive_services` names the
-    checks that do with `"exclusive": true`; when none is marked, every run of it is exclusive."""
-    if not lesson.get("exclusive_services"):
-        return False
-    marked = {c["id"] for c in lesson["checks"] if c.get("exclusive")}
-    if not marked:
-        return True
-    return only is None or bool(marked & only)
-
-
-def regressions_of(lesson: dict, lessons: list[dict] | None = None) -> dict[str, list[dict]]:
-    """Earlier lesson id -> the checks of it that lesson NN re-runs as regressions (tasks.json's
-    `regressions`: checks of code an earlier lesson built that NN rewrites or still relies on)."""
-    wanted = lesson.get("regressions") or []
-    if not wanted:
-        return {}
-    if lessons is None:
-        from shared.manifest import load
-        lessons = load()["lessons"]
-    found: dict[str, list[dict]] = {}
-    for earlier in lessons:
-        for check in earlier["checks"]:
-            if check["id"] in wanted:
-                found.setdefault(earlier["id"], []).append(check)
-    return found
-
-
 def run_lesson(lesson: dict, workdir: Path, log_dir: Path, source: str = "reference",
                only: set[str] | None = None, lessons: list[dict] | None = None,
                schema_upto: str | None = None) -> LessonResult:
@@ -673,7 +265,7 @@ def run_lesson(lesson: dict, workdir: Path, log_dir: Path, source: str = "refere
     that lesson, so its whole schema is applied (its later lessons' tables are there)."""
     started = time.monotonic()
     boxfiles.remove(log_dir)  # each run's logs are its own: an earlier run's lines are never read as this one's
-    own = [_new_result(lesson["id"], c) for c in lesson["checks"]]
+    own = [new_result(lesson["id"], c) for c in lesson["checks"]]
     earlier = regressions_of(lesson, lessons)
     if only is not None:
         unknown = only - {r.id for r in own} - {c["id"] for checks in earlier.values() for c in checks}
@@ -687,20 +279,20 @@ def run_lesson(lesson: dict, workdir: Path, log_dir: Path, source: str = "refere
     boxfiles.private_dir(log_dir.parent)
     workdir.rename(staged)
     try:
-        gone = _superseded(own, lesson, lessons, upto)
-        result = _run_guarded(lesson, workdir, log_dir, own, _without(only, own, gone), upto, staged)
-        _mark_superseded(own, gone)
+        gone = superseded(own, lesson, lessons, upto)
+        result = _run_guarded(lesson, workdir, log_dir, own, checks_to_run(only, own, gone), upto, staged)
+        mark_superseded(own, gone)
         for earlier_id, checks in earlier.items():
-            regression = dict(_lesson_by_id(earlier_id, lessons), checks=checks)
-            rows = [_new_result(earlier_id, c, regression=True) for c in checks]
-            gone = _superseded(rows, regression, lessons, upto)
+            regression = dict(lesson_by_id(earlier_id, lessons), checks=checks)
+            rows = [new_result(earlier_id, c, regression=True) for c in checks]
+            gone = superseded(rows, regression, lessons, upto)
             for verifier in verifier_files(regression):  # the earlier lesson's verifiers, beside the folder's files
                 shutil.copy2(verifier, staged / verifier.name)
             # Beside this lesson's logs, not inside them: a folder a box wrote never holds the host's next one.
             regression_logs = log_dir.with_name(f"{log_dir.name}-regression-{earlier_id}")
             boxfiles.remove(regression_logs)
-            done = _run_guarded(regression, workdir, regression_logs, rows, _without(only, rows, gone), upto, staged)
-            _mark_superseded(rows, gone)
+            done = _run_guarded(regression, workdir, regression_logs, rows, checks_to_run(only, rows, gone), upto, staged)
+            mark_superseded(rows, gone)
             result.checks += done.checks
             result.logs += done.logs
     finally:
@@ -710,52 +302,6 @@ def run_lesson(lesson: dict, workdir: Path, log_dir: Path, source: str = "refere
             boxfiles.remove(staged)
     result.source, result.seconds = source, time.monotonic() - started
     return result
-
-
-def _superseded(results: list["CheckResult"], lesson: dict, lessons: list[dict] | None, upto: str) -> dict[str, str]:
-    """Check id -> the lesson that replaced its subject, for the checks a folder at lesson `upto` has moved
-    past (tasks.json's superseded_by)."""
-    by_id = {c["id"]: c for c in lesson["checks"]}
-    return {r.id: by_id[r.id]["superseded_by"] for r in results
-            if by_id.get(r.id, {}).get("superseded_by") and by_id[r.id]["superseded_by"] <= upto}
-
-
-def _without(only: set[str] | None, results: list["CheckResult"], gone: dict[str, str]) -> set[str] | None:
-    """The checks to run: `only` (or all of these) minus the superseded ones."""
-    if not gone:
-        return only
-    wanted = only if only is not None else {r.id for r in results}
-    return wanted - set(gone)
-
-
-def _mark_superseded(results: list["CheckResult"], gone: dict[str, str]) -> None:
-    for r in results:
-        if r.id in gone:
-            r.status = SUPERSEDED
-            r.message = t(f"第 {gone[r.id]} 课替换了本项检查的内容，你的文件夹已经到了那一课：不计分",
-                          f"lesson {gone[r.id]} replaced what this checks, and your folder has reached it: "
-                          "not counted")
-
-
-def every_check(lesson: dict, status: str, message: str, source: str = "", tampered: bool = False) -> LessonResult:
-    """A lesson whose every check has one status and message, with nothing run: planned, not reached, or
-    an error said once for the whole folder.  The report keeps the lesson's real maximum."""
-    checks = [_new_result(lesson["id"], c) for c in lesson["checks"]]
-    for c in checks:
-        c.status, c.message, c.tampered = status, message, tampered
-    return LessonResult(lesson, source, checks, 0.0)
-
-
-def _new_result(lesson_id: str, check: dict, regression: bool = False) -> "CheckResult":
-    return CheckResult(lesson=lesson_id, id=check["id"], kind=check.get("kind", "core"), text=check["text"],
-                       hint=check["hint"], points=0 if regression else check["points"], regression=regression)
-
-
-def _lesson_by_id(lesson_id: str, lessons: list[dict] | None) -> dict:
-    if lessons is None:
-        from shared.manifest import load
-        lessons = load()["lessons"]
-    return next(l for l in lessons if l["id"] == lesson_id)
 
 
 def _run_guarded(lesson: dict, workdir: Path, log_dir: Path, results: list, only: set[str] | None,
@@ -770,7 +316,6 @@ def _run_guarded(lesson: dict, workdir: Path, log_dir: Path, results: list, only
         return LessonResult(lesson, "", results, 0.0)
     boxed = boxing() == "on"
     if lesson.get("services") and not boxed:
-        from shared import labctl
         with labctl.in_use(exclusive=needs_exclusive(lesson, selected)):
             labctl.up(lesson["services"])  # ServiceError (a service that cannot start) propagates
             return _run_lesson(lesson, workdir, log_dir, "", started, results, selected, schema_upto, boxed, staged)

@@ -12,7 +12,7 @@ import json
 import math
 from pathlib import Path
 
-from checks.html_report import esc, pick
+from checks.html_page import esc, page, pick, resolve_lang
 from shared import figures as F
 
 WIDTH, LABEL_W, LANE_H, AXIS_H, TOP = 760, 150, 24, 26, 8
@@ -268,7 +268,6 @@ def soak_figures(record: dict, history: list[tuple[float, int]]) -> list[dict]:
 
 
 def write_soak_page(path: Path, record: dict, history: list[tuple[float, int]], lang: str | None = None) -> None:
-    from checks.html_report import page, resolve_lang
     lang = resolve_lang(lang)
     verdict = "PASS" if record.get("pass") else "FAIL"
     body = [f"<h1>Task Lab soak — {esc(verdict)}</h1>",

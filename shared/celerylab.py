@@ -69,7 +69,7 @@ def short(value) -> str:
 # ---------------------------------------------------------------- settings (never printed)
 
 def env_file_values(path: Path = WORK / ".env.tasks") -> dict[str, str]:
-    from shared.labctl import read_env_file
+    from shared.credentials import read_env_file
     return read_env_file(path)
 
 

@@ -1,488 +1,34 @@
-"""Start, check and stop the lab's Redis and MySQL-compatible servers.
+"""Start, check and stop the lab's Redis and MySQL-compatible servers, one start at a time, and hold them
+while a lesson runs (the services lock).
 
     python -m shared.labctl up|down|status|reset|compose [--check]
 
-Modes (LAB_SERVICES=docker|native|external, else auto-detected):
-  docker    docker/compose.yaml: redis:7 and mysql:8.4 on 127.0.0.1:6384/3307
-  native    private redis-server and mariadbd processes under .lab/services/,
-            same ports, own data dirs, pid files and logs; stopped by PID
-  external  servers you run yourself, reached through the URLs in the
-            environment or .env.tasks
+Modes (LAB_SERVICES=docker|native|external, else auto-detected: shared/services.py mode):
+  docker    docker/compose.yaml (shared/services_docker.py)
+  native    private redis-server and mariadbd processes under .lab/services/ (shared/services_native.py)
+  external  servers you run yourself, reached through the URLs in the environment or .env.tasks
 
-Credentials are generated once into .env.tasks (mode 0600) and never printed.
+Credentials are generated once into .env.tasks (mode 0600) and never printed (shared/credentials.py).
+Lessons' verifiers use this module's names: up, stop_service, split_sql, ensure_credentials, redis_ok,
+MYSQL, ServiceError.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
-import os
-import secrets
-import shutil
-import signal
-import subprocess
 import sys
 import time
-from pathlib import Path
-from urllib.parse import quote, unquote, urlsplit
 
 from shared import services as S
+from shared.credentials import ensure_credentials
 from shared.i18n import t
-from shared.manifest import KIT_ROOT
-from shared.proc import is_zombie, port_open, wait_until
+from shared.proc import port_open, wait_until
+from shared.services import ServiceError, mode
+from shared.services_clients import app_connect, mysql_connect, mysql_ok, redis_ok
+from shared.services_docker import compose, docker_up, write_compose
+from shared.services_native import MYSQL, REDIS, ensure_binaries, mysql_up, redis_up
 
-ROOT_ENV = S.SERVICES_DIR / "root.env"        # the MySQL root password: kit tooling only
-COMPOSE_ENV = S.SERVICES_DIR / "compose.env"  # what docker compose interpolates
-TEMPLATE_LOG_FILE_SIZE = "8M"  # a box's MariaDB: small redo log, quick to copy and start
-SEARCH_PATH = os.environ.get("PATH", "") + os.pathsep + "/usr/sbin:/usr/local/sbin:/usr/bin"
-
-
-class ServiceError(Exception):
-    """A service could not be started or reached; the message says what to do."""
-
-
-# --- credentials ---------------------------------------------------------------------------------
-
-def _write_private(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as stream:
-        stream.write(text)
-    os.chmod(path, 0o600)
-
-
-def read_env_file(path: Path) -> dict[str, str]:
-    """KEY=value lines, the way python-dotenv reads them: comments skipped, one pair of quotes stripped."""
-    values = {}
-    if path.is_file():
-        for line in path.read_text(encoding="utf-8").splitlines():
-            if "=" in line and not line.lstrip().startswith("#"):
-                key, value = line.split("=", 1)
-                value = value.strip()
-                if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
-                    value = value[1:-1]
-                values[key.strip().removeprefix("export ").strip()] = value
-    return values
-
-
-def _new_password() -> str:
-    # '+' and '/' must be percent-encoded in a URL: code that forgets to encode or decode fails loudly.
-    return secrets.token_urlsafe(18) + "+/"
-
-
-URL_KEYS = ("CELERY_BROKER_URL", "CELERY_RESULT_BACKEND", "DATABASE_URL")
-
-
-def _endpoints(env: dict[str, str]) -> dict[str, str]:
-    """Hosts, ports and passwords as the URLs say (native and docker: the kit's own; external: yours)."""
-    broker, database = urlsplit(env["CELERY_BROKER_URL"]), urlsplit(env["DATABASE_URL"])
-    return {
-        "TASK_BROKER_PASSWORD": unquote(broker.password or ""),
-        "REDIS_HOST": broker.hostname or S.HOST, "REDIS_PORT": str(broker.port or 6379),
-        "MYSQL_PASSWORD": unquote(database.password or ""), "MYSQL_USER": unquote(database.username or S.DB_USER),
-        "MYSQL_HOST": database.hostname or S.HOST, "MYSQL_PORT": str(database.port or 3306),
-    }
-
-
-def ensure_credentials() -> dict[str, str]:
-    """The secrets and endpoints (never print them).
-
-    native/docker: create .env.tasks (0600) and the root password once.  external: read the URLs from the
-    environment or .env.tasks and write nothing — your file is yours.
-    """
-    env = read_env_file(S.ENV_FILE)
-    if mode() == "external":
-        env.update({key: os.environ[key] for key in URL_KEYS if os.environ.get(key)})
-        missing = [key for key in URL_KEYS if not env.get(key)]
-        if missing:
-            raise ServiceError(t(f"external 模式需要 {', '.join(missing)}（环境变量或 .env.tasks）",
-                                 f"external mode needs {', '.join(missing)} (in the environment or .env.tasks)"))
-        return {**_endpoints(env), **{key: env[key] for key in URL_KEYS}, "MYSQL_ROOT_PASSWORD": ""}
-    if not {"TASK_BROKER_PASSWORD", *URL_KEYS} <= env.keys():
-        broker = _new_password()
-        db = _new_password()
-        b, d = quote(broker, safe=""), quote(db, safe="")
-        _write_private(S.ENV_FILE, (
-            "# Generated by `python -m shared.labctl up`. Private: mode 0600, git-ignored, never printed.\n"
-            f"TASK_BROKER_PASSWORD={broker}\n"
-            f"CELERY_BROKER_URL=redis://:{b}@{S.HOST}:{S.REDIS_PORT}/0\n"
-            f"CELERY_RESULT_BACKEND=redis://:{b}@{S.HOST}:{S.REDIS_PORT}/1\n"
-            f"DATABASE_URL=mysql+pymysql://{S.DB_USER}:{d}@{S.HOST}:{S.MYSQL_PORT}/{S.DATABASE}\n"))
-        env = read_env_file(S.ENV_FILE)
-    os.chmod(S.ENV_FILE, 0o600)
-    root = read_env_file(ROOT_ENV).get("MYSQL_ROOT_PASSWORD")
-    if not root:
-        root = _new_password()
-        _write_private(ROOT_ENV, f"MYSQL_ROOT_PASSWORD={root}\n")
-    found = {**_endpoints(env), **{key: env[key] for key in URL_KEYS}, "MYSQL_ROOT_PASSWORD": root}
-    _write_private(COMPOSE_ENV, "".join(f"{k}={found[k]}\n"
-                                        for k in ("TASK_BROKER_PASSWORD", "MYSQL_PASSWORD", "MYSQL_ROOT_PASSWORD")))
-    return found
-
-
-def task_env_text(secret: dict[str, str]) -> str:
-    """What a work dir's .env.tasks holds: the three URLs (and the broker password, as lesson 08 writes it)."""
-    return "".join(f"{key}={secret[key]}\n" for key in ("TASK_BROKER_PASSWORD", *URL_KEYS))
-
-
-# --- mode ----------------------------------------------------------------------------------------
-
-def mode() -> str:
-    chosen = os.environ.get("LAB_SERVICES", "").strip().lower()
-    if chosen:
-        if chosen not in ("docker", "native", "external"):
-            raise ServiceError(t(f"LAB_SERVICES={chosen} 无效：可选 docker、native、external",
-                                 f"LAB_SERVICES={chosen} is not valid: use docker, native or external"))
-        return chosen
-    docker = shutil.which("docker")
-    if docker:
-        try:
-            if subprocess.run([docker, "info"], capture_output=True, timeout=5).returncode == 0:
-                return "docker"
-        except (OSError, subprocess.TimeoutExpired):
-            pass
-    return "native"
-
-
-# --- probes --------------------------------------------------------------------------------------
-
-def redis_ping(password: str | None, timeout: float = 1.0, host: str = S.HOST, port: int = S.REDIS_PORT) -> bool:
-    """One real round trip; False when unreachable or refused."""
-    import redis
-    client = redis.Redis(host=host, port=int(port), password=password, socket_connect_timeout=timeout,
-                         socket_timeout=timeout)
-    try:
-        return bool(client.ping())
-    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, redis.exceptions.AuthenticationError,
-            redis.exceptions.ResponseError):
-        return False
-    finally:
-        client.close()
-
-
-def mysql_connect(user: str, password: str, database: str | None = None, unix_socket: str | None = None,
-                  timeout: float = 2.0, host: str = S.HOST, port: int = S.MYSQL_PORT):
-    import pymysql
-    if unix_socket:
-        return pymysql.connect(unix_socket=unix_socket, user=user, password=password, database=database,
-                               connect_timeout=timeout, autocommit=True, ssl_disabled=True)
-    return pymysql.connect(host=host, port=int(port), user=user, password=password, database=database,
-                           connect_timeout=timeout, autocommit=True, ssl_disabled=is_loopback(host) or None)
-
-
-LOOPBACK = ("127.0.0.1", "localhost", "::1")
-
-
-def is_loopback(host: str | None) -> bool:
-    """PyMySQL ≥ 1.2 tries TLS by default and builds a fresh TLS context for every connection (~35 ms
-    of CPU).  The kit's own servers listen on loopback without TLS, so the kit skips that there; a
-    server elsewhere (external mode) keeps PyMySQL's default."""
-    return host in LOOPBACK
-
-
-def app_connect(secret: dict[str, str], database: str | None = None):
-    """app_user's connection, wherever the URLs point."""
-    return mysql_connect(secret["MYSQL_USER"], secret["MYSQL_PASSWORD"], database,
-                         host=secret["MYSQL_HOST"], port=secret["MYSQL_PORT"])
-
-
-def redis_ok(secret: dict[str, str], timeout: float = 1.0) -> bool:
-    return redis_ping(secret["TASK_BROKER_PASSWORD"], timeout, secret["REDIS_HOST"], secret["REDIS_PORT"])
-
-
-def mysql_ok(secret: dict[str, str]) -> bool:
-    import pymysql
-    try:
-        conn = mysql_connect(secret["MYSQL_USER"], secret["MYSQL_PASSWORD"], timeout=1,
-                             host=secret["MYSQL_HOST"], port=secret["MYSQL_PORT"])
-    except pymysql.err.MySQLError:
-        return False
-    try:
-        with conn.cursor() as cur:
-            cur.execute("SELECT 1")
-        return True
-    finally:
-        conn.close()
-
-
-def mysql_ready(user: str, password: str) -> bool:
-    import pymysql
-    try:
-        conn = mysql_connect(user, password, timeout=1)
-    except pymysql.err.MySQLError:
-        return False
-    try:
-        with conn.cursor() as cur:
-            cur.execute("SELECT 1")
-        return True
-    finally:
-        conn.close()
-
-
-# --- native mode ---------------------------------------------------------------------------------
-
-def _find(*names: str) -> str | None:
-    for name in names:
-        found = shutil.which(name, path=SEARCH_PATH)
-        if found:
-            return found
-    return None
-
-
-def _install_hint() -> str:
-    return "sudo apt-get install -y redis-server mariadb-server"
-
-
-def ensure_binaries() -> None:
-    """Install Debian's servers when missing and we are root; otherwise say the command that would."""
-    if _find("redis-server") and _find("mariadbd") and _find("mariadb-install-db"):
-        return
-    if os.geteuid() != 0 or not shutil.which("apt-get"):
-        raise ServiceError(t(f"缺少 redis-server 或 MariaDB。请运行：{_install_hint()}",
-                             f"redis-server or MariaDB is missing. Run: {_install_hint()}"))
-    print(t("正在安装 redis-server 与 mariadb-server（约 15–40 秒）…",
-            "installing redis-server and mariadb-server (about 15–40 s) …"), flush=True)
-    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    install = ["apt-get", "install", "-y", "-q", "--no-install-recommends", "redis-server", "mariadb-server"]
-    if subprocess.run(install, env=env, capture_output=True).returncode != 0:
-        subprocess.run(["apt-get", "update", "-q"], env=env, capture_output=True)
-        result = subprocess.run(install, env=env, capture_output=True, text=True)
-        if result.returncode != 0:
-            raise ServiceError(t("apt-get 安装失败：\n", "apt-get install failed:\n") + result.stderr[-800:])
-
-
-_DETACHED: list[subprocess.Popen] = []
-
-
-class NativeService:
-    def __init__(self, name: str, port: int):
-        self.name, self.port = name, port
-        self.dir = S.SERVICES_DIR / name
-        self.pid_file = S.SERVICES_DIR / f"{name}.pid"
-        self.log_file = self.dir / f"{name}.log"
-
-    def pid(self) -> int | None:
-        """Our process's pid, if it is alive and really ours: it works inside our folder.
-
-        (Servers rewrite their command line, so the working directory is the reliable mark;
-        a recycled pid of some other program fails this test.)"""
-        try:
-            pid = int(self.pid_file.read_text().strip())
-            cwd = os.readlink(f"/proc/{pid}/cwd")
-        except (OSError, ValueError):
-            return None
-        return pid if cwd.startswith(str(self.dir)) and not is_zombie(pid) else None
-
-    def start(self, argv: list[str]) -> None:
-        self.dir.mkdir(parents=True, exist_ok=True)
-        log = open(self.log_file, "ab")
-        # The kit's servers outlive the run that started them: without the run's mark (see
-        # checks.runner.RUN_MARK) the runner's clean-up after that run never takes them for leftovers.
-        env = {k: v for k, v in os.environ.items() if k != "LAB_RUN_ID"}
-        proc = subprocess.Popen(argv, cwd=self.dir, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True, env=env)
-        log.close()
-        _DETACHED.append(proc)  # the server outlives us; holding the handle keeps Popen from warning about it
-        self.pid_file.write_text(f"{proc.pid}\n")
-
-    def log_tail(self, lines: int = 15) -> str:
-        try:
-            return "\n".join(self.log_file.read_text(errors="replace").splitlines()[-lines:])
-        except FileNotFoundError:
-            return ""
-
-    def check_port_free(self) -> None:
-        if port_open(self.port):
-            raise ServiceError(t(
-                f"端口 {self.port} 已被其他程序占用（不是本套件启动的 {self.name}）。查看：ss -ltnp | grep :{self.port}；"
-                f"停止它，或设置 LAB_SERVICES=external 使用它",
-                f"port {self.port} is held by another program (not the kit's {self.name}). See: ss -ltnp | grep :{self.port}; "
-                f"stop it, or use it with LAB_SERVICES=external"))
-
-    def stop(self, grace: float = 20) -> bool:
-        pid = self.pid()
-        if pid is None:
-            self.pid_file.unlink(missing_ok=True)
-            return False
-        os.kill(pid, signal.SIGTERM)
-        try:
-            wait_until(lambda: self.pid() is None or not Path(f"/proc/{pid}").exists() or is_zombie(pid), grace,
-                       f"{self.name} to stop")
-        except AssertionError:
-            os.kill(pid, signal.SIGKILL)
-        self.pid_file.unlink(missing_ok=True)
-        return True
-
-    def wait_ready(self, probe, timeout: float) -> None:
-        def ready():
-            if self.pid() is None:
-                raise ServiceError(t(f"{self.name} 启动失败：\n", f"{self.name} exited during start-up:\n") + self.log_tail())
-            return probe()
-        try:
-            wait_until(ready, timeout, f"{self.name} on {S.HOST}:{self.port}", interval=0.1)
-        except AssertionError:
-            raise ServiceError(t(f"{self.name} 在 {timeout:g} 秒内没有就绪：\n", f"{self.name} not ready within {timeout:g}s:\n")
-                               + self.log_tail()) from None
-
-
-
-
-REDIS = NativeService("redis", S.REDIS_PORT)
-MYSQL = NativeService("mysql", S.MYSQL_PORT)
-
-
-def _redis_up(secret: dict) -> None:
-    if REDIS.pid() is not None and redis_ping(secret["TASK_BROKER_PASSWORD"]):
-        return
-    REDIS.stop()
-    REDIS.check_port_free()
-    data = REDIS.dir / "data"
-    data.mkdir(parents=True, exist_ok=True)
-    conf = REDIS.dir / "redis.conf"
-    lines = S.redis_conf_lines(f'"{secret["TASK_BROKER_PASSWORD"]}"', str(data), S.REDIS_PORT, S.HOST)
-    _write_private(conf, "\n".join([*lines, "daemonize no", "save \"\""]) + "\n")
-    REDIS.start([_find("redis-server"), str(conf)])
-    REDIS.wait_ready(lambda: redis_ping(secret["TASK_BROKER_PASSWORD"]), 10)
-
-
-def _mysql_argv() -> list[str]:
-    argv = [_find("mariadbd"), "--no-defaults", f"--datadir={MYSQL.dir / 'data'}", f"--port={S.MYSQL_PORT}",
-            f"--bind-address={S.HOST}", f"--socket={MYSQL.dir / 'mysqld.sock'}", f"--pid-file={MYSQL.dir / 'mysqld.pid'}",
-            "--default-time-zone=+00:00", "--skip-name-resolve", "--character-set-server=utf8mb4",
-            "--collation-server=utf8mb4_unicode_ci", "--innodb-buffer-pool-size=64M",
-            "--innodb-flush-log-at-trx-commit=2", f"--log-error={MYSQL.log_file}"]
-    if os.geteuid() == 0:
-        argv.append("--user=root")  # mariadbd refuses to run as root unless told to
-    if os.environ.get("LAB_MARIADB_TEMPLATE"):
-        argv.append(f"--innodb-log-file-size={TEMPLATE_LOG_FILE_SIZE}")  # as the template was made
-    return argv
-
-
-def _mysql_bootstrap(secret: dict) -> None:
-    """First start only: root gets a password, every password-less account goes, app_user is created."""
-    socket = str(MYSQL.dir / "mysqld.sock")
-    conn = mysql_connect("root", "", unix_socket=socket)
-    try:
-        with conn.cursor() as cur:
-            cur.execute("SELECT user, host FROM mysql.user")
-            for user, host in cur.fetchall():
-                if (user, host) != ("root", "localhost") and user != "mariadb.sys":
-                    cur.execute("DROP USER %s@%s", (user, host))
-            cur.execute("ALTER USER 'root'@'localhost' IDENTIFIED BY %s", (secret["MYSQL_ROOT_PASSWORD"],))
-            for host in (S.HOST, "localhost"):
-                cur.execute("CREATE USER IF NOT EXISTS %s@%s IDENTIFIED BY %s",
-                            (S.DB_USER, host, secret["MYSQL_PASSWORD"]))
-            cur.execute("FLUSH PRIVILEGES")
-    finally:
-        conn.close()
-    _grant(secret)
-    (MYSQL.dir / "bootstrapped").write_text("yes\n")
-
-
-def _grant(secret: dict) -> None:
-    """app_user's rights, applied on every start so an older data dir gets new grants too."""
-    conn = mysql_connect("root", secret["MYSQL_ROOT_PASSWORD"], unix_socket=str(MYSQL.dir / "mysqld.sock"))
-    try:
-        with conn.cursor() as cur:
-            for host in (S.HOST, "localhost"):
-                pattern = S.DATABASE_PATTERN.replace("%", "%%")  # PyMySQL formats the query with %
-                cur.execute(f"GRANT ALL PRIVILEGES ON `{pattern}`.* TO %s@%s", (S.DB_USER, host))
-                # Lesson 11 reads innodb_trx to prove no transaction is held while a file is written.
-                cur.execute("GRANT PROCESS ON *.* TO %s@%s", (S.DB_USER, host))
-            _monitor_account(cur)
-    finally:
-        conn.close()
-
-
-MONITOR_ENV = S.SERVICES_DIR / "monitor.env"  # the read-only monitor account's password (make monitor)
-MONITOR_USER = "monitor_ro"
-
-
-def monitor_credentials() -> tuple[str, str]:
-    """(user, password) of the account `make monitor` reads through: it may only SELECT."""
-    password = read_env_file(MONITOR_ENV).get("MONITOR_PASSWORD")
-    if not password:
-        password = _new_password()
-        _write_private(MONITOR_ENV, f"MONITOR_PASSWORD={password}\n")
-    return MONITOR_USER, password
-
-
-def _monitor_account(cur) -> None:
-    user, password = monitor_credentials()
-    pattern = S.DATABASE_PATTERN.replace("%", "%%")
-    for host in (S.HOST, "localhost", "%"):
-        cur.execute("CREATE USER IF NOT EXISTS %s@%s IDENTIFIED BY %s", (user, host, password))
-        cur.execute("ALTER USER %s@%s IDENTIFIED BY %s", (user, host, password))
-        cur.execute(f"GRANT SELECT ON `{pattern}`.* TO %s@%s", (user, host))
-
-
-def _mysql_up(secret: dict) -> None:
-    ready = lambda: mysql_ready(S.DB_USER, secret["MYSQL_PASSWORD"])  # noqa: E731
-    if MYSQL.pid() is not None and ready():
-        _grant(secret)  # cheap, and keeps a data dir made by an older kit up to date
-        return
-    MYSQL.stop()
-    MYSQL.check_port_free()
-    data = MYSQL.dir / "data"
-    template = os.environ.get("LAB_MARIADB_TEMPLATE")
-    if not (MYSQL.dir / "bootstrapped").exists() and template:
-        # A box's private server: a copy of a data dir made once by mariadb-install-db (checks/box.py)
-        # starts in a fraction of a second; the bootstrap below gives it this box's own passwords.
-        shutil.rmtree(data, ignore_errors=True)
-        shutil.copytree(template, data)
-        MYSQL.start(_mysql_argv())
-        MYSQL.wait_ready(lambda: (MYSQL.dir / "mysqld.sock").exists() and _root_socket_ok(""), 30)
-        _mysql_bootstrap(secret)
-    elif not (MYSQL.dir / "bootstrapped").exists():
-        shutil.rmtree(data, ignore_errors=True)
-        data.mkdir(parents=True)
-        init = [_find("mariadb-install-db"), "--no-defaults", f"--datadir={data}", "--auth-root-authentication-method=normal",
-                "--skip-test-db"]
-        if os.geteuid() == 0:
-            init.append("--user=root")
-        result = subprocess.run(init, capture_output=True, text=True)
-        if result.returncode != 0:
-            raise ServiceError("mariadb-install-db failed:\n" + result.stdout[-600:] + result.stderr[-600:])
-        MYSQL.start(_mysql_argv())
-        MYSQL.wait_ready(lambda: (MYSQL.dir / "mysqld.sock").exists() and _root_socket_ok(""), 30)
-        _mysql_bootstrap(secret)
-    else:
-        MYSQL.start(_mysql_argv())
-        MYSQL.wait_ready(lambda: _root_socket_ok(secret["MYSQL_ROOT_PASSWORD"]), 30)
-        _grant(secret)
-    MYSQL.wait_ready(ready, 30)
-
-
-def _root_socket_ok(password: str) -> bool:
-    import pymysql
-    try:
-        mysql_connect("root", password, unix_socket=str(MYSQL.dir / "mysqld.sock"), timeout=1).close()
-        return True
-    except pymysql.err.MySQLError:
-        return False
-
-
-# --- docker and external modes -------------------------------------------------------------------
-
-def _compose(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["docker", "compose", "--env-file", str(COMPOSE_ENV), "-f",
-                           str(KIT_ROOT / "docker" / "compose.yaml"), *args], capture_output=True, text=True)
-
-
-def _docker_up(secret: dict, names: list[str]) -> None:
-    result = _compose("up", "-d", "--wait", *names)
-    if result.returncode != 0:
-        raise ServiceError("docker compose up failed:\n" + result.stderr[-800:])
-    if "mysql" in names:  # the monitor's read-only account: its password is generated, so not in init SQL
-        conn = mysql_connect("root", secret["MYSQL_ROOT_PASSWORD"])
-        try:
-            with conn.cursor() as cur:
-                _monitor_account(cur)
-        finally:
-            conn.close()
-
-
-# --- public operations ---------------------------------------------------------------------------
 
 @contextlib.contextmanager
 def starting():
@@ -508,13 +54,13 @@ def _up(names: list[str] | None) -> str:
     current = mode()
     secret = ensure_credentials()
     if current == "docker":
-        _docker_up(secret, names)
+        docker_up(secret, names)
     elif current == "native":
         ensure_binaries()
         if "redis" in names:
-            _redis_up(secret)
+            redis_up(secret)
         if "mysql" in names:
-            _mysql_up(secret)
+            mysql_up(secret)
     probes = {"redis": lambda: redis_ok(secret, timeout=2), "mysql": lambda: mysql_ok(secret)}
     for name in names:
         if not probes[name]():
@@ -533,7 +79,7 @@ def stop_service(name: str) -> str:
                              f"LAB_SERVICES=external: the checker cannot stop a {name} you run yourself; "
                              "use native or docker services"))
     if current == "docker":
-        result = _compose("stop", name)
+        result = compose("stop", name)
         if result.returncode != 0:
             raise ServiceError(f"docker compose stop {name} failed:\n" + result.stderr[-400:])
         how = f"docker compose stop {name}"
@@ -549,7 +95,7 @@ def stop_service(name: str) -> str:
 
 def down() -> None:
     if mode() == "docker":
-        _compose("down")
+        compose("down")
         return
     for service in (REDIS, MYSQL):
         service.stop()
@@ -636,27 +182,6 @@ def status() -> list[str]:
             state = t("未运行", "stopped")
         lines.append(f"{name:<6} {S.HOST}:{service.port}  {state}")
     return lines
-
-
-def ensure(names: list[str]) -> None:
-    """Used by the checker runner before a lesson that needs services."""
-    up(names)
-
-
-def write_compose(check: bool) -> int:
-    targets = {KIT_ROOT / "docker" / "compose.yaml": S.compose_yaml(),
-               KIT_ROOT / "docker" / "init" / "00-grants.sql": S.GRANTS_SQL,
-               KIT_ROOT / "docker" / "init" / "01-products.sql": S.products_sql()}
-    stale = [path for path, text in targets.items() if not path.exists() or path.read_text() != text]
-    if check:
-        for path in stale:
-            print(t(f"{path} 与 shared/services.py 不一致：运行 python -m shared.labctl compose",
-                    f"{path} differs from shared/services.py: run python -m shared.labctl compose"))
-        return 1 if stale else 0
-    for path, text in targets.items():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    return 0
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -27,10 +27,10 @@ def db_settings() -> dict:
     assert url, t("没有 DATABASE_URL（.env.tasks 由检查器写入工作目录）",
                   "DATABASE_URL is missing (the checker writes .env.tasks into the work dir)")
     parts = urlsplit(url)
-    from shared.labctl import is_loopback
+    from shared.services_clients import is_loopback
     return {"host": parts.hostname, "port": parts.port or 3306, "user": unquote(parts.username or ""),
             "password": unquote(parts.password or ""), "database": unquote(parts.path.lstrip("/")),
-            "ssl_disabled": is_loopback(parts.hostname) or None}  # see labctl.is_loopback
+            "ssl_disabled": is_loopback(parts.hostname) or None}  # see services_clients.is_loopback
 
 
 def connect(autocommit: bool = True):

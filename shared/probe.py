@@ -17,22 +17,23 @@ Calls may come from several judge threads at once; the probe runs each in a thre
 never returns fails its check and the probe is started afresh), every answer is bounded in size and
 checked for shape.
 
-    python -I shared/probe.py REQUEST_FD ANSWER_FD VERIFIERS_DIR   (cwd: the work folder)
+The probe process is shared/probe_server.py; what travels between them, shared/probe_wire.py.
 """
 
 from __future__ import annotations
 
-import base64
-import datetime
-import decimal
 import itertools
 import json
 import os
 import subprocess
 import sys
 import threading
-import uuid
 from pathlib import Path
+
+from shared.probe_wire import LearnerRaised, Opaque, decode, encode, rebuild
+
+# The names a lesson's judge imports from here.
+__all__ = ["Answer", "AppClient", "LearnerRaised", "ModuleStandIn", "Opaque", "Probe", "ProbeError"]
 
 KIT = Path(__file__).resolve().parent.parent
 ANSWER_LIMIT = 4 * 1024 * 1024   # one answer (a list of rows fits easily)
@@ -40,147 +41,9 @@ CALL_TIMEOUT = 30.0              # one call; a check may ask for less or more
 START_TIMEOUT = 30.0
 
 
-# ---------------------------------------------------------------- values on the wire (both sides)
-
-def encode(value, depth: int = 0):
-    """Plain JSON, with tags for the few kinds of value rows and results carry."""
-    if depth > 40:
-        raise ValueError("value nested too deeply")
-    if value is None or isinstance(value, (bool, str)):
-        return value
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float):
-        return value if value == value and value not in (float("inf"), float("-inf")) else {"$float": repr(value)}
-    if isinstance(value, (list, tuple)):
-        items = [encode(v, depth + 1) for v in value]
-        return items if isinstance(value, list) else {"$tuple": items}
-    if isinstance(value, (set, frozenset)):
-        return {"$set": [encode(v, depth + 1) for v in value]}
-    if isinstance(value, dict):
-        if all(isinstance(k, str) for k in value) and not any(k.startswith("$") for k in value):
-            return {k: encode(v, depth + 1) for k, v in value.items()}
-        return {"$dict": [[encode(k, depth + 1), encode(v, depth + 1)] for k, v in value.items()]}
-    if isinstance(value, datetime.datetime):
-        return {"$datetime": value.isoformat()}
-    if isinstance(value, datetime.date):
-        return {"$date": value.isoformat()}
-    if isinstance(value, datetime.timedelta):
-        return {"$timedelta": value.total_seconds()}
-    if isinstance(value, decimal.Decimal):
-        return {"$decimal": str(value)}
-    if isinstance(value, (bytes, bytearray)):
-        return {"$bytes": base64.b64encode(bytes(value)).decode()}
-    if isinstance(value, uuid.UUID):
-        return str(value)
-    if isinstance(value, os.PathLike):
-        return {"$path": os.fspath(value)}
-    return {"$object": type(value).__qualname__, "repr": _short_repr(value)}
-
-
-def _short_repr(value) -> str:
-    try:
-        return repr(value)[:300]
-    except Exception:  # noqa: BLE001 - a learner's __repr__ may raise
-        return f"<{type(value).__qualname__}>"
-
-
-class Opaque:
-    """A value that is not plain data (a learner's own object): its type name and repr, nothing more."""
-
-    def __init__(self, type_name: str, text: str):
-        self.type_name, self.text = type_name, text
-
-    def __repr__(self) -> str:
-        return self.text
-
-
-TAGS = {
-    "$tuple": lambda v: tuple(decode(x) for x in v),
-    "$set": lambda v: {decode(x) for x in v},
-    "$dict": lambda v: {decode(k): decode(x) for k, x in v},
-    "$datetime": datetime.datetime.fromisoformat,
-    "$date": datetime.date.fromisoformat,
-    "$timedelta": lambda v: datetime.timedelta(seconds=float(v)),
-    "$decimal": decimal.Decimal,
-    "$bytes": base64.b64decode,
-    "$float": float,
-    "$path": Path,
-}
-
-
-def decode(value):
-    """The inverse of encode, on the judge's side: anything unexpected is refused, never guessed."""
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    if isinstance(value, list):
-        return [decode(v) for v in value]
-    if not isinstance(value, dict):
-        raise ValueError(f"unexpected value {type(value).__name__}")
-    if len(value) == 1 and next(iter(value)) in TAGS:
-        tag, inner = next(iter(value.items()))
-        return TAGS[tag](inner)
-    if set(value) == {"$object", "repr"}:
-        return Opaque(str(value["$object"]), str(value["repr"]))
-    if any(k.startswith("$") for k in value):
-        raise ValueError(f"unknown tag in {sorted(value)[:3]}")
-    return {k: decode(v) for k, v in value.items()}
-
-
-# ---------------------------------------------------------------- the judge's side
-
 class ProbeError(AssertionError):
     """The probe broke down (no answer in time, an answer of the wrong shape, the process gone): a finding
     about learner code that ran in it, said in the learner's terms.  An AssertionError, so the check fails."""
-
-
-class LearnerRaised(Exception):
-    """An exception the learner's function raised, seen from the judge.  When its class is one the judge
-    knows (a builtin, PyMySQL's, Celery's ...), the exception raised here is of a subclass of that class
-    too, so `except pymysql.err.OperationalError` catches it."""
-
-    type_name = "Exception"
-    learner_traceback = ""
-
-
-# Modules whose exception classes the judge may rebuild (never the learner's own modules).
-TRUSTED_EXCEPTION_MODULES = ("builtins", "pymysql.err", "redis.exceptions", "celery.exceptions",
-                             "kombu.exceptions", "billiard.exceptions", "concurrent.futures",
-                             "asyncio.exceptions", "json.decoder", "sqlite3")
-
-
-def _rebuild(raised: dict) -> BaseException:
-    module, name = str(raised.get("module", "")), str(raised.get("type", "Exception"))
-    message = str(raised.get("message", ""))[:4000]
-    args = decode(raised.get("args", [message]))
-    base: type = Exception
-    # The nearest class in its ancestry the judge knows (a learner's InvalidMove(ValueError) is a ValueError).
-    ancestry = [[module, name], *(raised.get("mro") or [])][:30]
-    for where, what in (a for a in ancestry if isinstance(a, list) and len(a) == 2):
-        found = _trusted_class(str(where), str(what))
-        if found is not None:
-            base = found
-            break
-    cls = type(name.split(".")[-1], (LearnerRaised, base) if base is not Exception else (LearnerRaised,),
-               {"__module__": f"learner:{module}", "__str__": lambda self: message})
-    exc = cls.__new__(cls)
-    exc.args = tuple(args) if isinstance(args, list) else (message,)
-    exc.type_name = name
-    exc.learner_traceback = str(raised.get("traceback", ""))[-4000:]
-    return exc
-
-
-def _trusted_class(module: str, name: str) -> type | None:
-    if module not in TRUSTED_EXCEPTION_MODULES or "." in name:
-        return None
-    import importlib
-    try:
-        found = getattr(importlib.import_module(module), name, None)
-    except ImportError:
-        return None
-    if isinstance(found, type) and issubclass(found, Exception) and found is not Exception:
-        return found
-    return None
 
 
 class _Call:
@@ -213,7 +76,8 @@ class Probe:
         output = open(os.path.join(logs, "probe.log"), "ab") if logs else subprocess.DEVNULL
         try:
             self._proc = subprocess.Popen(
-                [sys.executable, "-I", str(KIT / "shared" / "probe.py"), str(req_r), str(ans_w), str(self.verifiers)],
+                [sys.executable, "-I", str(KIT / "shared" / "probe_server.py"), str(req_r), str(ans_w),
+                 str(self.verifiers)],
                 cwd=self.cwd, env=self.env, pass_fds=(req_r, ans_w), stdin=subprocess.DEVNULL,
                 stdout=output, stderr=subprocess.STDOUT, start_new_session=True)
         finally:
@@ -329,7 +193,7 @@ class Probe:
         may raise (rebuilt here)."""
         answer = self._ask({"op": "get", "target": target}, timeout)
         if "raised" in answer:
-            raise _rebuild(answer["raised"])
+            raise rebuild(answer["raised"])
         if answer.get("callable") is True:
             return {"callable": True}
         if "value" in answer:
@@ -366,7 +230,7 @@ class Probe:
 
     def _result(self, answer: dict, target: str):
         if "raised" in answer:
-            raise _rebuild(answer["raised"])
+            raise rebuild(answer["raised"])
         if "value" not in answer:
             raise ProbeError(f"unexpected answer for {target}")
         return self._decoded(answer["value"], target)
@@ -470,84 +334,3 @@ class AppClient:
 
     def post(self, url: str, **kwargs) -> Answer:
         return self.request("POST", url, **kwargs)
-
-
-# ---------------------------------------------------------------- the probe's side
-
-def _resolve(target: str):
-    import importlib
-    module_name, _, path = target.partition(":")
-    obj = importlib.import_module(module_name)
-    for part in filter(None, path.split(".")):
-        obj = getattr(obj, part)
-    return obj
-
-
-def _raised(exc: BaseException) -> dict:
-    import traceback
-    cls = type(exc)
-    try:
-        args = encode(list(exc.args))
-        json.dumps(args)
-    except Exception:  # noqa: BLE001 - an exception's args may be anything
-        args = [_short_repr(exc)]
-    return {"type": cls.__qualname__, "module": cls.__module__, "message": _short_text(exc), "args": args,
-            "mro": [[k.__module__, k.__qualname__] for k in cls.__mro__[1:]],
-            "traceback": "".join(traceback.format_exception(exc))[-4000:]}
-
-
-def _short_text(exc: BaseException) -> str:
-    try:
-        return str(exc)[:4000]
-    except Exception:  # noqa: BLE001
-        return f"<{type(exc).__qualname__}>"
-
-
-def _serve(request_fd: int, answer_fd: int) -> None:
-    answers = os.fdopen(answer_fd, "wb", buffering=0)
-    os.set_inheritable(answer_fd, False)
-    lock = threading.Lock()
-
-    def answer(payload: dict) -> None:
-        try:
-            data = (json.dumps(payload) + "\n").encode()
-        except (TypeError, ValueError) as exc:
-            data = (json.dumps({"id": payload.get("id"), "raised": _raised(exc)}) + "\n").encode()
-        with lock:
-            answers.write(data)
-
-    def handle(request: dict) -> None:
-        number = request.get("id")
-        try:
-            target = _resolve(request["target"])
-            if request["op"] == "get":
-                answer({"id": number, "callable": True} if callable(target) else
-                       {"id": number, "value": encode(target)})
-                return
-            value = target(*decode(request.get("args", [])), **decode(request.get("kwargs", {})))
-            answer({"id": number, "value": encode(value)})
-        except BaseException as exc:  # noqa: BLE001 - whatever learner code raises is an observation
-            answer({"id": number, "raised": _raised(exc)})
-
-    with os.fdopen(request_fd, "rb") as requests:
-        for line in requests:
-            request = json.loads(line)
-            threading.Thread(target=handle, args=(request,), daemon=True).start()
-    os._exit(0)  # the judge closed its end: stop now, whatever learner threads still run
-
-
-def main() -> None:
-    request_fd, answer_fd, verifiers = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
-    os.set_inheritable(request_fd, False)
-    import sysconfig
-    work = str(Path.cwd())
-    # Like `python file.py` in the folder, after the standard library (a learner's json.py shadows
-    # nothing this file needs) and with the kit's verifiers folder for kit probe functions.
-    stdlib = {sysconfig.get_path(name) for name in ("stdlib", "platstdlib")}
-    after = max((i for i, p in enumerate(sys.path) if p in stdlib or p.endswith("lib-dynload")), default=0)
-    sys.path[after + 1:after + 1] = [verifiers, str(KIT), work]
-    _serve(request_fd, answer_fd)
-
-
-if __name__ == "__main__":
-    main()

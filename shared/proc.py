@@ -80,10 +80,15 @@ _live: set["Process"] = set()
 
 
 @atexit.register
-def _stop_leftovers() -> None:
+def stop_leftovers() -> None:
     # A verifier that fails half-way (or is TERMed by the runner) still stops what it started.
     for proc in list(_live):
         proc.stop(grace=3)
+
+
+def disown_started() -> None:
+    """Forget the processes started so far: a forked process leaves its parent's to its parent."""
+    _live.clear()
 
 
 class Process:

@@ -1,4 +1,4 @@
-"""The one source of the lab services' settings.
+"""The one source of the lab services' settings, and which mode runs them (LAB_SERVICES).
 
 labctl's native mode and docker/compose.yaml (plus its init SQL) are both made
 from these values; tests/test_services.py keeps the committed docker files equal
@@ -8,8 +8,11 @@ to what `python -m shared.labctl compose` generates.
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 from pathlib import Path
 
+from shared.i18n import t
 from shared.manifest import KIT_ROOT
 
 HOST = "127.0.0.1"
@@ -38,6 +41,33 @@ SAMPLE_PRODUCTS = 60                          # > 30, so both the fast (≤ 30) 
 # Isolation slots: runs in different slots (parallel test workers, two terminals) never share a
 # Redis database or a MySQL schema.  Slot 0 is what learners see: db 0/1 and shop_lab.
 MAX_SLOTS = 8
+
+
+class ServiceError(Exception):
+    """A service could not be started or reached; the message says what to do."""
+
+
+def mode() -> str:
+    """docker, native or external: LAB_SERVICES, else docker when a docker daemon answers, else native.
+
+      docker    docker/compose.yaml: redis:7 and mysql:8.4 on 127.0.0.1:6384/3307
+      native    private redis-server and mariadbd processes under .lab/services/ (shared/services_native.py)
+      external  servers you run yourself, reached through the URLs in the environment or .env.tasks
+    """
+    chosen = os.environ.get("LAB_SERVICES", "").strip().lower()
+    if chosen:
+        if chosen not in ("docker", "native", "external"):
+            raise ServiceError(t(f"LAB_SERVICES={chosen} 无效：可选 docker、native、external",
+                                 f"LAB_SERVICES={chosen} is not valid: use docker, native or external"))
+        return chosen
+    docker = shutil.which("docker")
+    if docker:
+        try:
+            if subprocess.run([docker, "info"], capture_output=True, timeout=5).returncode == 0:
+                return "docker"
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+    return "native"
 
 
 def slot_database(slot: int) -> str:

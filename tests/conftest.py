@@ -21,8 +21,9 @@ def _controller() -> bool:
 
 def _own_servers_running() -> bool:
     """The kit's native servers (make services) are up: the ones tests/test_services.py starts."""
-    from shared import labctl
-    return labctl.mode() == "native" and any(s.pid() for s in (labctl.REDIS, labctl.MYSQL))
+    from shared.services import mode
+    from shared.services_native import MYSQL, REDIS
+    return mode() == "native" and any(s.pid() for s in (REDIS, MYSQL))
 
 
 _SERVERS_WERE_UP: list[bool] = []

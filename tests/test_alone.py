@@ -7,7 +7,8 @@ a different one each day); `make test-all` (LAB_TEST_ALL=1) runs every check of 
 
 import pytest
 
-from checks.runner import PASS, run_lesson
+from checks.results import PASS
+from checks.runner import run_lesson
 from checks.workdir import materialise
 from shared import manifest
 from tests.daily import EVERYTHING, today

@@ -1,4 +1,5 @@
-"""Distributed grading (checks/distributed.py): packing, the write-once store, names, and the drill."""
+"""Distributed grading (checks/distributed.py, grade_remote.py, grading_worker.py, packing.py): packing, the
+write-once store, names, and the drill."""
 
 import base64
 import io
@@ -12,9 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from checks import distributed as D
 from checks import grade, report
-from checks.runner import ERROR, PASS
+from checks import grading_worker as W
+from checks.grade_remote import pack_class, submit_and_collect
+from checks.packing import PackRefused, pack_folder, results_to_wire, unpack, wire_to_results
+from checks.results import ERROR, PASS, errored
 from shared import manifest
 
 KIT_ROOT = Path(__file__).resolve().parent.parent
@@ -38,27 +41,27 @@ def test_packing_skips_environments_caches_and_history_and_is_the_same_for_the_s
     for junk in (".venv/lib/x.py", "venv/bin/python", "__pycache__/a.pyc", ".git/HEAD", ".lab/work/x",
                  "node_modules/m.js", "pkg/__pycache__/mod.pyc"):
         write(lab / junk, b"junk")
-    first = D.pack_folder(lab)
+    first = pack_folder(lab)
     assert names_in(first) == {"api_states.py", "pkg", "pkg/mod.py"}
     os.utime(lab / "api_states.py", (1, 1))  # a new mtime, the same bytes: the same key
-    assert D.pack_folder(lab) == first
+    assert pack_folder(lab) == first
     write(lab / "api_states.py", b"x = 2\n")
-    assert D.pack_folder(lab) != first
+    assert pack_folder(lab) != first
 
 
 def test_an_oversized_folder_is_refused_with_a_message_in_both_languages(tmp_path, monkeypatch):
     lab = tmp_path / "big"
     write(lab / "data.bin", os.urandom(64 * 1024))  # does not compress
     monkeypatch.setenv("LAB_LANG", "en")
-    with pytest.raises(D.PackRefused, match="limit"):
-        D.pack_folder(lab, limit=16 * 1024)
+    with pytest.raises(PackRefused, match="limit"):
+        pack_folder(lab, limit=16 * 1024)
     monkeypatch.setenv("LAB_LANG", "zh")
-    with pytest.raises(D.PackRefused, match="上限"):
-        D.pack_folder(lab, limit=16 * 1024)
+    with pytest.raises(PackRefused, match="上限"):
+        pack_folder(lab, limit=16 * 1024)
     zeros = tmp_path / "zeros"  # packs small, unpacks big: refused too
     write(zeros / "zeros.bin", bytes(400 * 1024))
-    with pytest.raises(D.PackRefused):
-        D.pack_folder(zeros, limit=16 * 1024)
+    with pytest.raises(PackRefused):
+        pack_folder(zeros, limit=16 * 1024)
 
 
 def test_unpacking_refuses_a_link_out_of_the_folder(tmp_path):
@@ -67,8 +70,8 @@ def test_unpacking_refuses_a_link_out_of_the_folder(tmp_path):
         link = tarfile.TarInfo("escape")
         link.type, link.linkname = tarfile.SYMTYPE, "/etc/passwd"
         tar.addfile(link)
-    with pytest.raises(D.PackRefused, match="escape"):
-        D.unpack(buf.getvalue(), tmp_path / "dest")
+    with pytest.raises(PackRefused, match="escape"):
+        unpack(buf.getvalue(), tmp_path / "dest")
     assert not (tmp_path / "dest").exists()
 
 
@@ -79,7 +82,7 @@ def test_a_refused_or_missing_folder_is_that_students_error_and_the_class_goes_o
     write(tmp_path / "class" / "bob" / "tasks_lab" / "data.bin", os.urandom(64 * 1024))
     raws = [str(tmp_path / "class" / n / "tasks_lab") for n in ("alice", "bob", "carol")]
     students = [grade.Student(raw, name) for raw, name in zip(raws, grade.student_names(raws))]
-    jobs, packed = D.pack_class(students, lessons, 16 * 1024, "abc123")
+    jobs, packed = pack_class(students, lessons, 16 * 1024, "abc123")
     assert [p.student.name for group in jobs.values() for p in group] == ["alice"]
     [key] = jobs
     assert key.endswith(":01:abc123") and key in packed
@@ -102,11 +105,11 @@ def test_results_travel_and_come_back_as_the_local_report(tmp_path):
     data = manifest.load()
     lessons = [manifest.lesson("01", data)]
     worker_lab = "/tmp/tasklab-grade-xyz/tasks_lab"
-    results = grade.errored(lessons, f"{worker_lab}/api_states.py: line 3")
+    results = errored(lessons, f"{worker_lab}/api_states.py: line 3")
     results[0].checks[1].status, results[0].checks[1].notes = PASS, [f"ran {worker_lab}/verify_states.py"]
-    wire = json.loads(json.dumps(D.results_to_wire(results, None, worker_lab)))
+    wire = json.loads(json.dumps(results_to_wire(results, None, worker_lab)))
     mine = "/home/t/class/alice/tasks_lab"
-    back, error = D.wire_to_results(wire, data, mine)
+    back, error = wire_to_results(wire, data, mine)
     expected = json.loads(json.dumps(report.to_dict(results, mine)).replace(worker_lab, mine))
     got = report.to_dict(back, mine, error)
     for d in (expected, got):
@@ -118,10 +121,10 @@ def test_results_travel_and_come_back_as_the_local_report(tmp_path):
 def broker(tmp_path):
     if not REDIS.exists():
         pytest.skip("no redis-server")
-    from checks.grade_drill import Broker
+    from checks.drill_machines import Broker
     b = Broker(tmp_path)
     b.start()
-    D.configure(b.url)
+    W.configure(b.url)
     try:
         yield b
     finally:
@@ -129,21 +132,21 @@ def broker(tmp_path):
 
 
 def test_the_store_is_write_once_so_a_second_writer_keeps_the_first(broker):
-    assert D.store_result("k1", {"n": 1}) is True
-    assert D.store_result("k1", {"n": 2}) is False
-    assert json.loads(D._store().get(D.RESULTS + "k1")) == {"n": 1}
+    assert W.store_result("k1", {"n": 1}) is True
+    assert W.store_result("k1", {"n": 2}) is False
+    assert json.loads(W.results_store().get(W.RESULTS + "k1")) == {"n": 1}
 
 
 def test_a_redelivery_after_the_result_was_stored_grades_nothing_and_is_counted(broker, tmp_path):
-    key = "feed:01:" + D.kit_version()[:12]
-    D.store_result(key, {"n": 1})
+    key = "feed:01:" + W.kit_version()[:12]
+    W.store_result(key, {"n": 1})
     write(tmp_path / "lab" / "api_states.py")
-    packed = base64.b64encode(D.pack_folder(tmp_path / "lab")).decode()
-    outcome = D.grade_folder.apply(args=(key, "alice", packed, ["01"])).get()
+    packed = base64.b64encode(pack_folder(tmp_path / "lab")).decode()
+    outcome = W.grade_folder.apply(args=(key, "alice", packed, ["01"])).get()
     assert outcome == {"key": key, "graded": False}
-    runs = [json.loads(x) for x in D._store().lrange(D.DELIVERIES + key, 0, -1)]
+    runs = [json.loads(x) for x in W.results_store().lrange(W.DELIVERIES + key, 0, -1)]
     assert len(runs) == 1 and runs[0]["pid"] == os.getpid()
-    assert json.loads(D._store().get(D.RESULTS + key)) == {"n": 1}
+    assert json.loads(W.results_store().get(W.RESULTS + key)) == {"n": 1}
 
 
 def test_short_drill_loses_nothing_and_matches_the_local_verdicts(tmp_path):
@@ -186,7 +189,7 @@ def test_at_with_lesson_numbers_sends_one_part_per_lesson_and_a_missing_tag_is_t
     lessons = [manifest.lesson("01", data), manifest.lesson("02", data)]
     folder = _git_folder(tmp_path / "class" / "alice" / "tasks_lab")
     [alice] = [grade.Student(str(folder), "alice")]
-    jobs, packed = D.pack_class([alice], lessons, 1024 * 1024, "abc123", at="lesson-{NN}")
+    jobs, packed = pack_class([alice], lessons, 1024 * 1024, "abc123", at="lesson-{NN}")
     [key] = jobs
     assert key.endswith(":01:abc123") and [p.lessons for p in alice.parts] == [["01"], ["02"]]
     with tarfile.open(fileobj=io.BytesIO(packed[key])) as tar:  # the tagged commit's file, not today's
@@ -203,8 +206,8 @@ def test_at_through_a_real_worker_writes_the_same_report_files(broker, tmp_path)
                                                      LAB_HOME=str(tmp_path / "home")),
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
-        [alice] = D.submit_and_collect([folder], ["01", "02"], tmp_path / "out", broker.url, timeout=300,
-                                       at="lesson-{NN}", stream=io.StringIO())
+        [alice] = submit_and_collect([folder], ["01", "02"], tmp_path / "out", broker.url, timeout=300,
+                                     at="lesson-{NN}", stream=io.StringIO())
     finally:
         os.killpg(worker.pid, signal.SIGTERM)
         worker.wait(60)
@@ -221,31 +224,31 @@ def test_a_folder_whose_grading_dies_every_time_is_stopped_with_an_error(broker,
     """MAX_EXECUTIONS starts without a result (each time the grading process died): the next start stores
     an error for the folder instead of grading it again, so one poison folder cannot loop forever."""
     monkeypatch.setenv("LAB_LANG", "en")
-    key = "poison:01:" + D.kit_version()[:12]
-    for n in range(D.MAX_EXECUTIONS):
-        D.record_delivery(key, {"host": f"g{n}", "pid": 1, "task": "t", "at": 0, "redelivered": n > 0})
+    key = "poison:01:" + W.kit_version()[:12]
+    for n in range(W.MAX_EXECUTIONS):
+        W.record_delivery(key, {"host": f"g{n}", "pid": 1, "task": "t", "at": 0, "redelivered": n > 0})
     write(tmp_path / "lab" / "api_states.py")
-    packed = base64.b64encode(D.pack_folder(tmp_path / "lab")).decode()
-    outcome = D.grade_folder.apply(args=(key, "mallory", packed, ["01"])).get()
+    packed = base64.b64encode(pack_folder(tmp_path / "lab")).decode()
+    outcome = W.grade_folder.apply(args=(key, "mallory", packed, ["01"])).get()
     assert outcome["graded"] and outcome["stored"]
-    stored = json.loads(D._store().get(D.RESULTS + key))
-    assert stored["result"]["lessons"] == [] and f"started {D.MAX_EXECUTIONS} times" in stored["result"]["error"]
+    stored = json.loads(W.results_store().get(W.RESULTS + key))
+    assert stored["result"]["lessons"] == [] and f"started {W.MAX_EXECUTIONS} times" in stored["result"]["error"]
 
 
 def test_folders_of_a_killed_grading_process_are_swept(tmp_path, monkeypatch):
     """A SIGKILLed pool child leaves its temporary copy, work and log folders: the next task removes the
     ones named after processes that are gone, never a live one's."""
     lab = tmp_path / "lab"
-    monkeypatch.setattr(D, "LAB_DIR", lab)
-    monkeypatch.setattr(D.tempfile, "tempdir", str(tmp_path / "tmp"))
+    monkeypatch.setattr(W, "LAB_DIR", lab)
+    monkeypatch.setattr(W.tempfile, "tempdir", str(tmp_path / "tmp"))
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     dead_pid = int(dead.stdout)
     made = []
     for place in (tmp_path / "tmp", lab / "work" / "grade", lab / "logs" / "grade"):
         for pid in (dead_pid, os.getpid()):
-            folder = place / f"{D.TEMP_PREFIX}{pid}-alice-1234"
+            folder = place / f"{W.TEMP_PREFIX}{pid}-alice-1234"
             folder.mkdir(parents=True)
             made.append(folder)
-    removed = D.sweep_leftovers()
+    removed = W.sweep_leftovers()
     assert sorted(removed) == sorted(f for f in made if f"-{dead_pid}-" in f.name)
     assert all(f.exists() for f in made if f"-{os.getpid()}-" in f.name)

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from checks.runner import PASS, run_lesson
+from checks.results import PASS
+from checks.runner import run_lesson
 from checks.workdir import materialise
 from shared import manifest
 

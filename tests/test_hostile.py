@@ -23,7 +23,9 @@ from pathlib import Path
 import pytest
 
 from checks import box
-from checks.runner import ERROR, FAIL, NOT_PASSED, PASS, TIMEOUT, boxing, run_lesson
+from checks.results import ERROR, NOT_PASSED, PASS, TIMEOUT
+from checks.runner import run_lesson
+from checks.sandbox import boxing
 from checks.workdir import materialise
 from shared import manifest
 from tests.processes import alive_with
@@ -425,7 +427,8 @@ def test_filling_the_disk_is_stopped(tmp_path):
 # --- the folder scan -----------------------------------------------------------------------------
 
 def test_a_folder_reaching_into_the_checker_is_flagged_and_never_passes(tmp_path):
-    from checks import cli, tamper
+    from checks import tamper
+    from checks.session import run_many
     lesson = manifest.lesson("01", DATA)
     clean = tmp_path / "clean"
     shutil.copytree(KIT / lesson["folder"], clean)  # the kit's folder as is, verifiers/ included
@@ -436,7 +439,7 @@ def test_a_folder_reaching_into_the_checker_is_flagged_and_never_passes(tmp_path
         stream.write("\nimport sys\nchecker = sys.modules['shared.tap']\n")
     findings = tamper.scan(sneaky)
     assert findings and findings[0].file == "api_states.py"
-    [result] = cli.run_many([lesson], DATA, sneaky, "hostile-scan")
+    [result] = run_many([lesson], DATA, sneaky, "hostile-scan")
     assert {c.status for c in result.checks} == {ERROR} and all(c.tampered for c in result.checks)
     assert "tampering suspected" in result.checks[0].message
 

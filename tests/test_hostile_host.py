@@ -25,7 +25,8 @@ from pathlib import Path
 import pytest
 
 from checks import box, cli, grade
-from checks.runner import PASS, boxing
+from checks.results import PASS
+from checks.sandbox import boxing
 from checks.workdir import LAB_DIR
 from shared import manifest
 from tests.folders import learner_folder

@@ -14,8 +14,9 @@ import pytest
 from pathlib import Path
 
 from checks import gradebook, html_report
+from checks.html_page import MARKS
+from checks.html_report import render_run, write_run
 from tests import webdriver
-from checks.html_report import MARKS, render_run, write_run
 
 # A tiny course: lesson 01 has a core check, an exercise and an extension; lesson 02 re-runs 01.1 as a
 # regression.
@@ -179,7 +180,7 @@ def test_write_run_takes_the_language_from_lab_lang(monkeypatch, tmp_path):
 def test_a_report_from_the_kits_own_to_dict_renders():
     # The real contract: checks.report.to_dict's output, from hand-made results (nothing is run).
     from checks import report
-    from checks.runner import CheckResult, LessonResult
+    from checks.results import CheckResult, LessonResult
     lesson = dict(LESSONS[0], checks=[dict(c, hint={"zh": "提示", "en": "hint"}) for c in LESSONS[0]["checks"]])
     results = [CheckResult(lesson="01", id=c["id"], kind=c["kind"], text=c["text"], hint=c["hint"],
                            points=c["points"], status=s, message="m" if s != "pass" else "")

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from checks.runner import PASS, SKIPPED, run_lesson
+from checks.results import PASS, SKIPPED
+from checks.runner import run_lesson
 from checks.workdir import materialise
 from shared import manifest
 

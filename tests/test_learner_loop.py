@@ -9,8 +9,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from checks import cli, gradebook, preflight, report
-from checks.runner import ERROR, FAIL, NOT_REACHED, PASS, SKIPPED, CheckResult, LessonResult
+from checks import gradebook, preflight, progress, report
+from checks.console import regression_cause
+from checks.results import ERROR, FAIL, NOT_REACHED, PASS, SKIPPED, CheckResult, LessonResult
+from checks.selection import next_lesson
+from checks.session import in_the_learners_terms
 from shared import manifest
 from tests.folders import learner_folder
 
@@ -104,7 +107,7 @@ def test_the_gradebook_shows_a_lesson_not_reached_in_grey():
 # --- a regression names this lesson's changes; kit files are the kit's ---------------------------------
 
 def test_a_failed_regression_names_the_changes_of_this_lesson_not_an_earlier_file():
-    text = cli._regression_cause(manifest.lesson("12", DATA), "11")
+    text = regression_cause(manifest.lesson("12", DATA), "11")
     assert "lesson 11's check" in text and "a change you made for lesson 12 (state_store.py" in text
 
 
@@ -113,7 +116,7 @@ def test_paths_of_the_kits_own_files_in_the_copy_are_not_called_the_learners(tmp
     check = _check(FAIL)
     check.message = f'File "{work}/lab11_fixture.py", line 9, in claim_all\nFile "{work}/state_store.py", line 3'
     result = LessonResult(manifest.lesson("11", DATA), str(lab), [check], 0.0)
-    cli._speak_of_the_learners_folder(result, [], {work: lab})
+    in_the_learners_terms(result, [], {work: lab})
     assert str(KIT / "lessons") in check.message and f"{lab}/lab11_fixture.py" not in check.message
     assert f"{lab}/state_store.py" in check.message
 
@@ -151,11 +154,11 @@ def test_the_lesson_you_are_on_is_the_one_your_files_reach_not_an_earlier_failed
             (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
             (tmp_path / name).write_text("")
     history = {"01": {"status": "pass"}, "02": {"status": "fail"}, "03": {"status": "fail"}}
-    monkeypatch.setattr(cli.progress, "load", lambda source="reference": history)
-    assert cli.next_lesson(DATA, tmp_path) == ("03", "your folder's files reach lesson 03")
+    monkeypatch.setattr(progress, "load", lambda source="reference": history)
+    assert next_lesson(DATA, tmp_path) == ("03", "your folder's files reach lesson 03")
     history["03"] = {"status": "pass"}
-    assert cli.next_lesson(DATA, tmp_path)[0] == "03"
-    assert "you last passed lesson 03" in cli.next_lesson(DATA, tmp_path)[1]
+    assert next_lesson(DATA, tmp_path)[0] == "03"
+    assert "you last passed lesson 03" in next_lesson(DATA, tmp_path)[1]
 
 
 # --- pictures of a failed check show the failure at a glance ------------------------------------------

@@ -72,11 +72,11 @@ def test_reference_lesson_passes_every_check(lesson, tmp_path):
     data = _expect_all_passed(tmp_path / "r.json", [lesson])
     _figures_show_what_was_proved(data)
     if lesson.get("services"):  # credentials never reach the output, the report or any log
-        from shared import labctl
-        secret = labctl.ensure_credentials()
+        from shared.credentials import URL_KEYS, ensure_credentials
+        secret = ensure_credentials()
         texts = [run.stdout, run.stderr, (tmp_path / "r.json").read_text()]
         texts += [p.read_text(errors="replace") for p in (tmp_path / "home" / "logs").rglob("*.log")]
-        for key in ("TASK_BROKER_PASSWORD", "MYSQL_PASSWORD", *labctl.URL_KEYS):
+        for key in ("TASK_BROKER_PASSWORD", "MYSQL_PASSWORD", *URL_KEYS):
             assert all(secret[key] not in text for text in texts), f"{key} leaked"
 
 

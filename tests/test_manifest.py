@@ -4,7 +4,7 @@ import subprocess
 import sys
 from unittest import mock
 
-from checks import cli
+from checks.console import lesson_table
 from checks.workdir import lesson_files
 from shared import manifest
 from tests.mutants import ROTATION, all_mutants, failed_pairs, for_today
@@ -71,7 +71,7 @@ def test_every_make_test_fails_every_check_that_any_mutant_fails():
 
 def test_readme_lesson_table_matches_manifest():
     readme = (manifest.KIT_ROOT / "README.md").read_text(encoding="utf-8")
-    assert cli.lesson_table(DATA) in readme, "README's lesson table is stale: paste `python -m checks table`"
+    assert lesson_table(DATA) in readme, "README's lesson table is stale: paste `python -m checks table`"
 
 
 def test_make_help_lists_every_lesson():

@@ -9,7 +9,8 @@ daily quarter of the others; `make test-all` runs every mutant (tests/mutants/__
 
 import pytest
 
-from checks.runner import NOT_PASSED, run_lesson
+from checks.results import NOT_PASSED
+from checks.runner import run_lesson
 from checks.workdir import materialise
 from shared import manifest
 from tests.mutants import all_mutants, for_today

@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 
 from checks import cli, progress, report
-from checks.runner import ERROR, FAIL, PASS, SKIPPED, TIMEOUT, parse_tap, run_lesson
+from checks.results import ERROR, FAIL, PASS, SKIPPED, TIMEOUT, parse_tap
+from checks.runner import run_lesson
+from checks.watch import folder_signature
 from checks.workdir import materialise
 from shared import manifest
 from tests.processes import alive_with, marker
@@ -271,7 +273,7 @@ def test_reports_one_record_per_check(tmp_path):
 
 
 def test_output_is_capped(tmp_path):
-    from checks.runner import OUTPUT_CAP, CheckResult
+    from checks.results import OUTPUT_CAP, CheckResult
     check = CheckResult("01", "01.1", "core", {}, {}, 1, notes=["x" * 2000])
     assert len(check.output) == OUTPUT_CAP
 
@@ -312,12 +314,12 @@ def test_progress_is_remembered(tmp_path, monkeypatch):
 
 def test_watch_signature_sees_a_saved_file(tmp_path):
     (tmp_path / "a.py").write_text("one")
-    before = cli.folder_signature(tmp_path)
+    before = folder_signature(tmp_path)
     (tmp_path / ".venv").mkdir()
     (tmp_path / ".venv" / "ignored.py").write_text("x")
-    assert cli.folder_signature(tmp_path) == before
+    assert folder_signature(tmp_path) == before
     (tmp_path / "a.py").write_text("two!")
-    assert cli.folder_signature(tmp_path) != before
+    assert folder_signature(tmp_path) != before
 
 
 def test_an_assert_inside_learner_code_is_reported_as_such(tmp_path):
@@ -356,7 +358,7 @@ def test_only_runs_the_selected_checks_and_skips_the_rest(tmp_path):
 
 
 def test_only_runs_that_include_an_exclusive_check_run_alone():
-    from checks.runner import needs_exclusive
+    from checks.servers import needs_exclusive
     lesson = {"exclusive_services": True, "checks": [{"id": "11.1", "exclusive": True}, {"id": "11.2"}]}
     assert needs_exclusive(lesson) and needs_exclusive(lesson, {"11.1", "11.2"})
     assert not needs_exclusive(lesson, {"11.2"})

@@ -8,9 +8,12 @@ import sys
 
 import pytest
 
-from shared import labctl
+from shared import credentials, labctl
 from shared import services as S
 from shared.manifest import KIT_ROOT
+from shared.services_clients import mysql_connect, redis_ok, redis_ping
+from shared.services_docker import write_compose
+from shared.services_native import MYSQL, NativeService
 
 
 
@@ -20,7 +23,7 @@ def _labctl(*args):
 
 
 def test_compose_files_agree_with_native_settings():
-    assert labctl.write_compose(check=True) == 0, "run: python -m shared.labctl compose"
+    assert write_compose(check=True) == 0, "run: python -m shared.labctl compose"
     compose = (KIT_ROOT / "docker" / "compose.yaml").read_text()
     assert f"{S.HOST}:{S.REDIS_PORT}:6379" in compose and f"{S.HOST}:{S.MYSQL_PORT}:3306" in compose
     assert S.REDIS_IMAGE in compose and S.MYSQL_IMAGE in compose and "--default-time-zone=+00:00" in compose
@@ -57,30 +60,30 @@ def test_up_is_ready_and_idempotent(running):
 def test_credentials_private_and_never_printed(running):
     mode = stat.S_IMODE(os.stat(S.ENV_FILE).st_mode)
     assert mode == 0o600, oct(mode)
-    secret = labctl.ensure_credentials()
+    secret = credentials.ensure_credentials()
     outputs = [running.stdout, running.stderr]
     for args in (["status"], ["up"], ["reset"]):
         result = _labctl(*args)
         outputs += [result.stdout, result.stderr]
     for log in S.SERVICES_DIR.rglob("*.log"):
         outputs.append(log.read_text(errors="replace"))
-    for key in ("TASK_BROKER_PASSWORD", "MYSQL_PASSWORD", "MYSQL_ROOT_PASSWORD", *labctl.URL_KEYS):
+    for key in ("TASK_BROKER_PASSWORD", "MYSQL_PASSWORD", "MYSQL_ROOT_PASSWORD", *credentials.URL_KEYS):
         assert all(secret[key] not in text for text in outputs), key
     assert "DATABASE_URL=mysql+pymysql://app_user:" in S.ENV_FILE.read_text()
     assert "%2B%2F@" in S.ENV_FILE.read_text()  # the password is percent-encoded in the URLs
 
 
 def test_redis_requires_the_password(running):
-    secret = labctl.ensure_credentials()
-    assert labctl.redis_ping(secret["TASK_BROKER_PASSWORD"])
-    assert not labctl.redis_ping(None)
-    assert not labctl.redis_ping("wrong-password")
+    secret = credentials.ensure_credentials()
+    assert redis_ping(secret["TASK_BROKER_PASSWORD"])
+    assert not redis_ping(None)
+    assert not redis_ping("wrong-password")
 
 
 def test_mysql_is_utc_has_products_and_no_passwordless_accounts(running):
     assert _labctl("reset").returncode == 0
-    secret = labctl.ensure_credentials()
-    conn = labctl.mysql_connect(S.DB_USER, secret["MYSQL_PASSWORD"], S.DATABASE)
+    secret = credentials.ensure_credentials()
+    conn = mysql_connect(S.DB_USER, secret["MYSQL_PASSWORD"], S.DATABASE)
     try:
         with conn.cursor() as cur:
             cur.execute("SELECT @@time_zone, COUNT(*), SUM(id > 30) FROM products")
@@ -88,9 +91,9 @@ def test_mysql_is_utc_has_products_and_no_passwordless_accounts(running):
             assert zone in ("+00:00", "UTC") and count == S.SAMPLE_PRODUCTS and bulk > 0
     finally:
         conn.close()
-    if labctl.mode() == "native":
-        root = labctl.mysql_connect("root", secret["MYSQL_ROOT_PASSWORD"],
-                                    unix_socket=str(labctl.MYSQL.dir / "mysqld.sock"))
+    if S.mode() == "native":
+        root = mysql_connect("root", secret["MYSQL_ROOT_PASSWORD"],
+                             unix_socket=str(MYSQL.dir / "mysqld.sock"))
         try:
             with root.cursor() as cur:
                 cur.execute("SELECT user, host FROM mysql.user WHERE authentication_string = '' "
@@ -105,8 +108,8 @@ def test_port_held_by_someone_else_is_a_clear_error(tmp_path, monkeypatch):
         holder.bind(("127.0.0.1", 0))
         holder.listen()
         port = holder.getsockname()[1]
-        service = labctl.NativeService("redis", port)
-        with pytest.raises(labctl.ServiceError, match=f"port {port} is held by another program"):
+        service = NativeService("redis", port)
+        with pytest.raises(S.ServiceError, match=f"port {port} is held by another program"):
             monkeypatch.setenv("LAB_LANG", "en")
             service.check_port_free()
 
@@ -114,12 +117,12 @@ def test_port_held_by_someone_else_is_a_clear_error(tmp_path, monkeypatch):
 def test_bad_mode_is_a_clear_error(monkeypatch):
     monkeypatch.setenv("LAB_SERVICES", "cloud")
     monkeypatch.setenv("LAB_LANG", "en")
-    with pytest.raises(labctl.ServiceError, match="docker, native or external"):
-        labctl.mode()
+    with pytest.raises(S.ServiceError, match="docker, native or external"):
+        S.mode()
 
 
 def test_schema_files_applied_in_order_and_informational_lines_reported(running, tmp_path, monkeypatch):
-    from checks.runner import prepare_services
+    from checks.servers import prepare_services
     slot = int(os.environ.get("LAB_SLOT", "0"))
     (tmp_path / "schema_a.sql").write_text(
         "CREATE TABLE export_jobs (id CHAR(36) PRIMARY KEY, state VARCHAR(16) NOT NULL);\n"
@@ -129,8 +132,8 @@ def test_schema_files_applied_in_order_and_informational_lines_reported(running,
     notices = prepare_services(lesson, tmp_path, ["schema_a.sql", "schema_b.sql"])
     assert len(notices) == 1 and "schema_a.sql" in notices[0] and "no_such_variable" in notices[0]
     assert stat.S_IMODE(os.stat(tmp_path / ".env.tasks").st_mode) == 0o600
-    secret = labctl.ensure_credentials()
-    conn = labctl.mysql_connect(S.DB_USER, secret["MYSQL_PASSWORD"], S.slot_database(slot))
+    secret = credentials.ensure_credentials()
+    conn = mysql_connect(S.DB_USER, secret["MYSQL_PASSWORD"], S.slot_database(slot))
     try:
         with conn.cursor() as cur:
             cur.execute("SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = DATABASE() "
@@ -144,37 +147,37 @@ def test_schema_files_applied_in_order_and_informational_lines_reported(running,
 
 
 def test_external_mode_uses_your_urls_and_writes_nothing(running, tmp_path, monkeypatch):
-    secret = labctl.ensure_credentials()
+    secret = credentials.ensure_credentials()
     before = S.ENV_FILE.stat().st_mtime_ns
     env = dict(os.environ, LAB_SERVICES="external", LAB_LANG="en",
-               **{key: secret[key] for key in labctl.URL_KEYS})
+               **{key: secret[key] for key in credentials.URL_KEYS})
     for args in (["up"], ["status"]):
         result = subprocess.run([sys.executable, "-m", "shared.labctl", *args], cwd=KIT_ROOT, capture_output=True,
                                 text=True, timeout=60, env=env)
         assert result.returncode == 0, result.stdout + result.stderr
-        assert all(secret[key] not in result.stdout + result.stderr for key in labctl.URL_KEYS)
+        assert all(secret[key] not in result.stdout + result.stderr for key in credentials.URL_KEYS)
     assert "mode: external" in result.stdout and "ready" in result.stdout
     assert S.ENV_FILE.stat().st_mtime_ns == before
     monkeypatch.setenv("LAB_SERVICES", "external")
     monkeypatch.setenv("LAB_LANG", "en")
-    with pytest.raises(labctl.ServiceError, match="LAB_SLOT"):
+    with pytest.raises(S.ServiceError, match="LAB_SLOT"):
         labctl.reset_database(S.DATABASE)
-    for key in labctl.URL_KEYS:
+    for key in credentials.URL_KEYS:
         monkeypatch.delenv(key, raising=False)
     monkeypatch.setattr(S, "ENV_FILE", tmp_path / "missing.env")
-    with pytest.raises(labctl.ServiceError, match="CELERY_BROKER_URL"):
-        labctl.ensure_credentials()
+    with pytest.raises(S.ServiceError, match="CELERY_BROKER_URL"):
+        credentials.ensure_credentials()
 
 
 def test_stop_service_for_drills_and_up_brings_it_back(running_alone, monkeypatch):
-    secret = labctl.ensure_credentials()
+    secret = credentials.ensure_credentials()
     assert "stopped" in labctl.stop_service("redis")
-    assert not labctl.redis_ok(secret)
+    assert not redis_ok(secret)
     labctl.up(["redis"])
-    assert labctl.redis_ok(secret)
+    assert redis_ok(secret)
     monkeypatch.setenv("LAB_SERVICES", "external")
     monkeypatch.setenv("LAB_LANG", "en")
-    with pytest.raises(labctl.ServiceError, match="cannot stop"):
+    with pytest.raises(S.ServiceError, match="cannot stop"):
         labctl.stop_service("redis")
 
 
@@ -224,13 +227,13 @@ def test_the_monitor_reads_through_an_account_that_can_only_select(running):
     import pymysql
 
     from checks import monitor
-    user, password = labctl.monitor_credentials()
-    assert stat.S_IMODE(os.stat(labctl.MONITOR_ENV).st_mode) == 0o600
+    user, password = credentials.monitor_credentials()
+    assert stat.S_IMODE(os.stat(credentials.MONITOR_ENV).st_mode) == 0o600
     db_connect, redis_connect = monitor.connectors()
     sample = monitor.collect(db_connect, redis_connect)
     assert "db" in sample and "redis" in sample, sample
     assert isinstance(sample["redis"]["queues"], dict)
-    conn = labctl.mysql_connect(user, password, S.DATABASE)
+    conn = mysql_connect(user, password, S.DATABASE)
     try:
         with conn.cursor() as cur:
             cur.execute("SELECT COUNT(*) FROM products")

@@ -8,7 +8,7 @@ import textwrap
 
 from shared import handshake
 from shared.celerylab import read_events, short
-from shared.labctl import read_env_file
+from shared.credentials import read_env_file
 from shared.manifest import KIT_ROOT
 from shared.proc import is_zombie, proc_stat
 

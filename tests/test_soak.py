@@ -108,7 +108,8 @@ def test_short_soak_accounts_for_every_acknowledged_job(tmp_path):
 @pytest.mark.skipif(LESSON["status"] != "ready", reason="lesson 16 is still planned")
 def test_the_ledger_reports_loss_when_nothing_is_really_sent(tmp_path):
     """The soak can fail: a publisher that confirms without sending leaves every job unfinished."""
-    from checks.runner import prepare_services, verifier_env
+    from checks.sandbox import verifier_env
+    from checks.servers import prepare_services
     from checks.workdir import materialise
     from shared.labctl import in_use
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from checks import cli, report
-from checks.runner import PASS, SUPERSEDED
+from checks import report, session
+from checks.results import PASS, SUPERSEDED
 from checks.workdir import reference_files
 from shared import manifest
 from tests.daily import EVERYTHING, today
@@ -47,9 +47,9 @@ def test_the_manifest_says_what_supersedes_what():
 
 @pytest.mark.parametrize("lesson", _chosen(), ids=lambda l: l["id"])
 def test_a_finished_folder_earns_every_counted_mark(lesson, tmp_path, monkeypatch):
-    monkeypatch.setattr(cli, "LAB_DIR", tmp_path / "home")
+    monkeypatch.setattr(session, "LAB_DIR", tmp_path / "home")
     folder = _finished_folder(tmp_path)
-    [result] = cli.run_many([lesson], DATA, folder, "finished")
+    [result] = session.run_many([lesson], DATA, folder, "finished")
     wrong = [(c.id, c.status, c.message) for c in result.checks if c.counted and c.status != PASS]
     assert not wrong, wrong
     expected = {c["id"] for c in lesson["checks"] if c.get("superseded_by")}

@@ -54,7 +54,8 @@ def load() -> dict[str, dict[str, str]]:
 
 
 def _run(mutant) -> tuple[str, dict[str, str]]:
-    from checks.runner import NOT_PASSED, run_lesson
+    from checks.results import NOT_PASSED
+    from checks.runner import run_lesson
     from checks.workdir import materialise
     from shared import manifest
     data = manifest.load()

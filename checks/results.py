@@ -1,0 +1,125 @@
+"""What a run finds: the statuses, one result per check and per lesson, TAP lines read into results, and a
+lesson whose every check has one verdict (planned, not reached, an error said once)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+TAP_LINE = re.compile(r"^(not ok|ok)\s+\d+\s+-\s+(\d\d\.\d+)\b(.*?)(?:\s+#\s*(SKIP|TODO)\b\s*(.*))?$", re.I)
+OUTPUT_CAP = 500  # characters of output kept per check, as in Exercism's results.json
+
+PASS, FAIL, ERROR, TIMEOUT, SKIPPED = "pass", "fail", "error", "timeout", "skipped"
+SUPERSEDED = "superseded"  # a later lesson the folder has reached replaced this check's subject: not counted
+NOT_REACHED = "not_reached"  # the folder has not got to this lesson yet (none of its new files): not run
+NOT_PASSED = (FAIL, ERROR, TIMEOUT)
+
+
+@dataclass
+class CheckResult:
+    lesson: str
+    id: str
+    kind: str
+    text: dict
+    hint: dict
+    points: int
+    status: str = ERROR
+    regression: bool = False  # an earlier lesson's check re-run on this folder (shown apart, no points)
+    blocked: str = ""         # the learner file whose problem (said once, above the checks) stopped this check
+    tampered: bool = False    # the verdict could not be trusted: code reached into the checker
+    seconds: float = 0.0
+    message: str = ""
+    notes: list[str] = field(default_factory=list)
+    figures: list[dict] = field(default_factory=list)  # pictures of the evidence (shared/figures.py)
+
+    @property
+    def score(self) -> int:
+        return self.points if self.status == PASS else 0
+
+    @property
+    def counted(self) -> bool:
+        return self.status != SUPERSEDED
+
+    @property
+    def bonus(self) -> bool:
+        """The kit's extensions beyond the course: scored apart, never part of the course's marks."""
+        return self.kind == "extension"
+
+    @property
+    def output(self) -> str:
+        text = "\n".join(self.notes)
+        return text if len(text) <= OUTPUT_CAP else text[: OUTPUT_CAP - 1] + "…"
+
+
+@dataclass
+class LessonResult:
+    lesson: dict
+    source: str
+    checks: list[CheckResult]
+    seconds: float
+    logs: list[Path] = field(default_factory=list)
+    notices: list[str] = field(default_factory=list)  # e.g. schema lines the server could not answer
+    problems: list[str] = field(default_factory=list)  # what is wrong with the learner's folder, said once
+
+    @property
+    def status(self) -> str:
+        if any(c.status in NOT_PASSED for c in self.checks):
+            return FAIL
+        if self.checks and all(c.status == NOT_REACHED for c in self.checks if not c.regression):
+            return NOT_REACHED
+        return PASS
+
+
+def parse_tap(text: str) -> dict[str, dict]:
+    """Check id -> {status, message, notes, seconds}; diagnostics (`# ...`) follow their test line."""
+    found: dict[str, dict] = {}
+    current = None
+    for raw in text.splitlines():
+        line = raw.rstrip()
+        match = TAP_LINE.match(line)
+        if match:
+            verdict, check_id, _, directive, reason = match.groups()
+            current = None
+            if check_id in found:  # a verifier that reports one id twice: keep the first verdict
+                continue
+            if verdict.lower() == "ok":
+                status = SKIPPED if (directive or "").upper() == "SKIP" else PASS
+            else:
+                status = FAIL
+            current = found[check_id] = {"status": status, "message": reason or "", "notes": [], "seconds": 0.0}
+            continue
+        if current is not None and line.startswith("#"):
+            body = line[1:].strip()
+            if body.startswith("seconds:"):
+                try:
+                    current["seconds"] = float(body.split(":", 1)[1])
+                except ValueError:
+                    pass
+            else:
+                current["notes"].append(line[2:] if line.startswith("# ") else line[1:])
+        elif line and not line.startswith("1.."):
+            current = None  # ordinary output ends a check's diagnostics
+    return found
+
+
+def new_result(lesson_id: str, check: dict, regression: bool = False) -> CheckResult:
+    return CheckResult(lesson=lesson_id, id=check["id"], kind=check.get("kind", "core"), text=check["text"],
+                       hint=check["hint"], points=0 if regression else check["points"], regression=regression)
+
+
+def every_check(lesson: dict, status: str, message: str, source: str = "", tampered: bool = False) -> LessonResult:
+    """A lesson whose every check has one status and message, with nothing run: planned, not reached, or
+    an error said once for the whole folder.  The report keeps the lesson's real maximum."""
+    checks = [new_result(lesson["id"], c) for c in lesson["checks"]]
+    for c in checks:
+        c.status, c.message, c.tampered = status, message, tampered
+    return LessonResult(lesson, source, checks, 0.0)
+
+
+def errored(lessons: list[dict], message: str, tampering: bool = False) -> list[LessonResult]:
+    """Every check of these lessons as an error with one message: the report keeps its real maximum."""
+    results = [every_check(lesson, ERROR, message, tampered=tampering) for lesson in lessons]
+    for result in results:
+        result.problems = [message]
+    return results
