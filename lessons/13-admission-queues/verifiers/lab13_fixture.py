@@ -1,6 +1,7 @@
-"""Lesson 13's lab as its checks use it (not a lesson file): the kit's view of the database and a clean
-backlog, the learner's modules, the lesson's two workers (paused and resumed by PID), the publisher loop,
-the probe's events (who consumed what, which job is held), and the HTTP submit.
+"""Lesson 13's lab as its checks use it (not a lesson file): the kit's view of the database (counts, the
+course's backlog queries, ages moved back) and a clean backlog, the learner's modules, the lesson's two
+workers (paused and resumed by PID), the publisher loop, the probe's events (who consumed what, which job is
+held), the HTTP submit, and one-shot calls of the kit's helper (lab13_tools.py limit / admit).
 
 Nothing here decides a check: these are the facts and the fixtures verify_lesson13.py judges by.
 """
@@ -8,15 +9,17 @@ Nothing here decides a check: these are the facts and the fixtures verify_lesson
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import sys
+from datetime import datetime
 from uuid import uuid4
 
 from shared.celerylab import LOG_DIR, WORK, read_events, redact, redis_client
 from shared.i18n import t
 from shared.probe import Probe
 from shared.labdb import job_row, kit_db, sql
-from shared.proc import Process, WaitTimeout, free_port, wait_until
+from shared.proc import Process, WaitTimeout, free_port, run_python, wait_until
 
 EVENTS = LOG_DIR / "lab13-events.jsonl"
 HOLD_LIST = LOG_DIR / "lab13-hold.txt"
@@ -24,6 +27,14 @@ TOOLS = str(WORK / "lab13_tools.py")
 TERMINAL = ("succeeded", "failed", "cancelled")
 QUEUES = ("exports.fast", "exports.bulk")
 TRIGGER = "lab13_kit_slow_insert"  # lab13_gate.insert_hold's trigger, dropped by reset()
+
+# The course's backlog queries (13.4): queued/running jobs and unpublished events, with their oldest ages.
+BACKLOG_JOBS = """SELECT status, COUNT(*) AS jobs,
+       TIMESTAMPDIFF(MICROSECOND, MIN(created_at), NOW(6))/1000000 AS oldest_age_seconds
+FROM export_jobs WHERE status IN ('queued','running') GROUP BY status"""
+BACKLOG_OUTBOX = """SELECT queue_name, COUNT(*) AS unpublished,
+       TIMESTAMPDIFF(MICROSECOND, MIN(created_at), NOW(6))/1000000 AS oldest_unpublished_seconds
+FROM export_outbox WHERE sent_at IS NULL GROUP BY queue_name"""
 
 
 # ---------------------------------------------------------------- the kit's own view of the database
@@ -41,6 +52,41 @@ def event_of(job_id: str) -> dict | None:
     rows = sql("SELECT id, queue_name, sent_at, claim_until > NOW(6) AS claim_live FROM export_outbox WHERE job_id=%s "
                "ORDER BY created_at, id", (job_id,))
     return rows[0] if rows else None
+
+
+def server_now() -> datetime:
+    return sql("SELECT NOW(6) AS now")[0]["now"]
+
+
+def backlog() -> tuple[dict, dict]:
+    """The course's backlog queries: {status: (jobs, oldest age s)}, {queue_name: (unpublished, oldest age s)}."""
+    jobs = {r["status"]: (int(r["jobs"]), float(r["oldest_age_seconds"])) for r in sql(BACKLOG_JOBS)}
+    outbox = {r["queue_name"]: (int(r["unpublished"]), float(r["oldest_unpublished_seconds"]))
+              for r in sql(BACKLOG_OUTBOX)}
+    return jobs, outbox
+
+
+def show(jobs: dict) -> str:
+    return ", ".join(f"{status} {n} (oldest {age:.1f}s)" for status, (n, age) in sorted(jobs.items())) or "empty"
+
+
+def show_zh(jobs: dict) -> str:
+    return "，".join(f"{status} {n} 个（最老 {age:.1f} 秒）" for status, (n, age) in sorted(jobs.items())) or "空"
+
+
+def oldest_queued() -> dict | None:
+    rows = sql("SELECT id, created_at FROM export_jobs WHERE status='queued' ORDER BY created_at, id LIMIT 1")
+    return rows[0] if rows else None
+
+
+def age_jobs(job_ids: list[str], ages: list[int]) -> None:
+    """Each job and its outbox event made `age` seconds old (created_at moved back by UPDATE, not waited for)."""
+    with kit_db() as cur:
+        for job, age in zip(job_ids, ages):
+            cur.execute("UPDATE export_jobs SET created_at=DATE_SUB(NOW(6), INTERVAL %s SECOND) WHERE id=%s",
+                        (age, job))
+            cur.execute("UPDATE export_outbox SET created_at=DATE_SUB(NOW(6), INTERVAL %s SECOND) WHERE job_id=%s",
+                        (age, job))
 
 
 def reset() -> None:
@@ -109,6 +155,17 @@ def submit_quietly(state_store, product_ids: list[int]) -> str:
     assert isinstance(answer.get("job"), str), t(f"submit_snapshot 应返回任务 id，实际 {answer.get('job')!r}",
                                                  f"submit_snapshot should return the job id, got {answer.get('job')!r}")
     return answer["job"]
+
+
+# ---------------------------------------------------------------- the kit's helper, one call (lab13_tools.py)
+
+def tool(args: list[str], env: dict) -> dict:
+    """python lab13_tools.py ARGS in this environment (its learner code runs there): the JSON it answered."""
+    done = run_python([TOOLS, *args], cwd=WORK, timeout=30, env=env)
+    lines = [line for line in done.stdout.strip().splitlines() if line.startswith("{")]
+    assert done.returncode == 0 and lines, t(f"检查器的辅助进程失败：{redact(done.stdout)[-300:]}",
+                                             f"the checker's helper failed: {redact(done.stdout)[-300:]}")
+    return json.loads(lines[-1])
 
 
 # ---------------------------------------------------------------- workers and the publisher loop
@@ -328,6 +385,19 @@ def serve(app: str, env: dict | None = None):
                                f"the HTTP app did not start: {redact(str(exc))[-300:]}")) from None
     finally:
         proc.stop()
+
+
+def http_full_freed_full(env: dict) -> tuple:
+    """13.6, at the limit: POST /exports; the kit finishes the oldest queued job; POST twice more.
+    Returns how the route is served and the three answers."""
+    app, how = http_app()
+    with serve(app, env=env) as client:
+        full = client.post("/exports", json={"product_ids": [8]})
+        finished = sql("SELECT id FROM export_jobs WHERE status='queued' ORDER BY created_at LIMIT 1")[0]["id"]
+        sql("UPDATE export_jobs SET status='succeeded', updated_at=NOW(6) WHERE id=%s", (finished,))
+        freed = client.post("/exports", json={"product_ids": [8]})
+        again = client.post("/exports", json={"product_ids": [8]})
+    return how, full, freed, again
 
 
 def body_of(response) -> object:

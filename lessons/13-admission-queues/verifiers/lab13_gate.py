@@ -1,6 +1,7 @@
-"""The capacity gate's races for lesson 13's checks (not a lesson file): the kit's hold on the first job
-INSERT, what the server shows waiting (a user lock, a row lock, a metadata lock), and the producer
-processes (lab13_tools.py produce) that submit at the same moment, each round started by the checker's go.
+"""The races of lesson 13's checks (not a lesson file): the kit's hold on the first job INSERT, what the
+server shows waiting (a user lock, a row lock, a metadata lock), the producer processes (lab13_tools.py
+produce) that submit at the same moment, each round started by the checker's go, and 13.7's claimer
+(lab13_tools.py claim) sent in while a kit transaction holds the job row as the outbox confirm does.
 
 Races are forced, never hoped for: the kit holds its lock until the server shows every helper waiting
 for it (or finished), then lets go; the outcomes (admitted, CapacityExceeded, errors) decide.
@@ -15,9 +16,9 @@ from uuid import uuid4
 from lab13_fixture import TOOLS, TRIGGER, active_count, add_filler, reset
 
 from shared import handshake
-from shared.celerylab import LOG_DIR, WORK, redact
+from shared.celerylab import LOG_DIR, WORK, redact, short
 from shared.i18n import t
-from shared.labdb import db_settings, gate_lock_name, kit_db, make_marks_table, sql, trigger
+from shared.labdb import db_settings, gate_lock_name, kit_db, lock_waits, make_marks_table, sql, trigger
 from shared.proc import Process, WaitTimeout, wait_until
 
 LOCK_WAIT_TIMEOUT = 1205  # both servers: a gate waiter that ran out of innodb_lock_wait_timeout
@@ -177,6 +178,16 @@ def race_at_edge(c, producers: Producers, limit: int, running: int, bare: int) -
     return {**outcome, "seen": seen, "active": active_count()}
 
 
+def burst_near_edge(producers: Producers, limit: int, running: int, bare: int) -> dict:
+    """limit-3 places taken, nothing held: every producer submits 4 times at once.  Returns the outcomes
+    and queued+running afterwards."""
+    reset()
+    add_filler(limit - 3, running=running, with_events=max(0, limit - 3 - running - bare))
+    round_no = producers.go(4, [3])
+    outcome = classify(producers.results(round_no, 20))
+    return {**outcome, "active": active_count()}
+
+
 def outcome_text(o: dict) -> str:
     parts = [f"{len(o['ok'])} admitted", f"{o['capacity']} CapacityExceeded"]
     if o["lock_wait"]:
@@ -197,3 +208,83 @@ def outcome_zh(o: dict) -> str:
 
 def assert_no_errors(o: dict) -> None:
     assert not o["errors"], t(f"提交出错：{o['errors'][0]}", f"a submit failed: {o['errors'][0]}")
+
+
+# ---------------------------------------------------------------- 13.7: a claim meets the confirm's lock
+
+def start_claimer(job: str) -> tuple:
+    """The claimer (lab13_tools.py claim C): claim(job) once per round, on the checker's go.  Returns its
+    handshake folder and its process; helpers_ready() tells when it can go."""
+    folder = LOG_DIR / f"lab13-claimer-{uuid4().hex[:8]}"
+    folder.mkdir(parents=True)
+    helper = Process([sys.executable, TOOLS, "claim", str(folder), "C", job], cwd=WORK, log_path=folder / "claimer.log")
+    return folder, helper
+
+
+def claim_while_confirm_holds(c, folder, helper: Process, job: str, event_id: str) -> tuple[dict | None, list]:
+    """The claimer (lab13_tools.py claim, ready in `folder`) told to go while a kit transaction holds the job's
+    row as the publisher's confirm does; once the server shows it waiting (or it answered), the kit lets go.
+    Returns (its answer if it came while the row was held, else None; the LOCK WAIT statements then shown)."""
+    early, waiting = None, []
+    with kit_db(autocommit=False) as lock:
+        # What the publisher's confirm holds until it commits: its UPDATE of sent_at makes InnoDB check
+        # the foreign key again, which share-locks the job's row.  The explicit share lock is that same
+        # lock, taken by name so no server's foreign-key details decide whether the row is held.
+        lock.execute("UPDATE export_outbox SET sent_at=NOW(6), claim_until=NULL WHERE id=%s AND sent_at IS NULL",
+                     (event_id,))
+        lock.execute("SELECT id FROM export_jobs WHERE id=%s LOCK IN SHARE MODE", (job,))
+        c.note(t(f"任务 {short(job)} 为 queued；检查器的事务像 outbox 确认一样更新了它的事件的 sent_at（未提交），"
+                 "任务行上因此有一把共享锁",
+                 f"job {short(job)} is queued; a kit transaction updated its event's sent_at as the outbox confirm "
+                 "does (not committed), so the job's row holds a share lock"))
+        handshake.go(folder, ["C"], round_no=1)
+
+        def seen():
+            if answered(folder, "C", 1):
+                return "answered"
+            return lock_waits() and "waiting"
+        try:
+            state = wait_until(seen, 30, "claim to wait for the row or to answer", interval=INNODB_TRX_POLL)
+        except WaitTimeout:
+            raise AssertionError(t("claim 在 30 秒内既没有等这一行的锁，也没有返回", "within 30 s claim neither "
+                                   "waited for the row's lock nor returned") + "\n" + redact(helper.log_tail(6))) \
+                from None
+        if state == "answered":  # while the kit still holds the row
+            early = handshake.wait_result(folder, "C", 5, 1)
+        else:
+            waiting = lock_waits()
+        lock.connection.rollback()  # the kit lets go; its confirm never happened (the event stays unsent)
+    return early, waiting
+
+
+def answer_after_waiting(c, folder, job: str, waiting: list) -> dict:
+    """The claimer was seen waiting for the row (`waiting`: the server's LOCK WAIT statements): its answer
+    once the kit let go."""
+    shown = waiting[0].replace(job, short(job)) if waiting else "?"
+    c.note(t(f"另一个进程里的 claim(job_id) 在等这一行的锁（服务器显示 LOCK WAIT：{shown[:90]}）",
+             f"claim(job_id) in another process waits for the row's lock (the server shows LOCK WAIT: "
+             f"{shown[:90]})"))
+    result = handshake.wait_result(folder, "C", 30, 1)
+    c.note(t(f"检查器放开锁 → claim 返回 {describe_claim(result)}",
+             f"the kit let go → claim returned {describe_claim(result)}"))
+    return result
+
+
+def claim_once_more(c, folder) -> dict:
+    """The claimer's wait was ended by its own time limit: claim called again (round 2), the row now free."""
+    handshake.go(folder, ["C"], round_no=2)
+    result = handshake.wait_result(folder, "C", 30, 2)
+    c.note(t(f"（它的等待被自己的时间上限结束）行已放开，再调用一次 → {describe_claim(result)}",
+             f"(its own time limit ended the wait) the row free, called once more → {describe_claim(result)}"))
+    return result
+
+
+def describe_claim(result: dict) -> str:
+    if "job" in result:
+        return t(f"任务 {short(result['job']['id'])}（attempts={result['job']['attempts']}）",
+                 f"the job {short(result['job']['id'])} (attempts={result['job']['attempts']})")
+    if result.get("none"):
+        return "None"
+    if "error" in result:
+        return redact(result["error"])[:200]
+    return str(result.get("other"))[:200]

@@ -53,48 +53,39 @@ Every check starts from a clean backlog: queued/running rows of earlier checks a
 unsent events marked sent, the two queues emptied.
 
 This file holds the checks; lab13_fixture.py the lab they run in (database view, workers, publisher,
-probe events, HTTP submit) and lab13_gate.py the gate's races (the INSERT hold, the producers).
+probe events, HTTP submit), lab13_gate.py the races (the INSERT hold, the producers, 13.7's claimer under
+the confirm's lock) and lab13_figures.py the timelines drawn for 13.1 and 13.5.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
-import sys
 import time
-from datetime import datetime
-from uuid import uuid4
 
-from lab13_fixture import (EVENTS, TERMINAL, TOOLS, active_count, add_filler, body_of, configured_limit, counts,
-                           delivered, event_of, first_held, hold, http_app, pause, publisher_loop, release, released,
-                           reset, serve, starts, stop_workers, store, stuck_reason, submit_quietly, wait_confirmed,
-                           wait_done, waits_elsewhere, learner, workers)
-from lab13_gate import (INNODB_TRX_POLL, Producers, answered, assert_no_errors, classify, helpers_ready,
-                        outcome_text, outcome_zh, race_at_edge)
+from lab13_figures import admission_steps, isolation_lanes
+from lab13_fixture import (EVENTS, TERMINAL, active_count, add_filler, age_jobs, backlog, body_of, configured_limit,
+                           counts, delivered, event_of, first_held, hold, http_app, http_full_freed_full, learner,
+                           oldest_queued, pause, publisher_loop, release, released, reset, serve, server_now, show,
+                           show_zh, starts, stop_workers, store, stuck_reason, submit_quietly, tool, wait_confirmed,
+                           wait_done, waits_elsewhere, workers)
+from lab13_gate import (Producers, answer_after_waiting, assert_no_errors, burst_near_edge, claim_once_more,
+                        claim_while_confirm_holds, classify, describe_claim, helpers_ready, outcome_text, outcome_zh,
+                        race_at_edge, start_claimer)
 from lab13_tools import WAIT_TIMEOUTS  # errors that end a wait by time, not by what the statement found
 
 from shared import handshake
-from shared.celerylab import LOG_DIR, WORK, redact, short
-from shared.figures import attach, bar, lane, lanes, mark, steps
+from shared.celerylab import WORK
+from shared.figures import attach
 from shared.i18n import t
-from shared.labdb import job_row, kit_db, lock_waits, sql
-from shared.proc import Process, WaitTimeout, run_python, wait_until
+from shared.labdb import job_row
+from shared.proc import WaitTimeout, run_python, wait_until
 from shared.tap import Check, run
 
 # 13.1–13.5 and 13.7 check the configured default; 13.6 sets the experiment's value for its own processes only.
 os.environ.pop("EXPORT_ADMISSION_LIMIT", None)
 
-BACKLOG_JOBS = """SELECT status, COUNT(*) AS jobs,
-       TIMESTAMPDIFF(MICROSECOND, MIN(created_at), NOW(6))/1000000 AS oldest_age_seconds
-FROM export_jobs WHERE status IN ('queued','running') GROUP BY status"""
-BACKLOG_OUTBOX = """SELECT queue_name, COUNT(*) AS unpublished,
-       TIMESTAMPDIFF(MICROSECOND, MIN(created_at), NOW(6))/1000000 AS oldest_unpublished_seconds
-FROM export_outbox WHERE sent_at IS NULL GROUP BY queue_name"""
-
-
-# ---------------------------------------------------------------- timeline figures (pictures, never a verdict)
 
 def checks() -> list[Check]:
     """The checks, in order: id -> what proves it.  All need the box's Redis and MariaDB and the probe
@@ -108,66 +99,6 @@ def checks() -> list[Check]:
         Check("13.6", check_exercise, "probe; uvicorn"),
         Check("13.7", check_claim_waits, "probe; a lab13_tools.py claimer; a kit transaction holding the row"),
     ]
-
-
-def server_now() -> datetime:
-    return sql("SELECT NOW(6) AS now")[0]["now"]
-
-
-def admission_steps(since: datetime, limit: int) -> dict:
-    """queued+running over time, counted over the rows created since `since` (the server's clock): +1 at a
-    row's created_at, -1 at the updated_at of a row that has left queued/running (the kit's reset sets it)."""
-    rows = sql("SELECT status, created_at, updated_at FROM export_jobs WHERE created_at >= %s", (since,))
-    changes = [((r["created_at"] - since).total_seconds(), 1) for r in rows]
-    changes += [((r["updated_at"] - since).total_seconds(), -1) for r in rows
-                if r["status"] not in ("queued", "running") and r["updated_at"] >= r["created_at"]]
-    changes.sort()  # at one instant the -1 of a reset comes before the +1 of a new row
-    points, count = [(0.0, 0)], 0
-    for at, step in changes:
-        count += step
-        points.append((at, count))
-    points.append(((server_now() - since).total_seconds(), count))
-    return steps(t("排队 + 执行中与容量（预先放入的行和本项提交的任务）",
-                   "queued + running against the limit (the rows placed first, then the jobs this check submitted)"),
-                 points, limit=limit, label="queued+running",
-                 caption=t(f"数据库时钟；本项开始后建立的每一行（先放入的占位行，再是并发提交）在 created_at +1，"
-                           f"离开 queued/running 时（updated_at）-1；虚线是容量 {limit}，纵轴从容量下方开始",
-                           f"the database's clock; every row made since this check began (the places filled first, "
-                           f"then the concurrent submits) +1 at its created_at, -1 when it left queued/running (its "
-                           f"updated_at); the dashed line is the limit {limit}, the axis starts just below it"))
-
-
-def isolation_lanes(bulk_jobs: list[str], fast: str | None, moments: dict) -> dict:
-    """13.5: a lane per worker (by the node and queue the probe recorded), a bar per execution from its
-    start to its end (or to now, still running); jobs no worker started wait in their own lane."""
-    from lab13_fixture import events
-    seen, now = events(), time.time()
-    jobs = [(job, "bulk", t(f"长任务 {n} 行", f"long job, {n} rows")) for job, n in zip(bulk_jobs, (40, 50))]
-    if fast:
-        jobs.append((fast, "fast", t("短任务 1 行", "short job, 1 row")))
-    rows: dict[str, dict] = {}
-    for job, kind, label in jobs:
-        started = [e for e in seen if e.get("kind") == "start" and (e.get("args") or [None])[0] == job]
-        holds = [e["at"] for e in seen if e.get("kind") == "hold" and e.get("job") == job]
-        for start in started:
-            end = next((e for e in seen if e.get("kind") == "end" and e.get("task_id") == start.get("task_id")), None)
-            name = f"{str(start.get('node')).split('@')[0]}@ ← {start.get('queue')}"
-            row = rows.setdefault(name, {"bars": [], "marks": []})
-            row["bars"].append(bar(start["at"], end["at"] if end else now,
-                                   label if end else label + t("（仍在执行）", " (still running)"), kind))
-            row["marks"] += [mark(at, t("写文件时被按住", "held while writing"), "hold") for at in holds]
-            if kind == "bulk" and job in moments:
-                row["marks"].append(mark(moments[job], t("提交", "submitted"), "queued"))
-        if not started and job in moments:
-            row = rows.setdefault(t("尚未开始", "not started yet"), {"bars": [], "marks": []})
-            row["bars"].append(bar(moments[job], now, label + t("（排队）", " (queued)"), "queued"))
-    order = sorted(rows, key=lambda n: (not n.startswith("fast@"), not n.startswith("bulk@"), n))
-    lines = [mark(moments["fast"], t("提交短任务", "short job submitted"), "event")] if "fast" in moments else []
-    return lanes(t("bulk worker 忙时，fast 队列的短任务", "a short job on the fast queue while the bulk worker is busy"),
-                 [lane(n, rows[n]["bars"], rows[n]["marks"]) for n in order], lines=lines,
-                 caption=t("各 worker 记录的开始与结束（墙上时钟）；没有结束的执行画到作图时刻",
-                           "starts and ends as each worker recorded them (wall clock); an execution with no end "
-                           "yet is drawn to the moment of drawing"))
 
 
 # ---------------------------------------------------------------- 13.1
@@ -220,11 +151,8 @@ def check_concurrent_limit(c) -> None:
             f"with one place left exactly 1 submit must be admitted, got {len(race['ok'])} (do running rows and old "
             "rows without an event count?)")
 
-        reset()
-        add_filler(limit - 3, running=running, with_events=max(0, limit - 3 - running - bare))
-        burst_round = producers.go(4, [3])
-        burst = classify(producers.results(burst_round, 20))
-        active = active_count()
+        burst = burst_near_edge(producers, limit, running=running, bare=bare)
+        active = burst["active"]
         c.note(t(f"不加触发器、剩 3 个位置：3 个进程各提交 4 次 → {outcome_zh(burst)}；queued+running = {active}",
                  f"no trigger, 3 places left: 3 processes × 4 submits → {outcome_text(burst)}; "
                  f"queued+running = {active}"))
@@ -346,26 +274,6 @@ def check_http_503(c) -> None:
 
 # ---------------------------------------------------------------- 13.4
 
-def backlog() -> tuple[dict, dict]:
-    jobs = {r["status"]: (int(r["jobs"]), float(r["oldest_age_seconds"])) for r in sql(BACKLOG_JOBS)}
-    outbox = {r["queue_name"]: (int(r["unpublished"]), float(r["oldest_unpublished_seconds"]))
-              for r in sql(BACKLOG_OUTBOX)}
-    return jobs, outbox
-
-
-def show(jobs: dict) -> str:
-    return ", ".join(f"{status} {n} (oldest {age:.1f}s)" for status, (n, age) in sorted(jobs.items())) or "empty"
-
-
-def show_zh(jobs: dict) -> str:
-    return "，".join(f"{status} {n} 个（最老 {age:.1f} 秒）" for status, (n, age) in sorted(jobs.items())) or "空"
-
-
-def oldest_queued() -> dict | None:
-    rows = sql("SELECT id, created_at FROM export_jobs WHERE status='queued' ORDER BY created_at, id LIMIT 1")
-    return rows[0] if rows else None
-
-
 def check_backlog(c) -> None:
     state_store = store()
     learner.module("publisher", "claim_event", "publish_one")
@@ -382,12 +290,7 @@ def check_backlog(c) -> None:
         jobs = [submit_quietly(state_store, [k]) for k in range(11, 11 + short_jobs)]
         jobs.append(submit_quietly(state_store, list(range(1, 41))))
         ages = [70 - 10 * k for k in range(short_jobs)] + [10]
-        with kit_db() as cur:
-            for job, age in zip(jobs, ages):
-                cur.execute("UPDATE export_jobs SET created_at=DATE_SUB(NOW(6), INTERVAL %s SECOND) WHERE id=%s",
-                            (age, job))
-                cur.execute("UPDATE export_outbox SET created_at=DATE_SUB(NOW(6), INTERVAL %s SECOND) WHERE job_id=%s",
-                            (age, job))
+        age_jobs(jobs, ages)
         # The fast worker's first job stays running (held writing its file): the others provably still wait.
         hold(jobs[:short_jobs])
         before_jobs, before_outbox = backlog()
@@ -511,14 +414,6 @@ def check_fast_isolated(c) -> None:
 
 # ---------------------------------------------------------------- 13.6
 
-def tool(args: list[str], env: dict) -> dict:
-    done = run_python([TOOLS, *args], cwd=WORK, timeout=30, env=env)
-    lines = [line for line in done.stdout.strip().splitlines() if line.startswith("{")]
-    assert done.returncode == 0 and lines, t(f"检查器的辅助进程失败：{redact(done.stdout)[-300:]}",
-                                             f"the checker's helper failed: {redact(done.stdout)[-300:]}")
-    return json.loads(lines[-1])
-
-
 def check_exercise(c) -> None:
     store()
     env5 = dict(os.environ, EXPORT_ADMISSION_LIMIT="5")
@@ -526,8 +421,7 @@ def check_exercise(c) -> None:
     reset()
     producers = Producers(["A", "B"], env=env5)
     try:
-        fill_round = producers.go(4, [6])
-        fill = classify(producers.results(fill_round, 20))
+        fill = classify(producers.results(producers.go(4, [6]), 20))
         active = active_count()
         c.note(t(f"EXPORT_ADMISSION_LIMIT=5：admit_export 的默认 limit = {default!r}；两个 producer 从 0 开始各提交 4 次 → "
                  f"{outcome_zh(fill)}；queued+running = {active}",
@@ -568,13 +462,7 @@ def check_exercise(c) -> None:
         assert script.returncode != 0 and after == before, t(
             "满 5 个时 submit_db_export.py 仍受理了任务：它必须经过同一个 admit_export",
             "at 5 submit_db_export.py still admitted a job: it must go through the same admit_export")
-        app, how = http_app()
-        with serve(app, env=env5) as client:
-            full = client.post("/exports", json={"product_ids": [8]})
-            finished = sql("SELECT id FROM export_jobs WHERE status='queued' ORDER BY created_at LIMIT 1")[0]["id"]
-            sql("UPDATE export_jobs SET status='succeeded', updated_at=NOW(6) WHERE id=%s", (finished,))
-            freed = client.post("/exports", json={"product_ids": [8]})
-            again = client.post("/exports", json={"product_ids": [8]})
+        how, full, freed, again = http_full_freed_full(env5)
         c.note(t(f"HTTP（{how}）：满 5 个 → {full.status_code}；完成 1 个后 → {freed.status_code}；再提交 → {again.status_code}",
                  f"HTTP ({how}): at 5 → {full.status_code}; after one finished → {freed.status_code}; once more → "
                  f"{again.status_code}"))
@@ -606,40 +494,10 @@ def check_claim_waits(c) -> None:
     job = submit_quietly(state_store, [9])
     event = event_of(job)
     assert event is not None, t("提交的任务没有 outbox 事件", "the submitted job has no outbox event")
-    folder = LOG_DIR / f"lab13-claimer-{uuid4().hex[:8]}"
-    folder.mkdir(parents=True)
-    helper = Process([sys.executable, TOOLS, "claim", str(folder), "C", job], cwd=WORK, log_path=folder / "claimer.log")
+    folder, helper = start_claimer(job)
     try:
         helpers_ready(folder, {"C": helper})
-        early, waiting = None, []
-        with kit_db(autocommit=False) as lock:
-            # What the publisher's confirm holds until it commits: its UPDATE of sent_at makes InnoDB check
-            # the foreign key again, which share-locks the job's row.  The explicit share lock is that same
-            # lock, taken by name so no server's foreign-key details decide whether the row is held.
-            lock.execute("UPDATE export_outbox SET sent_at=NOW(6), claim_until=NULL WHERE id=%s AND sent_at IS NULL",
-                         (event["id"],))
-            lock.execute("SELECT id FROM export_jobs WHERE id=%s LOCK IN SHARE MODE", (job,))
-            c.note(t(f"任务 {short(job)} 为 queued；检查器的事务像 outbox 确认一样更新了它的事件的 sent_at（未提交），"
-                     "任务行上因此有一把共享锁",
-                     f"job {short(job)} is queued; a kit transaction updated its event's sent_at as the outbox confirm "
-                     "does (not committed), so the job's row holds a share lock"))
-            handshake.go(folder, ["C"], round_no=1)
-
-            def seen():
-                if answered(folder, "C", 1):
-                    return "answered"
-                return lock_waits() and "waiting"
-            try:
-                state = wait_until(seen, 30, "claim to wait for the row or to answer", interval=INNODB_TRX_POLL)
-            except WaitTimeout:
-                raise AssertionError(t("claim 在 30 秒内既没有等这一行的锁，也没有返回", "within 30 s claim neither "
-                                       "waited for the row's lock nor returned") + "\n" + redact(helper.log_tail(6))) \
-                    from None
-            if state == "answered":  # while the kit still holds the row
-                early = handshake.wait_result(folder, "C", 5, 1)
-            else:
-                waiting = lock_waits()
-            lock.connection.rollback()  # the kit lets go; its confirm never happened (the event stays unsent)
+        early, waiting = claim_while_confirm_holds(c, folder, helper, job, event["id"])
         if early is not None:
             status = (job_row(job) or {}).get("status")
             c.note(t(f"在这行仍被锁住时，另一个进程里的 claim(job_id) → {describe_claim(early)}；任务现在是 {status}",
@@ -664,18 +522,9 @@ def check_claim_waits(c) -> None:
                 f"while the row was locked, claim did not wait for the lock: {describe_claim(early)}")
             result = early  # it waited, and its own time limit ended the wait: ask once more, the row now free
         else:
-            shown = waiting[0].replace(job, short(job)) if waiting else "?"
-            c.note(t(f"另一个进程里的 claim(job_id) 在等这一行的锁（服务器显示 LOCK WAIT：{shown[:90]}）",
-                     f"claim(job_id) in another process waits for the row's lock (the server shows LOCK WAIT: "
-                     f"{shown[:90]})"))
-            result = handshake.wait_result(folder, "C", 30, 1)
-            c.note(t(f"检查器放开锁 → claim 返回 {describe_claim(result)}",
-                     f"the kit let go → claim returned {describe_claim(result)}"))
+            result = answer_after_waiting(c, folder, job, waiting)
         if result.get("code") in WAIT_TIMEOUTS:
-            handshake.go(folder, ["C"], round_no=2)
-            result = handshake.wait_result(folder, "C", 30, 2)
-            c.note(t(f"（它的等待被自己的时间上限结束）行已放开，再调用一次 → {describe_claim(result)}",
-                     f"(its own time limit ended the wait) the row free, called once more → {describe_claim(result)}"))
+            result = claim_once_more(c, folder)
         assert "job" in result and result["job"]["id"] == job, t(
             f"锁放开后 claim 应返回这个任务，实际 {describe_claim(result)}："
             + ("等到锁之后要按最新的行重新判断条件；这个任务仍可领取" if result.get("none") else "见上方"),
@@ -693,17 +542,6 @@ def check_claim_waits(c) -> None:
         handshake.stop(folder)
         helper.stop(grace=3)
         reset()
-
-
-def describe_claim(result: dict) -> str:
-    if "job" in result:
-        return t(f"任务 {short(result['job']['id'])}（attempts={result['job']['attempts']}）",
-                 f"the job {short(result['job']['id'])} (attempts={result['job']['attempts']})")
-    if result.get("none"):
-        return "None"
-    if "error" in result:
-        return redact(result["error"])[:200]
-    return str(result.get("other"))[:200]
 
 
 # ---------------------------------------------------------------- main

@@ -29,6 +29,10 @@
 
 Every check cleans up the rows it created.  The kit reads the database through its own connections
 and never prints credentials.  No server is stopped or restarted.
+
+This file holds the checks; lab14_fixture.py the lab they run in (database view and cleanup, the learner's
+calls in the probe and their outcomes, the kit's clock, the time-zone processes, the admission gate) and
+lab14_beat.py 14.2's chain (beat, the two workers, the publisher, the probe's events).
 """
 
 from __future__ import annotations
@@ -37,25 +41,24 @@ import ast
 import contextlib
 import datetime as dtmod
 import json
-import os
-import re
 import sys
 import time
 from pathlib import Path
 from uuid import uuid4
 
+from lab14_beat import (TICK, drop_leftover_ticks, new_slots, publish_until_sent, queued_ticks, start_chain,
+                        tick_chain_runs, wait_finished, wait_first_slot)
+from lab14_fixture import (UTC, admission_limit, at_capacity, celery_app, counts, describe, events_of, far_day,
+                           first_product, hold_gate, job_ids, learner, outcome, outcome_of, own_rows, remove_jobs,
+                           schedule_store, schedule_tasks, slot_keys, slot_of, slots_of_job, state_store, ticks_at,
+                           waiting_at_gate, zone_run)
+
 from shared import handshake
-from shared.celerylab import LOG_DIR, READY_MARK, WORK, log_lines, read_events, redact, redis_client, short
+from shared.celerylab import LOG_DIR, WORK, log_lines, redact, short
 from shared.i18n import t
-from shared.labdb import db_settings, job_row, kit_db, sql
-from shared.probe import Probe
+from shared.labdb import job_row, kit_db, sql
 from shared.proc import Process, WaitTimeout, run_python, wait_until
 from shared.tap import Check, run
-
-UTC = dtmod.timezone.utc
-EVENTS = LOG_DIR / "lab14-events.jsonl"
-TICK = "products.schedule_tick"
-UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 
 
 def checks() -> list[Check]:
@@ -72,122 +75,6 @@ def checks() -> list[Check]:
         Check("14.7", check_full_gate, "MariaDB; the admission gate filled with kit rows"),
         Check("14.8", check_race, "MariaDB; four lab14_racer.py processes; a LOCK TABLES hold"),
     ]
-
-
-# ---------------------------------------------------------------- the kit's own view of the database
-
-def counts() -> dict:
-    with kit_db() as cur:
-        cur.execute("SELECT (SELECT COUNT(*) FROM export_jobs) AS jobs, (SELECT COUNT(*) FROM export_outbox) AS events, "
-                    "(SELECT COUNT(*) FROM export_schedule_slots) AS slots")
-        return {k: int(v) for k, v in cur.fetchone().items()}
-
-
-def job_ids() -> set[str]:
-    return {r["id"] for r in sql("SELECT id FROM export_jobs")}
-
-
-def slot_keys() -> set[str]:
-    return {r["slot_key"] for r in sql("SELECT slot_key FROM export_schedule_slots")}
-
-
-def slot_of(key: str) -> dict | None:
-    rows = sql("SELECT slot_key, job_id FROM export_schedule_slots WHERE slot_key=%s", (key,))
-    return rows[0] if rows else None
-
-
-def slots_of_job(job_id: str) -> list[str]:
-    return [r["slot_key"] for r in sql("SELECT slot_key FROM export_schedule_slots WHERE job_id=%s", (job_id,))]
-
-
-def events_of(job_id: str) -> list[dict]:
-    return sql("SELECT id, queue_name, sent_at FROM export_outbox WHERE job_id=%s", (job_id,))
-
-
-def first_product() -> int:
-    rows = sql("SELECT MIN(id) AS id FROM products")
-    assert rows and rows[0]["id"] is not None, t("products 表是空的", "the products table is empty")
-    return int(rows[0]["id"])
-
-
-def remove_jobs(ids) -> None:
-    """The kit's cleanup: the rows a check created (slots, events, jobs), in foreign-key order."""
-    ids = sorted(set(ids))
-    with kit_db() as cur:
-        for start in range(0, len(ids), 200):
-            part = ids[start:start + 200]
-            marks = ",".join(["%s"] * len(part))
-            cur.execute(f"DELETE FROM export_schedule_slots WHERE job_id IN ({marks})", part)
-            cur.execute(f"DELETE FROM export_outbox WHERE job_id IN ({marks})", part)
-            cur.execute(f"DELETE FROM export_jobs WHERE id IN ({marks})", part)
-
-
-@contextlib.contextmanager
-def own_rows():
-    """Whatever jobs appear while the block runs are this check's: removed afterwards, pass or fail."""
-    before = job_ids()
-    try:
-        yield before
-    finally:
-        remove_jobs(job_ids() - before)
-
-
-# ---------------------------------------------------------------- the learner's modules (in the probe)
-
-learner = Probe()  # the learner's modules load there, never in this process (the judge)
-
-
-def _import(name: str, functions: tuple[str, ...]):
-    """A stand-in for the learner's module (shared/probe.py; an import error is said with secrets masked)."""
-    return learner.module(name, *functions)
-
-
-def schedule_store():
-    return _import("schedule_store", ("schedule_once",))
-
-
-def schedule_tasks():
-    return _import("schedule_tasks", ("execution_slot", "schedule_tick"))
-
-
-def state_store():
-    return _import("state_store", ("transaction", "admit_export", "lock_admission"))
-
-
-class Raised(Exception):
-    """What a learner call raised, as lab14_learner.py reported it: its class name, its message and which of
-    the classes the check asked about it is an instance of."""
-
-    def __init__(self, seen: dict):
-        super().__init__(str(seen.get("text", "")))
-        self.type_name = str(seen.get("type", "Exception"))
-        self.kinds = {str(k) for k in seen.get("is") or ()}
-
-    def is_a(self, name: str) -> bool:
-        return name in self.kinds
-
-
-def outcome(call) -> tuple[str, object]:
-    """("value", v) or ("error", exception): what one call of the learner's code did (in the probe; its
-    exception rebuilt here)."""
-    try:
-        return "value", call()
-    except Exception as exc:  # noqa: BLE001 - the check decides what was expected
-        return "error", exc
-
-
-def outcome_of(seen: dict) -> tuple[str, object]:
-    """The same for an outcome lab14_learner.py reported: ("value", v) or ("error", Raised)."""
-    if "raised" in seen:
-        return "error", Raised(seen["raised"])
-    return "value", seen.get("value")
-
-
-def describe(kind: str, value) -> str:
-    if kind == "error":
-        name = value.type_name if isinstance(value, Raised) else type(value).__name__
-        return f"{name}: {redact(str(value))[:160]}"
-    return "None" if value is None else (short(value) if isinstance(value, str) and UUID.match(value) else repr(value))
 
 
 # ---------------------------------------------------------------- 14.1
@@ -241,71 +128,8 @@ def check_slot_once(c) -> None:
 
 # ---------------------------------------------------------------- 14.2
 
-WORKER_ARGV = ["-m", "celery", "-A", "lab14_probe:app", "worker", "-l", "INFO", "--concurrency=1",
-               "--without-mingle", "--without-gossip", "--without-heartbeat"]
-
-
-def probe_events(run: str) -> list[dict]:
-    """The events of one run of 14.2: the probe marks each with the LAB14_RUN its processes were given."""
-    return [e for e in read_events(EVENTS) if e.get("run") == run]
-
-
-def new_slots(before: set[str]) -> list[dict]:
-    rows = sql("SELECT s.slot_key, s.job_id, j.status, j.result_ref FROM export_schedule_slots s "
-               "JOIN export_jobs j ON j.id = s.job_id ORDER BY s.created_at")
-    return [r for r in rows if r["slot_key"] not in before]
-
-
-def publish_until_sent(c, event_id: str, runs: int = 4) -> str:
-    """python publisher.py, as the lesson runs it, until this event is sent (bounded)."""
-    line = ""
-    for _ in range(runs):
-        done = run_python(["publisher.py"], cwd=WORK, timeout=25)
-        output = redact(done.stdout)
-        lines = [x for x in output.strip().splitlines() if x.strip()]
-        line = lines[-1][:200] if lines else ""
-        if done.returncode != 0:
-            for shown in lines[-3:]:
-                c.note("  " + shown[:200])
-        assert done.returncode == 0, t("python publisher.py 失败（见下方输出）", "python publisher.py failed (output below)")
-        rows = sql("SELECT sent_at FROM export_outbox WHERE id=%s", (event_id,))
-        if rows and rows[0]["sent_at"] is not None:
-            return line
-    raise AssertionError(t(f"运行 {runs} 次 python publisher.py 后事件 {short(event_id)} 仍未发送（最后输出：{line}）",
-                           f"event {short(event_id)} still unsent after {runs} runs of python publisher.py "
-                           f"(last output: {line})"))
-
-
-def queued_ticks() -> list[bytes]:
-    """Tick messages still waiting in exports.fast (LRANGE: nothing is consumed)."""
-    client = redis_client()
-    try:
-        raw = client.lrange("exports.fast", 0, -1)
-    finally:
-        client.close()
-    found = []
-    for item in raw:
-        with contextlib.suppress(ValueError, TypeError, AttributeError):
-            if json.loads(item).get("headers", {}).get("task") == TICK:
-                found.append(item)
-    return found
-
-
-def drop_leftover_ticks() -> int:
-    """The check's own leftovers: ticks beat sent that no worker took before it stopped.  Left in the
-    queue they would run in the next lesson's fast worker and create a job there."""
-    leftovers = queued_ticks()
-    if not leftovers:
-        return 0
-    client = redis_client()
-    try:
-        return sum(int(client.lrem("exports.fast", 1, item)) for item in leftovers)
-    finally:
-        client.close()
-
-
 def check_beat_chain(c) -> None:
-    _import("celery_app", ())
+    celery_app()
     found = learner.call("lab14_learner:tick_entries")  # [name, str(schedule), queue] of each tick entry
     assert found.get("app"), t("celery_app.py 里没有 app", "celery_app.py has no app")
     entries = found.get("entries") or []
@@ -320,68 +144,16 @@ def check_beat_chain(c) -> None:
     schedule_tasks()
     before = slot_keys()
     run = uuid4().hex  # every event of the processes below carries it (lab14_probe.py)
-    schedule_file = LOG_DIR / "lab14-beat-schedule"
-    for old in LOG_DIR.glob("lab14-beat-schedule*"):
-        old.unlink()
-    env = dict(os.environ, LAB14_RUN=run)
     procs: dict[str, Process] = {}
     with own_rows():
         try:
-            for role, extra in (("fast", ["-Q", "exports.fast", "-n", "fast@%h"]),
-                                ("bulk", ["-Q", "exports.bulk", "-n", "bulk@%h"])):
-                log = LOG_DIR / f"lab14-{role}.log"
-                log.unlink(missing_ok=True)
-                procs[role] = Process([sys.executable, *WORKER_ARGV, *extra], cwd=WORK, log_path=log, env=env)
-            beat_log = LOG_DIR / "lab14-beat.log"
-            beat_log.unlink(missing_ok=True)
-            procs["beat"] = Process([sys.executable, "-m", "celery", "-A", "lab14_probe:app", "beat", "-l", "INFO",
-                                     f"--schedule={schedule_file}"], cwd=WORK, log_path=beat_log,
-                                    env=dict(env, LAB14_TICK_SECONDS="1"))
-            for role in ("fast", "bulk"):
-                procs[role].wait_ready(40, log_contains=READY_MARK)
-            procs["beat"].wait_ready(20, log_contains="beat: Starting")
+            start_chain(procs, run)
             c.note(t(f"已启动：fast worker（-Q exports.fast）、bulk worker（-Q exports.bulk）、一个 beat（pid "
                      f"{procs['beat'].pid}，调度文件在检查器日志目录）",
                      f"started: the fast worker (-Q exports.fast), the bulk worker (-Q exports.bulk) and one beat "
                      f"(pid {procs['beat'].pid}, its schedule file in the kit's log dir)"))
 
-            def first_slot():
-                fast_log = procs["fast"].log_text()
-                if "unregistered task" in fast_log.lower():
-                    return "unregistered"
-                for role, proc in procs.items():
-                    if not proc.alive():
-                        return f"dead:{role}"
-                rows = new_slots(before)
-                return rows[0] if rows else None
-
-            try:
-                got = wait_until(first_slot, 20, "a tick to create a slot", interval=0.1)
-            except WaitTimeout:
-                sent = log_lines(procs["beat"].log_text(), "Sending due task")
-                ran = [e for e in probe_events(run) if e.get("task") == TICK and e.get("kind") == "end"]
-                for line in sent[-2:]:
-                    c.note("  beat: " + line)
-                for e in ran[-2:]:
-                    c.note(f"  tick → {e.get('state')} {str(e.get('retval'))[:120]}")
-                where = "" if queue == "exports.fast" else t(
-                    f"；信号发往 {queue or '默认队列'}，而 fast worker 只听 exports.fast",
-                    f"; the ticks go to {queue or 'the default queue'} while the fast worker listens on exports.fast")
-                raise AssertionError(t(
-                    f"20 秒内没有新的时间槽：beat 发出 {len(sent)} 个信号，worker 执行完 {len(ran)} 个（见下方）{where}",
-                    f"no new slot within 20 s: beat sent {len(sent)} tick(s), the worker finished {len(ran)} "
-                    f"(see below){where}")) from None
-            if got == "unregistered":
-                for line in log_lines(procs["fast"].log_text(), "nregistered")[-2:]:
-                    c.note("  fast: " + line)
-                raise AssertionError(t(
-                    f"fast worker 不认识 {TICK}：把 schedule_tasks 加进 celery_app.py 的 include，再重启 worker",
-                    f"the fast worker does not know {TICK}: add schedule_tasks to include in celery_app.py and "
-                    "restart the worker"))
-            if isinstance(got, str):
-                role = got.split(":", 1)[1]
-                raise AssertionError(t(f"{role} 进程意外退出：\n", f"the {role} process exited:\n")
-                                     + redact(procs[role].log_tail(8)))
+            got = wait_first_slot(c, procs, before, run, queue)
             job_id = got["job_id"]
             c.note(t(f"tick → 新槽 {got['slot_key']} → 任务 {short(job_id)}",
                      f"tick → new slot {got['slot_key']} → job {short(job_id)}"))
@@ -390,13 +162,7 @@ def check_beat_chain(c) -> None:
                                        f"the job should have 1 outbox event, found {len(events)}")
             line = publish_until_sent(c, events[0]["id"])
             c.note(f"python publisher.py → {line}")
-            try:
-                row = wait_until(lambda: (lambda r: r if r and r["status"] in ("succeeded", "failed", "cancelled")
-                                          else None)(job_row(job_id)), 20, "the export job to finish", interval=0.1)
-            except WaitTimeout:
-                raise AssertionError(t(f"任务 {short(job_id)} 20 秒内没有完成（{job_row(job_id)['status']}）：bulk worker 在运行吗？",
-                                       f"job {short(job_id)} did not finish within 20 s ({job_row(job_id)['status']}): "
-                                       "is the bulk worker consuming?")) from None
+            row = wait_finished(job_id)
             assert row["status"] == "succeeded" and row["result_ref"], t(
                 f"任务结束于 {row['status']}", f"the job ended {row['status']}")
             path = Path(row["result_ref"])
@@ -410,11 +176,7 @@ def check_beat_chain(c) -> None:
             c.note(t(f"任务 succeeded，文件 {path.name[:44]} 含 {len(written)} 个商品",
                      f"job succeeded, file {path.name[:44]} holds {len(written)} products"))
 
-            seen = probe_events(run)
-            ticks = [e for e in seen if e.get("task") == TICK and e.get("kind") == "start"]
-            made = [e for e in seen if e.get("task") == TICK and e.get("kind") == "end" and e.get("retval") == job_id]
-            exports = [e for e in seen if e.get("task") == "products.export" and e.get("kind") == "start"
-                       and (e.get("args") or [None])[0] == job_id]
+            ticks, made, exports = tick_chain_runs(run, job_id)
             assert made, t("没有哪个 tick 的返回值是这个任务：槽是在 worker 外创建的吗？",
                            "no tick returned this job: was the slot created outside the worker?")
             beat_pid = procs["beat"].pid
@@ -441,13 +203,6 @@ def check_beat_chain(c) -> None:
 
 
 # ---------------------------------------------------------------- 14.3
-
-def zone_run(tz: str) -> Process:
-    log = LOG_DIR / f"lab14-zones-{tz.replace('+', 'p').replace('-', 'm')}.log"
-    log.unlink(missing_ok=True)
-    # POSIX TZ strings need no tz database: "LAB-8" is UTC+8, "LAB+5" is UTC-5.
-    return Process([sys.executable, str(WORK / "lab14_zones.py")], cwd=WORK, log_path=log, env=dict(os.environ, TZ=tz))
-
 
 def check_utc(c) -> None:
     tasks = schedule_tasks()
@@ -502,23 +257,6 @@ def check_utc(c) -> None:
 
 
 # ---------------------------------------------------------------- 14.4
-
-def ticks_at(runs: list[dtmod.datetime]) -> list[tuple[str, object]]:
-    """schedule_tick() once at each moment, in the probe with schedule_tasks' `datetime` pointed at the kit's
-    clock meanwhile (lab14_learner.ticks_at): what each run did."""
-    seen = learner.call("lab14_learner:ticks_at", runs)
-    if seen.get("clock") is False:
-        raise AssertionError(t("schedule_tasks 没有用 datetime.now(timezone.utc) 取当前时间（检查器无法设定它的时钟）",
-                               "schedule_tasks does not read the time through datetime.now(timezone.utc) (the "
-                               "checker cannot set its clock)"))
-    return [outcome_of(run) for run in seen["runs"]]
-
-
-def far_day() -> dtmod.datetime:
-    """10:00 UTC on a day far from today and from other runs: no real tick can share its slots."""
-    n = uuid4().int
-    return dtmod.datetime(2040 + n % 50, 1 + (n >> 8) % 12, 1 + (n >> 16) % 28, 10, 0, tzinfo=UTC)
-
 
 def check_no_backfill(c) -> None:
     tasks = schedule_tasks()
@@ -667,19 +405,6 @@ def check_bad_keys(c) -> None:
 
 # ---------------------------------------------------------------- 14.7
 
-def admission_limit() -> int:
-    """The limit admit_export uses when called as admit_export(cur): its default value (read in the probe)."""
-    default = learner.call("lab14_learner:limit_default")
-    if type(default) is int and default > 0:
-        return default
-    return 100
-
-
-def at_capacity(slot_key: str, product: int) -> tuple[str, object]:
-    """schedule_once in the probe; an error it raised says whether it is a state_store.CapacityExceeded."""
-    return outcome_of(learner.call("lab14_learner:schedule_once_at_capacity", slot_key, [product]))
-
-
 def check_full_gate(c) -> None:
     store = schedule_store()
     state_store()
@@ -721,29 +446,6 @@ def check_full_gate(c) -> None:
 
 
 # ---------------------------------------------------------------- 14.8
-
-@contextlib.contextmanager
-def hold_gate():
-    """LOCK TABLES export_admission_gate READ: every FOR UPDATE on the gate waits for the kit.
-
-    Plain reads of other tables pass; whoever wants to lock the gate row queues up at the table's
-    metadata lock until the kit unlocks (the racers' sessions may wait that long: lab14_racer.py).
-    """
-    with kit_db() as cur:
-        cur.execute("LOCK TABLES export_admission_gate READ")
-        try:
-            yield
-        finally:
-            cur.execute("UNLOCK TABLES")
-
-
-def waiting_at_gate() -> int:
-    database = db_settings()["database"]
-    with kit_db() as cur:
-        cur.execute("SHOW FULL PROCESSLIST")
-        return sum(1 for row in cur.fetchall()
-                   if row.get("db") == database and "metadata lock" in (row.get("State") or ""))
-
 
 def check_race(c) -> None:
     schedule_store()

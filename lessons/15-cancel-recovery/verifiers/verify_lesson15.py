@@ -45,7 +45,8 @@ with UPDATEs.  The kit reads the database through its own connections and never 
 Each check uses fresh jobs and retires them when done, so any check can run alone.
 
 This file holds 15.1-15.3 and 15.8 (the recovery scan's transitions) and runs all eight; lab15_delivery.py
-holds 15.4-15.7, lab15_drills.py their drills, lab15_fixture.py the lab they run in.
+holds 15.4-15.7, lab15_drills.py their drills, lab15_fixture.py the lab they run in, lab15_figures.py the
+timelines drawn for 15.2, 15.3 and 15.8.
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ import time
 from uuid import uuid4
 
 from lab15_delivery import check_confirm, check_retry_gate, check_unclaimed, check_warm_shutdown
+from lab15_figures import dead_letter_lanes, exhausted_lanes, recovery_lanes
 from lab15_fixture import (UUID_RE, cancel, celery_app, dead_letter, events, expire_lease, explained, files_of,
                            hold, hold_event, make_due, parked, payload_of, publish_event, published_payload, publisher,
                            recovery, release, remove_jobs, replay_job, retire, run_published, run_script, same_rows,
@@ -64,7 +66,7 @@ from lab15_fixture import (UUID_RE, cancel, celery_app, dead_letter, events, exp
                            wait_hold)
 
 from shared.celerylab import LOG_DIR, DeclaredWorker, children_of, pid_running, short
-from shared.figures import attach, bar, lane, lanes, mark
+from shared.figures import attach
 from shared.i18n import t
 from shared.labdb import job_row, kit_db, sql
 from shared.proc import WaitTimeout, wait_until
@@ -85,156 +87,6 @@ def checks() -> list[Check]:
         Check("15.7", check_warm_shutdown, "a worker of the kit's own, sent TERM"),
         Check("15.8", check_exhausted, "the recovery scan; worker"),
     ]
-
-
-# ---------------------------------------------------------------- timeline figures (pictures, never a verdict)
-# The checks stamp their own steps with time.time() (the `tl` dicts); the worker's starts and ends come from
-# the probe's events (time.time() in the worker).  Times the kit moves with UPDATEs are drawn where the move
-# happened: a lease or a backoff ends when the kit moved it into the past.
-
-def _runs(job_id: str) -> tuple[list[dict], dict]:
-    """This job's task starts in order, and every task end by message id (the probe's events)."""
-    seen = events()
-    starts = [e for e in seen if e.get("kind") == "start" and (e.get("args") or [None])[:1] == [job_id]
-              and isinstance(e.get("at"), (int, float))]
-    ends = {e.get("task_id"): e for e in seen if e.get("kind") == "end" and isinstance(e.get("at"), (int, float))}
-    return sorted(starts, key=lambda e: e["at"]), ends
-
-
-def _attempt_run(job_id: str, attempt: int, after: float) -> tuple[dict, dict] | None:
-    """The execution (start, end) that claimed this attempt: its return value says so, or else the last
-    one that started after `after`, ended and did not say it claimed nothing."""
-    starts, ends = _runs(job_id)
-    ended = [(s, ends[s.get("task_id")]) for s in starts if s.get("task_id") in ends]
-    told = [(s, e) for s, e in ended if isinstance(e.get("retval"), dict) and e["retval"].get("attempt") == attempt]
-    guess = [(s, e) for s, e in ended if s["at"] >= after
-             and not (isinstance(e.get("retval"), dict) and e["retval"].get("claimed") is False)]
-    return (told or guess or [None])[-1]
-
-
-def recovery_lanes(job_id: str, tl: dict) -> dict:
-    """15.2: a lane per actor — the worker, the job's row (leases and the backoff), the recovery scan, the
-    outbox and publisher — from the claim that was killed to the claim after the backoff."""
-    now = time.time()
-    worker, row, scans, outbox, lines = lane(t("worker", "worker")), lane(t("任务行 export_jobs", "job row")), \
-        lane("recover_batch()"), lane(t("outbox 与 publisher", "outbox and publisher")), []
-    starts, _ = _runs(job_id)
-    first = [s for s in starts if s.get("pid") == tl.get("child") and s["at"] <= tl.get("kill", now)][-1:]
-    if first:
-        worker["bars"].append(bar(first[0]["at"], tl.get("kill", now), t("执行 1", "attempt 1"), "run"))
-        worker["marks"].append(mark(first[0]["at"], f"claim → attempts={tl.get('attempts1', '?')}", "claim"))
-        row["bars"].append(bar(first[0]["at"], tl.get("expire", now), t("租约 1（到期时刻被 UPDATE 移到过去）",
-                                                                      "lease 1 (lease_until moved into the past)"),
-                               "lease"))
-    if "kill" in tl:
-        worker["marks"].append(mark(tl["kill"], t("SIGKILL（pool 子进程）", "SIGKILL (pool child)"), "killed"))
-    if "scan_live" in tl:
-        scans["marks"].append(mark(tl["scan_live"], t("租约仍有效 → 不动", "lease still live → untouched"), "lease"))
-    if "scan" in tl:
-        scans["marks"].append(mark(tl["scan"], t("租约过期 → queued（lease_expired）", "lease expired → queued "
-                                                 "(lease_expired)"), "retry"))
-        outbox["marks"].append(mark(tl["scan"], t("新事件 2（available_at = next_attempt_at）",
-                                                  "new event 2 (available_at = next_attempt_at)"), "event"))
-    if "scan" in tl and isinstance(tl.get("backoff"), (int, float)):
-        due = tl["scan"] + tl["backoff"]
-        moved = "ff" in tl and tl["ff"] < due
-        row["bars"].append(bar(tl["scan"], min(due, tl["ff"]) if moved else min(due, now),
-                               t(f"退避 {tl['backoff']:.1f} 秒" + ("（被 UPDATE 提前结束）" if moved else ""),
-                                 f"backoff {tl['backoff']:.1f} s" + (" (ended early by UPDATE)" if moved else "")),
-                               "wait"))
-    if "pub1" in tl:
-        outbox["marks"].append(mark(tl["pub1"], t("事件 1 发送", "event 1 sent"), "event"))
-    if "pub_wait" in tl:
-        outbox["marks"].append(mark(tl["pub_wait"], t("退避中 publisher.py：未到期，不发送", "publisher.py during the "
-                                                      "backoff: not due, nothing sent"), "wait"))
-    if "pub2" in tl:
-        outbox["marks"].append(mark(tl["pub2"], t("事件 2 发送", "event 2 sent"), "event"))
-    second = _attempt_run(job_id, 2, tl["expire"]) if "pub2" in tl and "expire" in tl else None
-    if second:
-        start, end = second
-        worker["bars"].append(bar(start["at"], end["at"], t("执行 2", "attempt 2"), "run"))
-        worker["marks"].append(mark(start["at"], f"claim → attempts={tl.get('attempts2', '?')}", "claim"))
-        row["bars"].append(bar(start["at"], end["at"], t("租约 2", "lease 2"), "lease"))
-        status = tl.get("status", "?")
-        row["marks"].append(mark(end["at"], status, "ok" if status == "succeeded" else "fail"))
-    if "expire" in tl:
-        lines.append(mark(tl["expire"], t("lease_until 移到过去（UPDATE）", "lease_until moved into the past (UPDATE)"),
-                          "deadline"))
-    if "ff" in tl:
-        lines.append(mark(tl["ff"], t("next_attempt_at、available_at 各 -11 秒（UPDATE）",
-                                      "next_attempt_at and available_at moved 11 s back (UPDATE)"), "deadline"))
-    return lanes(t("租约过期 → 恢复 → 退避 → 新事件 → 再次领取", "lease expiry → recovery → backoff → new event → claim"),
-                 [worker, row, scans, outbox], lines=lines,
-                 caption=t("检查器与 worker 记录的时刻（墙上时钟）；被 UPDATE 移动的时间画在移动发生的时刻",
-                           "moments as the checker and the worker recorded them (wall clock); a time the kit moved "
-                           "with an UPDATE is drawn where the move happened"))
-
-
-def dead_letter_lanes(job_id: str, new_id: str | None, tl: dict) -> dict:
-    """15.3: the failed job's lane (claim, deadline, the scan's failure and dead letter, a refused replay)
-    and the replay's lane (created, published, run to its end)."""
-    now = time.time()
-    old = lane(t(f"原任务 {short(job_id)}", f"job {short(job_id)}"))
-    lanes_ = [old]
-    if "claim" in tl:
-        old["marks"].append(mark(tl["claim"], f"claim → attempts={tl.get('got', '?')}", "claim"))
-        old["bars"].append(bar(tl["claim"], tl.get("moved", now), t("租约", "lease"), "lease"))
-    if "scan" in tl:
-        old["marks"].append(mark(tl["scan"], f"failed: {tl.get('error_code')}", "fail"))
-        if tl.get("reason"):
-            old["marks"].append(mark(tl["scan"], t(f"死信：{tl['reason']}", f"dead letter: {tl['reason']}"), "dead"))
-    if "gate_full" in tl:
-        old["marks"].append(mark(tl["gate_full"], t(f"容量已满时 replay() → {tl.get('gate_answer')}",
-                                                    f"replay() with the gate full → {tl.get('gate_answer')}"), "fail"))
-    if new_id and "replay" in tl:
-        new = lane(t(f"重放 {short(new_id)}", f"replay {short(new_id)}"))
-        lanes_.append(new)
-        new["marks"].append(mark(tl["replay"], t("replay_job.py → 新任务（replay_of = 原任务）",
-                                                 "replay_job.py → new job (replay_of = the failed job)"), "replay"))
-        new["bars"].append(bar(tl["replay"], tl.get("pub", now), "queued", "queued"))
-        if "pub" in tl:
-            new["marks"].append(mark(tl["pub"], t("事件发送", "event sent"), "event"))
-            run = _attempt_run(new_id, 1, tl["pub"])
-            if run:
-                new["bars"].append(bar(run[0]["at"], run[1]["at"], t("执行 1", "attempt 1"), "run"))
-            if "status" in tl:
-                at = run[1]["at"] if run else tl.get("done", now)
-                new["marks"].append(mark(at, tl["status"], "ok" if tl["status"] == "succeeded" else "fail"))
-    if "refused" in tl:
-        lanes_.append(lane(t("一个 queued 任务", "a queued job"), marks=[
-            mark(tl["refused"], t(f"replay_job.py → 退出码 {tl.get('refused_code')}，未建任务",
-                                  f"replay_job.py → exit code {tl.get('refused_code')}, nothing created"), "fail")]))
-    lines = [mark(tl["moved"], t("deadline 与租约移到过去（UPDATE）", "deadline and lease moved into the past (UPDATE)"),
-                  "deadline")] if "moved" in tl else []
-    return lanes(t("死信与重放", "dead letter and replay"), lanes_, lines=lines,
-                 caption=t("检查器与 worker 记录的时刻（墙上时钟）", "moments as the checker and the worker recorded them "
-                           "(wall clock)"))
-
-
-def exhausted_lanes(tl: dict) -> dict:
-    """15.8: one lane for the job: three claims, each lease ended by the kit and scanned, the backoffs the kit
-    skipped, the dead letter, and the refused fourth claim."""
-    now, job = time.time(), lane(t("任务", "the job"))
-    for k in (1, 2, 3):
-        if f"claim{k}" not in tl:
-            break
-        job["marks"].append(mark(tl[f"claim{k}"], f"claim → attempts={tl.get(f'got{k}', '?')}", "claim"))
-        job["bars"].append(bar(tl[f"claim{k}"], tl.get(f"expire{k}", now), t(f"租约 {k}", f"lease {k}"), "lease"))
-        if f"scan{k}" in tl:
-            status, error = tl.get(f"status{k}"), tl.get(f"error{k}")
-            job["marks"].append(mark(tl[f"scan{k}"], f"{status}: {error}", "retry" if status == "queued" else "fail"))
-            if f"due{k + 1}" in tl:
-                job["bars"].append(bar(tl[f"scan{k}"], tl[f"due{k + 1}"], t("退避（被 UPDATE 提前结束）",
-                                                                         "backoff (ended early by UPDATE)"), "wait"))
-    if tl.get("reason"):
-        job["marks"].append(mark(tl["scan3"], t(f"死信：{tl['reason']}", f"dead letter: {tl['reason']}"), "dead"))
-    if "fourth" in tl:
-        job["marks"].append(mark(tl["fourth"], t(f"第 4 次 claim() → {tl.get('fourth_answer')}",
-                                                 f"4th claim() → {tl.get('fourth_answer')}"), "other"))
-    lines = [mark(tl[f"expire{k}"], t(f"租约 {k} 移到过去", f"lease {k} moved into the past"), "deadline")
-             for k in (1, 2, 3) if f"expire{k}" in tl]
-    return lanes(t("三次领取、租约过期与死信", "three claims, expired leases and the dead letter"), [job], lines=lines,
-                 caption=t("检查器记录的时刻（墙上时钟）", "moments as the checker recorded them (wall clock)"))
 
 
 # ---------------------------------------------------------------- 15.1

@@ -1,0 +1,172 @@
+"""Check 14.2's chain as the kit runs it (not a lesson file): a real `celery beat` and the lesson's fast and
+bulk workers, started with lab14_probe.py in place of celery_app (every event marked with the run's
+LAB14_RUN), the first slot a tick creates, `python publisher.py` until the job's event is sent, the job's
+end, what the probe recorded of the ticks and the export, and the ticks left in exports.fast.
+
+verify_lesson14.py judges by what these return; an assert here is a chain that cannot go on (no slot, a
+process gone, a job that never ends), said with its reason.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+
+from shared.celerylab import LOG_DIR, READY_MARK, WORK, log_lines, read_events, redact, redis_client, short
+from shared.i18n import t
+from shared.labdb import job_row, sql
+from shared.proc import Process, WaitTimeout, run_python, wait_until
+
+EVENTS = LOG_DIR / "lab14-events.jsonl"
+TICK = "products.schedule_tick"
+
+WORKER_ARGV = ["-m", "celery", "-A", "lab14_probe:app", "worker", "-l", "INFO", "--concurrency=1",
+               "--without-mingle", "--without-gossip", "--without-heartbeat"]
+
+
+def probe_events(run: str) -> list[dict]:
+    """The events of one run of 14.2: the probe marks each with the LAB14_RUN its processes were given."""
+    return [e for e in read_events(EVENTS) if e.get("run") == run]
+
+
+def new_slots(before: set[str]) -> list[dict]:
+    rows = sql("SELECT s.slot_key, s.job_id, j.status, j.result_ref FROM export_schedule_slots s "
+               "JOIN export_jobs j ON j.id = s.job_id ORDER BY s.created_at")
+    return [r for r in rows if r["slot_key"] not in before]
+
+
+def publish_until_sent(c, event_id: str, runs: int = 4) -> str:
+    """python publisher.py, as the lesson runs it, until this event is sent (bounded)."""
+    line = ""
+    for _ in range(runs):
+        done = run_python(["publisher.py"], cwd=WORK, timeout=25)
+        output = redact(done.stdout)
+        lines = [x for x in output.strip().splitlines() if x.strip()]
+        line = lines[-1][:200] if lines else ""
+        if done.returncode != 0:
+            for shown in lines[-3:]:
+                c.note("  " + shown[:200])
+        assert done.returncode == 0, t("python publisher.py 失败（见下方输出）", "python publisher.py failed (output below)")
+        rows = sql("SELECT sent_at FROM export_outbox WHERE id=%s", (event_id,))
+        if rows and rows[0]["sent_at"] is not None:
+            return line
+    raise AssertionError(t(f"运行 {runs} 次 python publisher.py 后事件 {short(event_id)} 仍未发送（最后输出：{line}）",
+                           f"event {short(event_id)} still unsent after {runs} runs of python publisher.py "
+                           f"(last output: {line})"))
+
+
+def queued_ticks() -> list[bytes]:
+    """Tick messages still waiting in exports.fast (LRANGE: nothing is consumed)."""
+    client = redis_client()
+    try:
+        raw = client.lrange("exports.fast", 0, -1)
+    finally:
+        client.close()
+    found = []
+    for item in raw:
+        with contextlib.suppress(ValueError, TypeError, AttributeError):
+            if json.loads(item).get("headers", {}).get("task") == TICK:
+                found.append(item)
+    return found
+
+
+def drop_leftover_ticks() -> int:
+    """The check's own leftovers: ticks beat sent that no worker took before it stopped.  Left in the
+    queue they would run in the next lesson's fast worker and create a job there."""
+    leftovers = queued_ticks()
+    if not leftovers:
+        return 0
+    client = redis_client()
+    try:
+        return sum(int(client.lrem("exports.fast", 1, item)) for item in leftovers)
+    finally:
+        client.close()
+
+
+def start_chain(procs: dict[str, Process], run: str) -> None:
+    """The fast worker (-Q exports.fast), the bulk worker (-Q exports.bulk) and one beat (its schedule file in
+    the kit's log dir, its tick every 1 s in that process only), all marked with `run`; each goes into `procs`
+    as it starts (the caller stops them, pass or fail).  Returns once all three are ready."""
+    schedule_file = LOG_DIR / "lab14-beat-schedule"
+    for old in LOG_DIR.glob("lab14-beat-schedule*"):
+        old.unlink()
+    env = dict(os.environ, LAB14_RUN=run)
+    for role, extra in (("fast", ["-Q", "exports.fast", "-n", "fast@%h"]),
+                        ("bulk", ["-Q", "exports.bulk", "-n", "bulk@%h"])):
+        log = LOG_DIR / f"lab14-{role}.log"
+        log.unlink(missing_ok=True)
+        procs[role] = Process([sys.executable, *WORKER_ARGV, *extra], cwd=WORK, log_path=log, env=env)
+    beat_log = LOG_DIR / "lab14-beat.log"
+    beat_log.unlink(missing_ok=True)
+    procs["beat"] = Process([sys.executable, "-m", "celery", "-A", "lab14_probe:app", "beat", "-l", "INFO",
+                             f"--schedule={schedule_file}"], cwd=WORK, log_path=beat_log,
+                            env=dict(env, LAB14_TICK_SECONDS="1"))
+    for role in ("fast", "bulk"):
+        procs[role].wait_ready(40, log_contains=READY_MARK)
+    procs["beat"].wait_ready(20, log_contains="beat: Starting")
+
+
+def wait_first_slot(c, procs: dict[str, Process], before: set[str], run: str, queue: str | None) -> dict:
+    """The first slot a tick created after `before` (with its job); why none came, if none did."""
+    def first_slot():
+        fast_log = procs["fast"].log_text()
+        if "unregistered task" in fast_log.lower():
+            return "unregistered"
+        for role, proc in procs.items():
+            if not proc.alive():
+                return f"dead:{role}"
+        rows = new_slots(before)
+        return rows[0] if rows else None
+
+    try:
+        got = wait_until(first_slot, 20, "a tick to create a slot", interval=0.1)
+    except WaitTimeout:
+        sent = log_lines(procs["beat"].log_text(), "Sending due task")
+        ran = [e for e in probe_events(run) if e.get("task") == TICK and e.get("kind") == "end"]
+        for line in sent[-2:]:
+            c.note("  beat: " + line)
+        for e in ran[-2:]:
+            c.note(f"  tick → {e.get('state')} {str(e.get('retval'))[:120]}")
+        where = "" if queue == "exports.fast" else t(
+            f"；信号发往 {queue or '默认队列'}，而 fast worker 只听 exports.fast",
+            f"; the ticks go to {queue or 'the default queue'} while the fast worker listens on exports.fast")
+        raise AssertionError(t(
+            f"20 秒内没有新的时间槽：beat 发出 {len(sent)} 个信号，worker 执行完 {len(ran)} 个（见下方）{where}",
+            f"no new slot within 20 s: beat sent {len(sent)} tick(s), the worker finished {len(ran)} "
+            f"(see below){where}")) from None
+    if got == "unregistered":
+        for line in log_lines(procs["fast"].log_text(), "nregistered")[-2:]:
+            c.note("  fast: " + line)
+        raise AssertionError(t(
+            f"fast worker 不认识 {TICK}：把 schedule_tasks 加进 celery_app.py 的 include，再重启 worker",
+            f"the fast worker does not know {TICK}: add schedule_tasks to include in celery_app.py and "
+            "restart the worker"))
+    if isinstance(got, str):
+        role = got.split(":", 1)[1]
+        raise AssertionError(t(f"{role} 进程意外退出：\n", f"the {role} process exited:\n")
+                             + redact(procs[role].log_tail(8)))
+    return got
+
+
+def wait_finished(job_id: str) -> dict:
+    """The export job's row once it has ended (bounded: 20 s)."""
+    try:
+        row = wait_until(lambda: (lambda r: r if r and r["status"] in ("succeeded", "failed", "cancelled")
+                                  else None)(job_row(job_id)), 20, "the export job to finish", interval=0.1)
+    except WaitTimeout:
+        raise AssertionError(t(f"任务 {short(job_id)} 20 秒内没有完成（{job_row(job_id)['status']}）：bulk worker 在运行吗？",
+                               f"job {short(job_id)} did not finish within 20 s ({job_row(job_id)['status']}): "
+                               "is the bulk worker consuming?")) from None
+    return row
+
+
+def tick_chain_runs(run: str, job_id: str) -> tuple[list[dict], list[dict], list[dict]]:
+    """From this run's probe events: the ticks started, the ticks that returned this job, the export's starts."""
+    seen = probe_events(run)
+    ticks = [e for e in seen if e.get("task") == TICK and e.get("kind") == "start"]
+    made = [e for e in seen if e.get("task") == TICK and e.get("kind") == "end" and e.get("retval") == job_id]
+    exports = [e for e in seen if e.get("task") == "products.export" and e.get("kind") == "start"
+               and (e.get("args") or [None])[0] == job_id]
+    return ticks, made, exports

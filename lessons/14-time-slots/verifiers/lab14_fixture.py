@@ -1,0 +1,212 @@
+"""Lesson 14's lab as its checks use it (not a lesson file): the kit's own view of the database (counts,
+slots, events) and the cleanup of a check's rows, the learner's modules (loaded in the probe, shared/probe.py
+and lab14_learner.py, never in this process) and what one of their calls did, the kit's clock for
+schedule_tick (14.4), the time-zone processes (14.3, lab14_zones.py), and the admission gate: its limit, a
+call at capacity (14.7), the kit's hold on it (14.8).
+
+Nothing here decides a check: these are the facts and the fixtures verify_lesson14.py judges by.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dtmod
+import os
+import re
+import sys
+from uuid import uuid4
+
+from shared.celerylab import LOG_DIR, WORK, redact, short
+from shared.i18n import t
+from shared.labdb import db_settings, kit_db, sql
+from shared.probe import Probe
+from shared.proc import Process
+
+UTC = dtmod.timezone.utc
+UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+
+
+# ---------------------------------------------------------------- the kit's own view of the database
+
+def counts() -> dict:
+    with kit_db() as cur:
+        cur.execute("SELECT (SELECT COUNT(*) FROM export_jobs) AS jobs, (SELECT COUNT(*) FROM export_outbox) AS events, "
+                    "(SELECT COUNT(*) FROM export_schedule_slots) AS slots")
+        return {k: int(v) for k, v in cur.fetchone().items()}
+
+
+def job_ids() -> set[str]:
+    return {r["id"] for r in sql("SELECT id FROM export_jobs")}
+
+
+def slot_keys() -> set[str]:
+    return {r["slot_key"] for r in sql("SELECT slot_key FROM export_schedule_slots")}
+
+
+def slot_of(key: str) -> dict | None:
+    rows = sql("SELECT slot_key, job_id FROM export_schedule_slots WHERE slot_key=%s", (key,))
+    return rows[0] if rows else None
+
+
+def slots_of_job(job_id: str) -> list[str]:
+    return [r["slot_key"] for r in sql("SELECT slot_key FROM export_schedule_slots WHERE job_id=%s", (job_id,))]
+
+
+def events_of(job_id: str) -> list[dict]:
+    return sql("SELECT id, queue_name, sent_at FROM export_outbox WHERE job_id=%s", (job_id,))
+
+
+def first_product() -> int:
+    rows = sql("SELECT MIN(id) AS id FROM products")
+    assert rows and rows[0]["id"] is not None, t("products 表是空的", "the products table is empty")
+    return int(rows[0]["id"])
+
+
+def remove_jobs(ids) -> None:
+    """The kit's cleanup: the rows a check created (slots, events, jobs), in foreign-key order."""
+    ids = sorted(set(ids))
+    with kit_db() as cur:
+        for start in range(0, len(ids), 200):
+            part = ids[start:start + 200]
+            marks = ",".join(["%s"] * len(part))
+            cur.execute(f"DELETE FROM export_schedule_slots WHERE job_id IN ({marks})", part)
+            cur.execute(f"DELETE FROM export_outbox WHERE job_id IN ({marks})", part)
+            cur.execute(f"DELETE FROM export_jobs WHERE id IN ({marks})", part)
+
+
+@contextlib.contextmanager
+def own_rows():
+    """Whatever jobs appear while the block runs are this check's: removed afterwards, pass or fail."""
+    before = job_ids()
+    try:
+        yield before
+    finally:
+        remove_jobs(job_ids() - before)
+
+
+# ---------------------------------------------------------------- the learner's modules (in the probe)
+
+learner = Probe()  # the learner's modules load there, never in this process (the judge)
+
+
+def _import(name: str, functions: tuple[str, ...]):
+    """A stand-in for the learner's module (shared/probe.py; an import error is said with secrets masked)."""
+    return learner.module(name, *functions)
+
+
+def celery_app():
+    return _import("celery_app", ())
+
+
+def schedule_store():
+    return _import("schedule_store", ("schedule_once",))
+
+
+def schedule_tasks():
+    return _import("schedule_tasks", ("execution_slot", "schedule_tick"))
+
+
+def state_store():
+    return _import("state_store", ("transaction", "admit_export", "lock_admission"))
+
+
+class Raised(Exception):
+    """What a learner call raised, as lab14_learner.py reported it: its class name, its message and which of
+    the classes the check asked about it is an instance of."""
+
+    def __init__(self, seen: dict):
+        super().__init__(str(seen.get("text", "")))
+        self.type_name = str(seen.get("type", "Exception"))
+        self.kinds = {str(k) for k in seen.get("is") or ()}
+
+    def is_a(self, name: str) -> bool:
+        return name in self.kinds
+
+
+def outcome(call) -> tuple[str, object]:
+    """("value", v) or ("error", exception): what one call of the learner's code did (in the probe; its
+    exception rebuilt here)."""
+    try:
+        return "value", call()
+    except Exception as exc:  # noqa: BLE001 - the check decides what was expected
+        return "error", exc
+
+
+def outcome_of(seen: dict) -> tuple[str, object]:
+    """The same for an outcome lab14_learner.py reported: ("value", v) or ("error", Raised)."""
+    if "raised" in seen:
+        return "error", Raised(seen["raised"])
+    return "value", seen.get("value")
+
+
+def describe(kind: str, value) -> str:
+    if kind == "error":
+        name = value.type_name if isinstance(value, Raised) else type(value).__name__
+        return f"{name}: {redact(str(value))[:160]}"
+    return "None" if value is None else (short(value) if isinstance(value, str) and UUID.match(value) else repr(value))
+
+
+# ---------------------------------------------------------------- the kit's clock (14.4)
+
+def ticks_at(runs: list[dtmod.datetime]) -> list[tuple[str, object]]:
+    """schedule_tick() once at each moment, in the probe with schedule_tasks' `datetime` pointed at the kit's
+    clock meanwhile (lab14_learner.ticks_at): what each run did."""
+    seen = learner.call("lab14_learner:ticks_at", runs)
+    if seen.get("clock") is False:
+        raise AssertionError(t("schedule_tasks 没有用 datetime.now(timezone.utc) 取当前时间（检查器无法设定它的时钟）",
+                               "schedule_tasks does not read the time through datetime.now(timezone.utc) (the "
+                               "checker cannot set its clock)"))
+    return [outcome_of(run) for run in seen["runs"]]
+
+
+def far_day() -> dtmod.datetime:
+    """10:00 UTC on a day far from today and from other runs: no real tick can share its slots."""
+    n = uuid4().int
+    return dtmod.datetime(2040 + n % 50, 1 + (n >> 8) % 12, 1 + (n >> 16) % 28, 10, 0, tzinfo=UTC)
+
+
+# ---------------------------------------------------------------- the time-zone processes (14.3)
+
+def zone_run(tz: str) -> Process:
+    log = LOG_DIR / f"lab14-zones-{tz.replace('+', 'p').replace('-', 'm')}.log"
+    log.unlink(missing_ok=True)
+    # POSIX TZ strings need no tz database: "LAB-8" is UTC+8, "LAB+5" is UTC-5.
+    return Process([sys.executable, str(WORK / "lab14_zones.py")], cwd=WORK, log_path=log, env=dict(os.environ, TZ=tz))
+
+
+# ---------------------------------------------------------------- the admission gate (14.7, 14.8)
+
+def admission_limit() -> int:
+    """The limit admit_export uses when called as admit_export(cur): its default value (read in the probe)."""
+    default = learner.call("lab14_learner:limit_default")
+    if type(default) is int and default > 0:
+        return default
+    return 100
+
+
+def at_capacity(slot_key: str, product: int) -> tuple[str, object]:
+    """schedule_once in the probe; an error it raised says whether it is a state_store.CapacityExceeded."""
+    return outcome_of(learner.call("lab14_learner:schedule_once_at_capacity", slot_key, [product]))
+
+
+@contextlib.contextmanager
+def hold_gate():
+    """LOCK TABLES export_admission_gate READ: every FOR UPDATE on the gate waits for the kit.
+
+    Plain reads of other tables pass; whoever wants to lock the gate row queues up at the table's
+    metadata lock until the kit unlocks (the racers' sessions may wait that long: lab14_racer.py).
+    """
+    with kit_db() as cur:
+        cur.execute("LOCK TABLES export_admission_gate READ")
+        try:
+            yield
+        finally:
+            cur.execute("UNLOCK TABLES")
+
+
+def waiting_at_gate() -> int:
+    database = db_settings()["database"]
+    with kit_db() as cur:
+        cur.execute("SHOW FULL PROCESSLIST")
+        return sum(1 for row in cur.fetchall()
+                   if row.get("db") == database and "metadata lock" in (row.get("State") or ""))
