@@ -18,6 +18,7 @@ from uuid import uuid4
 
 from shared.celerylab import LOG_DIR, WORK, redact, short
 from shared.i18n import t
+from shared import labdb
 from shared.labdb import db_settings, kit_db, sql
 from shared.probe import Probe
 from shared.proc import Process
@@ -64,14 +65,7 @@ def first_product() -> int:
 
 def remove_jobs(ids) -> None:
     """The kit's cleanup: the rows a check created (slots, events, jobs), in foreign-key order."""
-    ids = sorted(set(ids))
-    with kit_db() as cur:
-        for start in range(0, len(ids), 200):
-            part = ids[start:start + 200]
-            marks = ",".join(["%s"] * len(part))
-            cur.execute(f"DELETE FROM export_schedule_slots WHERE job_id IN ({marks})", part)
-            cur.execute(f"DELETE FROM export_outbox WHERE job_id IN ({marks})", part)
-            cur.execute(f"DELETE FROM export_jobs WHERE id IN ({marks})", part)
+    labdb.remove_jobs(ids, tables=("export_schedule_slots", "export_outbox"))
 
 
 @contextlib.contextmanager

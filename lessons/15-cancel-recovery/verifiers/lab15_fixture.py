@@ -18,6 +18,7 @@ import pymysql
 
 from shared.celerylab import LOG_DIR, WORK, read_events, redact, short
 from shared.i18n import t
+from shared import labdb
 from shared.labdb import job_row, kit_db, sql, wait_status
 from shared.probe import Probe
 from shared.proc import WaitTimeout, run_python, wait_until
@@ -107,14 +108,9 @@ def retire(job_ids: list[str]) -> None:
                     f"lease_until=NULL WHERE id IN ({marks}) AND status IN ('queued','running')", job_ids)
 
 
-def remove_jobs(jobs: list[str]) -> None:
-    with kit_db() as cur:
-        for start in range(0, len(jobs), 500):
-            part = jobs[start:start + 500]
-            marks = ",".join(["%s"] * len(part))
-            cur.execute(f"DELETE FROM export_outbox WHERE job_id IN ({marks})", part)
-            cur.execute(f"DELETE FROM export_dead_letters WHERE job_id IN ({marks})", part)
-            cur.execute(f"DELETE FROM export_jobs WHERE id IN ({marks})", part)
+def remove_jobs(jobs) -> None:
+    """The kit's cleanup: the rows a check created (events, dead letters, jobs), in foreign-key order."""
+    labdb.remove_jobs(jobs, tables=("export_outbox", "export_dead_letters"))
 
 
 @contextlib.contextmanager

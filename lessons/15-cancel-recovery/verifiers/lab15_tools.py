@@ -20,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-from shared.handshake import hold_after_first_lock, ready, wait_go, write_json, write_result
+from shared.handshake import hold_after_first_lock, ready, wait_go, write_result
 
 
 
