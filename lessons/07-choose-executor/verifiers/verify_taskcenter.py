@@ -31,36 +31,28 @@ out only where a check means it to: elsewhere the call timeout is far above any 
 a busy machine cannot turn an answer into a retry.  Held requests end by facts -- the verifier's
 release, or the client hanging up -- and what the server saw decides, never how long it took.
 Logs go to .lab-logs/07/ in the working directory.
+
+This file holds the table and one function per check.  Their helpers -- the judge's side of the probe (its
+steps, a worker or a log capture around a block), the SQLite reads, the waits, 07.7's cancel in flight and
+07.8's servers -- are in lab07_taskcenter_fixture.py beside it.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import sqlite3
-import sys
-import time
 from collections import Counter
-from contextlib import contextmanager
-from pathlib import Path
 
 from lab07_loopback import HOLD_CAP, Loopback
+from lab07_taskcenter_fixture import (BOUND, CALL_TIMEOUT, PROBE, SLACK, WORK, all_final, ask, cancel_in_flight,
+                                      captured, close_stores, events_of, fresh_db, learner, load_package, row_count,
+                                      row_on_disk, serve, stored_tasks, until, working)
 from shared.celerylab import short
 from shared.i18n import t
-from shared.probe import LearnerRaised, Probe
 from shared.proc import Process, free_port, wait_until
 from shared.tap import Check, main_guard, run
 
-WORK = Path.cwd()
-LOGS = WORK / ".lab-logs" / "07"
-CALL_TIMEOUT = 30.0  # the worker's call timeout where no check means a call to time out
-BOUND = 30.0  # backstop for waits that facts end in well under a second
-SLACK = 15.0  # a probe call's timeout beyond the bound the probe itself keeps
 TASKCENTER = WORK / "taskcenter" / "__init__.py"
-TERMINAL = ("success", "failed", "canceled")
-PROBE = "lab07_taskcenter_probe"
 LAB: Loopback | None = None  # the loopback downstream: started in main, before the checks
-learner = Probe()  # taskcenter loads there, never in this process (the judge)
 
 
 def checks() -> list[Check]:
@@ -77,110 +69,10 @@ def checks() -> list[Check]:
     ]
 
 
-# ---------------------------------------------------------------- helpers
-
-def ask(c, step: str, *args, timeout: float = BOUND + SLACK, **kwargs):
-    """One step of a scenario in the probe (lab07_taskcenter_probe.STEP).  What the learner's code raised there
-    is raised here; the last lines of its traceback become notes of the check."""
-    try:
-        return learner.call(f"{PROBE}:{step}", *args, timeout=timeout, **kwargs)
-    except LearnerRaised as exc:
-        for line in exc.learner_traceback.rstrip().splitlines()[-6:]:
-            c.note(line)
-        raise
-
-
-def _load(c) -> None:
-    """Import the package in the probe (inside a check, so a broken module fails that check only)."""
-    ask(c, "load")
-
-
-def _db(name: str) -> Path:
-    LOGS.mkdir(parents=True, exist_ok=True)
-    path = LOGS / name
-    for suffix in ("", "-wal", "-shm"):
-        Path(f"{path}{suffix}").unlink(missing_ok=True)
-    return path
-
-
-def _query(db: Path, sql: str, args=()) -> list[sqlite3.Row]:
-    """Rows read from the file itself (the judge's own connection, never the learner's store)."""
-    conn = sqlite3.connect(str(db), timeout=5)
-    try:
-        conn.row_factory = sqlite3.Row
-        return conn.execute(sql, tuple(args)).fetchall()
-    finally:
-        conn.close()
-
-
-def _tasks(db: Path, ids) -> dict[str, dict]:
-    """id -> {state, attempt, result, error} as stored in the file."""
-    ids = list(ids)
-    marks = ",".join("?" * len(ids))
-    rows = _query(db, f"SELECT id, state, attempt, result, error FROM tasks WHERE id IN ({marks})", ids)
-    return {row["id"]: {"state": row["state"], "attempt": row["attempt"], "error": row["error"],
-                        "result": None if row["result"] is None else bytes(row["result"])} for row in rows}
-
-
-def _count(db: Path) -> int:
-    return _query(db, "SELECT COUNT(*) FROM tasks")[0][0]
-
-
-def _final(db: Path, ids) -> bool:
-    """Every one of these tasks is in a terminal state in the file."""
-    ids = list(ids)
-    found = _tasks(db, ids)
-    return len(found) == len(set(ids)) and all(row["state"] in TERMINAL for row in found.values())
-
-
-def until(predicate, timeout: float, what: str, interval: float = 0.01):
-    """Poll predicate() until it is truthy; fail the check after timeout."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(t(f"等了 {timeout:g} 秒仍未看到：{what}", f"waited {timeout:g} s for {what}"))
-        time.sleep(interval)
-
-
-@contextmanager
-def working(c, store: int, close_down: bool = True, **options):
-    """A worker of the probe's session `store` runs inside the block; stopped at its end (its counts land in
-    the dict yielded)."""
-    seen: dict = {}
-    ask(c, "start_worker", store, **options)
-    try:
-        yield seen
-    finally:
-        seen.update(ask(c, "stop_worker", store, close_down, timeout=BOUND + 2 * SLACK) or {})
-
-
-@contextmanager
-def captured(c, store: int):
-    """The log records the package wrote inside the block (filled in at its end)."""
-    records: list = []
-    ask(c, "capture_start", store)
-    try:
-        yield records
-    finally:
-        records.extend(ask(c, "capture_take", store))
-
-
-def _close(c, *stores: int) -> None:
-    for store in stores:
-        ask(c, "close_store", store, timeout=BOUND + 3 * SLACK)
-
-
-def _events(records, tid, event=None):
-    return [r for r in records if r.get("task_id") == tid and (event is None or r.get("event") == event)]
-
-
 # ---------------------------------------------------------------- 07.5
 
 def check_state_and_idempotency(c, lab: Loopback) -> None:
-    _load(c)
+    load_package(c)
     refused = []
     for src, dst in [("success", "pending"), ("failed", "running"), ("canceled", "pending"), ("pending", "success")]:
         if ask(c, "transit", src, dst)["illegal"]:
@@ -196,7 +88,7 @@ def check_state_and_idempotency(c, lab: Loopback) -> None:
                                               "running -> pending (a retry) must be allowed")
     c.note(t(f"被拒绝的转换：{', '.join(refused)}", f"refused transitions: {', '.join(refused)}"))
 
-    path = _db("idempotency.db")
+    path = fresh_db("idempotency.db")
     url = lab.script("idem", [200])
     stores: list[int] = []
     try:
@@ -205,7 +97,7 @@ def check_state_and_idempotency(c, lab: Loopback) -> None:
         got = ask(c, "submit_together", stores, url, b'{"n": 1}', "same-key", 3, timeout=3 * BOUND + SLACK)
         assert all(got), t("并发提交没有完成", "the concurrent submits did not finish")
         ids = set(got)
-        rows = _count(path)
+        rows = row_count(path)
         assert len(ids) == 1 and rows == 1, t(
             f"同一幂等键的两次并发提交得到 {len(ids)} 个 id、{rows} 行；应为同一 id、一行（幂等键要 UNIQUE）",
             f"two concurrent submits of one key gave {len(ids)} ids and {rows} rows; expected one id, one row "
@@ -219,8 +111,8 @@ def check_state_and_idempotency(c, lab: Loopback) -> None:
 
         store = stores[0]
         with working(c, store):
-            until(lambda: _final(path, [tid]), BOUND, "the task to finish")
-        final = _tasks(path, [tid])[tid]
+            until(lambda: all_final(path, [tid]), BOUND, "the task to finish")
+        final = stored_tasks(path, [tid])[tid]
         calls = lab.snapshot("idem")["calls"]
         assert final["state"] == "success", t(f"任务应成功，实际 {final['state']}（{final['error']}）",
                                               f"the task should succeed, got {final['state']} ({final['error']})")
@@ -235,22 +127,23 @@ def check_state_and_idempotency(c, lab: Loopback) -> None:
                 f"任务已终结（success）后同一键再次提交没有被拒绝，得到 id {late['id']}（状态 {late['state']}）",
                 f"after the task finished (success) the same key was accepted again: id {late['id']} "
                 f"({late['state']})"))
-        assert _count(path) == 1 and lab.snapshot("idem")["calls"] == 1, t(
+        assert row_count(path) == 1 and lab.snapshot("idem")["calls"] == 1, t(
             "拒绝之后表里应仍只有一行、下游仍只被调用一次", "after the refusal there must still be one row and one call")
         if not ask(c, "try_mark", store, tid, "pending"):
             raise AssertionError(t("store.mark 把 success 改回了 pending：终态必须不可再改",
                                    "store.mark moved success back to pending: a terminal state must stay"))
-        assert _tasks(path, [tid])[tid]["state"] == "success", t("被拒绝的 mark 改动了记录", "the refused mark changed the row")
+        assert stored_tasks(path, [tid])[tid]["state"] == "success", t("被拒绝的 mark 改动了记录",
+                                                                       "the refused mark changed the row")
         c.note(t(f"下游共被调用 {calls} 次；store.mark(success → pending) 抛 IllegalTransition，记录不变",
                  f"the downstream saw {calls} call; store.mark(success → pending) raised IllegalTransition, row unchanged"))
     finally:
-        _close(c, *stores)
+        close_stores(c, *stores)
 
 
 # ---------------------------------------------------------------- 07.6
 
 def check_retries(c, lab: Loopback) -> None:
-    _load(c)
+    load_package(c)
     # Backoff: bounded by the cap, jittered, growing.
     policy = ask(c, "backoff", 0.2, 1.0, 8, 6, 200)
     for attempt, (low, high) in enumerate(policy["bounds"], start=1):
@@ -267,7 +160,7 @@ def check_retries(c, lab: Loopback) -> None:
              f"[{min(samples):.3f}, {max(samples):.3f}]", f"backoff (base 0.2, cap 1.0): attempt 1 "
              f"{middle:.3f}s, attempt 6: 200 samples in [{min(samples):.3f}, {max(samples):.3f}]"))
 
-    db = _db("retry.db")
+    db = fresh_db("retry.db")
     store = ask(c, "open_store", str(db))
     cases = {
         # name: (script, max_attempts, expected state, expected attempt/calls)
@@ -284,16 +177,16 @@ def check_retries(c, lab: Loopback) -> None:
 
         def run(wanted: list[str], call_timeout: float) -> None:
             with working(c, store, call_timeout=call_timeout):
-                until(lambda: _final(db, wanted), BOUND, "the retry scenarios to finish")
+                until(lambda: all_final(db, wanted), BOUND, "the retry scenarios to finish")
 
         with captured(c, store) as records:
             run(list(ids.values()), CALL_TIMEOUT)
-        tasks = _tasks(db, ids.values())
+        tasks = stored_tasks(db, ids.values())
         problems = []
         for name, (plan, max_attempts, want_state, want) in cases.items():
             task = tasks[ids[name]]
             calls = lab.snapshot(name)["calls"]
-            retried = [r.get("reason") for r in _events(records, ids[name], "task_retry")]
+            retried = [r.get("reason") for r in events_of(records, ids[name], "task_retry")]
             c.note(t(f"{name}：{plan} max_attempts={max_attempts} → {task['state']}，attempt {task['attempt']}，"
                      f"调用 {calls} 次，重试原因 {retried}，error={task['error']!r}",
                      f"{name}: {plan} max_attempts={max_attempts} → {task['state']}, attempt {task['attempt']}, "
@@ -304,7 +197,7 @@ def check_retries(c, lab: Loopback) -> None:
                                   f"{name}: expected {want_state} at attempt {want} with {want} calls; got "
                                   f"{task['state']} at attempt {task['attempt']} with {calls} calls"))
         refused = tasks[ids["refused"]]
-        retried = [r.get("reason") for r in _events(records, ids["refused"], "task_retry")]
+        retried = [r.get("reason") for r in events_of(records, ids["refused"], "task_retry")]
         c.note(t(f"连接被拒绝，max_attempts=2 → {refused['state']}，attempt {refused['attempt']}，"
                  f"重试原因 {retried}，error={refused['error']!r}",
                  f"refused connection, max_attempts=2 → {refused['state']}, attempt {refused['attempt']}, "
@@ -319,9 +212,9 @@ def check_retries(c, lab: Loopback) -> None:
         timeout_id = ask(c, "submit", store, lab.script("rtimeout", ["hold", 200]), b"{}", "retry-rtimeout", 5)["id"]
         with captured(c, store) as timeout_records:
             run([timeout_id], 2.0)
-        task = _tasks(db, [timeout_id])[timeout_id]
+        task = stored_tasks(db, [timeout_id])[timeout_id]
         snap = lab.snapshot("rtimeout")
-        retried = [r.get("reason") for r in _events(timeout_records, timeout_id, "task_retry")]
+        retried = [r.get("reason") for r in events_of(timeout_records, timeout_id, "task_retry")]
         c.note(t(f"rtimeout：['hold', 200] call_timeout=2 max_attempts=5 → {task['state']}，attempt {task['attempt']}，"
                  f"调用 {snap['calls']} 次，服务器看到 {snap['outcomes']}，重试原因 {retried}",
                  f"rtimeout: ['hold', 200] call_timeout=2 max_attempts=5 → {task['state']}, attempt {task['attempt']}, "
@@ -338,25 +231,25 @@ def check_retries(c, lab: Loopback) -> None:
                 f"then succeed (one attempt per call); got {task['state']} at attempt {task['attempt']} with "
                 f"{snap['calls']} calls, retried after {retried}"))
         assert not problems, "\n".join(problems)
-        retry_lines = _events(records, ids["r503"], "task_retry")
+        retry_lines = events_of(records, ids["r503"], "task_retry")
         assert retry_lines, t("503 之后没有 task_retry 日志行", "no task_retry log line after the 503")
         line = retry_lines[0]
         missing = [k for k in ("task_id", "state", "attempt", "duration_ms", "reason", "http_status") if k not in line]
         assert not missing, t(f"task_retry 日志缺少字段 {missing}：{line}", f"the task_retry log line lacks {missing}: {line}")
         c.note(t("日志：", "log: ") + json.dumps({k: line[k] for k in line if k != "ts"}, ensure_ascii=False))
     finally:
-        _close(c, store)
+        close_stores(c, store)
 
 
 # ---------------------------------------------------------------- 07.7
 
 def check_cancel(c, lab: Loopback) -> None:
-    _load(c)
+    load_package(c)
     # Layers 1 and 2 share one worker with a single slot, so tasks run strictly in order and a
     # sentinel submitted last proves the worker went past the canceled ones.  The probe's store cancels
     # the task named by cancel_after_claim right after claiming it: a cancel request that lands between
     # the claim and the downstream call.
-    db = _db("cancel-layers.db")
+    db = fresh_db("cancel-layers.db")
     store = ask(c, "open_store", str(db), True)
     try:
         with captured(c, store) as records:
@@ -369,9 +262,9 @@ def check_cancel(c, lab: Loopback) -> None:
                 assert got["state"] == "canceled", t(f"取消待领取任务后状态为 {got['state']}",
                                                      f"after canceling a pending task its state is {got['state']}")
                 ask(c, "run_worker", store)
-                until(lambda: _final(db, [sentinel["id"]]), BOUND, "the sentinel task to finish")
+                until(lambda: all_final(db, [sentinel["id"]]), BOUND, "the sentinel task to finish")
         p_id, k_id, s_id = pending["id"], claimed["id"], sentinel["id"]
-        rows = _tasks(db, [p_id, k_id, s_id])
+        rows = stored_tasks(db, [p_id, k_id, s_id])
         p, k, s = rows[p_id], rows[k_id], rows[s_id]
         p_calls, k_calls = lab.snapshot("c-pending")["calls"], lab.snapshot("c-claimed")["calls"]
         assert s["state"] == "success", t(f"哨兵任务应成功，实际 {s['state']}", f"the sentinel should succeed, got {s['state']}")
@@ -386,51 +279,21 @@ def check_cancel(c, lab: Loopback) -> None:
             f"cancel after claim, before the call: expected canceled with 0 calls; got {k['state']} with "
             f"{k_calls} calls — re-read the state at the start of the run and skip a canceled task")
         assert k["result"] is None, t("被取消的任务写入了结果", "a result was written for the canceled task")
-        skipped = [r["event"] for r in _events(records, k_id)]
+        skipped = [r["event"] for r in events_of(records, k_id)]
         c.note(t(f"第 2 层（已领取、未调用）：attempt {k['attempt']}，下游 0 次，日志 {skipped}",
                  f"layer 2 (claimed, not called yet): attempt {k['attempt']}, 0 calls, log {skipped}"))
     finally:
-        _close(c, store)
+        close_stores(c, store)
 
     # Layer 3, async client: the server must see the connection close and never answer.
-    db = _db("cancel-inflight.db")
+    db = fresh_db("cancel-inflight.db")
     store = ask(c, "open_store", str(db))
-
-    def in_flight(kind: str):
-        name = f"hold-{kind}"
-        url = lab.script(name, ["hold"])
-        try:
-            # The call timeout outlasts the hold: the held request ends only by the client hanging up
-            # (cancel reached the socket) or by the server answering at its cap (cancel did not).
-            with working(c, store, close_down=False, downstream="httpx" if kind == "async" else "thread",
-                         max_threads=2, call_timeout=CALL_TIMEOUT):
-                task = ask(c, "submit", store, url, b"{}", f"cancel-{kind}", 3)
-                until(lambda: lab.snapshot(name)["active"] == 1, BOUND,
-                      t("下游收到请求", "the downstream to get the call"))
-                cancel = ask(c, "cancel", store, task["id"])
-                got, cancel_s = cancel["task"], cancel["seconds"]
-                if kind == "async":
-                    until(lambda: lab.snapshot(name)["outcomes"], HOLD_CAP + BOUND,
-                          t("服务器上的请求结束", "the request on the server to end"))
-                    discarded = None
-                else:
-                    still = lab.snapshot(name)
-                    lab.release(name)  # let the blocking request finish: nothing could stop it
-                    count = ask(c, "wait_discarded", store, 1, BOUND)
-                    if count < 1:
-                        what = t("线程里的请求结束并被丢弃", "the threaded request to end and be discarded")
-                        raise AssertionError(t(f"等了 {BOUND:g} 秒仍未看到：{what}", f"waited {BOUND:g} s for {what}"))
-                    discarded = (still, count)
-            return task["id"], got, cancel_s, discarded
-        finally:
-            lab.release(name)
-            ask(c, "close_downstream", store, timeout=BOUND + 2 * SLACK)
 
     try:
         with captured(c, store) as records:
-            tid, got, cancel_s, _ = in_flight("async")
+            tid, got, cancel_s, _ = cancel_in_flight(c, lab, store, "async")
         snap = lab.snapshot("hold-async")
-        task = _tasks(db, [tid])[tid]
+        task = stored_tasks(db, [tid])[tid]
         assert got["state"] == "canceled", t(f"cancel 返回 {got['state']}", f"cancel returned {got['state']}")
         assert snap["outcomes"] == ["client_closed"], t(
             f"异步下游：服务器应看到连接被关闭且从未应答，实际 {snap['outcomes']}——cancel 返回后请求仍在服务器上，"
@@ -442,7 +305,7 @@ def check_cancel(c, lab: Loopback) -> None:
         assert task["state"] == "canceled" and task["result"] is None, t(
             f"取消后记录为 {task['state']}、result={task['result']!r}，应为 canceled 且无结果",
             f"after cancel the row is {task['state']} with result={task['result']!r}; expected canceled, no result")
-        events = [r["event"] for r in _events(records, tid)]
+        events = [r["event"] for r in events_of(records, tid)]
         assert "task_interrupted" in events, t(f"日志里没有 task_interrupted：{events}", f"no task_interrupted in the log: {events}")
         c.note(t(f"第 3 层 httpx2.AsyncClient：cancel 用 {cancel_s * 1000:.0f} ms 返回，服务器看到 {snap['outcomes']}，"
                  f"记录 canceled、result=None，日志 {events}",
@@ -450,9 +313,9 @@ def check_cancel(c, lab: Loopback) -> None:
                  f"{snap['outcomes']}, row canceled with result=None, log {events}"))
 
         with captured(c, store) as records:
-            tid, got, cancel_s, (still, discarded) = in_flight("thread")
+            tid, got, cancel_s, (still, discarded) = cancel_in_flight(c, lab, store, "thread")
         snap = lab.snapshot("hold-thread")
-        task = _tasks(db, [tid])[tid]
+        task = stored_tasks(db, [tid])[tid]
         assert got["state"] == "canceled", t(f"cancel 返回 {got['state']}", f"cancel returned {got['state']}")
         assert still["active"] == 1 and not still["outcomes"], t(
             f"线程下游：cancel 返回时请求应仍在服务器上进行（线程无法被打断），实际 {still}",
@@ -470,42 +333,16 @@ def check_cancel(c, lab: Loopback) -> None:
                  f"still running; released, the server {snap['outcomes']}, the result was discarded {discarded}x, "
                  "row still canceled with result=None"))
     finally:
-        _close(c, store)
+        close_stores(c, store)
 
 
 # ---------------------------------------------------------------- 07.8
 
-def _serve(db: Path, port: int, stale_after: float, log_name: str) -> Process:
-    log_path = LOGS / log_name
-    log_path.unlink(missing_ok=True)
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
-    proc = Process([sys.executable, "-m", "taskcenter.main", "serve", "--db", str(db), "--port", str(port),
-                    "--call-timeout", str(HOLD_CAP), "--stale-after", str(stale_after), "--poll-interval", "0.02",
-                    "--stop-grace", "0.5"], cwd=WORK, log_path=log_path, env=env)
-    try:
-        proc.wait_ready(BOUND, port=port)  # uvicorn binds after the lifespan startup: recovery is done
-    except BaseException:
-        proc.stop()
-        raise
-    return proc
-
-
-def _row(db: Path, tid: str) -> dict:
-    conn = sqlite3.connect(str(db), timeout=5)
-    try:
-        conn.row_factory = sqlite3.Row
-        row = conn.execute("SELECT state, attempt FROM tasks WHERE id = ?", (tid,)).fetchone()
-        mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
-        return {"state": row["state"], "attempt": row["attempt"], "journal_mode": mode} if row else {}
-    finally:
-        conn.close()
-
-
 def check_crash_recovery(c, lab: Loopback) -> None:
-    _load(c)  # a package that does not import fails here, said as such, before any server starts
+    load_package(c)  # a package that does not import fails here, said as such, before any server starts
     import httpx2  # the kit's client: this process asks the servers it started
 
-    db = _db("crash.db")
+    db = fresh_db("crash.db")
     url = lab.script("crash", ["hold"])  # the first call hangs; later calls answer 200 at once
     started: list[Process] = []
 
@@ -515,7 +352,7 @@ def check_crash_recovery(c, lab: Loopback) -> None:
 
     try:
         port = free_port()
-        first = _serve(db, port, 600, "crash-1.log")
+        first = serve(db, port, 600, "crash-1.log")
         started.append(first)
         with httpx2.Client(base_url=f"http://127.0.0.1:{port}", timeout=BOUND) as client:
             reply = client.post("/tasks", json={"url": url, "payload": {"order": 7}, "idempotency_key": "crash-1"})
@@ -527,7 +364,7 @@ def check_crash_recovery(c, lab: Loopback) -> None:
         wait_until(lambda: lab.snapshot("crash")["active"] == 1 and get(port, tid)["state"] == "running", BOUND,
                    "the task to be running with its call in flight")
         first.kill()  # SIGKILL: no shutdown, no finally
-        row = _row(db, tid)
+        row = row_on_disk(db, tid)
         c.note(t(f"pid {first.pid} 在调用进行中被 SIGKILL；库里：{row}", f"pid {first.pid} got SIGKILL mid-call; on disk: {row}"))
         assert row.get("state") == "running" and row.get("journal_mode") == "wal", t(
             f"崩溃后库里应留下一条 running（WAL 模式），实际 {row}",
@@ -535,7 +372,7 @@ def check_crash_recovery(c, lab: Loopback) -> None:
         wait_until(lambda: lab.snapshot("crash")["outcomes"], HOLD_CAP + BOUND, "the server to notice the dead client")
 
         port = free_port()
-        second = _serve(db, port, 600, "crash-2.log")
+        second = serve(db, port, 600, "crash-2.log")
         started.append(second)
         young = get(port, tid)
         second.stop()
@@ -547,7 +384,7 @@ def check_crash_recovery(c, lab: Loopback) -> None:
                  "restart with the default 600 s threshold: still running (it might be alive, not ours to take)"))
 
         port = free_port()
-        third = _serve(db, port, 0, "crash-3.log")
+        third = serve(db, port, 0, "crash-3.log")
         started.append(third)
         right_after = get(port, tid)  # recovery ran in the startup, before the port opened
         assert (right_after["state"], right_after["attempt"]) != ("running", 1), t(
@@ -588,9 +425,9 @@ def check_crash_recovery(c, lab: Loopback) -> None:
 # ---------------------------------------------------------------- 07.9
 
 def check_concurrency(c, lab: Loopback) -> None:
-    _load(c)
+    load_package(c)
     limit, count = 4, 24
-    db = _db("concurrency.db")
+    db = fresh_db("concurrency.db")
     store = ask(c, "open_store", str(db))
     try:
         # The first N calls meet at a barrier in the server: it opens only while N calls are in flight at
@@ -600,11 +437,11 @@ def check_concurrency(c, lab: Loopback) -> None:
         ids = ask(c, "submit_many", store, [(url, b"{}", f"conc-{i}", 3) for i in range(count)])
         # The probe's downstream counts the calls in flight on the worker's side of the port.
         with working(c, store, concurrency=limit, counting=True) as seen:
-            until(lambda: _final(db, ids), HOLD_CAP + BOUND, "all tasks to finish")
+            until(lambda: all_final(db, ids), HOLD_CAP + BOUND, "all tasks to finish")
         peak = seen["peak"]
         server = lab.snapshot("slow")
         gathered = lab.gathered["slow"]
-        states = Counter(row["state"] for row in _tasks(db, ids).values())
+        states = Counter(row["state"] for row in stored_tasks(db, ids).values())
         c.note(t(f"N={limit}，{count} 个任务：前 {limit} 个调用在服务器的屏障处会合（{gathered} 个通过），"
                  f"端口内计数最多 {peak} 个同时进行（服务器最多看到 {server['peak']} 个），终态 {dict(states)}",
                  f"N={limit}, {count} tasks: the first {limit} calls met at the server's barrier ({gathered} passed), "
@@ -623,21 +460,14 @@ def check_concurrency(c, lab: Loopback) -> None:
             f"the server never had {limit} calls in at once (its barrier never opened): the worker does not run "
             "N calls side by side")
     finally:
-        _close(c, store)
+        close_stores(c, store)
 
 
 # ---------------------------------------------------------------- 07.10
 
 def check_http(c) -> None:
-    _load(c)
-    db = _db("api.db")
-
-    def rows() -> int:
-        conn = sqlite3.connect(str(db), timeout=5)
-        try:
-            return conn.execute("SELECT COUNT(*) FROM tasks").fetchone()[0]
-        finally:
-            conn.close()
+    load_package(c)
+    db = fresh_db("api.db")
 
     good = {"url": "http://127.0.0.1:9/work", "payload": {"n": 1}, "idempotency_key": "http-1", "max_attempts": 3}
     # create_app(db, a FakeDownstream answering 200) behind a TestClient in the probe; only answers come here.
@@ -659,7 +489,7 @@ def check_http(c) -> None:
                                                  f"{method.upper()} {path} should answer 404, got {missing.status_code}")
         c.note(t("未知 id：GET 与 cancel 都返回 404", "unknown id: GET and cancel both answer 404"))
 
-        before = rows()
+        before = row_count(db)
         bad_cases = [
             (t("缺少 url", "missing url"), {"json": {"payload": {}, "idempotency_key": "bad-1"}}, "url"),
             (t("url 不是 URL", "url not a URL"), {"json": {**good, "url": "not a url", "idempotency_key": "bad-2"}}, "url"),
@@ -676,11 +506,12 @@ def check_http(c) -> None:
                                              f"{label}: expected 422, got {bad.status_code} {text[:200]}")
             assert word.lower() in text.lower(), t(f"{label}：422 的说明没有提到 {word}：{text[:200]}",
                                                    f"{label}: the 422 message does not mention {word}: {text[:200]}")
-            now = rows()
+            now = row_count(db)
             assert now == before, t(f"{label}：被拒绝的请求仍写入了 {now - before} 行", f"{label}: a rejected request stored {now - before} row(s)")
             message = bad.json().get("message") if isinstance(bad.json(), dict) else None
             c.note(f"{label} → 422 {message or text[:120]}")
-        c.note(t(f"6 个坏请求之后表里仍是 {rows()} 行", f"after 6 bad requests the table still holds {rows()} row(s)"))
+        c.note(t(f"6 个坏请求之后表里仍是 {row_count(db)} 行",
+                 f"after 6 bad requests the table still holds {row_count(db)} row(s)"))
 
 
 # ---------------------------------------------------------------- main

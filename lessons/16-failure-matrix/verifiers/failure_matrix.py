@@ -23,20 +23,21 @@ schedule_store.schedule_once, schedule_tasks.execution_slot, admission_adapter.a
 api_db (when present) and the export task in a real Celery worker.
 
 The parts: lab16_fixture (broker, workers, the kit's view of the database and the worker),
-lab16_row (one row and the drivers that move a job along), lab16_cases (the 15 rows), lab16_record
-(the record's rules, shared with 16.1, and its writer), lab16_evidence (is a record backed by the database
-and the deliveries: 16.1 and 16.8), lab16_probe (inside the worker) and lab16_cache_publisher (the
-result-cache row's publisher process).
+lab16_row (one row and the drivers that move a job along), lab16_cases (the 15 rows' catalogue and the
+runner of one row), lab16_drills_execution and lab16_drills_dispatch (the rows' drills, 1-8 and 9-15),
+lab16_record (the record's rules, shared with 16.1, and its writer), lab16_evidence (is a record backed by
+the database and the deliveries: 16.1 and 16.8), lab16_probe (inside the worker), lab16_cache_publisher (the
+result-cache row's publisher process) and lab16_publishing (the kit's publishes, which claims wait for).
 """
 
 from __future__ import annotations
 
 import sys
 
-from lab16_cases import CASE_IDS, CASES, LEASE_BUDGET, QUEUED_BUDGET, run_case
+from lab16_cases import CASE_IDS, CASES, run_case
 from lab16_fixture import Lab
 from lab16_record import RECORD, build_record, write_record
-from lab16_row import MAX_REDISPATCHES, SCAN_PERIOD
+from lab16_row import LEASE_BUDGET, MAX_REDISPATCHES, QUEUED_BUDGET, SCAN_PERIOD
 
 from shared.celerylab import short
 

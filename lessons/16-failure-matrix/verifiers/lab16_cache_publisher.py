@@ -5,29 +5,30 @@
 The learner's publisher.publish_one, in a process whose CELERY_BROKER_URL is the cache worker's broker
 database (the row's job must run on the worker that keeps results only briefly).  The matrix starts it
 with its workers, because importing Celery takes a while; it then waits for the checker's go
-(shared.handshake), publishes once and writes what happened as its result.
+(shared.handshake, under the name CACHE_PUBLISHER), publishes once inside lab16_publishing.publishing and
+writes what happened as its result.
 """
 
 import sys
 
+from lab16_publishing import CACHE_PUBLISHER, publishing
+
 from shared import handshake
 
-NAME = "cache-publisher"
 LIFETIME = 1800.0  # waits for the row as long as a whole matrix may take; FOLDER/stop ends it sooner
 
 
 def main(folder: str) -> int:
     from publisher import publish_one  # the learner's module, from the work dir
-    handshake.ready(folder, NAME)
-    if handshake.wait_go(folder, NAME, lifetime=LIFETIME) is None:
+    handshake.ready(folder, CACHE_PUBLISHER)
+    if handshake.wait_go(folder, CACHE_PUBLISHER, lifetime=LIFETIME) is None:
         return 0  # told to stop (or the matrix never got to the row)
-    from lab16_fixture import publishing  # the matrix worker's claims wait meanwhile (lab16_probe)
     try:
-        with publishing():
+        with publishing():  # the matrix worker's claims wait meanwhile (lab16_probe)
             outcome = {"published": bool(publish_one())}
     except Exception as exc:  # noqa: BLE001 - reported to the checker, which decides
         outcome = {"error": f"{type(exc).__name__}: {exc}"[:300]}
-    handshake.write_result(folder, NAME, outcome)
+    handshake.write_result(folder, CACHE_PUBLISHER, outcome)
     return 0
 
 

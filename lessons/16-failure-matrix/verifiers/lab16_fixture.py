@@ -25,6 +25,8 @@ import sys
 import time
 from pathlib import Path
 
+from lab16_publishing import CACHE_PUBLISHER, publishing
+
 from shared import handshake
 from shared.celerylab import LOG_DIR, WORK, pid_running, read_events, redact, setting, short
 from shared.i18n import t
@@ -40,20 +42,6 @@ TRANSITIONS = "lab16_kit_transitions"
 QUEUES = ("exports.fast", "exports.bulk")
 RESULT_TTL = 2        # result_expires of the result-cache row's worker, in seconds
 START_LIMIT = 120.0   # a worker or helper process that is not ready by then has failed to start (generous)
-
-
-@contextlib.contextmanager
-def publishing():
-    """While the kit runs the learner's publish_one, the matrix worker's claims wait (lab16_probe): the
-    confirm's lock on the job row is never met by chance.  A file per process, removed at the end.  The
-    judge's publish_one runs in its probe while the judge waits for it: the judge's pid marks it (alive
-    all along), as the cache publisher's own pid marks its publish."""
-    marker = LOG_DIR / f"lab16-publishing-{os.getpid()}"
-    marker.touch()
-    try:
-        yield
-    finally:
-        marker.unlink(missing_ok=True)
 
 
 # ---------------------------------------------------------------- the learner's modules (in the probe)
@@ -464,8 +452,7 @@ class Lab:
             if proc is not None:
                 proc.wait_ready(START_LIMIT, log_contains=" ready.")
         if self.cache_publisher is not None:
-            from lab16_cache_publisher import NAME
-            ready = self.cache_folder / f"ready-{NAME}"
+            ready = self.cache_folder / f"ready-{CACHE_PUBLISHER}"
             wait_until(lambda: ready.exists() or not self.cache_publisher.alive(), START_LIMIT,
                        t("result-cache 行的 publisher 启动", "the result-cache row's publisher to start"), interval=0.05)
             assert ready.exists(), t("result-cache 行的 publisher 没有启动：",

@@ -18,7 +18,7 @@ settings and tasks, plus, in the worker process and its pool children only:
 - LAB16_RESULT_EXPIRES=N (environment): this worker keeps Celery results N seconds, the
   "shortened result_expires" of the result-cache row;
 - a claim waits while the matrix's own publish_one runs ($LAB_LOG_DIR/lab16-publishing-<pid>, see
-  lab16_fixture.publishing): the publisher's confirm locks the job row (a foreign-key check) until it
+  lab16_publishing.publishing): the publisher's confirm locks the job row (a foreign-key check) until it
   commits, and a claim that met that lock would put luck into a row.  Lesson 13 forces that race in a
   check of its own, with a message that teaches the fix; here each row judges what it states.
 
@@ -61,7 +61,7 @@ GATE.hold_first_writes()
 import state_store  # noqa: E402  patched before the task module imports claim from it
 
 _real_claim = state_store.claim
-PUBLISHING = "lab16-publishing-"  # + pid of a process inside lab16_fixture.publishing()
+PUBLISHING = "lab16-publishing-"  # + pid of a process inside lab16_publishing.publishing()
 PUBLISH_WAIT = 60.0  # a publish_one takes milliseconds; a bound, so a wedged publisher never stops the worker
 
 

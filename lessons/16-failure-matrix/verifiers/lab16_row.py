@@ -11,6 +11,9 @@ grow old (age_until_requeued) — and judge by facts, never by how long somethin
   the system's own unclaimed recovery dispatch it again — and only when the last delivery's claim was
   refused by the database (the export task's documented path); the row records each such re-dispatch
   with its reason.  A delivery that claimed nothing from a claimable job fails the row instead.
+
+The row's clocks live here too: the kit's scan period, the re-dispatch cap, and the lesson's recovery
+budgets (failure-matrix.md) the drills record.
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ from shared.proc import WaitTimeout, wait_until
 SCAN_PERIOD = 0.5      # how often the kit's recovery loop runs recover_batch
 MAX_REDISPATCHES = 2   # per job: a claim the database refuses every time is a failure, not bad luck
 WAIT_LIMIT = 60.0      # bound on waiting for one dispatch to be run by the worker (generous: costs nothing)
+LEASE_BUDGET = 60.0    # an expired lease is back in processing within this (lesson budget)
+QUEUED_BUDGET = 90.0   # a sent-but-unclaimed job is back in processing within this
 
 
 class Row:

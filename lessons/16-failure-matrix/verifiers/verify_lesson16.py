@@ -35,33 +35,39 @@ needs it; each matrix row runs at most once per verifier run, when the first che
 is $LAB_LOG_DIR/verification-record.json.
 Times that can be set are moved, never waited out; waits poll facts (rows, the probe's events, files a
 helper writes) within generous bounds.  Credentials are never printed.
+
+This file holds the table and one function per check; their helpers are judge-side modules beside it:
+lab16_shared_lab (the lab and the matrix the checks share, a check's rows shown), lab16_evidence (16.1),
+lab16_terminal (16.2), lab16_worker_log (16.6, 16.10), lab16_monitor (16.7), and the matrix's own parts
+(failure_matrix and the modules it names).  None of them imports learner code: that runs in the probe
+(lab16_learner.py), in the worker (lab16_probe.py) and in the learner's own scripts.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-import os
-import re
-from uuid import UUID, uuid4
+from uuid import UUID
 
-import pymysql
-from failure_matrix import Matrix
 from lab16_cases import CASE_IDS
-from lab16_fixture import (Lab, advance, artifact_evidence, claim_seconds_left, confirm_lost, dead_letters, deliveries,
-                           ended, events_of, hold, holds, learner, park, payload_of, pending_of, publishing, release,
-                           seconds_until)
-from lab16_figure import matrix_table
-from lab16_evidence import (backing_problems, claim_problems, claimed_cases, collapse, learner_record, real_statuses,
+from lab16_evidence import (backing_problems, claim_problems, collapse, learner_record, real_statuses,
                             why_not_backed)
+from lab16_fixture import (advance, artifact_evidence, claim_seconds_left, confirm_lost, dead_letters, deliveries,
+                           ended, events_of, hold, holds, learner, park, payload_of, pending_of, release,
+                           seconds_until)
+from lab16_monitor import (age_bounds, insert_known_rows, load_schemas, number, pick, run_monitor, scratch_schema,
+                           server_now, waiting_since)
+from lab16_publishing import publishing
 from lab16_record import RECORD, row_problems
 from lab16_row import Row, scan_until, settle, unclaimed_reason
+from lab16_shared_lab import Shared, describe, require_pass, run_rows
+from lab16_terminal import run_terminal, terminal_cases
+from lab16_worker_log import log_leaks, phase_lines, worker_logs
 
-from shared.celerylab import WORK, env_file_values, redact, secrets_in, short
-from shared.figures import attach
+from shared.celerylab import WORK, short
 from shared.i18n import t
-from shared.labdb import db_settings, job_row, sql
-from shared.proc import run_python, wait_until
+from shared.labdb import job_row, sql
+from shared.proc import wait_until
 from shared.tap import Check, run
 
 ROWS_FOR = {
@@ -71,8 +77,6 @@ ROWS_FOR = {
     "16.9": ["worker_exit_with_lease", "sent_not_claimed", "fail_before_claim"],
 }
 NEEDS_LAB = {"16.2", "16.3", "16.4", "16.6", "16.8", "16.9", "16.10"}  # and 16.1 when the record claims a row
-DESCRIPTION = re.compile(r"sample product \d+ for export drills")
-CREDENTIAL_URL = re.compile(r"[a-z][a-z0-9+.-]*://[^\s/@:]*:(?!\*\*@)[^\s/@]+@", re.I)
 
 
 def checks() -> list[Check]:
@@ -90,93 +94,6 @@ def checks() -> list[Check]:
         Check("16.9", check_budgets, "lab: three matrix rows' recovery times"),
         Check("16.10", check_two_deliveries, "lab: publish-before-mark with a slow first delivery"),
     ]
-
-
-def selected() -> set[str] | None:
-    raw = os.environ.get("LAB_CHECKS")
-    return set(raw.split(",")) if raw else None
-
-
-class Shared:
-    """The Lab (broker, workers) and the matrix run on it: made once per verifier run."""
-
-    lab: Lab | None = None
-    lab_error: str | None = None
-    matrix: Matrix | None = None
-
-    @classmethod
-    def prepare(cls) -> None:
-        """Start the lab before the first check, when a selected check needs it: starting workers is set-up,
-        not part of any one check.  A lab that cannot start fails each check that needs it, with why."""
-        chosen = selected()
-        wanted = dict(ROWS_FOR, **{"16.1": claimed_cases()})
-        if chosen is not None and not chosen & NEEDS_LAB and not (("16.1" in chosen) and wanted["16.1"]):
-            return
-        rows = {row for check, names in wanted.items() if chosen is None or check in chosen for row in names}
-        lab = Lab(cache_worker="result_cache_expired" in rows)
-        try:
-            lab.start()
-        except AssertionError as exc:
-            lab.stop()
-            cls.lab_error = t("无法启动故障矩阵环境：", "cannot start the failure-matrix environment: ") + redact(str(exc))
-            return
-        cls.lab, cls.matrix = lab, Matrix(lab)
-
-    @classmethod
-    def get_lab(cls) -> Lab:
-        if cls.lab is None:
-            raise AssertionError(cls.lab_error or t("故障矩阵环境没有启动", "the failure-matrix environment was not started"))
-        return cls.lab
-
-    @classmethod
-    def rows(cls, names: list[str]) -> dict[str, dict]:
-        """The matrix rows named, run now unless this verifier run has run them already."""
-        cls.get_lab()
-        record = cls.matrix.run(names)
-        return {row["case"]: row for row in record["cases"] if row["case"] in names}
-
-    @classmethod
-    def stop(cls) -> None:
-        if cls.lab is not None:
-            cls.lab.stop()
-
-
-def describe(row: dict) -> str:
-    states = "→".join(row.get("observed_states") or []) or "-"
-    sha = (row.get("artifact_sha256") or "")[:10]
-    job = short(row["job_id"]) if row.get("job_id") else "-"
-    text = t(f"{row['result']:<5} {row['case']}：任务 {job} [{states}] 投递 {row.get('deliveries')} 次"
-             f"（重复 {row.get('duplicate_deliveries')}）attempts {row.get('attempts')} 恢复 {row.get('recovery_seconds')} s",
-             f"{row['result']:<5} {row['case']}: job {job} [{states}] deliveries {row.get('deliveries')} "
-             f"(dup {row.get('duplicate_deliveries')}) attempts {row.get('attempts')} recovery "
-             f"{row.get('recovery_seconds')} s")
-    if row.get("time_moved_seconds"):
-        text += t(f"（其中移动时间 {row['time_moved_seconds']} s）", f" (of which {row['time_moved_seconds']} s moved)")
-    if row.get("redispatches"):
-        text += t(f"；重新派发 {len(row['redispatches'])} 次", f"; re-dispatched {len(row['redispatches'])}×")
-    if sha:
-        text += f" sha256 {sha}…"
-    return text
-
-
-def run_rows(c, names: list[str], title: str, yours: dict[str, dict] | None = None) -> dict[str, dict]:
-    """Shared.rows, with the rows' table attached to the check however the run ends (before any assert)."""
-    try:
-        return Shared.rows(names)
-    finally:
-        attach(c, lambda: matrix_table(title, names, Shared.matrix.record()["cases"], yours))
-
-
-def require_pass(c, rows: dict[str, dict], names: list[str]) -> None:
-    for name in names:
-        row = rows[name]
-        c.note(describe(row))
-        for line in row.get("notes", [])[:3]:
-            c.note("    " + line)
-    for name in names:
-        row = rows[name]
-        assert row["result"] == "pass", t(f"矩阵行 {name} 没有通过：{row.get('error') or row['result']}",
-                                          f"matrix row {name} did not pass: {row.get('error') or row['result']}")
 
 
 # ---------------------------------------------------------------- 16.1
@@ -237,24 +154,6 @@ def check_record(c) -> None:
 
 # ---------------------------------------------------------------- 16.2
 
-def run_terminal(job_id: str) -> tuple[int, str]:
-    done = run_python(["verify_terminal.py", job_id], cwd=WORK, timeout=30)
-    return done.returncode, redact(done.stdout)
-
-
-def forge(status: str, payload, result_ref: str | None, cancel: bool = False) -> str:
-    job_id = str(uuid4())
-    sql("INSERT INTO export_jobs (id, status, payload, attempts, deadline_at, result_ref, cancel_requested) "
-           "VALUES (%s, %s, %s, 1, DATE_ADD(NOW(6), INTERVAL 10 MINUTE), %s, %s)",
-           (job_id, status, json.dumps(payload, ensure_ascii=False), result_ref, cancel))
-    return job_id
-
-
-def reordered(payload: list[dict]) -> str:
-    """The same JSON values, written differently: keys reversed, indented, non-ASCII escaped."""
-    return json.dumps([dict(reversed(list(row.items()))) for row in payload], indent=3, ensure_ascii=True)
-
-
 def check_terminal(c) -> None:
     assert (WORK / "verify_terminal.py").is_file(), t("文件夹里没有 verify_terminal.py",
                                                       "the folder has no verify_terminal.py")
@@ -269,29 +168,7 @@ def check_terminal(c) -> None:
              f"job {short(job)} run by the worker: {where} (sha256 {sha[:10]}…) inside artifacts, content == "
              f"payload"))
     payload = payload_of(real)
-    folder = WORK / "artifacts"
-    folder.mkdir(exist_ok=True)
-
-    cases = []
-    same = folder / f"lab16-{uuid4().hex[:8]}-same-values.json"
-    same.write_text(reordered(payload), encoding="utf-8")
-    cases.append((t("真实任务", "the real job"), job, True, "artifact verified"))
-    cases.append((t("键顺序与空白不同、值相同", "other key order and spacing, same values"),
-                  forge("succeeded", payload, f"artifacts/{same.name}"), True, "artifact verified"))
-    changed = json.loads(json.dumps(payload))
-    changed[0]["price_cents"] = int(changed[0]["price_cents"]) + 1
-    wrong = folder / f"lab16-{uuid4().hex[:8]}-other-values.json"
-    wrong.write_text(json.dumps(changed, ensure_ascii=False, sort_keys=True), encoding="utf-8")
-    cases.append((t("文件里一个价格不同", "one price differs in the file"),
-                  forge("succeeded", payload, f"artifacts/{wrong.name}"), False, None))
-    escape = WORK / f"lab16-{uuid4().hex[:8]}-escaped.json"
-    escape.write_text(json.dumps(payload, ensure_ascii=False, sort_keys=True), encoding="utf-8")
-    cases.append((t("result_ref 跳出 artifacts（artifacts/../）", "result_ref escapes artifacts (artifacts/../)"),
-                  forge("succeeded", payload, f"artifacts/../{escape.name}"), False, None))
-    cases.append((t("failed 且没有 result_ref", "failed without result_ref"),
-                  forge("failed", payload, None), True, "terminal without published artifact"))
-    cases.append((t("cancelled 却留着 result_ref", "cancelled yet holding a result_ref"),
-                  forge("cancelled", payload, f"artifacts/{same.name}", cancel=True), False, None))
+    cases = terminal_cases(job, payload)
 
     wrong_answers = []
     for label, job_id, should_pass, expected in cases:
@@ -467,29 +344,6 @@ def check_durable_waits(c) -> None:
 
 # ---------------------------------------------------------------- 16.6
 
-def phase_lines(text: str) -> list[dict]:
-    found = []
-    for line in text.splitlines():
-        start = line.find("{")
-        if start < 0 or "export_phase" not in line:
-            continue
-        try:
-            data = json.loads(line[start:])
-        except ValueError:
-            continue
-        if isinstance(data, dict) and data.get("event") == "export_phase":
-            found.append(data)
-    return found
-
-
-def worker_logs(lab: Lab) -> str:
-    texts = []
-    for proc in (lab.worker, lab.cache_worker):
-        if proc is not None:
-            texts.append(proc.log_text())
-    return "\n".join(texts)
-
-
 def check_phase_logs(c) -> None:
     lab = Shared.get_lab()
     helper = Row(None, lab)
@@ -524,21 +378,7 @@ def check_phase_logs(c) -> None:
              f"{len(lines)} lines; message_id = the delivered task id, lease_token = the database token, attempt = 1"))
 
     text = worker_logs(lab)
-    leaks = []
-    descriptions = DESCRIPTION.findall(text)
-    if descriptions:
-        leaks.append(t(f"商品描述（如 “{descriptions[0]}”）", f"a product description (such as '{descriptions[0]}')"))
-    secrets = secrets_in(env_file_values()) + secrets_in({k: v for k, v in os.environ.items() if k in
-                                                          ("CELERY_RESULT_BACKEND", "DATABASE_URL")})
-    leaking = next((line for line in text.splitlines() if any(secret in line for secret in secrets)), None)
-    if leaking is not None:  # quote the line around the leak, redacted, so the field that leaks is seen
-        shown = redact(leaking)
-        at = shown.find("***")
-        excerpt = ("…" if at > 100 else "") + shown[max(0, at - 100): at + 60] + ("…" if len(shown) > at + 60 else "")
-        leaks.append(t(f"密码或带密码的连接 URL（这一行：{excerpt}）",
-                       f"a password or a connection URL with its password (this line: {excerpt})"))
-    if CREDENTIAL_URL.search(text):
-        leaks.append(t("带凭据的 URL（user:password@）", "a URL with credentials (user:password@)"))
+    leaks = log_leaks(text)
     c.note(t(f"扫描 worker 日志 {len(text.splitlines())} 行：商品描述、密码、带凭据 URL → {'发现' if leaks else '都没有'}",
              f"scanned {len(text.splitlines())} worker log lines for descriptions, passwords, URLs with credentials → "
              f"{'found' if leaks else 'none'}"))
@@ -550,159 +390,64 @@ def check_phase_logs(c) -> None:
 
 # ---------------------------------------------------------------- 16.7
 
-SCHEMAS = ("schema_jobs.sql", "schema_outbox.sql", "schema_capacity.sql", "schema_schedule.sql", "schema_recovery.sql")
-
-
-def scratch_connection(database: str | None):
-    """The kit's connection settings (UTC, loopback without TLS) on another database of the same server."""
-    from pymysql.cursors import DictCursor
-    settings = dict(db_settings(), database=database)
-    return pymysql.connect(**settings, charset="utf8mb4", cursorclass=DictCursor, autocommit=True,
-                           connect_timeout=3, read_timeout=15, write_timeout=15, init_command="SET time_zone = '+00:00'")
-
-
-def server_now(cur):
-    cur.execute("SELECT NOW(6) AS now")
-    return cur.fetchone()["now"]
-
-
-def age_bounds(origins: list, before, after) -> tuple[float, float]:
-    """The ages a query run between `before` and `after` (server clock) can report for rows that started
-    waiting at `origins`: from the latest origin at `before` to the earliest at `after`.  A second of slack
-    below lets whole-second arithmetic through; nothing depends on how fast the machine is."""
-    low = (before - max(origins)).total_seconds() - 1
-    high = (after - min(origins)).total_seconds() + 0.001
-    return low, high
-
-
-def run_monitor(cur, statements: list[str]) -> list[tuple[list[str], list[dict]]]:
-    sets = []
-    for statement in statements:
-        try:
-            cur.execute(statement)
-        except pymysql.MySQLError as exc:
-            first = statement.strip().splitlines()[0][:80]
-            raise AssertionError(t(f"monitor_exports.sql 的语句运行失败（{first}）：{exc}",
-                                   f"a monitor_exports.sql statement failed ({first}): {exc}")) from None
-        if cur.description:
-            sets.append(([d[0] for d in cur.description], list(cur.fetchall())))
-    return sets
-
-
-def pick(sets, column: str) -> list[dict]:
-    for columns, rows in sets:
-        if column in columns:
-            return rows
-    raise AssertionError(t(f"monitor_exports.sql 没有返回列 {column}", f"monitor_exports.sql returns no column {column}"))
-
-
-def number(value):
-    return None if value is None else float(value)
-
-
 def check_monitor(c) -> None:
     from shared.labctl import split_sql
     path = WORK / "monitor_exports.sql"
     assert path.is_file(), t("文件夹里没有 monitor_exports.sql", "the folder has no monitor_exports.sql")
     statements = split_sql(path.read_text(encoding="utf-8"))
-    scratch = f"{db_settings()['database']}_m16"
-    admin = scratch_connection(None)
-    try:
-        with admin.cursor() as cur:
-            cur.execute(f"DROP DATABASE IF EXISTS `{scratch}`")
-            cur.execute(f"CREATE DATABASE `{scratch}` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci")
-        conn = scratch_connection(scratch)
-        try:
-            with conn.cursor() as cur:
-                for name in SCHEMAS:
-                    if (WORK / name).is_file():
-                        for statement in split_sql((WORK / name).read_text(encoding="utf-8")):
-                            if statement.lstrip().split(None, 1)[0].upper() not in ("SELECT", "SHOW"):
-                                cur.execute(statement)
-                empty = run_monitor(cur, statements)
-                unpublished = pick(empty, "oldest_unpublished_seconds")[0]
-                dispatch = pick(empty, "oldest_dispatch_age")[0]
-                c.note(t(f"空库：unpublished={unpublished['unpublished']} 年龄={unpublished['oldest_unpublished_seconds']}；"
-                         f"queued_without_pending={dispatch['queued_without_pending']} "
-                         f"年龄={dispatch['oldest_dispatch_age']}",
-                         f"empty: unpublished={unpublished['unpublished']} "
-                         f"age={unpublished['oldest_unpublished_seconds']}; "
-                         f"queued_without_pending={dispatch['queued_without_pending']} "
-                         f"age={dispatch['oldest_dispatch_age']}"))
-                assert unpublished["oldest_unpublished_seconds"] is None and dispatch["oldest_dispatch_age"] is None, t(
-                    "没有对应行时年龄必须是 NULL，不能写成 0（不要 COALESCE/IFNULL）",
-                    "with no matching rows the ages must be NULL, not 0 (no COALESCE/IFNULL)")
-                assert int(unpublished["unpublished"]) == 0 and int(pick(empty,
-                                                                         "expired_leases")[0]["expired_leases"]) == 0
+    with scratch_schema() as cur:
+        load_schemas(cur)
+        empty = run_monitor(cur, statements)
+        unpublished = pick(empty, "oldest_unpublished_seconds")[0]
+        dispatch = pick(empty, "oldest_dispatch_age")[0]
+        c.note(t(f"空库：unpublished={unpublished['unpublished']} 年龄={unpublished['oldest_unpublished_seconds']}；"
+                 f"queued_without_pending={dispatch['queued_without_pending']} "
+                 f"年龄={dispatch['oldest_dispatch_age']}",
+                 f"empty: unpublished={unpublished['unpublished']} "
+                 f"age={unpublished['oldest_unpublished_seconds']}; "
+                 f"queued_without_pending={dispatch['queued_without_pending']} "
+                 f"age={dispatch['oldest_dispatch_age']}"))
+        assert unpublished["oldest_unpublished_seconds"] is None and dispatch["oldest_dispatch_age"] is None, t(
+            "没有对应行时年龄必须是 NULL，不能写成 0（不要 COALESCE/IFNULL）",
+            "with no matching rows the ages must be NULL, not 0 (no COALESCE/IFNULL)")
+        assert int(unpublished["unpublished"]) == 0 and int(pick(empty, "expired_leases")[0]["expired_leases"]) == 0
 
-                ids = {name: str(uuid4()) for name in ("q_new", "q_sent", "running", "failed")}
-                ago = "DATE_SUB(NOW(6), INTERVAL {} SECOND)"
-                cur.execute("INSERT INTO export_jobs (id, status, payload, deadline_at, created_at) VALUES "
-                            f"(%s, 'queued', '[]', DATE_ADD(NOW(6), INTERVAL 1 DAY), "
-                            f"{ago.format(42)})", (ids["q_new"],))
-                cur.execute(f"INSERT INTO export_outbox (id, job_id, created_at) VALUES (%s, %s, {ago.format(42)})",
-                            (str(uuid4()), ids["q_new"]))
-                cur.execute("INSERT INTO export_jobs (id, status, payload, deadline_at, created_at, "
-                            "last_dispatched_at) "
-                            f"VALUES (%s, 'queued', '[]', DATE_ADD(NOW(6), INTERVAL 1 DAY), {ago.format(120)}, "
-                            f"{ago.format(75)})", (ids["q_sent"],))
-                cur.execute(f"INSERT INTO export_outbox (id, job_id, created_at, sent_at) VALUES (%s, %s, "
-                            f"{ago.format(120)}, {ago.format(75)})", (str(uuid4()), ids["q_sent"]))
-                cur.execute("INSERT INTO export_jobs (id, status, payload, attempts, lease_token, lease_until, "
-                            "deadline_at, "
-                            f"created_at) VALUES (%s, 'running', '[]', 1, %s, {ago.format(5)}, "
-                            f"DATE_ADD(NOW(6), INTERVAL 1 DAY), {ago.format(30)})", (ids["running"], str(uuid4())))
-                cur.execute("INSERT INTO export_jobs (id, status, payload, attempts, deadline_at) VALUES "
-                            "(%s, 'failed', '[]', 3, DATE_ADD(NOW(6), INTERVAL 1 DAY))", (ids["failed"],))
-                cur.execute("INSERT INTO export_dead_letters (job_id, reason) VALUES (%s, 'attempts_exhausted')",
-                            (ids["failed"],))
-                before = server_now(cur)
-                full = run_monitor(cur, statements)
-                after = server_now(cur)
-                # When each known row started waiting, as stored (the monitor may read the job or its event).
-                cur.execute("SELECT j.created_at AS job, o.created_at AS event FROM export_jobs AS j "
-                            "JOIN export_outbox AS o ON o.job_id=j.id WHERE j.id=%s", (ids["q_new"],))
-                waiting = list(cur.fetchone().values())
-                cur.execute("SELECT j.last_dispatched_at AS job, o.sent_at AS event FROM export_jobs AS j "
-                            "JOIN export_outbox AS o ON o.job_id=j.id WHERE j.id=%s", (ids["q_sent"],))
-                dispatched = list(cur.fetchone().values())
-        finally:
-            conn.close()
-        statuses = {r["status"]: int(r["total"]) for r in pick(full, "total")}
-        unpublished = pick(full, "oldest_unpublished_seconds")[0]
-        expired = int(pick(full, "expired_leases")[0]["expired_leases"])
-        reasons = {r["reason"]: int(r["failed"]) for r in pick(full, "reason")}
-        dispatch = pick(full, "oldest_dispatch_age")[0]
-        listing = [r["id"] for r in pick(full, "next_attempt_at")]
-        age_new = number(unpublished["oldest_unpublished_seconds"])
-        age_sent = number(dispatch["oldest_dispatch_age"])
-        c.note(t(f"已知数据：状态 {statuses}；未发 {unpublished['unpublished']} 个，最老 {age_new} s；过期租约 {expired}；"
-                 f"失败原因 {reasons}；已派发无待发 {dispatch['queued_without_pending']} 个，最老 {age_sent} s；列表 {len(listing)} 行",
-                 f"known rows: statuses {statuses}; unpublished {unpublished['unpublished']}, oldest {age_new} s; "
-                 f"expired "
-                 f"leases {expired}; reasons {reasons}; queued without pending {dispatch['queued_without_pending']}, "
-                 f"oldest {age_sent} s; list {len(listing)} rows"))
-        assert statuses == {"queued": 2, "running": 1, "failed": 1}, t(f"状态计数不对：{statuses}",
-                                                                       f"wrong status counts: {statuses}")
-        low, high = age_bounds(waiting, before, after)
-        assert int(unpublished["unpublished"]) == 1 and age_new is not None and low <= age_new <= high, t(
-            f"未发事件应为 1 个、最老约 42 秒（{low:.3f}…{high:.3f}），实际 {unpublished['unpublished']} / {age_new}",
-            f"expected 1 unpublished event about 42 s old ({low:.3f}…{high:.3f}), got {unpublished['unpublished']} / "
-            f"{age_new}")
-        assert expired == 1, t(f"过期租约应为 1，实际 {expired}", f"expected 1 expired lease, got {expired}")
-        assert reasons == {"attempts_exhausted": 1}, t(f"失败原因计数不对：{reasons}", f"wrong failure reasons: {reasons}")
-        low, high = age_bounds(dispatched, before, after)
-        assert int(dispatch["queued_without_pending"]) == 1 and age_sent is not None and low <= age_sent <= high, t(
-            f"已派发无待发应为 1 个、约 75 秒（{low:.3f}…{high:.3f}），实际 {dispatch['queued_without_pending']} / "
-            f"{age_sent}",
-            f"expected 1 queued job without pending, about 75 s ({low:.3f}…{high:.3f}), got "
-            f"{dispatch['queued_without_pending']} / {age_sent}")
-        assert listing == [ids["q_sent"], ids["q_new"], ids["running"]], t(
-            "最后一个查询应按 created_at 列出 queued/running 任务", "the last query must list queued/running jobs by created_at")
-    finally:
-        with admin.cursor() as cur:
-            cur.execute(f"DROP DATABASE IF EXISTS `{scratch}`")
-        admin.close()
+        ids = insert_known_rows(cur)
+        before = server_now(cur)
+        full = run_monitor(cur, statements)
+        after = server_now(cur)
+        waiting, dispatched = waiting_since(cur, ids)
+    statuses = {r["status"]: int(r["total"]) for r in pick(full, "total")}
+    unpublished = pick(full, "oldest_unpublished_seconds")[0]
+    expired = int(pick(full, "expired_leases")[0]["expired_leases"])
+    reasons = {r["reason"]: int(r["failed"]) for r in pick(full, "reason")}
+    dispatch = pick(full, "oldest_dispatch_age")[0]
+    listing = [r["id"] for r in pick(full, "next_attempt_at")]
+    age_new = number(unpublished["oldest_unpublished_seconds"])
+    age_sent = number(dispatch["oldest_dispatch_age"])
+    c.note(t(f"已知数据：状态 {statuses}；未发 {unpublished['unpublished']} 个，最老 {age_new} s；过期租约 {expired}；"
+             f"失败原因 {reasons}；已派发无待发 {dispatch['queued_without_pending']} 个，最老 {age_sent} s；列表 {len(listing)} 行",
+             f"known rows: statuses {statuses}; unpublished {unpublished['unpublished']}, oldest {age_new} s; "
+             f"expired "
+             f"leases {expired}; reasons {reasons}; queued without pending {dispatch['queued_without_pending']}, "
+             f"oldest {age_sent} s; list {len(listing)} rows"))
+    assert statuses == {"queued": 2, "running": 1, "failed": 1}, t(f"状态计数不对：{statuses}",
+                                                                   f"wrong status counts: {statuses}")
+    low, high = age_bounds(waiting, before, after)
+    assert int(unpublished["unpublished"]) == 1 and age_new is not None and low <= age_new <= high, t(
+        f"未发事件应为 1 个、最老约 42 秒（{low:.3f}…{high:.3f}），实际 {unpublished['unpublished']} / {age_new}",
+        f"expected 1 unpublished event about 42 s old ({low:.3f}…{high:.3f}), got {unpublished['unpublished']} / "
+        f"{age_new}")
+    assert expired == 1, t(f"过期租约应为 1，实际 {expired}", f"expected 1 expired lease, got {expired}")
+    assert reasons == {"attempts_exhausted": 1}, t(f"失败原因计数不对：{reasons}", f"wrong failure reasons: {reasons}")
+    low, high = age_bounds(dispatched, before, after)
+    assert int(dispatch["queued_without_pending"]) == 1 and age_sent is not None and low <= age_sent <= high, t(
+        f"已派发无待发应为 1 个、约 75 秒（{low:.3f}…{high:.3f}），实际 {dispatch['queued_without_pending']} / "
+        f"{age_sent}",
+        f"expected 1 queued job without pending, about 75 s ({low:.3f}…{high:.3f}), got "
+        f"{dispatch['queued_without_pending']} / {age_sent}")
+    assert listing == [ids["q_sent"], ids["q_new"], ids["running"]], t(
+        "最后一个查询应按 created_at 列出 queued/running 任务", "the last query must list queued/running jobs by created_at")
 
 
 # ---------------------------------------------------------------- 16.10
@@ -796,4 +541,4 @@ def check_two_deliveries(c) -> None:
 # ---------------------------------------------------------------- main
 
 if __name__ == "__main__":
-    run(checks(), setup=Shared.prepare, teardown=Shared.stop)
+    run(checks(), setup=lambda: Shared.prepare(ROWS_FOR, NEEDS_LAB), teardown=Shared.stop)

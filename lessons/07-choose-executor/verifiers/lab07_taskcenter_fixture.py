@@ -1,0 +1,205 @@
+"""Lesson 07's task-center judge, its side of the bridge (judge-side kit module, not a lesson file).
+
+What verify_taskcenter.py's checks share: the probe where the taskcenter/ package runs (`learner`; the steps
+of lab07_taskcenter_probe.py, asked one at a time), a worker or a log capture around a block, the SQLite
+files read through the judge's own connection (never the learner's store), polling for a fact, the in-flight
+cancel of 07.7 (layer 3) and 07.8's `python -m taskcenter.main serve` processes.  This module never imports
+taskcenter, nor lab07_taskcenter_probe (it runs in the probe, next to the learner's code).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+from lab07_loopback import HOLD_CAP, Loopback
+from shared.i18n import t
+from shared.probe import LearnerRaised, Probe
+from shared.proc import Process
+
+WORK = Path.cwd()
+LOGS = WORK / ".lab-logs" / "07"
+CALL_TIMEOUT = 30.0  # the worker's call timeout where no check means a call to time out
+BOUND = 30.0  # backstop for waits that facts end in well under a second
+SLACK = 15.0  # a probe call's timeout beyond the bound the probe itself keeps
+TERMINAL = ("success", "failed", "canceled")
+PROBE = "lab07_taskcenter_probe"
+learner = Probe()  # taskcenter loads there, never in this process (the judge)
+
+
+# ---------------------------------------------------------------- the probe's steps
+
+def ask(c, step: str, *args, timeout: float = BOUND + SLACK, **kwargs):
+    """One step of a scenario in the probe (lab07_taskcenter_probe.STEP).  What the learner's code raised there
+    is raised here; the last lines of its traceback become notes of the check."""
+    try:
+        return learner.call(f"{PROBE}:{step}", *args, timeout=timeout, **kwargs)
+    except LearnerRaised as exc:
+        for line in exc.learner_traceback.rstrip().splitlines()[-6:]:
+            c.note(line)
+        raise
+
+
+def load_package(c) -> None:
+    """Import the package in the probe (inside a check, so a broken module fails that check only)."""
+    ask(c, "load")
+
+
+@contextmanager
+def working(c, store: int, close_down: bool = True, **options):
+    """A worker of the probe's session `store` runs inside the block; stopped at its end (its counts land in
+    the dict yielded)."""
+    seen: dict = {}
+    ask(c, "start_worker", store, **options)
+    try:
+        yield seen
+    finally:
+        seen.update(ask(c, "stop_worker", store, close_down, timeout=BOUND + 2 * SLACK) or {})
+
+
+@contextmanager
+def captured(c, store: int):
+    """The log records the package wrote inside the block (filled in at its end)."""
+    records: list = []
+    ask(c, "capture_start", store)
+    try:
+        yield records
+    finally:
+        records.extend(ask(c, "capture_take", store))
+
+
+def close_stores(c, *stores: int) -> None:
+    """Close these sessions of the probe (their stores, workers and loops)."""
+    for store in stores:
+        ask(c, "close_store", store, timeout=BOUND + 3 * SLACK)
+
+
+def events_of(records, tid, event=None):
+    """The log records of one task (of one event, when named)."""
+    return [r for r in records if r.get("task_id") == tid and (event is None or r.get("event") == event)]
+
+
+# ---------------------------------------------------------------- the SQLite files, read here
+
+def fresh_db(name: str) -> Path:
+    """A new SQLite file's path in the logs folder (any earlier one, and its WAL files, removed)."""
+    LOGS.mkdir(parents=True, exist_ok=True)
+    path = LOGS / name
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+    return path
+
+
+def query(db: Path, sql: str, args=()) -> list[sqlite3.Row]:
+    """Rows read from the file itself (the judge's own connection, never the learner's store)."""
+    conn = sqlite3.connect(str(db), timeout=5)
+    try:
+        conn.row_factory = sqlite3.Row
+        return conn.execute(sql, tuple(args)).fetchall()
+    finally:
+        conn.close()
+
+
+def stored_tasks(db: Path, ids) -> dict[str, dict]:
+    """id -> {state, attempt, result, error} as stored in the file."""
+    ids = list(ids)
+    marks = ",".join("?" * len(ids))
+    rows = query(db, f"SELECT id, state, attempt, result, error FROM tasks WHERE id IN ({marks})", ids)
+    return {row["id"]: {"state": row["state"], "attempt": row["attempt"], "error": row["error"],
+                        "result": None if row["result"] is None else bytes(row["result"])} for row in rows}
+
+
+def row_count(db: Path) -> int:
+    """How many tasks the file holds."""
+    return query(db, "SELECT COUNT(*) FROM tasks")[0][0]
+
+
+def all_final(db: Path, ids) -> bool:
+    """Every one of these tasks is in a terminal state in the file."""
+    ids = list(ids)
+    found = stored_tasks(db, ids)
+    return len(found) == len(set(ids)) and all(row["state"] in TERMINAL for row in found.values())
+
+
+# ---------------------------------------------------------------- waiting for a fact
+
+def until(predicate, timeout: float, what: str, interval: float = 0.01):
+    """Poll predicate() until it is truthy; fail the check after timeout."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(t(f"等了 {timeout:g} 秒仍未看到：{what}", f"waited {timeout:g} s for {what}"))
+        time.sleep(interval)
+
+
+# ---------------------------------------------------------------- 07.7: a cancel in flight
+
+def cancel_in_flight(c, lab: Loopback, store: int, kind: str):
+    """Layer 3 of 07.7: a held call in flight through the `kind` downstream ("async": httpx2.AsyncClient,
+    "thread": a blocking client in a thread), canceled while the server holds it.  (task id, the task
+    cancel returned, its seconds, and for "thread" (what the server had then, times discarded))."""
+    name = f"hold-{kind}"
+    url = lab.script(name, ["hold"])
+    try:
+        # The call timeout outlasts the hold: the held request ends only by the client hanging up
+        # (cancel reached the socket) or by the server answering at its cap (cancel did not).
+        with working(c, store, close_down=False, downstream="httpx" if kind == "async" else "thread",
+                     max_threads=2, call_timeout=CALL_TIMEOUT):
+            task = ask(c, "submit", store, url, b"{}", f"cancel-{kind}", 3)
+            until(lambda: lab.snapshot(name)["active"] == 1, BOUND,
+                  t("下游收到请求", "the downstream to get the call"))
+            cancel = ask(c, "cancel", store, task["id"])
+            got, cancel_s = cancel["task"], cancel["seconds"]
+            if kind == "async":
+                until(lambda: lab.snapshot(name)["outcomes"], HOLD_CAP + BOUND,
+                      t("服务器上的请求结束", "the request on the server to end"))
+                discarded = None
+            else:
+                still = lab.snapshot(name)
+                lab.release(name)  # let the blocking request finish: nothing could stop it
+                count = ask(c, "wait_discarded", store, 1, BOUND)
+                if count < 1:
+                    what = t("线程里的请求结束并被丢弃", "the threaded request to end and be discarded")
+                    raise AssertionError(t(f"等了 {BOUND:g} 秒仍未看到：{what}", f"waited {BOUND:g} s for {what}"))
+                discarded = (still, count)
+        return task["id"], got, cancel_s, discarded
+    finally:
+        lab.release(name)
+        ask(c, "close_downstream", store, timeout=BOUND + 2 * SLACK)
+
+
+# ---------------------------------------------------------------- 07.8: the servers
+
+def serve(db: Path, port: int, stale_after: float, log_name: str) -> Process:
+    """`python -m taskcenter.main serve` on `db`, started here and ready on `port` (its recovery done)."""
+    log_path = LOGS / log_name
+    log_path.unlink(missing_ok=True)
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    proc = Process([sys.executable, "-m", "taskcenter.main", "serve", "--db", str(db), "--port", str(port),
+                    "--call-timeout", str(HOLD_CAP), "--stale-after", str(stale_after), "--poll-interval", "0.02",
+                    "--stop-grace", "0.5"], cwd=WORK, log_path=log_path, env=env)
+    try:
+        proc.wait_ready(BOUND, port=port)  # uvicorn binds after the lifespan startup: recovery is done
+    except BaseException:
+        proc.stop()
+        raise
+    return proc
+
+
+def row_on_disk(db: Path, tid: str) -> dict:
+    """One task's state and attempt as the file holds them, with the file's journal mode ({} if absent)."""
+    conn = sqlite3.connect(str(db), timeout=5)
+    try:
+        conn.row_factory = sqlite3.Row
+        row = conn.execute("SELECT state, attempt FROM tasks WHERE id = ?", (tid,)).fetchone()
+        mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
+        return {"state": row["state"], "attempt": row["attempt"], "journal_mode": mode} if row else {}
+    finally:
+        conn.close()

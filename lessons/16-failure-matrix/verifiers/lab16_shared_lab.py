@@ -1,0 +1,111 @@
+"""What lesson 16's checks share in one verifier run (judge-side kit module, not a lesson file).
+
+Shared: the matrix's lab (private broker, workers: lab16_fixture.Lab), started once before the first check
+when a selected check needs it, and the failure matrix run on it (failure_matrix.Matrix), each row at most
+once, when the first check that needs it asks.  And how a check shows its rows: one line per row
+(describe), the rows' table attached as a figure however the run ends (run_rows), and every row pass
+(require_pass).
+"""
+
+from __future__ import annotations
+
+import os
+
+from failure_matrix import Matrix
+from lab16_evidence import claimed_cases
+from lab16_figure import matrix_table
+from lab16_fixture import Lab
+
+from shared.celerylab import redact, short
+from shared.figures import attach
+from shared.i18n import t
+
+
+def selected() -> set[str] | None:
+    """The checks this run was asked for (LAB_CHECKS), or None: all of them."""
+    raw = os.environ.get("LAB_CHECKS")
+    return set(raw.split(",")) if raw else None
+
+
+class Shared:
+    """The Lab (broker, workers) and the matrix run on it: made once per verifier run."""
+
+    lab: Lab | None = None
+    lab_error: str | None = None
+    matrix: Matrix | None = None
+
+    @classmethod
+    def prepare(cls, rows_for: dict[str, list[str]], needs_lab: set[str]) -> None:
+        """Start the lab before the first check, when a selected check needs it: starting workers is set-up,
+        not part of any one check.  A lab that cannot start fails each check that needs it, with why.
+        `rows_for`: the matrix rows each check runs (16.1's, the rows the learner's record marks pass, are
+        added here); `needs_lab`: the checks that need the lab whatever the record says."""
+        chosen = selected()
+        wanted = dict(rows_for, **{"16.1": claimed_cases()})
+        if chosen is not None and not chosen & needs_lab and not (("16.1" in chosen) and wanted["16.1"]):
+            return
+        rows = {row for check, names in wanted.items() if chosen is None or check in chosen for row in names}
+        lab = Lab(cache_worker="result_cache_expired" in rows)
+        try:
+            lab.start()
+        except AssertionError as exc:
+            lab.stop()
+            cls.lab_error = t("无法启动故障矩阵环境：", "cannot start the failure-matrix environment: ") + redact(str(exc))
+            return
+        cls.lab, cls.matrix = lab, Matrix(lab)
+
+    @classmethod
+    def get_lab(cls) -> Lab:
+        if cls.lab is None:
+            raise AssertionError(cls.lab_error or t("故障矩阵环境没有启动", "the failure-matrix environment was not started"))
+        return cls.lab
+
+    @classmethod
+    def rows(cls, names: list[str]) -> dict[str, dict]:
+        """The matrix rows named, run now unless this verifier run has run them already."""
+        cls.get_lab()
+        record = cls.matrix.run(names)
+        return {row["case"]: row for row in record["cases"] if row["case"] in names}
+
+    @classmethod
+    def stop(cls) -> None:
+        if cls.lab is not None:
+            cls.lab.stop()
+
+
+def describe(row: dict) -> str:
+    states = "→".join(row.get("observed_states") or []) or "-"
+    sha = (row.get("artifact_sha256") or "")[:10]
+    job = short(row["job_id"]) if row.get("job_id") else "-"
+    text = t(f"{row['result']:<5} {row['case']}：任务 {job} [{states}] 投递 {row.get('deliveries')} 次"
+             f"（重复 {row.get('duplicate_deliveries')}）attempts {row.get('attempts')} 恢复 {row.get('recovery_seconds')} s",
+             f"{row['result']:<5} {row['case']}: job {job} [{states}] deliveries {row.get('deliveries')} "
+             f"(dup {row.get('duplicate_deliveries')}) attempts {row.get('attempts')} recovery "
+             f"{row.get('recovery_seconds')} s")
+    if row.get("time_moved_seconds"):
+        text += t(f"（其中移动时间 {row['time_moved_seconds']} s）", f" (of which {row['time_moved_seconds']} s moved)")
+    if row.get("redispatches"):
+        text += t(f"；重新派发 {len(row['redispatches'])} 次", f"; re-dispatched {len(row['redispatches'])}×")
+    if sha:
+        text += f" sha256 {sha}…"
+    return text
+
+
+def run_rows(c, names: list[str], title: str, yours: dict[str, dict] | None = None) -> dict[str, dict]:
+    """Shared.rows, with the rows' table attached to the check however the run ends (before any assert)."""
+    try:
+        return Shared.rows(names)
+    finally:
+        attach(c, lambda: matrix_table(title, names, Shared.matrix.record()["cases"], yours))
+
+
+def require_pass(c, rows: dict[str, dict], names: list[str]) -> None:
+    for name in names:
+        row = rows[name]
+        c.note(describe(row))
+        for line in row.get("notes", [])[:3]:
+            c.note("    " + line)
+    for name in names:
+        row = rows[name]
+        assert row["result"] == "pass", t(f"矩阵行 {name} 没有通过：{row.get('error') or row['result']}",
+                                          f"matrix row {name} did not pass: {row.get('error') or row['result']}")

@@ -1,0 +1,64 @@
+"""Lesson 16's worker logs as the judge reads them, 16.6 and 16.10 (judge-side kit module, not a lesson
+file): the JSON phase lines the learner's log_phase writes (event=export_phase), and what must never be in
+a worker log — a product description, a password, a URL with credentials.  Secrets found are quoted
+redacted, never printed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+
+from lab16_fixture import Lab
+
+from shared.celerylab import env_file_values, redact, secrets_in
+from shared.i18n import t
+
+DESCRIPTION = re.compile(r"sample product \d+ for export drills")  # the lab's products' descriptions
+CREDENTIAL_URL = re.compile(r"[a-z][a-z0-9+.-]*://[^\s/@:]*:(?!\*\*@)[^\s/@]+@", re.I)
+
+
+def phase_lines(text: str) -> list[dict]:
+    """Every phase line of a log, as the dict log_phase wrote (whatever precedes its JSON on the line)."""
+    found = []
+    for line in text.splitlines():
+        start = line.find("{")
+        if start < 0 or "export_phase" not in line:
+            continue
+        try:
+            data = json.loads(line[start:])
+        except ValueError:
+            continue
+        if isinstance(data, dict) and data.get("event") == "export_phase":
+            found.append(data)
+    return found
+
+
+def worker_logs(lab: Lab) -> str:
+    """The whole log of every matrix worker, one text."""
+    texts = []
+    for proc in (lab.worker, lab.cache_worker):
+        if proc is not None:
+            texts.append(proc.log_text())
+    return "\n".join(texts)
+
+
+def log_leaks(text: str) -> list[str]:
+    """What `text` (the worker logs) leaks, said for the learner: descriptions, passwords, credential URLs."""
+    leaks = []
+    descriptions = DESCRIPTION.findall(text)
+    if descriptions:
+        leaks.append(t(f"商品描述（如 “{descriptions[0]}”）", f"a product description (such as '{descriptions[0]}')"))
+    secrets = secrets_in(env_file_values()) + secrets_in({k: v for k, v in os.environ.items() if k in
+                                                          ("CELERY_RESULT_BACKEND", "DATABASE_URL")})
+    leaking = next((line for line in text.splitlines() if any(secret in line for secret in secrets)), None)
+    if leaking is not None:  # quote the line around the leak, redacted, so the field that leaks is seen
+        shown = redact(leaking)
+        at = shown.find("***")
+        excerpt = ("…" if at > 100 else "") + shown[max(0, at - 100): at + 60] + ("…" if len(shown) > at + 60 else "")
+        leaks.append(t(f"密码或带密码的连接 URL（这一行：{excerpt}）",
+                       f"a password or a connection URL with its password (this line: {excerpt})"))
+    if CREDENTIAL_URL.search(text):
+        leaks.append(t("带凭据的 URL（user:password@）", "a URL with credentials (user:password@)"))
+    return leaks
