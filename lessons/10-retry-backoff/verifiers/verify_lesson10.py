@@ -345,7 +345,7 @@ def check_delays(c, worker: DeclaredWorker) -> None:
     formula = "cap(n) = min(backoff_max, backoff_base × 2^n)"
     c.note(t(formula + ("（探针缩小了 backoff_base/backoff_max）" if shrunk else "（课程默认值 8 与 1）"),
              formula + (" (the probe shrank backoff_base/backoff_max)" if shrunk else " (the course's 8 and 1)")))
-    c.note(t(f"fail_until=10：" + "；".join(delays), f"fail_until=10: " + "; ".join(delays)))
+    c.note(t("fail_until=10：" + "；".join(delays), "fail_until=10: " + "; ".join(delays)))
     starts = run.events("start")
     deadlines = sorted({e["args"][1] for e in starts if len(e.get("args", [])) > 1})
     c.note(t(f"  {len(starts)} 次执行携带的 deadline_epoch：{deadlines}（提交时 {run.deadline}）",

@@ -16,7 +16,7 @@ as long as the checker needs: no statement is running, so no statement time limi
 import sys
 from pathlib import Path
 
-from shared.handshake import hold_after_first_lock, ready, wait_go, write_json, write_result
+from shared.handshake import hold_after_first_lock, ready, wait_go, write_result
 
 
 
