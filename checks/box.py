@@ -60,19 +60,18 @@ def _bwrap() -> str | None:
 def availability() -> tuple[bool, str]:
     """(can boxes run here, why not).  Tried for real: bubblewrap with every namespace, loopback up."""
     if sys.platform != "linux":
-        return False, t("沙箱（bubblewrap）只在 Linux / WSL2 上可用", "boxes (bubblewrap) need Linux or WSL2")
+        return False, t("boxes (bubblewrap) need Linux or WSL2")
     bwrap = _bwrap()
     if bwrap is None:
         how = "apt-get install -y bubblewrap" if os.geteuid() == 0 else "sudo apt-get install -y bubblewrap"
-        return False, t(f"没有安装 bubblewrap：{how}", f"bubblewrap is not installed: {how}")
+        return False, t("bubblewrap is not installed: {how}", how=how)
     probe = subprocess.run([bwrap, "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "--proc", "/proc",
                             "--dev", "/dev", "--uid", str(BOX_UID), "true"], capture_output=True, text=True)
     if probe.returncode != 0:
         reason = probe.stderr.strip().splitlines()[-1:] or ["?"]
-        return False, t(f"bubblewrap 无法创建命名空间（{reason[0]}）。Ubuntu 24.04+：sudo sysctl -w "
-                        "kernel.apparmor_restrict_unprivileged_userns=0；容器内：需要允许 user namespaces",
-                        f"bubblewrap cannot create namespaces ({reason[0]}). On Ubuntu 24.04+: sudo sysctl -w "
-                        "kernel.apparmor_restrict_unprivileged_userns=0; in a container: allow user namespaces")
+        return False, t("bubblewrap cannot create namespaces ({reason}). On Ubuntu 24.04+: sudo sysctl -w "
+                        "kernel.apparmor_restrict_unprivileged_userns=0; in a container: allow user namespaces",
+                        reason=reason[0])
     return True, ""
 
 

@@ -57,9 +57,8 @@ def cmd_lesson(args) -> int:
     code = cmd_run(args, evidence=True)
     lesson_id = args.lesson.zfill(2)
     where = os.path.relpath(LAB_DIR / "work" / "reference" / lesson_id)
-    print(t(f"\n参考文件在 {where}/。检查自己的文件夹：make check LESSON={lesson_id} LAB=~/shop-service/tasks_lab",
-            f"\nThe reference files are in {where}/. Check your own folder: "
-            f"make check LESSON={lesson_id} LAB=~/shop-service/tasks_lab"))
+    print(t("\nThe reference files are in {where}/. Check your own folder: make check LESSON={lesson_id} "
+            "LAB=~/shop-service/tasks_lab", where=where, lesson_id=lesson_id))
     return code
 
 
@@ -68,24 +67,22 @@ def cmd_check(args) -> int:
     data = load()
     if args.forget:
         progress.remember_folder(None)
-        print(t("已忘记你的文件夹", "forgot your folder"))
+        print(t("forgot your folder"))
         return 0
     if args.lab:
         lab = lab_path(args.lab)
         if lab != progress.learner_folder():
             progress.remember_folder(lab)
-            print(t(f"记住了你的文件夹：{lab}（换一个：make check LAB=目录；忘记：make forget）",
-                    f"remembered your folder: {lab} (change: make check LAB=DIR; forget: make forget)"))
+            print(t("remembered your folder: {lab} (change: make check LAB=DIR; forget: make forget)", lab=lab))
     else:
         lab = remembered_folder()
     lessons = args.lessons
     if not lessons:
         chosen, why = next_lesson(data, lab)
         if chosen is None:
-            raise UsageError(t(f"{lab} 里没有任何一课的文件：请给出 LESSON=NN",
-                               f"{lab} has no file of any lesson yet: give LESSON=NN"))
-        print(t(f"检查第 {chosen} 课（{why}；指定其他课：LESSON=NN，全部：LESSON=all）",
-                f"checking lesson {chosen} ({why}; another: LESSON=NN, every lesson: LESSON=all)"))
+            raise UsageError(t("{lab} has no file of any lesson yet: give LESSON=NN", lab=lab))
+        print(t("checking lesson {chosen} ({why}; another: LESSON=NN, every lesson: LESSON=all)", chosen=chosen,
+                why=why))
         lessons = [chosen]
     args.lessons, args.lab = lessons, str(lab)
     return cmd_run(args)
@@ -100,12 +97,10 @@ def cmd_grade(args) -> int:
     out = Path(args.out)
     if boxing() != "on":
         if not args.unsafe:
-            raise UsageError(t(f"无法为学生代码创建沙箱（{availability()[1]}）。不在沙箱里运行陌生人的代码会危及本机；"
-                               "确实要这样做请加 --unsafe", f"no box can be made for learner code here "
-                               f"({availability()[1]}). Running strangers' code unboxed puts this machine at risk; "
-                               "add --unsafe if you really mean to"))
-        print(t("警告：--unsafe，学生代码不在沙箱里运行，并且一次只评一个文件夹",
-                "warning: --unsafe: learner code runs unboxed, one folder at a time"), file=sys.stderr)
+            raise UsageError(t("no box can be made for learner code here ({availability}). Running strangers' code "
+                               "unboxed puts this machine at risk; add --unsafe if you really mean to",
+                               availability=availability()[1]))
+        print(t("warning: --unsafe: learner code runs unboxed, one folder at a time"), file=sys.stderr)
         args.jobs = 1  # unboxed runs share the kit's servers: one at a time
     if args.broker:  # spread over grading machines (checks/grade_remote.py); each grades in boxes
         from checks.grade_remote import submit_and_collect
@@ -120,15 +115,15 @@ def cmd_grade(args) -> int:
         from checks import gradebook
         reports = {s.name: json.loads((out / f"{s.name}.json").read_text(encoding="utf-8")) for s in students}
         gradebook.write_gradebook(out, reports, data["lessons"])
-        print(t(f"成绩册：{out / 'index.html'}，{out / 'grades.csv'}", f"gradebook: {out / 'index.html'}, {out / 'grades.csv'}"))
-    print(t(f"报告写在 {out}/", f"reports written to {out}/"))
+        print(t("gradebook: {out}, {out2}", out=out / 'index.html', out2=out / 'grades.csv'))
+    print(t("reports written to {out}/", out=out))
     return grade.exit_code(students)
 
 
 def cmd_grade_worker(args) -> int:
     from checks.grading_worker import run_worker
     if not args.broker:
-        raise UsageError(t("需要 --broker URL（或 LAB_GRADE_BROKER）", "needs --broker URL (or LAB_GRADE_BROKER)"))
+        raise UsageError(t("needs --broker URL (or LAB_GRADE_BROKER)"))
     run_worker(args.broker, args.concurrency)
     return 0
 
@@ -147,7 +142,7 @@ def cmd_diff(args) -> int:
             changed = True
             sys.stdout.writelines(line if line.endswith("\n") else line + "\n" for line in lines)
     if not changed:
-        print(t(f"第 {lesson['id']} 课没有文件改动", f"lesson {lesson['id']} changes no files"))
+        print(t("lesson {id} changes no files", id=lesson['id']))
     return 0
 
 
@@ -159,7 +154,7 @@ def cmd_watch(args) -> int:
         raise UsageError(t(*HOW_TO_GIVE_FOLDER))
     lesson_id = args.lesson or next_lesson(data, lab)[0]
     if lesson_id is None:
-        raise UsageError(t("请给出 LESSON=NN", "give LESSON=NN"))
+        raise UsageError(t("give LESSON=NN"))
     [lesson] = select(data, [lesson_id], allow_planned=False)
     watch(lesson, data, lab, args.interval, args.max_runs)
     return 0
@@ -210,7 +205,7 @@ def cmd_clean(args) -> int:
     labctl.down()  # the native servers keep their data under .lab/services: stop them first, by PID
     if LAB_DIR.exists():
         shutil.rmtree(LAB_DIR)
-    print(t("已删除 .lab/", "removed .lab/"))
+    print(t("removed .lab/"))
     return 0
 
 
@@ -309,6 +304,6 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except UsageError as exc:
-        print(t("错误：", "error: ") + str(exc), file=sys.stderr)
+        print(t("error: ") + str(exc), file=sys.stderr)
         _write_reports(args, [], getattr(args, "lab", None) or "reference", str(exc))
         return 2

@@ -50,17 +50,17 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if not args.broker:
-            raise UsageError(t("请给出 --broker URL 或设置 LAB_GRADE_BROKER", "give --broker URL or set LAB_GRADE_BROKER"))
+            raise UsageError(t("give --broker URL or set LAB_GRADE_BROKER"))
         if args.command == "worker":
             run_worker(args.broker, args.concurrency, args.name, args.result_backend, loglevel=args.loglevel)
             return 0
         students = submit_and_collect(args.lab, args.lessons, Path(args.out), args.broker, args.result_backend,
                                       int(args.size_limit * 1024 * 1024), args.force, args.timeout, at=args.at)
         grade.print_table(students)
-        print(t(f"报告写在 {args.out}/", f"reports written to {args.out}/"))
+        print(t("reports written to {out}/", out=args.out))
         return grade.exit_code(students)
     except UsageError as exc:
-        print(t("错误：", "error: ") + str(exc), file=sys.stderr)
+        print(t("error: ") + str(exc), file=sys.stderr)
         return 2
 
 

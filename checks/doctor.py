@@ -31,16 +31,15 @@ def check_python():
     version = ".".join(map(str, sys.version_info[:3]))
     if sys.version_info >= (3, 11):
         return OK, f"Python {version}", None
-    return BAD, f"Python {version} < 3.11", t("安装 Python 3.11+ 后运行：make lesson-01",
-                                                "install Python 3.11+, then run: make lesson-01")
+    return BAD, f"Python {version} < 3.11", t("install Python 3.11+, then run: make lesson-01")
 
 
 def check_venv():
     venv = KIT_ROOT / ".venv"
     if not (venv / "bin" / "python").exists():
-        return BAD, t("没有 .venv", "no .venv yet"), "make venv"
+        return BAD, t("no .venv yet"), "make venv"
     if os.path.realpath(sys.prefix) != os.path.realpath(venv):
-        return WARN, t("当前解释器不是 .venv 的", "not running from .venv"), ".venv/bin/python -m checks doctor"
+        return WARN, t("not running from .venv"), ".venv/bin/python -m checks doctor"
     return OK, ".venv", None
 
 
@@ -55,7 +54,7 @@ def check_packages():
             wrong.append(f"{name} {have or t('未安装', 'missing')} (≠ {pinned})")
     if wrong:
         return BAD, "; ".join(wrong), "make venv"
-    return OK, t(f"{len(_pins())} 个固定版本的包都已安装", f"all {len(_pins())} pinned packages installed"), None
+    return OK, t("all {n_pins} pinned packages installed", n_pins=len(_pins())), None
 
 
 def check_wsl():
@@ -65,12 +64,12 @@ def check_wsl():
     except OSError:
         is_wsl = False
     if not is_wsl:
-        return OK, t("不是 WSL", "not WSL"), None
+        return OK, t("not WSL"), None
     if re.match(r"^/mnt/[a-z]/", str(KIT_ROOT)):
-        return WARN, t(f"套件位于 Windows 盘 {KIT_ROOT}：文件监视和进程都会很慢",
-                       f"the kit lives on a Windows drive ({KIT_ROOT}): slow file watching and processes"), \
-            t("在 Linux 文件系统里重新克隆：cd ~ && git clone <kit-url>", "clone it again inside Linux: cd ~ && git clone <kit-url>")
-    return OK, t("WSL，套件在 Linux 文件系统中", "WSL, kit on the Linux file system"), None
+        return WARN, t("the kit lives on a Windows drive ({kit_root}): slow file watching and processes",
+                       kit_root=KIT_ROOT), \
+            t("clone it again inside Linux: cd ~ && git clone <kit-url>")
+    return OK, t("WSL, kit on the Linux file system"), None
 
 
 def check_servers():
@@ -78,17 +77,16 @@ def check_servers():
     if docker:
         try:
             if subprocess.run([docker, "info"], capture_output=True, timeout=5).returncode == 0:
-                return OK, t("Docker 引擎可用", "Docker engine available"), None
+                return OK, t("Docker engine available"), None
         except (OSError, subprocess.TimeoutExpired):
             pass
     search = os.environ.get("PATH", "") + os.pathsep + "/usr/sbin:/usr/local/sbin"
     redis = shutil.which("redis-server", path=search)
     mysql = shutil.which("mariadbd", path=search) or shutil.which("mysqld", path=search)
     if redis and mysql:
-        return OK, t("本机 redis-server 与 MariaDB/MySQL 可用", "native redis-server and MariaDB/MySQL found"), None
+        return OK, t("native redis-server and MariaDB/MySQL found"), None
     missing = [name for name, found in (("redis-server", redis), ("mariadb-server", mysql)) if not found]
-    return WARN, t(f"第 08–16 课需要：缺少 {', '.join(missing)}，也没有 Docker 引擎",
-                   f"lessons 08–16 need: {', '.join(missing)} missing and no Docker engine"), \
+    return WARN, t("lessons 08–16 need: {missing} missing and no Docker engine", missing=', '.join(missing)), \
         f"sudo apt-get install -y {' '.join(missing)}"
 
 
@@ -131,18 +129,17 @@ def check_ports():
     if taken:
         # Only lessons 08–16 need these ports: for a learner still on 01–07 it is a warning, not a blocker.
         level = BAD if _next_lesson_needs_services() else WARN
-        return level, t(f"端口被其他程序占用：{', '.join(taken)}（第 08–16 课需要）",
-                        f"ports held by another program: {', '.join(taken)} (lessons 08–16 need them)"), \
-            t("找出占用者：ss -ltnp | grep -E ':(6384|3307) '，停止它后再试", "find the holder: ss -ltnp | grep -E ':(6384|3307) ', stop it, retry")
-    return OK, t("端口 6384/3307 空闲或属于本套件", "ports 6384/3307 free or ours"), None
+        return level, t("ports held by another program: {taken} (lessons 08–16 need them)", taken=', '.join(taken)), \
+            t("find the holder: ss -ltnp | grep -E ':(6384|3307) ', stop it, retry")
+    return OK, t("ports 6384/3307 free or ours"), None
 
 
 def check_disk():
     free_gib = shutil.disk_usage(KIT_ROOT).free / 2**30
     if free_gib < 1:
-        return BAD, t(f"可用磁盘只有 {free_gib:.1f} GiB", f"only {free_gib:.1f} GiB disk free"), \
-            t("清理空间后再试：make clean", "free some space, e.g.: make clean")
-    return OK, t(f"可用磁盘 {free_gib:.0f} GiB", f"{free_gib:.0f} GiB disk free"), None
+        return BAD, t("only {free_gib:.1f} GiB disk free", free_gib=free_gib), \
+            t("free some space, e.g.: make clean")
+    return OK, t("{free_gib:.0f} GiB disk free", free_gib=free_gib), None
 
 
 
@@ -153,11 +150,10 @@ def check_box():
     from checks import box
     ok, why = box.availability()
     if ok:
-        limits = t("cgroup 限制进程数和内存", "processes and memory capped by a cgroup") if os.geteuid() == 0 else \
-            t("rlimit 限制进程数和内存", "processes and memory capped by rlimits")
-        return OK, t(f"沙箱可用（bubblewrap，{limits}）", f"boxes available (bubblewrap, {limits})"), None
-    return WARN, t("无法创建沙箱：学习者代码将不在沙箱中运行；grade 需要 --unsafe",
-                   "no boxes here: learner code runs unboxed; grade needs --unsafe"), why
+        limits = t("processes and memory capped by a cgroup") if os.geteuid() == 0 else \
+            t("processes and memory capped by rlimits")
+        return OK, t("boxes available (bubblewrap, {limits})", limits=limits), None
+    return WARN, t("no boxes here: learner code runs unboxed; grade needs --unsafe"), why
 
 
 CHECKS = [check_python, check_venv, check_packages, check_wsl, check_box, check_servers, check_ports, check_disk]

@@ -89,8 +89,8 @@ class Broker:
 
         def answers():
             if self.proc.poll() is not None:
-                raise DrillError(t(f"redis-server 退出了（{self.proc.returncode}），见 {self.dir}/redis.log",
-                                   f"redis-server exited ({self.proc.returncode}), see {self.dir}/redis.log"))
+                raise DrillError(t("redis-server exited ({returncode}), see {dir}/redis.log", dir=self.dir,
+                                   returncode=self.proc.returncode))
             try:
                 return client.ping()
             except redis.RedisError:  # not listening yet, or still loading its append-only file

@@ -51,8 +51,7 @@ def _one_run(lesson_id: str, slot: int, home: Path, report: Path) -> tuple[list[
 
 def hunt(lesson_ids: list[str], rounds: int, parallel: int, burn: int, out: Path) -> int:
     if not 1 <= parallel <= 7:
-        raise ValueError(t("PARALLEL 取 1 到 7（每个并行运行占一个隔离槽位）",
-                           "PARALLEL must be 1 to 7 (each parallel run takes an isolation slot)"))
+        raise ValueError(t("PARALLEL must be 1 to 7 (each parallel run takes an isolation slot)"))
     jobs: queue.Queue = queue.Queue()
     for round_no in range(1, rounds + 1):
         for lesson_id in lesson_ids:
@@ -81,9 +80,8 @@ def hunt(lesson_ids: list[str], rounds: int, parallel: int, burn: int, out: Path
                     for line in (x.get("output") or "").splitlines()[-8:]:
                         print(f"      | {line}")
 
-    print(t(f"找不稳定：第 {', '.join(lesson_ids)} 课 × {rounds} 轮，{parallel} 个并行，{burn} 个 CPU 占用进程",
-            f"flake hunt: lessons {', '.join(lesson_ids)} × {rounds} rounds, {parallel} in parallel, "
-            f"{burn} CPU burners"), flush=True)
+    print(t("flake hunt: lessons {lesson_ids} × {rounds} rounds, {parallel} in parallel, {burn} CPU burners",
+            lesson_ids=', '.join(lesson_ids), rounds=rounds, parallel=parallel, burn=burn), flush=True)
     started = time.monotonic()
     burners = _burners(burn, scratch)
     try:
@@ -103,6 +101,6 @@ def hunt(lesson_ids: list[str], rounds: int, parallel: int, burn: int, out: Path
                "non_passes": non_passes, "runs": sorted(runs, key=lambda r: (r["lesson"], r["round"]))}
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(summary, ensure_ascii=False, indent=2), encoding="utf-8")
-    print(t(f"\n{checks} 次检查运行，{len(non_passes)} 次未通过，用时 {wall:.0f}s；JSON：{out}",
-            f"\n{checks} check runs, {len(non_passes)} non-passes, wall {wall:.0f}s; JSON: {out}"))
+    print(t("\n{checks} check runs, {n_non_passes} non-passes, wall {wall:.0f}s; JSON: {out}", checks=checks, out=out,
+            n_non_passes=len(non_passes), wall=wall))
     return 1 if non_passes else 0

@@ -40,7 +40,7 @@ def export_commit(folder: Path, ref: str, dest: Path) -> Path:
     """Write `folder` as it was at `ref` into `dest` (emptied first); return the folder in `dest` that
     corresponds to `folder` (dest/<path of folder inside its repository>)."""
     if not ref or ref.startswith("-") or not REF_CHARS.fullmatch(ref):
-        raise UsageError(t(f"--at {ref!r}：不是标签、分支或提交号", f"--at {ref!r}: not a tag, branch or commit id"))
+        raise UsageError(t("--at {ref!r}: not a tag, branch or commit id", ref=ref))
     gitdir, prefix = _find_repository(Path(os.path.abspath(folder)))
     with tempfile.TemporaryDirectory(prefix="lab-gitread-") as private:
         copy, home = Path(private) / "repo.git", Path(private) / "home"
@@ -71,21 +71,17 @@ def _find_repository(folder: Path) -> tuple[Path, str]:
             mode = None
         if mode is not None:
             if linked is not None:
-                raise UsageError(t(f"{linked} 是符号链接：--at 只读文件夹里的仓库",
-                                   f"{linked} is a symbolic link: --at reads only a repository inside the folder"))
+                raise UsageError(t("{linked} is a symbolic link: --at reads only a repository inside the folder",
+                                   linked=linked))
             if stat.S_ISDIR(mode):
                 return dotgit, "" if level == folder else folder.relative_to(level).as_posix()
             link = stat.S_ISLNK(mode)
             pointer = f"-> {os.readlink(dotgit)}" if link else _peek(dotgit)
-            raise UsageError(t(
-                f"{dotgit} 是指向别处的{'链接' if link else '文件'}（{pointer}）：--at 只读文件夹里的仓库；"
-                "请交出带 .git 目录的仓库（不是 worktree 或子模块）",
-                f"{dotgit} is a {'link' if link else 'file'} pointing elsewhere ({pointer}): --at reads only a "
-                "repository inside the folder; hand in the repository with its .git directory (not a worktree "
-                "or submodule)"))
+            raise UsageError(t("{dotgit} is a {link} pointing elsewhere ({pointer}): --at reads only a repository "
+                               "inside the folder; hand in the repository with its .git directory (not a worktree or "
+                               "submodule)", dotgit=dotgit, link=t('link') if link else t('file'), pointer=pointer))
         if level.parent == level:
-            raise UsageError(t(f"{folder} 不是 git 仓库：--at 需要学习者的提交历史",
-                               f"{folder} is not a git repository: --at needs the learner's history"))
+            raise UsageError(t("{folder} is not a git repository: --at needs the learner's history", folder=folder))
         level = level.parent
 
 
@@ -94,7 +90,7 @@ def _copy_repository(gitdir: Path, copy: Path) -> None:
     copy.mkdir(mode=0o700)
     for name in ("objects", "refs"):  # take_in refuses links, fifos and devices anywhere below
         if not stat.S_ISDIR(_lstat(gitdir / name, gitdir).st_mode):
-            raise UsageError(t(f"{gitdir / name} 不是目录", f"{gitdir / name} is not a directory"))
+            raise UsageError(t("{gitdir} is not a directory", gitdir=gitdir / name))
         try:
             take_in(gitdir / name, copy / name, caps=GIT_CAPS, skip_dirs=frozenset())
         except IntakeRefused as exc:  # its message names the path inside objects/ or refs/: say which
@@ -136,8 +132,7 @@ class _Git:
             return subprocess.run([*self.argv, *args], env=self.env, stdin=subprocess.DEVNULL,
                                   capture_output=True, timeout=GIT_SECONDS)
         except subprocess.TimeoutExpired:
-            raise UsageError(t(f"git {args[0]} 超过 {GIT_SECONDS} 秒",
-                               f"git {args[0]} took over {GIT_SECONDS} s")) from None
+            raise UsageError(t("git {args} took over {git_seconds} s", args=args[0], git_seconds=GIT_SECONDS)) from None
 
     def popen(self, *args: str) -> subprocess.Popen:
         return subprocess.Popen([*self.argv, *args], env=self.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -148,8 +143,8 @@ def _no_ref(git: _Git, folder: Path, ref: str) -> str:
     kind = git.run("cat-file", "-t", "--end-of-options", ref)  # a ref that names something else?
     if kind.returncode == 0 and kind.stdout.strip() and kind.stdout.strip() != b"commit":
         found = kind.stdout.decode().strip()
-        return t(f"{folder} 的 {ref} 指向一个 {found}，不是提交", f"{folder}: {ref} points at a {found}, not a commit")
-    return t(f"仓库 {folder} 里没有 {ref}（标签、分支或提交）", f"{folder} has no {ref} (tag, branch or commit)")
+        return t("{folder}: {ref} points at a {found}, not a commit", folder=folder, ref=ref, found=found)
+    return t("{folder} has no {ref} (tag, branch or commit)", folder=folder, ref=ref)
 
 
 def _listing(git: _Git, folder: Path, ref: str, commit: str, prefix: str) -> list[tuple[str, str, str, int]]:
@@ -157,8 +152,8 @@ def _listing(git: _Git, folder: Path, ref: str, commit: str, prefix: str) -> lis
     listed = git.run("ls-tree", "-r", "-z", "-l", "--full-tree", commit, *(["--", prefix] if prefix else []))
     if listed.returncode != 0:  # e.g. a tree or blob that lives only behind alternates we did not copy
         why = listed.stderr.decode(errors="replace").strip()[-300:]
-        raise UsageError(t(f"{folder}：{ref} 的对象不全（不跟随 objects/info/alternates）：{why}",
-                           f"{folder}: {ref} has missing objects (objects/info/alternates is not followed): {why}"))
+        raise UsageError(t("{folder}: {ref} has missing objects (objects/info/alternates is not followed): {why}",
+                           folder=folder, ref=ref, why=why))
     entries, total, files, folders = [], 0, set(), set()
     for record in filter(None, listed.stdout.decode("utf-8", "surrogateescape").split("\0")):
         info, path = record.split("\t", 1)
@@ -167,31 +162,29 @@ def _listing(git: _Git, folder: Path, ref: str, commit: str, prefix: str) -> lis
             continue
         parts = path.split("/")
         if path.startswith("/") or any(p in ("", ".", "..") or p.lower() == ".git" for p in parts):
-            raise UsageError(t(f"{path!r}：提交 {ref} 里的路径不安全", f"{path!r}: unsafe path in commit {ref}"))
+            raise UsageError(t("{path!r}: unsafe path in commit {ref}", path=path, ref=ref))
         if mode == "120000":
-            raise UsageError(t(f"{path} 在提交 {ref} 里是符号链接：评分只收普通文件",
-                               f"{path} is a symbolic link in commit {ref}: the grader takes plain files only"))
+            raise UsageError(t("{path} is a symbolic link in commit {ref}: the grader takes plain files only", ref=ref,
+                               path=path))
         if mode == "160000":
-            raise UsageError(t(f"{path} 是 git 子模块：它的文件不在这个仓库里",
-                               f"{path} is a git submodule: its files are not in this repository"))
+            raise UsageError(t("{path} is a git submodule: its files are not in this repository", path=path))
         if mode not in ("100644", "100755") or path == prefix or not OBJECT_ID.fullmatch(oid):
-            raise UsageError(t(f"{path}：提交 {ref} 里的条目不是普通文件（{mode}）",
-                               f"{path}: not a plain file in commit {ref} (mode {mode})"))
+            raise UsageError(t("{path}: not a plain file in commit {ref} (mode {mode})", path=path, ref=ref, mode=mode))
         if not size.isdigit():  # ls-tree -l prints BAD for a blob it cannot find
-            raise UsageError(t(f"{path}：对象 {oid} 缺失（不跟随 objects/info/alternates）",
-                               f"{path}: object {oid} is missing (objects/info/alternates is not followed)"))
+            raise UsageError(t("{path}: object {oid} is missing (objects/info/alternates is not followed)", path=path,
+                               oid=oid))
         total += int(size)
         if int(size) > EXPORT_CAPS.file_bytes or total > EXPORT_CAPS.total_bytes or len(entries) >= EXPORT_CAPS.files:
-            raise UsageError(t(f"{folder}：{ref} 的文件太大或太多（在 {path}）",
-                               f"{folder}: the files at {ref} are too big or too many (at {path})"))
+            raise UsageError(t("{folder}: the files at {ref} are too big or too many (at {path})", folder=folder,
+                               ref=ref, path=path))
         above = {"/".join(parts[:i]) for i in range(1, len(parts))}
         if path in files or path in folders or above & files:  # a crafted tree naming one path twice
-            raise UsageError(t(f"{path!r}：提交 {ref} 里出现了两次", f"{path!r}: appears twice in commit {ref}"))
+            raise UsageError(t("{path!r}: appears twice in commit {ref}", path=path, ref=ref))
         files.add(path)
         folders |= above
         entries.append((path, mode, oid, int(size)))
     if not entries:
-        raise UsageError(t(f"{folder} 在 {ref} 时没有文件", f"{folder} has no files at {ref}"))
+        raise UsageError(t("{folder} has no files at {ref}", folder=folder, ref=ref))
     return entries
 
 
@@ -207,12 +200,11 @@ def _write_blobs(git: _Git, entries: list[tuple[str, str, str, int]], dest: Path
             header = proc.stdout.readline(200)
             if header.split() != [oid.encode(), b"blob", str(size).encode()]:
                 got = header.decode(errors="replace").strip()
-                raise UsageError(t(f"{path}：对象 {oid} 缺失或不符（{got}）",
-                                   f"{path}: object {oid} missing or not as listed ({got})"))
+                raise UsageError(t("{path}: object {oid} missing or not as listed ({got})", path=path, oid=oid,
+                                   got=got))
             data = proc.stdout.read(size + 1)
             if len(data) != size + 1:
-                raise UsageError(t(f"{path}：读 git 对象超时或中断",
-                                   f"{path}: reading the git object timed out or broke off"))
+                raise UsageError(t("{path}: reading the git object timed out or broke off", path=path))
             target = dest / path
             target.parent.mkdir(parents=True, exist_ok=True)  # dest is fresh and ours: no links in it
             fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
@@ -220,7 +212,7 @@ def _write_blobs(git: _Git, entries: list[tuple[str, str, str, int]], dest: Path
                 out.write(data[:-1])
                 os.fchmod(out.fileno(), 0o755 if mode == "100755" else 0o644)
     except (OSError, ValueError) as exc:  # git gone (killed at the deadline), a file we could not create
-        raise UsageError(t(f"导出 {dest} 失败：{exc}", f"exporting to {dest} failed: {exc}")) from None
+        raise UsageError(t("exporting to {dest} failed: {exc}", dest=dest, exc=exc)) from None
     finally:
         timer.cancel()
         proc.kill()
@@ -236,8 +228,7 @@ def _lstat(path: Path, about: Path) -> os.stat_result:
     try:
         return os.lstat(path)
     except OSError as exc:
-        raise UsageError(t(f"{about}：读不到 {path}（{exc.strerror}）",
-                           f"{about}: cannot read {path} ({exc.strerror})")) from None
+        raise UsageError(t("{about}: cannot read {path} ({strerror})", about=about, path=path, strerror=exc.strerror)) from None
 
 
 def _read_plain(path: Path, limit: int) -> bytes:
@@ -245,10 +236,10 @@ def _read_plain(path: Path, limit: int) -> bytes:
     try:
         data = boxfiles.read(path, limit + 1)
     except OSError as exc:
-        raise UsageError(t(f"{path}：不能作为普通文件读取（{exc.strerror or exc}）",
-                           f"{path}: cannot be read as a plain file ({exc.strerror or exc})")) from None
+        raise UsageError(t("{path}: cannot be read as a plain file ({strerror})", path=path,
+                           strerror=exc.strerror or exc)) from None
     if len(data) > limit:
-        raise UsageError(t(f"{path}：太大", f"{path}: too big"))
+        raise UsageError(t("{path}: too big", path=path))
     return data
 
 

@@ -107,7 +107,7 @@ def folder_as_given(raw: str) -> Path:
     link is refused when it is taken in, not followed here)."""
     path = Path(raw).expanduser().absolute()
     if not os.path.lexists(path):
-        raise UsageError(t(f"--lab {raw}：文件夹不存在", f"--lab {raw}: no such folder"))
+        raise UsageError(t("--lab {raw}: no such folder", raw=raw))
     return path
 
 
@@ -152,9 +152,9 @@ def _progress_line(students: list[Student], started: float) -> str:
     eta = ""
     if done:
         per = elapsed / done
-        eta = t(f"，预计还需 {per * (len(students) - done):.0f}s", f", ETA {per * (len(students) - done):.0f}s")
-    return t(f"[{done}/{len(students)} 个文件夹] 用时 {elapsed:.0f}s{eta}  正在：{' '.join(now) or '—'}",
-             f"[{done}/{len(students)} folders] {elapsed:.0f}s elapsed{eta}  now: {' '.join(now) or '—'}")
+        eta = t(", ETA {per:.0f}s", per=per * (len(students) - done))
+    return t("[{done}/{n_students} folders] {elapsed:.0f}s elapsed{eta}  now: {now}", done=done, elapsed=elapsed,
+             n_students=len(students), eta=eta, now=' '.join(now) or '—')
 
 
 def grade(raws: list[str], lessons: list[dict], data: dict, out: Path, jobs: int, stream=sys.stderr,
@@ -185,13 +185,12 @@ def grade(raws: list[str], lessons: list[dict], data: dict, out: Path, jobs: int
             future.result()
             write_reports(s, out)
             m = report.marks([c for r in s.results for c in r.checks])
-            print(t(f"  完成 {s.name}：{m['score']}/{m['max_score']}（{s.seconds:.0f}s）",
-                    f"  done {s.name}: {m['score']}/{m['max_score']} ({s.seconds:.0f}s)"), file=stream, flush=True)
+            print(t("  done {name}: {score}/{max_score} ({seconds:.0f}s)", name=s.name, score=m['score'],
+                    max_score=m['max_score'], seconds=s.seconds), file=stream, flush=True)
     except BaseException:  # TERM, Ctrl-C: every box stops within a moment, nothing new starts
         STOP.set()
         pool.shutdown(wait=True, cancel_futures=True)
-        print(t("已停止：正在进行的批改已中止，未完成的文件夹没有报告",
-                "stopped: the gradings under way were ended; unfinished folders have no report"), file=stream, flush=True)
+        print(t("stopped: the gradings under way were ended; unfinished folders have no report"), file=stream, flush=True)
         raise
     finally:
         pool.shutdown(wait=True)
@@ -217,8 +216,8 @@ def exit_code(students: list[Student]) -> int:
 
 def print_table(students: list[Student]) -> None:
     """The score table `python -m checks grade` prints: one line per student."""
-    print(t("学生                 得分      状态    扩展加分", "student              score     status  bonus"))
+    print(t("student              score     status  bonus"))
     for s in students:
         m = report.marks([c for r in s.results for c in r.checks])
-        flag = t("  疑似篡改", "  tampering suspected") if any(c.tampered for r in s.results for c in r.checks) else ""
+        flag = t("  tampering suspected") if any(c.tampered for r in s.results for c in r.checks) else ""
         print(f"{s.name:<20} {m['score']:>3}/{m['max_score']:<5} {status_of(s):<7} +{m['bonus']}{flag}")

@@ -217,7 +217,7 @@ class Drill:
         up = {host.split("@")[0] for reply in replies for host in reply}
         for g in self.graders:
             if not g.alive() and g.name in names:
-                raise DrillError(t(f"{g.name} 启动失败，见 {g.log}", f"{g.name} failed to start, see {g.log}"))
+                raise DrillError(t("{name} failed to start, see {log}", name=g.name, log=g.log))
         return names <= up
 
     def stop_all(self) -> None:
@@ -271,30 +271,30 @@ def print_ledger(result: dict) -> None:
               f"{'yes' if r['stored'] else 'NO':<6} {'same' if r['verdicts_match'] else 'DIFFER':<9} "
               f"{' '.join(r['failed_checks']) or '—'}")
     rows = [
-        (t("文件夹", "folders"), result["folders"]),
-        (t("不同的键（每个文件夹一个）", "distinct keys (one per folder)"), L["distinct_keys"]),
-        (t("存储里的结果", "results in the store"), sum(r["stored"] for r in L["rows"])),
-        (t("丢失", "lost"), L["lost"]),
-        (t("执行次数（deliveries）", "executions (deliveries)"), sum(r["deliveries"] for r in L["rows"])),
-        (t("重复（超出每键一次的执行）", "duplicates (executions beyond one per key)"), L["duplicates"]),
-        (t("判定与本地一致", "verdicts identical to local"), t("是", "yes") if not L["mismatches"] else
-         t(f"否（{len(L['mismatches'])} 处不同）", f"no ({len(L['mismatches'])} differ)")),
-        (t("每台批改机", "per worker"), ", ".join(f"{k} {v}" for k, v in sorted(L["per_worker"].items()))),
-        (t("分布式用时", "distributed wall time"), f"{result['wall_seconds']['distributed']:.1f}s"),
-        (t("本地 -j 1 用时", "local -j 1 wall time"), f"{result['wall_seconds']['local']:.1f}s"),
-        (t("整个演练用时", "whole drill"), f"{result['wall_seconds']['drill']:.1f}s"),
+        (t("folders"), result["folders"]),
+        (t("distinct keys (one per folder)"), L["distinct_keys"]),
+        (t("results in the store"), sum(r["stored"] for r in L["rows"])),
+        (t("lost"), L["lost"]),
+        (t("executions (deliveries)"), sum(r["deliveries"] for r in L["rows"])),
+        (t("duplicates (executions beyond one per key)"), L["duplicates"]),
+        (t("verdicts identical to local"), t("yes") if not L["mismatches"] else
+         t("no ({n_mismatches} differ)", n_mismatches=len(L['mismatches']))),
+        (t("per worker"), ", ".join(f"{k} {v}" for k, v in sorted(L["per_worker"].items()))),
+        (t("distributed wall time"), f"{result['wall_seconds']['distributed']:.1f}s"),
+        (t("local -j 1 wall time"), f"{result['wall_seconds']['local']:.1f}s"),
+        (t("whole drill"), f"{result['wall_seconds']['drill']:.1f}s"),
     ]
     for label, value in rows:
         print(f"  {label:<44} {value}")
     for m in L["mismatches"]:
         print(f"  ! {m['student']} {m['check']}: distributed {m['distributed']}, local {m['local']}")
     if result.get("no_redelivery_reason"):
-        print("  " + t("没有重投：", "no redelivery: ") + result["no_redelivery_reason"])
+        print("  " + t("no redelivery: ") + result["no_redelivery_reason"])
     if result.get("kit_changed"):
         print("  ! " + result["kit_changed"])
     if result.get("chaos_error"):
-        print("  " + t("演练步骤出错：", "a chaos step failed: ") + result["chaos_error"])
-    print(("  OK" if result["ok"] else "  " + t("不通过", "FAILED")))
+        print("  " + t("a chaos step failed: ") + result["chaos_error"])
+    print(("  OK" if result["ok"] else "  " + t("FAILED")))
 
 
 def run(mode: dict, home: Path) -> dict:
@@ -347,7 +347,7 @@ def run(mode: dict, home: Path) -> dict:
                                timeout=mode["timeout"], env=lab_env(home))
         result["wall_seconds"]["local"] = round(time.monotonic() - begun, 1)
         if local.returncode not in (0, 1):
-            raise DrillError(t(f"本地批改失败：{local.stderr[-500:]}", f"the local grade failed: {local.stderr[-500:]}"))
+            raise DrillError(t("the local grade failed: {stderr}", stderr=local.stderr[-500:]))
 
         L = ledger(drill, folders, names, ids, dist_out, local_out)
         result["ledger"] = L
@@ -356,21 +356,17 @@ def run(mode: dict, home: Path) -> dict:
         now = subprocess.run(["git", "-C", str(KIT_ROOT), "rev-parse", "HEAD"], capture_output=True, text=True)
         if now.returncode == 0 and now.stdout.strip() != W.kit_version():
             was, now = W.kit_version()[:12], now.stdout.strip()[:12]
-            result["kit_changed"] = t(f"演练期间工具包有了新提交（{was} → {now}）：之后启动的 worker 会拒批，本地对照跑的是新代码；"
-                                      "若有不同，请重跑", f"the kit's commit changed during the drill ({was} -> {now}): "
-                                      "workers started after it refuse folders, and the local comparison ran the "
-                                      "newer code; if anything differs, run it again")
+            result["kit_changed"] = t("the kit's commit changed during the drill ({was} -> {now}): workers started "
+                                      "after it refuse folders, and the local comparison ran the newer code; if "
+                                      "anything differs, run it again", was=was, now=now)
         kills = [e for e in drill.events if e["what"].startswith(("SIGKILL", "machine death"))]
         if L["duplicates"] == 0:
             if not kills:
-                result["no_redelivery_reason"] = t("没有杀进程：所有文件夹在演练步骤之前就批完了",
-                                                   "nothing was killed: every folder was graded before the step came")
+                result["no_redelivery_reason"] = t("nothing was killed: every folder was graded before the step came")
             elif not any(e.get("mid_grade", True) for e in kills):
-                result["no_redelivery_reason"] = t("被杀的执行已经存下了结果，且消息已确认",
-                                                   "the killed execution had already stored its result and been acked")
+                result["no_redelivery_reason"] = t("the killed execution had already stored its result and been acked")
             else:
-                result["no_redelivery_reason"] = t("被杀的执行没有被重投：这是个问题",
-                                                   "a killed execution was not redelivered: a defect")
+                result["no_redelivery_reason"] = t("a killed execution was not redelivered: a defect")
         result["ok"] = (L["lost"] == 0 and not L["mismatches"] and L["distinct_keys"] == len(folders)
                         and all(r["stored"] for r in L["rows"]) and not drill.chaos_error)
     finally:
@@ -395,10 +391,10 @@ def main(argv: list[str] | None = None) -> int:
         result = run(SHORT if args.short else FULL, home)
     except DrillError as exc:
         result = dict(result, error=str(exc))
-        print(t("演练失败：", "drill failed: ") + str(exc), file=sys.stderr)
+        print(t("drill failed: ") + str(exc), file=sys.stderr)
     finally:
         if args.keep:
-            print(t(f"演练文件夹保留在 {home}", f"drill folder kept: {home}"), file=sys.stderr)
+            print(t("drill folder kept: {home}", home=home), file=sys.stderr)
         else:
             shutil.rmtree(home, ignore_errors=True)
     if "ledger" in result:

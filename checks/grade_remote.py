@@ -62,8 +62,7 @@ def pack_class(students: list, lessons: list[dict], size_limit: int, kit: str,
                 s.folder = grade.folder_as_given(s.raw)
                 sources = _sources(s, lessons, at, Path(tmp))
             except (UsageError, OSError) as exc:
-                s.error = str(exc) if isinstance(exc, UsageError) else t(f"无法读取文件夹：{exc}",
-                                                                         f"cannot read the folder: {exc}")
+                s.error = str(exc) if isinstance(exc, UsageError) else t("cannot read the folder: {exc}", exc=exc)
                 s.results = errored(lessons, s.error)
                 continue
             for part_lessons, source in sources:
@@ -75,8 +74,7 @@ def pack_class(students: list, lessons: list[dict], size_limit: int, kit: str,
                 try:
                     data = pack_folder(source, size_limit)
                 except (PackRefused, OSError) as exc:
-                    message = str(exc) if isinstance(exc, PackRefused) else t(f"无法读取文件夹：{exc}",
-                                                                              f"cannot read the folder: {exc}")
+                    message = str(exc) if isinstance(exc, PackRefused) else t("cannot read the folder: {exc}", exc=exc)
                     part.results = errored(part_lessons, message)
                     if len(sources) == 1:
                         s.error = message
@@ -94,13 +92,12 @@ def _progress(done: int, total: int, started: float, hosts: dict[str, int], busy
     eta = ""
     if done:
         left = elapsed / done * (total - done)
-        eta = t(f"，预计还需 {left:.0f}s", f", ETA {left:.0f}s")
+        eta = t(", ETA {left:.0f}s", left=left)
     names = sorted(set(hosts) | set(busy.values()))
-    workers = " ".join(f"{h}:{hosts.get(h, 0)}" + (t("（在批）", "(busy)") if h in busy.values() else "")
+    workers = " ".join(f"{h}:{hosts.get(h, 0)}" + (t("(busy)") if h in busy.values() else "")
                        for h in names)
-    return t(f"[{done}/{total} 个文件夹] 用时 {elapsed:.0f}s{eta}  批改机：{workers or '—（还没有 worker 接活）'}",
-             f"[{done}/{total} folders] {elapsed:.0f}s elapsed{eta}  "
-             f"workers: {workers or '— (no worker has taken any yet)'}")
+    return t("[{done}/{total} folders] {elapsed:.0f}s elapsed{eta}  workers: {workers}", done=done, total=total,
+             elapsed=elapsed, eta=eta, workers=workers or t('— (no worker has taken any yet)'))
 
 
 def submit_and_collect(folders: list, lessons: list[str], out: Path, broker_url: str, result_url: str | None = None,
@@ -127,8 +124,8 @@ def submit_and_collect(folders: list, lessons: list[str], out: Path, broker_url:
     def finished(s, how: str) -> None:
         grade.write_reports(s, out)  # the local code path: same files, same shapes
         m = report.marks([c for r in s.results for c in r.checks])
-        print(t(f"  完成 {s.name}：{m['score']}/{m['max_score']}（{s.seconds:.0f}s，{how}）",
-                f"  done {s.name}: {m['score']}/{m['max_score']} ({s.seconds:.0f}s, {how})"), file=stream, flush=True)
+        print(t("  done {name}: {score}/{max_score} ({seconds:.0f}s, {how})", name=s.name, score=m['score'], how=how,
+                max_score=m['max_score'], seconds=s.seconds), file=stream, flush=True)
 
     jobs, packed = pack_class(students, chosen, size_limit, kit_version(), at)
     order = {lid: n for n, lid in enumerate(ids)}
@@ -142,7 +139,7 @@ def submit_and_collect(folders: list, lessons: list[str], out: Path, broker_url:
 
     for s in students:
         if complete(s) and not any(p.student is s for group in jobs.values() for p in group):
-            finished(s, t("未发送", "not sent"))
+            finished(s, t("not sent"))
     try:
         for key, group in jobs.items():
             if force:
@@ -152,9 +149,9 @@ def submit_and_collect(folders: list, lessons: list[str], out: Path, broker_url:
             grade_folder.apply_async((key, group[0].student.name, base64.b64encode(packed[key]).decode("ascii"),
                                       group[0].lessons), queue=QUEUE, retry=True)
     except redis.RedisError as exc:
-        raise UsageError(t(f"无法连接 broker：{exc}", f"cannot reach the broker: {exc}")) from None
+        raise UsageError(t("cannot reach the broker: {exc}", exc=exc)) from None
     except Exception as exc:  # kombu's own connection errors
-        raise UsageError(t(f"无法把任务交给 broker：{exc}", f"cannot hand the tasks to the broker: {exc}")) from None
+        raise UsageError(t("cannot hand the tasks to the broker: {exc}", exc=exc)) from None
     del packed
 
     pending, total = set(jobs), len(students)
@@ -196,17 +193,17 @@ def submit_and_collect(folders: list, lessons: list[str], out: Path, broker_url:
                 last_line, last_shown, warned = line, time.monotonic(), False
         except redis.ConnectionError:
             if not warned:
-                print(t("  broker 暂时连不上，继续等待……", "  the broker is unreachable for now, still waiting…"),
+                print(t("  the broker is unreachable for now, still waiting…"),
                       file=stream, flush=True)
             warned = True
         if timeout is not None and time.monotonic() - started > timeout:
-            message = t(f"{timeout:.0f}s 内没有批改完（没有 worker？）", f"not graded within {timeout:.0f}s (no worker?)")
+            message = t("not graded within {timeout:.0f}s (no worker?)", timeout=timeout)
             for key in sorted(pending):
                 for part in jobs[key]:
                     part.results = errored([l for l in chosen if l["id"] in part.lessons], message)
                     part.student.error = message
                     if complete(part.student):
-                        finished(part.student, t("超时", "timed out"))
+                        finished(part.student, t("timed out"))
             break
         if pending:
             time.sleep(0.5)

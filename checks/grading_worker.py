@@ -89,8 +89,7 @@ def results_store():
     import redis
     url = app.conf.broker_url
     if not url or not url.startswith(("redis://", "rediss://")):
-        raise UsageError(t("分布式批改需要 Redis broker（redis:// 或 rediss://）",
-                           "distributed grading needs a Redis broker (redis:// or rediss://)"))
+        raise UsageError(t("distributed grading needs a Redis broker (redis:// or rediss://)"))
     return redis.Redis.from_url(url, socket_timeout=30, socket_connect_timeout=5, health_check_interval=15)
 
 
@@ -155,13 +154,12 @@ def grade_packed(name: str, packed: bytes, lesson_ids: list[str], key: str) -> d
         wanted, mine = key.rsplit(":", 1)[-1], kit_version()
         try:
             if not mine.startswith(wanted):
-                raise PackRefused(t(f"这台批改机的工具包版本是 {mine[:12]}，教师端是 {wanted}：更新它（git pull）并重启 worker",
-                                    f"this grading machine runs kit {mine[:12]}, the instructor's is {wanted}: "
-                                    "update it (git pull) and restart the worker"))
+                raise PackRefused(t("this grading machine runs kit {mine}, the instructor's is {wanted}: update it "
+                                    "(git pull) and restart the worker", mine=mine[:12], wanted=wanted))
             unpack(packed, lab)
         except (PackRefused, OSError) as exc:
             student.error = str(exc) if isinstance(exc, PackRefused) else t(
-                f"打包的文件夹无法解开：{exc}", f"the packed folder could not be unpacked: {exc}")
+                "the packed folder could not be unpacked: {exc}", exc=exc)
             student.results = errored(lessons, student.error)
         else:  # every lesson boxed, as `checks grade`; a grading machine keeps no learner files after it
             grade.grade_one(student, lessons, data)
@@ -190,11 +188,9 @@ def grade_folder(self, key: str, name: str, packed_b64: str, lessons: list[str])
     sweep_leftovers()
     started_before = _patient(lambda: results_store().llen(DELIVERIES + key)) - 1
     if started_before >= MAX_EXECUTIONS:  # a folder whose grading kills its worker every time: stop here
-        message = t(f"这个文件夹的批改已开始 {started_before} 次，每次批改进程都在出结果前死掉（被杀？内存耗尽？）："
-                    f"不再重试。单独批改它看原因：python -m checks grade --lab 文件夹",
-                    f"grading this folder started {started_before} times and each time the grading process died "
-                    "before a result (killed? out of memory?): not retried again. Grade it alone to see why: "
-                    "python -m checks grade --lab DIR")
+        message = t("grading this folder started {started_before} times and each time the grading process died "
+                    "before a result (killed? out of memory?): not retried again. Grade it alone to see why: python "
+                    "-m checks grade --lab DIR", started_before=started_before)
         entry = {"key": key, "name": name, "worker": host, "pid": os.getpid(), "kit": kit_version(), "seconds": 0.0,
                  "result": {"lab": "", "error": message, "lessons": [], "retry": False}}
         return {"key": key, "graded": True, "stored": store_result(key, entry)}
@@ -202,8 +198,7 @@ def grade_folder(self, key: str, name: str, packed_b64: str, lessons: list[str])
     try:
         wire = grade_packed(name, base64.b64decode(packed_b64), lessons, key)
     except Exception as exc:  # noqa: BLE001 - this machine's fault, not the folder's: said now, graded next run
-        message = t(f"批改机 {host} 出错：{type(exc).__name__}: {exc}", f"grading machine {host} failed: "
-                    f"{type(exc).__name__}: {exc}")
+        message = t("grading machine {host} failed: {name}: {exc}", host=host, name=type(exc).__name__, exc=exc)
         wire = {"lab": "", "error": message, "lessons": [], "retry": True}
     entry = {"key": key, "name": name, "worker": host, "pid": os.getpid(), "kit": kit_version(),
              "seconds": round(time.monotonic() - started, 3), "result": wire}
@@ -214,9 +209,8 @@ def run_worker(broker_url: str, concurrency: int = 1, name: str | None = None, r
                visibility: int = VISIBILITY_SECONDS, loglevel: str = "INFO") -> None:
     """A Celery worker for the grading queue (prefork, -O fair, prefetch 1); returns when it stops."""
     if boxing() != "on":
-        raise UsageError(t(f"这台机器无法为学生代码创建沙箱（{availability()[1]}），不能作为批改机",
-                           f"no box can be made for learner code here ({availability()[1]}): this machine "
-                           "cannot grade"))
+        raise UsageError(t("no box can be made for learner code here ({availability}): this machine cannot grade",
+                           availability=availability()[1]))
     kit_version()  # fixed now, before the pool forks: the version of the code this worker runs
     configure(broker_url, result_url, visibility)
     argv = ["worker", "-Q", QUEUE, "-P", "prefork", "-c", str(concurrency), "-O", "fair",

@@ -61,7 +61,7 @@ _WRITE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 def _plain() -> str:
-    return t("评分程序只把文件夹当作普通文件来读", "the grader reads a folder as plain files only")
+    return t("the grader reads a folder as plain files only")
 
 
 def _shown(rel: str) -> str:
@@ -72,7 +72,7 @@ def _shown(rel: str) -> str:
 
 def _size(n: int) -> str:
     if n < 1 << 20:
-        return t(f"{n} 字节", f"{n} bytes")
+        return t("{n} bytes", n=n)
     mb = n / (1 << 20)
     return f"{mb:.0f} MB" if mb == int(mb) else f"{mb:.1f} MB"
 
@@ -92,49 +92,41 @@ class _Budget:
 
     def tick(self, rel: str) -> None:
         if time.monotonic() >= self.deadline:
-            raise IntakeRefused(t(
-                f"读取文件夹超过了 {self.caps.seconds:g} 秒（停在 {_shown(rel)}）：请把大文件或生成的文件移出文件夹",
-                f"reading the folder took over {self.caps.seconds:g} s (stopped at {_shown(rel)}): "
-                "move large or generated files out of the folder"))
+            raise IntakeRefused(t("reading the folder took over {seconds:g} s (stopped at {shown}): move large or "
+                                  "generated files out of the folder", seconds=self.caps.seconds, shown=_shown(rel)))
 
     def too_many(self, rel: str) -> IntakeRefused:
-        return IntakeRefused(t(
-            f"文件和文件夹多于 {self.caps.files} 个（停在 {_shown(rel)}）：请把生成的文件移出文件夹",
-            f"more than {self.caps.files} files and folders (stopped at {_shown(rel)}): "
-            "move generated files out of the folder"))
+        return IntakeRefused(t("more than {files} files and folders (stopped at {shown}): move generated files out "
+                               "of the folder", files=self.caps.files, shown=_shown(rel)))
 
     def entry(self, rel: str, is_dir: bool) -> None:
         self.entries += 1
         if self.entries > self.caps.files:
             raise self.too_many(rel)
         if is_dir and rel.count("/") + 1 > self.caps.depth:
-            raise IntakeRefused(t(
-                f"{_shown(rel)} 嵌套超过了 {self.caps.depth} 层文件夹：请减少文件夹的层数",
-                f"{_shown(rel)} is nested deeper than {self.caps.depth} folders: flatten the folder"))
+            raise IntakeRefused(t("{shown} is nested deeper than {depth} folders: flatten the folder",
+                                  shown=_shown(rel), depth=self.caps.depth))
 
     def file(self, rel: str, size: int) -> None:
         """A regular file of `size` bytes (its apparent size), counted before a byte of it is read."""
         if size > self.caps.file_bytes:
-            raise IntakeRefused(t(
-                f"{_shown(rel)} 有 {_size(size)}（表观大小），超过了每个文件 {_size(self.caps.file_bytes)} 的上限：请把它移出文件夹",
-                f"{_shown(rel)} is {_size(size)} (apparent size), over the {_size(self.caps.file_bytes)} "
-                "per-file limit: move it out of the folder"))
+            raise IntakeRefused(t("{shown} is {size} (apparent size), over the {size2} per-file limit: move it out "
+                                  "of the folder", shown=_shown(rel), size=_size(size),
+                                  size2=_size(self.caps.file_bytes)))
         if self.bytes + size > self.caps.total_bytes:
-            raise IntakeRefused(t(
-                f"算上 {_shown(rel)}，文件夹超过了 {_size(self.caps.total_bytes)} 的总上限：请把大文件移出文件夹",
-                f"with {_shown(rel)} the folder is over the {_size(self.caps.total_bytes)} limit for the whole "
-                "folder: move large files out of the folder"))
+            raise IntakeRefused(t("with {shown} the folder is over the {size} limit for the whole folder: move large "
+                                  "files out of the folder", shown=_shown(rel), size=_size(self.caps.total_bytes)))
         self.files += 1
         self.bytes += size
 
 
 def _unreadable(shown, exc: OSError) -> IntakeRefused:
-    return IntakeRefused(t(f"无法读取 {shown}：{exc.strerror}", f"{shown} cannot be read: {exc.strerror}"))
+    return IntakeRefused(t("{shown} cannot be read: {strerror}", shown=shown, strerror=exc.strerror))
 
 
 def _changed(rel: str) -> IntakeRefused:
-    return IntakeRefused(t(f"{_shown(rel)} 在读取时发生了变化：请在没有程序写入文件夹时重试",
-                           f"{_shown(rel)} changed while it was being read: try again when nothing writes to the folder"))
+    return IntakeRefused(t("{shown} changed while it was being read: try again when nothing writes to the folder",
+                           shown=_shown(rel)))
 
 
 def _copy(read, out, rel: str, size: int, budget: _Budget) -> None:
@@ -161,10 +153,9 @@ def take_in(folder: Path, dest: Path, caps: Caps = CAPS, skip_dirs=SKIP_DIRS) ->
     except OSError as exc:
         raise _unreadable(folder, exc) from None
     if stat.S_ISLNK(st.st_mode):
-        raise IntakeRefused(t(f"{folder} 是符号链接：请给出文件夹本身",
-                              f"{folder} is a symbolic link: give the folder itself"))
+        raise IntakeRefused(t("{folder} is a symbolic link: give the folder itself", folder=folder))
     if not stat.S_ISDIR(st.st_mode):
-        raise IntakeRefused(t(f"{folder} 不是文件夹", f"{folder} is not a folder"))
+        raise IntakeRefused(t("{folder} is not a folder", folder=folder))
     dest.parent.mkdir(parents=True, exist_ok=True)
     os.mkdir(dest, 0o700)
     budget = _Budget(caps)
@@ -202,7 +193,7 @@ def _walk(src: int, out: int, top: str, budget: _Budget, skip: frozenset) -> Non
         rel = f"{top}/{name}" if top else name
         budget.tick(rel)
         if name in ("", ".", "..") or "/" in name:
-            raise IntakeRefused(t(f"{_shown(rel)} 不是可用的文件名", f"{_shown(rel)} is not a usable file name"))
+            raise IntakeRefused(t("{shown} is not a usable file name", shown=_shown(rel)))
         if name in skip or name.endswith(".pyc"):
             continue
         try:
@@ -247,16 +238,15 @@ def _take(src: int, out: int, name: str, rel: str, budget: _Budget, skip: frozen
             os.close(fd)
     elif stat.S_ISLNK(st.st_mode):
         target = _shown(os.readlink(name, dir_fd=src))     # read as text for the message, never followed
-        raise IntakeRefused(t(f"{_shown(rel)} 是符号链接（指向 {target}）：{_plain()}，请用文件本身替换这个链接",
-                              f"{_shown(rel)} is a symbolic link (to {target}): {_plain()}; "
-                              "replace the link with the file itself"))
+        raise IntakeRefused(t("{shown} is a symbolic link (to {target}): {plain}; replace the link with the file "
+                              "itself", shown=_shown(rel), target=target, plain=_plain()))
     else:
-        what = (t("命名管道（FIFO）", "a named pipe (FIFO)") if stat.S_ISFIFO(st.st_mode) else
-                t("套接字", "a socket") if stat.S_ISSOCK(st.st_mode) else
-                t("设备文件", "a device file") if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode) else
-                t("特殊文件", "a special file"))
-        raise IntakeRefused(t(f"{_shown(rel)} 是{what}：{_plain()}，请把它移出文件夹",
-                              f"{_shown(rel)} is {what}: {_plain()}; move it out of the folder"))
+        what = (t("a named pipe (FIFO)") if stat.S_ISFIFO(st.st_mode) else
+                t("a socket") if stat.S_ISSOCK(st.st_mode) else
+                t("a device file") if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode) else
+                t("a special file"))
+        raise IntakeRefused(t("{shown} is {what}: {plain}; move it out of the folder", shown=_shown(rel), what=what,
+                              plain=_plain()))
 
 
 class _Full(Exception):
@@ -305,12 +295,11 @@ def pack(copy: Path, limit: int) -> bytes:
                     with open(copy / at, "rb") as data:
                         tar.addfile(info, data)
                 else:
-                    raise IntakeRefused(t(f"{_shown(at)} 不是普通文件或文件夹：{_plain()}",
-                                          f"{_shown(at)} is not a plain file or folder: {_plain()}"))
+                    raise IntakeRefused(t("{shown} is not a plain file or folder: {plain}", shown=_shown(at),
+                                          plain=_plain()))
     except _Full:
-        raise IntakeRefused(t(f"打包在 {_shown(at)} 处超过了 {_size(limit)} 的上限：请把大文件移出文件夹",
-                              f"packing passed the {_size(limit)} limit at {_shown(at)}: "
-                              "move large files out of the folder")) from None
+        raise IntakeRefused(t("packing passed the {size} limit at {shown}: move large files out of the folder",
+                              size=_size(limit), shown=_shown(at))) from None
     return bytes(sink.data)
 
 
@@ -326,25 +315,25 @@ class _Bounded:
         data = self.raw.read(self.left + 1 if n < 0 else min(n, self.left + 1))
         self.left -= len(data)
         if self.left < 0:
-            raise IntakeRefused(t(f"打包的文件夹解压后过大（停在 {_shown(self.at)}）",
-                                  f"the packed folder unpacks to too much data (stopped at {_shown(self.at)})"))
+            raise IntakeRefused(t("the packed folder unpacks to too much data (stopped at {shown})",
+                                  shown=_shown(self.at)))
         return data
 
 
 def _kind(member: tarfile.TarInfo) -> str:
-    return (t("符号链接", "a symbolic link") if member.issym() else
-            t("硬链接", "a hard link") if member.islnk() else
-            t("设备文件", "a device file") if member.ischr() or member.isblk() else
-            t("命名管道（FIFO）", "a named pipe (FIFO)") if member.isfifo() else
-            t(f"类型为 {member.type!r} 的条目", f"an entry of type {member.type!r}"))
+    return (t("a symbolic link") if member.issym() else
+            t("a hard link") if member.islnk() else
+            t("a device file") if member.ischr() or member.isblk() else
+            t("a named pipe (FIFO)") if member.isfifo() else
+            t("an entry of type {type!r}", type=member.type))
 
 
 def unpack(packed: bytes, dest: Path, limit: int, caps: Caps = CAPS) -> Intake:
     """Unpack what `pack` made into `dest` (which must not exist), checking every member ourselves."""
     dest = Path(dest)
     if len(packed) > limit:
-        raise IntakeRefused(t(f"打包的文件夹有 {_size(len(packed))}，超过了 {_size(limit)} 的上限",
-                              f"the packed folder is {_size(len(packed))}, over the {_size(limit)} limit"))
+        raise IntakeRefused(t("the packed folder is {size}, over the {size2} limit", size=_size(len(packed)),
+                              size2=_size(limit)))
     if os.path.lexists(dest):
         raise ValueError(f"unpack: {dest} already exists")
     dest.parent.mkdir(parents=True, exist_ok=True)
@@ -357,18 +346,18 @@ def unpack(packed: bytes, dest: Path, limit: int, caps: Caps = CAPS) -> Intake:
             for member in tar:
                 stream.at = name = member.name
                 budget.tick(name)
-                here = t(f"打包的文件夹里的 {_shown(name)}", f"{_shown(name)} in the packed folder")
+                here = t("{shown} in the packed folder", shown=_shown(name))
                 parts = name.split("/")     # an absolute name starts with an empty part
                 if "\0" in name or any(part in ("", ".", "..") for part in parts):
-                    raise IntakeRefused(t(f"{here} 不是普通的相对路径", f"{here} is not a plain relative path"))
+                    raise IntakeRefused(t("{here} is not a plain relative path", here=here))
                 if not (member.isdir() or member.type in (tarfile.REGTYPE, tarfile.AREGTYPE)):
-                    raise IntakeRefused(t(f"{here} 是{_kind(member)}：只接受普通文件和文件夹",
-                                          f"{here} is {_kind(member)}: only plain files and folders are accepted"))
+                    raise IntakeRefused(t("{here} is {kind}: only plain files and folders are accepted", here=here,
+                                          kind=_kind(member)))
                 if name in seen:
-                    raise IntakeRefused(t(f"{here} 出现了两次", f"{here} appears twice"))
+                    raise IntakeRefused(t("{here} appears twice", here=here))
                 seen.add(name)
                 if len(parts) > 1 and "/".join(parts[:-1]) not in folders:
-                    raise IntakeRefused(t(f"{here} 出现在它的文件夹之前", f"{here} comes before its folder"))
+                    raise IntakeRefused(t("{here} comes before its folder", here=here))
                 budget.entry(name, member.isdir())
                 # A path inside our fresh dest, where only we have created anything: no link on the way.
                 target = dest / name
@@ -382,8 +371,8 @@ def unpack(packed: bytes, dest: Path, limit: int, caps: Caps = CAPS) -> Intake:
                     _copy(tar.extractfile(member).read, copy, name, member.size, budget)
     except (tarfile.TarError, OSError, EOFError, zlib.error) as exc:
         shutil.rmtree(dest, ignore_errors=True)
-        raise IntakeRefused(t(f"无法读取打包的文件夹（停在 {_shown(stream.at)}）：{exc}",
-                              f"the packed folder cannot be read (stopped at {_shown(stream.at)}): {exc}")) from None
+        raise IntakeRefused(t("the packed folder cannot be read (stopped at {shown}): {exc}", shown=_shown(stream.at),
+                              exc=exc)) from None
     except BaseException:
         shutil.rmtree(dest, ignore_errors=True)
         raise

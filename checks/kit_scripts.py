@@ -68,7 +68,7 @@ def bench(quick: bool) -> int:
         out = LAB_DIR / "bench" / out_name
         out.parent.mkdir(parents=True, exist_ok=True)
         code = run_kit_script(lesson_id, script, ["--out", str(out)] + (["--quick"] if quick else []))
-        print(t(f"结果 JSON：{os.path.relpath(out)}", f"results JSON: {os.path.relpath(out)}"))
+        print(t("results JSON: {relpath}", relpath=os.path.relpath(out)))
         worst = max(worst, 0 if code == 0 else 1)
     return worst
 
@@ -82,10 +82,10 @@ def soak(jobs: int, seed: int | None) -> int:
     if seed is not None:
         argv += ["--seed", str(seed)]
     code = run_kit_script("16", "checks.tools.soak", argv, exclusive=True, monitor=True)
-    print(t(f"账本 JSON：{os.path.relpath(out)}", f"ledger JSON: {os.path.relpath(out)}"))
+    print(t("ledger JSON: {relpath}", relpath=os.path.relpath(out)))
     if out.is_file():  # and a page: the ledger, the backlog over time (the monitor's feed), the chaos
         page = out.with_suffix(".html")
         history = read_history(LAB_DIR / "logs" / "soak" / HISTORY_NAME)
         timelines.write_soak_page(page, json.loads(out.read_text(encoding="utf-8")), history)
-        print(t(f"账本页面：{os.path.relpath(page)}", f"ledger page: {os.path.relpath(page)}"))
+        print(t("ledger page: {relpath}", relpath=os.path.relpath(page)))
     return 0 if code == 0 else 1

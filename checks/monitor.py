@@ -291,10 +291,9 @@ def serve(port: int, source: str) -> int:
     from shared.i18n import t
     from shared.proc import port_open
     if port_open(port):
-        print(t(f"端口 {port} 已被占用：换一个，例如 make monitor PORT={port + 1}",
-                f"port {port} is taken: choose another, e.g. make monitor PORT={port + 1}"), file=sys.stderr)
+        print(t("port {port} is taken: choose another, e.g. make monitor PORT={port2}", port=port, port2=port + 1), file=sys.stderr)
         return 2
-    print(t(f"监控页面：http://127.0.0.1:{port}/ （Ctrl-C 结束）", f"monitor: http://127.0.0.1:{port}/ (Ctrl-C to stop)"),
+    print(t("monitor: http://127.0.0.1:{port}/ (Ctrl-C to stop)", port=port),
           flush=True)
     uvicorn.run(make_app(source), host="127.0.0.1", port=port, log_level="warning")
     return 0

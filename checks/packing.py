@@ -21,9 +21,8 @@ class PackRefused(Exception):
 
 def _too_big(limit: int) -> PackRefused:
     mb = limit / 1024 / 1024
-    return PackRefused(t(f"文件夹打包后超过 {mb:g} MB 的上限，没有发送去批改：删掉大文件（数据、下载、构建产物）后再交",
-                         f"the folder packs to more than the {mb:g} MB limit and was not sent for grading: "
-                         "remove large files (data, downloads, build output) and hand it in again"))
+    return PackRefused(t("the folder packs to more than the {mb:g} MB limit and was not sent for grading: remove "
+                         "large files (data, downloads, build output) and hand it in again", mb=mb))
 
 
 def _caps(limit: int) -> intake.Caps:

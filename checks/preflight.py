@@ -49,17 +49,15 @@ def diagnose(lesson: dict, lessons: list[dict], folder: Path) -> list[Problem]:
     if wanted and not any(name in present for name in wanted):
         for sub in ("tasks_lab",):
             if (folder / sub).is_dir() and any((folder / sub / name).is_file() for name in wanted):
-                return [Problem(wanted[0], t(
-                    f"{folder} 里没有第 {lesson['id']} 课的文件，但 {folder / sub} 里有：LAB= 应指向 {folder / sub}",
-                    f"{folder} has none of lesson {lesson['id']}'s files, but {folder / sub} does: "
-                    f"point LAB= at {folder / sub}"))]
+                return [Problem(wanted[0], t("{folder} has none of lesson {id}'s files, but {folder2} does: point "
+                                             "LAB= at {folder2}", folder=folder, id=lesson['id'], folder2=folder / sub))]
     for name in wanted:
         path = folder / name
         if not path.is_file():
             near = difflib.get_close_matches(name, sorted(present), n=1, cutoff=0.8)
-            guess = t(f"（是不是 {near[0]} 写错了名字？）", f" (is {near[0]} the same file, misnamed?)") if near else ""
-            problems.append(Problem(name, t(f"你的文件夹里没有 {name}：应在 {path}{guess}",
-                                            f"{name} not found in your folder: expected at {path}{guess}"),
+            guess = t(" (is {near} the same file, misnamed?)", near=near[0]) if near else ""
+            problems.append(Problem(name, t("{name} not found in your folder: expected at {path}{guess}", name=name,
+                                            path=path, guess=guess),
                                     only_if_blocking=True, kind="missing"))
             continue
         if name.endswith(".py"):
@@ -68,18 +66,17 @@ def diagnose(lesson: dict, lessons: list[dict], folder: Path) -> list[Problem]:
             except SyntaxError as exc:
                 where = f"{path}:{exc.lineno}" if exc.lineno else str(path)
                 line = (exc.text or "").strip()
-                problems.append(Problem(name, t(f"{name} 无法解析（语法错误）：{where}：{exc.msg}" + (f"\n    {line}" if line else ""),
-                                                f"{name} does not compile: {where}: {exc.msg}" + (f"\n    {line}" if line else "")),
+                problems.append(Problem(name, t("{name} does not compile: {where}: {msg}{line}", name=name,
+                                                where=where, msg=exc.msg, line=f"\n    {line}" if line else ""),
                                         kind="syntax"))
             except ValueError as exc:  # e.g. a NUL byte
-                problems.append(Problem(name, t(f"{name} 无法解析：{exc}", f"{name} does not compile: {exc}"), kind="syntax"))
+                problems.append(Problem(name, t("{name} does not compile: {exc}", name=name, exc=exc), kind="syntax"))
     for name in sorted(present):
         stem = name[:-3] if name.endswith(".py") else None
         if stem and (stem in sys.stdlib_module_names or stem in THIRD_PARTY):
-            problems.append(Problem(name, t(
-                f"{folder / name} 与 Python 的 {stem} 模块同名，会被错误地导入：请改名（例如 my_{name}）",
-                f"{folder / name} has the name of Python's {stem} module and would be imported in its place: "
-                f"rename it (e.g. my_{name})"), kind="shadow"))
+            problems.append(Problem(name, t("{folder} has the name of Python's {stem} module and would be imported "
+                                            "in its place: rename it (e.g. my_{name})", folder=folder / name,
+                                            stem=stem, name=name), kind="shadow"))
     return problems
 
 
@@ -101,14 +98,11 @@ def env_file_notice(lesson: dict, folder: Path) -> str | None:
     missing = [key for key in URL_KEYS if key not in keys]
     if bad is None and not missing:
         return None
-    what = t(f"第 {bad} 行不是 KEY=value", f"line {bad} is not KEY=value") if bad is not None else \
-        t(f"缺少 {', '.join(missing)}", f"it has no {', '.join(missing)}")
-    return t(f"你文件夹里的 .env.tasks 有问题：{what}。检查不用它（沙箱有自己的服务和凭据），"
-             "但你自己在终端里运行本课的程序时会读它而失败：make services 之后，"
-             "把套件目录里的 .env.tasks 复制过来（cp -p .env.tasks 你的文件夹/）",
-             f"your folder's .env.tasks is broken: {what}. The checks never use it (the box has its own servers "
-             "and credentials), but your own terminal runs of this lesson read it and will fail: after make services, "
-             "copy the kit's own (cp -p .env.tasks YOUR_FOLDER/)")
+    what = t("line {bad} is not KEY=value", bad=bad) if bad is not None else \
+        t("it has no {missing}", missing=', '.join(missing))
+    return t("your folder's .env.tasks is broken: {what}. The checks never use it (the box has its own servers and "
+             "credentials), but your own terminal runs of this lesson read it and will fail: after make services, "
+             "copy the kit's own (cp -p .env.tasks YOUR_FOLDER/)", what=what)
 
 
 @dataclass(frozen=True)

@@ -163,16 +163,14 @@ def run_checks(lesson: dict, workdir: Path, log_dir: Path, checks: list[dict], b
                         if next(x["verifier"] for x in checks if x["id"] == c) == verifier)
             if tampered:
                 res.status, res.notes, res.tampered = ERROR, _tail(result.output), True
-                res.message = t("疑似篡改：检查器自己的函数被替换，或判定通道上出现了未签名的行，"
-                                "或判定来自检查器以外的进程（例如 fork 出的副本）",
-                                "tampering suspected: the checker's own functions were replaced, unsigned lines "
+                res.message = t("tampering suspected: the checker's own functions were replaced, unsigned lines "
                                 "appeared on the verdict channel, or verdicts came from a process other than the "
                                 "checker (a fork of it)")
             elif result.ended == "exit" and code != 0 and not fails:
                 # Every line said ok, yet the verifier failed (or its end was never seen): distrust the passes.
                 res.status, res.notes = ERROR, _tail(result.output)
                 res.message = (f"{verifier} exited with code {code} after reporting" if code is not None else
-                               t(f"{verifier} 报告之后没有正常结束", f"{verifier} never ended normally after reporting"))
+                               t("{verifier} never ended normally after reporting", verifier=verifier))
             elif result.ended != "exit" and stuck is None and code is None and not fails:
                 res.status, res.notes = ERROR, _tail(result.output)
                 res.message = f"{verifier} did not exit within {result.limit:g}s after reporting"
@@ -182,28 +180,24 @@ def run_checks(lesson: dict, workdir: Path, log_dir: Path, checks: list[dict], b
             res = by_id[stuck]
             if result.ended == "timeout":
                 res.status, res.seconds = TIMEOUT, result.limit
-                res.message = t(f"在本项的 {result.limit:g} 秒时限内没有给出结果",
-                                f"ran past this check's {result.limit:g}s limit")
+                res.message = t("ran past this check's {limit:g}s limit", limit=result.limit)
             elif result.ended == "output":
                 res.status = ERROR
-                res.message = t(f"输出超过上限（屏幕输出 {B.OUTPUT_LIMIT >> 20} MB，或判定通道上过长的记录）：运行被停止",
-                                f"output limit: over {B.OUTPUT_LIMIT >> 20} MB printed, or an over-long record on "
-                                "the verdict channel: the run was stopped")
+                res.message = t("output limit: over {output_limit} MB printed, or an over-long record on the verdict "
+                                "channel: the run was stopped", output_limit=B.OUTPUT_LIMIT >> 20)
             else:
                 res.status = ERROR
-                res.message = t(f"写入磁盘超过 {B.DISK_LIMIT >> 20} MB：运行被停止",
-                                f"wrote over {B.DISK_LIMIT >> 20} MB to disk: the run was stopped")
+                res.message = t("wrote over {disk_limit} MB to disk: the run was stopped",
+                                disk_limit=B.DISK_LIMIT >> 20)
             res.notes = _tail(result.output)
             pending.remove(stuck)
             if result.ended == "timeout" and pending and not probed:
                 probed = True
                 hung = _hanging_imports(lesson, workdir, log_dir, result.limit, staged)
                 if hung:  # every check importing it would hang in turn: said once, not waited out again
-                    message = t(f"导入 {hung[0]}.py 一直没有结束：模块顶层的代码在导入时就会运行，那里的死循环会卡住每一项检查。"
-                                f"把它移到 if __name__ == \"__main__\": 下面。{stuck} 之后的检查没有运行。",
-                                f"importing {hung[0]}.py never finishes: code at a module's top level runs at import, "
-                                f"and an endless loop there blocks every check. Move it under "
-                                f"`if __name__ == \"__main__\":`. The checks after {stuck} were not run.")
+                    message = t("importing {hung}.py never finishes: code at a module's top level runs at import, "
+                                "and an endless loop there blocks every check. Move it under `if __name__ == "
+                                "\"__main__\":`. The checks after {stuck} were not run.", hung=hung[0], stuck=stuck)
                     for check_id in pending:
                         by_id[check_id].status, by_id[check_id].message = ERROR, message
                     return [message]
@@ -214,19 +208,18 @@ def run_checks(lesson: dict, workdir: Path, log_dir: Path, checks: list[dict], b
             res = by_id[check_id]
             if result.ended == "timeout":
                 res.status = TIMEOUT
-                res.message = t(f"在检查开始前或结束后超过 {result.limit:g} 秒没有进展",
-                                f"made no progress for {result.limit:g}s outside any check")
+                res.message = t("made no progress for {limit:g}s outside any check", limit=result.limit)
             elif result.ended in ("output", "disk"):
                 res.status = ERROR
-                res.message = t("输出或磁盘写入超过上限：运行被停止", "output or disk use over its limit: the run was stopped")
+                res.message = t("output or disk use over its limit: the run was stopped")
             else:
                 verifier = next(c["verifier"] for c in checks if c["id"] == check_id)
                 code = exits.get(verifier)
                 res.status = ERROR
-                res.message = (t(f"{verifier} 以退出码 {code} 结束，没有报告本项",
-                                 f"{verifier} exited with code {code} without reporting this check")
+                res.message = (t("{verifier} exited with code {code} without reporting this check", verifier=verifier,
+                                 code=code)
                                if code is not None else
-                               t(f"{verifier} 没有报告本项就结束了", f"{verifier} ended without reporting this check"))
+                               t("{verifier} ended without reporting this check", verifier=verifier))
             res.notes = _tail(result.output)
         break
     return []

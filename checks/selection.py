@@ -22,7 +22,7 @@ def load() -> dict:
     try:
         return manifest.load()
     except manifest.ManifestError as exc:
-        raise UsageError(t(f"清单有误：{exc}", f"malformed manifest: {exc}")) from None
+        raise UsageError(t("malformed manifest: {exc}", exc=exc)) from None
 
 
 def select(data: dict, ids: list[str], allow_planned: bool) -> list[dict]:
@@ -36,9 +36,9 @@ def select(data: dict, ids: list[str], allow_planned: bool) -> list[dict]:
         lesson = manifest.lesson(lesson_id, data)
         if lesson is None:
             known = ", ".join(l["id"] for l in lessons)
-            raise UsageError(t(f"没有第 {raw} 课（可选：{known}，或 all）", f"no lesson {raw!r} (choose from {known}, or all)"))
+            raise UsageError(t("no lesson {raw!r} (choose from {known}, or all)", raw=raw, known=known))
         if lesson["status"] != "ready" and not allow_planned:
-            raise UsageError(t(f"第 {lesson_id} 课还在计划中，尚未建成", f"lesson {lesson_id} is planned, not built yet"))
+            raise UsageError(t("lesson {lesson_id} is planned, not built yet", lesson_id=lesson_id))
         chosen.append(lesson)
     return chosen
 
@@ -49,7 +49,7 @@ def lab_path(raw: str | None) -> Path | None:
         return None
     path = Path(raw).expanduser().resolve()
     if not path.is_dir():
-        raise UsageError(t(f"--lab {raw}：文件夹不存在", f"--lab {raw}: no such folder"))
+        raise UsageError(t("--lab {raw}: no such folder", raw=raw))
     return path
 
 
@@ -59,8 +59,8 @@ def remembered_folder() -> Path:
     if lab is None:
         raise UsageError(t(*HOW_TO_GIVE_FOLDER))
     if not lab.is_dir():
-        raise UsageError(t(f"记住的文件夹 {lab} 不存在了：make check LAB=新目录，或 make forget",
-                           f"the remembered folder {lab} no longer exists: make check LAB=NEW_DIR, or make forget"))
+        raise UsageError(t("the remembered folder {lab} no longer exists: make check LAB=NEW_DIR, or make forget",
+                           lab=lab))
     return lab
 
 
@@ -92,15 +92,14 @@ def next_lesson(data: dict, folder: Path | None) -> tuple[str | None, str]:
     if reached is None:
         return None, ""
     if progress.load(str(folder)).get(reached, {}).get("status") == "pass":
-        return reached, t(f"上次通过了第 {reached} 课，文件夹里还没有下一课的文件",
-                          f"you last passed lesson {reached}; your folder has no file of the next lesson yet")
-    return reached, t(f"你的文件夹里最新的是第 {reached} 课的文件", f"your folder's files reach lesson {reached}")
+        return reached, t("you last passed lesson {reached}; your folder has no file of the next lesson yet",
+                          reached=reached)
+    return reached, t("your folder's files reach lesson {reached}", reached=reached)
 
 
 def where_the_folder_is(lesson: dict, data: dict, reached: str | None) -> str:
     """Says how far the folder's files reach, and that lesson NN's new files are not among them."""
     new = ", ".join(new_files(lesson, data)[:4])
-    at = t(f"你的文件夹里的文件到第 {reached} 课为止", f"your folder's files reach lesson {reached}") if reached else \
-        t("你的文件夹里还没有任何一课的文件", "your folder has no lesson's files yet")
-    return t(f"{at}：第 {lesson['id']} 课新增的文件（{new}）还不在文件夹里",
-             f"{at}: the files lesson {lesson['id']} adds ({new}) are not in it yet")
+    at = t("your folder's files reach lesson {reached}", reached=reached) if reached else \
+        t("your folder has no lesson's files yet")
+    return t("{at}: the files lesson {id} adds ({new}) are not in it yet", at=at, id=lesson['id'], new=new)

@@ -65,8 +65,8 @@ def prepare_services(lesson: dict, workdir: Path, schema_files: list[str] | None
             for name in dict.fromkeys(schema_files):
                 path = workdir / name
                 if not path.is_file():
-                    raise SchemaError(t(f"文件夹里没有 {name}：本课的表由它建立", f"{name} is missing from the folder: "
-                                        "this lesson's tables are made by it"))
+                    raise SchemaError(t("{name} is missing from the folder: this lesson's tables are made by it",
+                                        name=name))
                 for statement in labctl.split_sql(path.read_text(encoding="utf-8", errors="replace")):
                     try:
                         cur.execute(statement)
@@ -75,12 +75,11 @@ def prepare_services(lesson: dict, workdir: Path, schema_files: list[str] | None
                         # @@…) that this server cannot answer: report it, keep going. DDL errors stop the run.
                         if statement.lstrip().split(None, 1)[0].upper() not in ("SELECT", "SHOW"):
                             first = statement.strip().splitlines()[0][:100]
-                            raise SchemaError(t(f"{name} 执行失败：`{first}`：{exc}",
-                                                f"{name} failed on `{first}`: {exc}")) from None
+                            raise SchemaError(t("{name} failed on `{first}`: {exc}", name=name, first=first, exc=exc)) from None
                         first = statement.strip().splitlines()[0][:80]
-                        notices.append(t(f"{name}：只用于查看的语句 `{first}` 这个服务器答不了（{exc}），已略过；检查不需要它",
-                                         f"{name}: `{first}` only looks at the result, and this server cannot "
-                                         f"answer it ({exc}); passed over — the checks do not need it"))
+                        notices.append(t("{name}: `{first}` only looks at the result, and this server cannot answer "
+                                         "it ({exc}); passed over — the checks do not need it", name=name, first=first,
+                                         exc=exc))
     finally:
         conn.close()
     return notices

@@ -57,7 +57,7 @@ def _run_lessons(lessons, data, lab: Path | None, copy: Path | None, scope: str,
             on_start(lesson)
         ahead = copy is not None and (reached is None or lesson["id"] > reached)
         if lesson["status"] != "ready":
-            result = every_check(lesson, SKIPPED, t("本课尚未建成（planned）", "lesson not built yet (planned)"),
+            result = every_check(lesson, SKIPPED, t("lesson not built yet (planned)"),
                                  source="planned")
         elif ahead and skip_unreached:
             result = every_check(lesson, NOT_REACHED, where_the_folder_is(lesson, data, reached), str(lab))
@@ -121,5 +121,5 @@ def in_the_learners_terms(result: LessonResult, problems: list, copies: dict[Pat
             if cause is not None:
                 blocking.add(cause.file)
                 c.status, c.blocked, c.notes = ERROR, cause.file, []
-                c.message = t(f"被上面的问题挡住：先修好 {cause.file}", f"blocked by the problem above: fix {cause.file} first")
+                c.message = t("blocked by the problem above: fix {file} first", file=cause.file)
     result.problems = [p.message for p in problems if not p.only_if_blocking or p.file in blocking]

@@ -50,6 +50,5 @@ def mark_superseded(results: list[CheckResult], gone: dict[str, str]) -> None:
     for r in results:
         if r.id in gone:
             r.status = SUPERSEDED
-            r.message = t(f"第 {gone[r.id]} 课替换了本项检查的内容，你的文件夹已经到了那一课：不计分",
-                          f"lesson {gone[r.id]} replaced what this checks, and your folder has reached it: "
-                          "not counted")
+            r.message = t("lesson {gone} replaced what this checks, and your folder has reached it: not counted",
+                          gone=gone[r.id])

@@ -69,8 +69,7 @@ def scan(folder: Path, limit: int = 10) -> list[Finding]:
             if hashlib.sha256(path.read_bytes()).hexdigest() in _kit_digests():
                 continue
         if path.suffix == ".pth":
-            found.append(Finding(rel.as_posix(), 1, t("Python 启动时会执行的 .pth 文件", "a .pth file (Python runs it "
-                                                      "at start-up)"), ""))
+            found.append(Finding(rel.as_posix(), 1, t("a .pth file (Python runs it at start-up)"), ""))
             continue
         try:
             lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
@@ -88,6 +87,5 @@ def scan(folder: Path, limit: int = 10) -> list[Finding]:
 
 def message(findings: list[Finding]) -> str:
     first = findings[0]
-    return t(f"疑似篡改：{first}（共 {len(findings)} 处）。课程代码不需要这些；请删除后再检查",
-             f"tampering suspected: {first} ({len(findings)} in all). The course needs none of this; "
-             "remove it and check again")
+    return t("tampering suspected: {first} ({n_findings} in all). The course needs none of this; remove it and check "
+             "again", first=first, n_findings=len(findings))

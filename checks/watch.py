@@ -42,7 +42,7 @@ def watch(lesson: dict, data: dict, folder: Path, interval: float, max_runs: int
                     print("\033[2J\033[H", end="")
                 [result] = run_many([lesson], data, folder, "watch")
                 print_lesson(result, first_failure_only=True)
-                print("\n" + t(f"正在监视 {folder}（Ctrl-C 退出）", f"watching {folder} (Ctrl-C to stop)"), flush=True)
+                print("\n" + t("watching {folder} (Ctrl-C to stop)", folder=folder), flush=True)
             time.sleep(interval)
     except KeyboardInterrupt:
-        print("\n" + t("已停止监视", "stopped watching"))
+        print("\n" + t("stopped watching"))

@@ -169,10 +169,8 @@ class DeclaredWorker:
         pid = os.environ.get(f"LAB_PROC_{name}_PID")
         argv = os.environ.get(f"LAB_PROC_{name}_ARGV")
         if not pid or not argv:
-            raise AssertionError(t(
-                f"没有 LAB_PROC_{name}_PID：请用 make lesson-NN（或 python -m checks）运行检查，由它启动 worker",
-                f"LAB_PROC_{name}_PID is not set: run the checks through make lesson-NN (python -m checks), "
-                "which starts the worker"))
+            raise AssertionError(t("LAB_PROC_{name}_PID is not set: run the checks through make lesson-NN (python -m "
+                                   "checks), which starts the worker", name=name))
         self.pid = int(pid)
         self.argv: list[str] = json.loads(argv)
         self.log_path = Path(os.environ.get(f"LAB_PROC_{name}_LOG") or LOG_DIR / "worker.log")

@@ -69,8 +69,8 @@ def ensure_credentials() -> dict[str, str]:
         env.update({key: os.environ[key] for key in URL_KEYS if os.environ.get(key)})
         missing = [key for key in URL_KEYS if not env.get(key)]
         if missing:
-            raise S.ServiceError(t(f"external 模式需要 {', '.join(missing)}（环境变量或 .env.tasks）",
-                                 f"external mode needs {', '.join(missing)} (in the environment or .env.tasks)"))
+            raise S.ServiceError(t("external mode needs {missing} (in the environment or .env.tasks)",
+                                   missing=', '.join(missing)))
         return {**_endpoints(env), **{key: env[key] for key in URL_KEYS}, "MYSQL_ROOT_PASSWORD": ""}
     if not {"TASK_BROKER_PASSWORD", *URL_KEYS} <= env.keys():
         broker = new_password()

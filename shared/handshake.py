@@ -137,7 +137,7 @@ class HelperGroup:
             wait_until(lambda: all((self.folder / f"ready-{n}").exists() for n in names) or self.dead(), 30,
                        f"the {what} processes to import the learner's modules", interval=0.02)
             dead = self.dead()
-            assert not dead, t(f"辅助进程 {dead[0]}（{what}）启动失败：\n", f"{what} process {dead[0]} failed to start:\n") + \
+            assert not dead, t("{what} process {dead} failed to start:\n", what=what, dead=dead[0]) + \
                 redact(self.procs[dead[0]].log_tail(6))
         except BaseException:
             self.stop()
@@ -176,8 +176,7 @@ class HelperGroup:
                        interval=0.005)
         except WaitTimeout:
             return None
-        assert self.finished(name), t(f"辅助进程 {name}（{self.what}）没有给出结果就退出了：\n",
-                                      f"{self.what} process {name} ended without a result:\n") + \
+        assert self.finished(name), t("{what} process {name} ended without a result:\n", what=self.what, name=name) + \
             redact(self.procs[name].log_tail(6))
         return json.loads((self.folder / f"res-{name}-1").read_text(encoding="utf-8"))
 

@@ -64,8 +64,8 @@ def _up(names: list[str] | None) -> str:
     probes = {"redis": lambda: redis_ok(secret, timeout=2), "mysql": lambda: mysql_ok(secret)}
     for name in names:
         if not probes[name]():
-            raise ServiceError(t(f"{name} 不可用（模式 {current}）。运行 make doctor 查看原因",
-                                 f"{name} is not reachable (mode {current}). Run make doctor to see why"))
+            raise ServiceError(t("{name} is not reachable (mode {current}). Run make doctor to see why", name=name,
+                                 current=current))
     return current
 
 
@@ -75,9 +75,8 @@ def stop_service(name: str) -> str:
     Returns how it was stopped.  Servers you run yourself (external mode) are never touched."""
     current = mode()
     if current == "external":
-        raise ServiceError(t(f"LAB_SERVICES=external：检查器不能停止你自己运行的 {name}；请用 native 或 docker 模式",
-                             f"LAB_SERVICES=external: the checker cannot stop a {name} you run yourself; "
-                             "use native or docker services"))
+        raise ServiceError(t("LAB_SERVICES=external: the checker cannot stop a {name} you run yourself; use native "
+                             "or docker services", name=name))
     if current == "docker":
         result = compose("stop", name)
         if result.returncode != 0:
@@ -106,8 +105,7 @@ def reset_database(database: str = S.DATABASE) -> None:
     secret = ensure_credentials()
     if mode() == "external":
         if database == S.DATABASE:  # servers you run yourself: never drop your own shop_lab
-            raise ServiceError(t("external 模式下检查只重建 shop_lab_<槽位>：请设置 LAB_SLOT=1..7",
-                                 "in external mode the checks rebuild only shop_lab_<slot>: set LAB_SLOT=1..7"))
+            raise ServiceError(t("in external mode the checks rebuild only shop_lab_<slot>: set LAB_SLOT=1..7"))
         conn = app_connect(secret)
     else:
         conn = mysql_connect("root", secret["MYSQL_ROOT_PASSWORD"], unix_socket=None) if mode() == "docker" else \
@@ -173,13 +171,13 @@ def status() -> list[str]:
     for name, service, probe in checks:
         pid = service.pid()
         if probe():
-            state = t("就绪", "ready") + (f" (pid {pid})" if pid else "")
+            state = t("ready") + (f" (pid {pid})" if pid else "")
         elif pid:
-            state = t(f"进程在运行（pid {pid}）但未就绪", f"running (pid {pid}) but not answering")
+            state = t("running (pid {pid}) but not answering", pid=pid)
         elif port_open(service.port):
-            state = t(f"端口 {service.port} 被其他程序占用", f"port {service.port} held by another program")
+            state = t("port {port} held by another program", port=service.port)
         else:
-            state = t("未运行", "stopped")
+            state = t("stopped")
         lines.append(f"{name:<6} {S.HOST}:{service.port}  {state}")
     return lines
 
@@ -191,23 +189,23 @@ def main(argv: list[str] | None = None) -> int:
         if command == "up":
             started = time.monotonic()
             used = up(argv[1:] or None)
-            print(t(f"服务已就绪（{used}，{time.monotonic() - started:.1f} 秒）", f"services ready ({used}, {time.monotonic() - started:.1f}s)"))
+            print(t("services ready ({used}, {monotonic:.1f}s)", used=used, monotonic=time.monotonic() - started))
         elif command == "down":
             down()
-            print(t("服务已停止", "services stopped"))
+            print(t("services stopped"))
         elif command == "status":
             print("\n".join(status()))
         elif command == "reset":
             up(["mysql"])
             reset_database()
-            print(t(f"数据库 {S.DATABASE} 已重建", f"database {S.DATABASE} rebuilt"))
+            print(t("database {database} rebuilt", database=S.DATABASE))
         elif command == "compose":
             return write_compose(check="--check" in argv)
         else:
             print("usage: python -m shared.labctl up|down|status|reset|compose [--check]", file=sys.stderr)
             return 2
     except ServiceError as exc:
-        print(t("错误：", "error: ") + str(exc), file=sys.stderr)
+        print(t("error: ") + str(exc), file=sys.stderr)
         return 2
     return 0
 

@@ -24,8 +24,7 @@ _local = threading.local()
 
 def db_settings() -> dict:
     url = setting("DATABASE_URL")
-    assert url, t("没有 DATABASE_URL（.env.tasks 由检查器写入工作目录）",
-                  "DATABASE_URL is missing (the checker writes .env.tasks into the work dir)")
+    assert url, t("DATABASE_URL is missing (the checker writes .env.tasks into the work dir)")
     parts = urlsplit(url)
     from shared.services_clients import is_loopback
     return {"host": parts.hostname, "port": parts.port or 3306, "user": unquote(parts.username or ""),
@@ -112,9 +111,8 @@ def wait_status(job_id: str, statuses: tuple[str, ...], seconds: float = 20, int
     except WaitTimeout:
         row = job_row(job_id)
         now = f"{row and row['status']}, attempts={row and row.get('attempts')}"
-        raise AssertionError(t(f"任务 {short(job_id)} 在 {seconds:g} 秒内没有变成 {'/'.join(statuses)}（现在：{now}）",
-                               f"job {short(job_id)} did not reach {'/'.join(statuses)} within {seconds:g}s "
-                               f"(now: {now})")) from None
+        raise AssertionError(t("job {job_id} did not reach {statuses} within {seconds:g}s (now: {now})", now=now,
+                               job_id=short(job_id), statuses='/'.join(statuses), seconds=seconds)) from None
 
 
 
@@ -147,11 +145,9 @@ def trigger(name: str, body: str, marks_table: str):
     try:
         sql(body)
     except pymysql.MySQLError as exc:
-        raise AssertionError(t(f"检查器无法创建触发器（错误 {exc.args[0]}）：账号需要 TRIGGER 权限；MySQL 开启 binlog 时"
-                               "还需要 log_bin_trust_function_creators=1",
-                               f"the checker cannot create its trigger (error {exc.args[0]}): the account needs the "
-                               "TRIGGER privilege, and MySQL with binary logging on needs "
-                               "log_bin_trust_function_creators=1")) from None
+        raise AssertionError(t("the checker cannot create its trigger (error {args}): the account needs the TRIGGER "
+                               "privilege, and MySQL with binary logging on needs log_bin_trust_function_creators=1",
+                               args=exc.args[0])) from None
     try:
         yield
     finally:
@@ -206,7 +202,7 @@ def plan_of(statement: str, table: str, alias: str | None = None) -> dict:
     return {"key": key, "index": f"{key} ({', '.join(columns)})" if key else None, "columns": columns,
             "filesort": "filesort" in (row.get("Extra") or ""),
             "line": (f"table={row.get('table')} type={row.get('type')} key={key or 'NULL'} rows={row.get('rows')} "
-                     f"Extra: {row.get('Extra') or ''}") if row else t("（EXPLAIN 没有结果）", "(EXPLAIN gave nothing)")}
+                     f"Extra: {row.get('Extra') or ''}") if row else t("(EXPLAIN gave nothing)")}
 
 
 def one_line(statement: str, limit: int = 150) -> str:

@@ -174,11 +174,11 @@ class Probe:
         target = request["target"]
         if not call.done.wait(timeout):
             self._fail_all(proc, "timeout")
-            raise ProbeError(t(f"{target} 在 {timeout:g} 秒内没有返回", f"{target} did not return within {timeout:g}s"))
+            raise ProbeError(t("{target} did not return within {timeout:g}s", target=target, timeout=timeout))
         answer = call.answer or {}
         if "gone" in answer:
-            raise ProbeError(t(f"调用 {target} 时运行你代码的进程结束了（{answer['gone']}）",
-                               f"the process running your code ended during {target} ({answer['gone']})"))
+            raise ProbeError(t("the process running your code ended during {target} ({gone})", target=target,
+                               gone=answer['gone']))
         return answer
 
     def call(self, target: str, *args, timeout: float = CALL_TIMEOUT, **kwargs):
@@ -211,16 +211,16 @@ class Probe:
                 got = self.get(f"{name}:{function}", timeout)
             except LearnerRaised as exc:
                 if exc.type_name in ("AttributeError",) and function != "__name__":
-                    raise AssertionError(t(f"{name}.py 里没有 {function}", f"{name}.py has no {function}")) from None
+                    raise AssertionError(t("{name}.py has no {function}", name=name, function=function)) from None
                 said = redact(f"{exc.type_name}: {exc}")  # an import error may quote a URL with its password
-                raise AssertionError(t(f"无法导入 {name}：{said}", f"cannot import {name}: {said}")) from None
+                raise AssertionError(t("cannot import {name}: {said}", name=name, said=said)) from None
             if function != "__name__":
-                assert got.get("callable"), t(f"{name}.py 里没有 {function}", f"{name}.py has no {function}")
+                assert got.get("callable"), t("{name}.py has no {function}", name=name, function=function)
         for value in values:
             try:
                 self.get(f"{name}:{value}", timeout)
             except LearnerRaised:
-                raise AssertionError(t(f"{name}.py 里没有 {value}", f"{name}.py has no {value}")) from None
+                raise AssertionError(t("{name}.py has no {value}", name=name, value=value)) from None
         return ModuleStandIn(self, name, timeout)
 
     def app(self, target: str, opener: str = "shared.asgi_probe:open") -> "AppClient":

@@ -30,7 +30,7 @@ def wait_until(predicate, timeout: float, what: str, interval: float = 0.05):
         if value:
             return value
         if time.monotonic() >= deadline:
-            raise WaitTimeout(t(f"等了 {timeout:g} 秒仍未等到：{what}", f"waited {timeout:g}s for {what}"))
+            raise WaitTimeout(t("waited {timeout:g}s for {what}", timeout=timeout, what=what))
         time.sleep(interval)
 
 
@@ -138,12 +138,12 @@ class Process:
             return True
         try:
             command = " ".join(map(str, self.argv[:4]))
-            outcome = wait_until(ready, timeout, t(f"{command} 就绪", f"{command} to be ready"))
+            outcome = wait_until(ready, timeout, t("{command} to be ready", command=command))
         except WaitTimeout as exc:
             raise WaitTimeout(f"{exc}\n{self.log_tail()}") from None
         if outcome == "exited":
-            raise WaitTimeout(t(f"{self.argv[0]} 还没就绪就退出了（退出码 {self.popen.returncode}）：\n",
-                                f"{self.argv[0]} exited with {self.popen.returncode} before it was ready:\n")
+            raise WaitTimeout(t("{argv} exited with {returncode} before it was ready:\n", argv=self.argv[0],
+                                returncode=self.popen.returncode)
                               + self.log_tail())
 
     def _signal_group(self, sig: int) -> None:

@@ -57,8 +57,7 @@ def mode() -> str:
     chosen = os.environ.get("LAB_SERVICES", "").strip().lower()
     if chosen:
         if chosen not in ("docker", "native", "external"):
-            raise ServiceError(t(f"LAB_SERVICES={chosen} 无效：可选 docker、native、external",
-                                 f"LAB_SERVICES={chosen} is not valid: use docker, native or external"))
+            raise ServiceError(t("LAB_SERVICES={chosen} is not valid: use docker, native or external", chosen=chosen))
         return chosen
     docker = shutil.which("docker")
     if docker:

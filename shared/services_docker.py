@@ -38,8 +38,7 @@ def write_compose(check: bool) -> int:
     stale = [path for path, text in targets.items() if not path.exists() or path.read_text() != text]
     if check:
         for path in stale:
-            print(t(f"{path} 与 shared/services.py 不一致：运行 python -m shared.labctl compose",
-                    f"{path} differs from shared/services.py: run python -m shared.labctl compose"))
+            print(t("{path} differs from shared/services.py: run python -m shared.labctl compose", path=path))
         return 1 if stale else 0
     for path, text in targets.items():
         path.parent.mkdir(parents=True, exist_ok=True)

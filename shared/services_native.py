@@ -38,17 +38,15 @@ def ensure_binaries() -> None:
     if find_binary("redis-server") and find_binary("mariadbd") and find_binary("mariadb-install-db"):
         return
     if os.geteuid() != 0 or not shutil.which("apt-get"):
-        raise ServiceError(t(f"缺少 redis-server 或 MariaDB。请运行：{_install_hint()}",
-                             f"redis-server or MariaDB is missing. Run: {_install_hint()}"))
-    print(t("正在安装 redis-server 与 mariadb-server（约 15–40 秒）…",
-            "installing redis-server and mariadb-server (about 15–40 s) …"), flush=True)
+        raise ServiceError(t("redis-server or MariaDB is missing. Run: {install_hint}", install_hint=_install_hint()))
+    print(t("installing redis-server and mariadb-server (about 15–40 s) …"), flush=True)
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
     install = ["apt-get", "install", "-y", "-q", "--no-install-recommends", "redis-server", "mariadb-server"]
     if subprocess.run(install, env=env, capture_output=True).returncode != 0:
         subprocess.run(["apt-get", "update", "-q"], env=env, capture_output=True)
         result = subprocess.run(install, env=env, capture_output=True, text=True)
         if result.returncode != 0:
-            raise ServiceError(t("apt-get 安装失败：\n", "apt-get install failed:\n") + result.stderr[-800:])
+            raise ServiceError(t("apt-get install failed:\n") + result.stderr[-800:])
 
 
 _DETACHED: list[subprocess.Popen] = []
@@ -93,11 +91,9 @@ class NativeService:
 
     def check_port_free(self) -> None:
         if port_open(self.port):
-            raise ServiceError(t(
-                f"端口 {self.port} 已被其他程序占用（不是本套件启动的 {self.name}）。查看：ss -ltnp | grep :{self.port}；"
-                f"停止它，或设置 LAB_SERVICES=external 使用它",
-                f"port {self.port} is held by another program (not the kit's {self.name}). See: ss -ltnp | grep :{self.port}; "
-                f"stop it, or use it with LAB_SERVICES=external"))
+            raise ServiceError(t("port {port} is held by another program (not the kit's {name}). See: ss -ltnp | "
+                                 "grep :{port}; stop it, or use it with LAB_SERVICES=external", port=self.port,
+                                 name=self.name))
 
     def stop(self, grace: float = 20) -> bool:
         pid = self.pid()
@@ -116,12 +112,12 @@ class NativeService:
     def wait_ready(self, probe, timeout: float) -> None:
         def ready():
             if self.pid() is None:
-                raise ServiceError(t(f"{self.name} 启动失败：\n", f"{self.name} exited during start-up:\n") + self.log_tail())
+                raise ServiceError(t("{name} exited during start-up:\n", name=self.name) + self.log_tail())
             return probe()
         try:
             wait_until(ready, timeout, f"{self.name} on {S.HOST}:{self.port}", interval=0.1)
         except AssertionError:
-            raise ServiceError(t(f"{self.name} 在 {timeout:g} 秒内没有就绪：\n", f"{self.name} not ready within {timeout:g}s:\n")
+            raise ServiceError(t("{name} not ready within {timeout:g}s:\n", name=self.name, timeout=timeout)
                                + self.log_tail()) from None
 
 

@@ -78,13 +78,13 @@ class _Check:
         elif exc_type is Skipped:
             self.tap._emit(True, self.id, f"SKIP {exc}", self.notes, seconds)
         elif issubclass(exc_type, AssertionError) and _raised_here(tb) and not hasattr(exc, "learner_traceback"):
-            reason = str(exc) or t("断言失败", "assertion failed")
+            reason = str(exc) or t("assertion failed")
             self.tap._emit(False, self.id, None, [reason, *self.notes], seconds, self.figures)
         elif issubclass(exc_type, Exception):
             # Raised by learner code in a probe (shared/probe.LearnerRaised): its own traceback, not the probe's.
             lines = getattr(exc, "learner_traceback", "") or "".join(traceback.format_exception(exc_type, exc, tb))
             tail = lines.rstrip().splitlines()[-6:]
-            reason = t("意外异常：", "unexpected error: ") + f"{exc_type.__name__}: {exc}"
+            reason = t("unexpected error: ") + f"{exc_type.__name__}: {exc}"
             self.tap._emit(False, self.id, None, [reason, *self.notes, *tail], seconds, self.figures)
         else:
             return False  # KeyboardInterrupt/SystemExit: let them end the verifier
@@ -204,8 +204,7 @@ def main_guard(run) -> None:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     if sys.flags.optimize:
         # -O or PYTHONOPTIMIZE strips every assert, and asserts are how checks fail: refuse to judge.
-        print("Bail out! " + t("检查器不能在优化模式（-O / PYTHONOPTIMIZE）下运行：断言会被删除",
-                               "a verifier must not run optimised (-O / PYTHONOPTIMIZE): asserts would vanish"),
+        print("Bail out! " + t("a verifier must not run optimised (-O / PYTHONOPTIMIZE): asserts would vanish"),
               flush=True)
         sys.exit(2)
     tap = Tap()

@@ -62,12 +62,11 @@ def set_status(job_id: str, status: str) -> None:
 def submit(client, ids=(1, 2)):
     """Submit a valid export.  Only 01.1 insists on 202; the other checks need any 2xx."""
     response = client.post("/exports", json={"product_ids": list(ids)})
-    assert 200 <= response.status_code < 300, t(
-        f"POST /exports 应受理，实际 {response.status_code}：{response.text[:200]}",
-        f"POST /exports should accept the export, got {response.status_code}: {response.text[:200]}")
+    assert 200 <= response.status_code < 300, t("POST /exports should accept the export, got {status_code}: {text}",
+                                                status_code=response.status_code, text=response.text[:200])
     body = response.json()
     assert isinstance(body, dict) and isinstance(body.get("id"), str), t(
-        f"提交响应里应有字符串 id，实际 {body!r}", f"the submit response needs a string id, got {body!r}")
+        "the submit response needs a string id, got {body!r}", body=body)
     return response, body["id"]
 
 
@@ -78,8 +77,8 @@ def as_json(value) -> str:
 
 def wrong_status(code: int) -> str:
     """01.1's reason for a submit that does not answer 202 (01.3 points back at it)."""
-    return t(f"提交应返回 202（已受理、未完成），实际 {code}：在 @app.post 上写 status_code=202",
-             f"the submit should answer 202 (accepted, not done), got {code}: put status_code=202 on @app.post")
+    return t("the submit should answer 202 (accepted, not done), got {code}: put status_code=202 on @app.post",
+             code=code)
 
 
 def submit_answers_202_with_location(c) -> None:
@@ -92,47 +91,39 @@ def submit_answers_202_with_location(c) -> None:
             assert response.status_code == 202, wrong_status(response.status_code)
             target = location_target(response)
             assert target is not None and urlsplit(target).path == f"/exports/{job_id}", t(
-                f"Location 应指向 /exports/{job_id}（相对路径，或本服务器上的完整 URL），实际 {location!r}",
-                f"Location should lead to /exports/{job_id} (a path, or a full URL of this server), "
-                f"got {location!r}")
+                "Location should lead to /exports/{job_id} (a path, or a full URL of this server), got {location!r}",
+                job_id=job_id, location=location)
             follow = client.get(target)
             c.note(f"GET {location} -> {follow.status_code} {as_json(follow.json())}")
-            assert follow.status_code == 200, t(
-                f"按 Location 查询应返回 200，实际 {follow.status_code}",
-                f"following Location should answer 200, got {follow.status_code}")
+            assert follow.status_code == 200, t("following Location should answer 200, got {status_code}",
+                                                status_code=follow.status_code)
             body = follow.json()
-            assert body.get("id") == job_id, t(
-                f"Location 查到的 id 是 {body.get('id')!r}，不是提交得到的 {job_id}",
-                f"Location leads to id {body.get('id')!r}, not the submitted {job_id}")
-            assert body.get("product_ids") == ids, t(
-                f"查到的 product_ids 应是提交的 {ids}，实际 {body.get('product_ids')!r}",
-                f"the stored product_ids should be the submitted {ids}, got {body.get('product_ids')!r}")
+            assert body.get("id") == job_id, t("Location leads to id {id!r}, not the submitted {job_id}",
+                                               id=body.get('id'), job_id=job_id)
+            assert body.get("product_ids") == ids, t("the stored product_ids should be the submitted {ids}, got "
+                                                     "{product_ids!r}", ids=ids, product_ids=body.get('product_ids'))
             seen.append(job_id)
-        assert seen[0] != seen[1], t("两次提交得到了同一个 job_id", "two submissions got the same job_id")
+        assert seen[0] != seen[1], t("two submissions got the same job_id")
         # The first Location must still lead to the first job after another submission.
         again = client.get(f"/exports/{seen[0]}").json()
-        assert again.get("product_ids") == [1, 2], t(
-            f"第二次提交后，第一个 Location 查到的 product_ids 变成了 {again.get('product_ids')!r}",
-            f"after a second submission the first Location shows product_ids {again.get('product_ids')!r}")
+        assert again.get("product_ids") == [1, 2], t("after a second submission the first Location shows product_ids "
+                                                     "{product_ids!r}", product_ids=again.get('product_ids'))
 
 
 def new_job_is_queued_unknown_is_404(c) -> None:
     with serve() as client:
         response, job_id = submit(client)
         answered = response.json().get("status")
-        assert answered == "queued", t(
-            f"提交响应的状态应为 queued，实际 {answered!r}", f"the submit response should say queued, got {answered!r}")
+        assert answered == "queued", t("the submit response should say queued, got {answered!r}", answered=answered)
         status = client.get(f"/exports/{job_id}").json().get("status")
-        c.note(t(f"新任务 {job_id}：状态 {status}", f"new job {job_id}: status {status}"))
-        assert status == "queued", t(
-            f"新任务查询状态应为 queued（本课没有执行者），实际 {status!r}",
-            f"a new job should read queued (nothing runs it in this lesson), got {status!r}")
+        c.note(t("new job {job_id}: status {status}", job_id=job_id, status=status))
+        assert status == "queued", t("a new job should read queued (nothing runs it in this lesson), got {status!r}",
+                                     status=status)
         for unknown in ("no-such-job", str(uuid.uuid4())):
             missing = client.get(f"/exports/{unknown}")
             c.note(f"GET /exports/{unknown} -> {missing.status_code}")
-            assert missing.status_code == 404, t(
-                f"未知编号应返回 404，实际 {missing.status_code}：{missing.text[:120]}",
-                f"an unknown id should answer 404, got {missing.status_code}: {missing.text[:120]}")
+            assert missing.status_code == 404, t("an unknown id should answer 404, got {status_code}: {text}",
+                                                 status_code=missing.status_code, text=missing.text[:120])
 
 
 def transitions_refuse_illegal_moves(c) -> None:
@@ -153,42 +144,35 @@ def transitions_refuse_illegal_moves(c) -> None:
         try:
             api.transition(job_id, "succeeded")
         except ValueError as exc:
-            c.note(t(f"queued -> succeeded 被拒绝：{exc}", f"queued -> succeeded refused: {exc}"))
+            c.note(t("queued -> succeeded refused: {exc}", exc=exc))
         else:
-            raise AssertionError(t("queued→succeeded 应抛 ValueError（必须先 running）",
-                                   "queued → succeeded should raise ValueError (running comes first)"))
+            raise AssertionError(t("queued → succeeded should raise ValueError (running comes first)"))
         after = stored(job_id)
-        assert after == before, t(
-            f"被拒绝的转换改动了记录：{as_json(after)}",
-            f"a refused transition changed the record: {as_json(after)}")
+        assert after == before, t("a refused transition changed the record: {as_json}", as_json=as_json(after))
 
         api.transition(job_id, "running")
         api.transition(job_id, "succeeded")
         try:
             api.transition(job_id, "running")
         except ValueError as exc:
-            c.note(t(f"succeeded -> running 被拒绝：{exc}", f"succeeded -> running refused: {exc}"))
+            c.note(t("succeeded -> running refused: {exc}", exc=exc))
         else:
-            raise AssertionError(t("succeeded→running 应抛 ValueError",
-                                   "succeeded → running should raise ValueError"))
+            raise AssertionError(t("succeeded → running should raise ValueError"))
         kept = stored(job_id)["status"]
         queried = client.get(f"/exports/{job_id}").json().get("status")
-        c.note(t(f"拒绝之后：存储 {kept}，GET 返回 {queried}", f"after the refusal: stored {kept}, GET says {queried}"))
+        c.note(t("after the refusal: stored {kept}, GET says {queried}", kept=kept, queried=queried))
         assert kept == "succeeded" and queried == "succeeded", t(
-            f"拒绝后记录应仍为 succeeded，实际存储 {kept!r}、查询 {queried!r}（是否先赋值后检查？）",
-            f"after the refusal the record should still be succeeded, stored {kept!r}, GET {queried!r} "
-            "(assigned before checking?)")
+            "after the refusal the record should still be succeeded, stored {kept!r}, GET {queried!r} (assigned "
+            "before checking?)", kept=kept, queried=queried)
 
     script = HERE / "verify_states.py"
-    assert script.exists(), t("缺少 verify_states.py（第 4 步）", "verify_states.py is missing (step 4)")
+    assert script.exists(), t("verify_states.py is missing (step 4)")
     done = run_python([script.name], cwd=HERE, timeout=60)
     lines = [line for line in done.stdout.splitlines() if line.strip()]
-    c.note(t(f"python verify_states.py -> 退出码 {done.returncode}；最后几行：{lines[-3:]}",
-             f"python verify_states.py -> exit {done.returncode}; last lines: {lines[-3:]}"))
+    c.note(t("python verify_states.py -> exit {returncode}; last lines: {lines}", returncode=done.returncode,
+             lines=lines[-3:]))
     assert done.returncode == 0, script_verdict(done, script, facts)
-    assert "terminal transition rejected" in lines, t(
-        "verify_states.py 没有打印 terminal transition rejected",
-        "verify_states.py did not print terminal transition rejected")
+    assert "terminal transition rejected" in lines, t("verify_states.py did not print terminal transition rejected")
 
 
 FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+)')
@@ -213,38 +197,28 @@ def script_verdict(done, script: Path, facts: dict) -> str:
     stop = where_it_stopped(done.stdout, script)
     tail = done.stdout.strip()[-600:]
     if stop is None:
-        return t(f"verify_states.py 退出码 {done.returncode}：\n{tail}", f"verify_states.py exited {done.returncode}:\n{tail}")
+        return t("verify_states.py exited {returncode}:\n{tail}", returncode=done.returncode, tail=tail)
     number, source, error = stop
-    at = t(f"verify_states.py 停在第 {number} 行 `{source}`", f"verify_states.py stopped at line {number}: `{source}`") \
+    at = t("verify_states.py stopped at line {number}: `{source}`", number=number, source=source) \
         + (f" ({error})" if error else "")
     lowered = source.lower()
     if "status_code" in lowered and facts["status"] != 202:
-        return at + t(
-            f"——你的 POST /exports 返回 {facts['status']}，不是 202。这是 01.1 的状态码问题，与 transition 无关："
-            "先修 01.1（@app.post 上写 status_code=202），再重新检查。",
-            f" -- your POST /exports answers {facts['status']}, not 202. That is 01.1's cause (the status code), "
-            "not transition: fix 01.1 first (status_code=202 on @app.post), then check again.")
+        return at + t(" -- your POST /exports answers {status}, not 202. That is 01.1's cause (the status code), not "
+                      "transition: fix 01.1 first (status_code=202 on @app.post), then check again.",
+                      status=facts['status'])
     expected = f"/exports/{facts['job_id']}"
     if "location" in lowered and facts["location"] != expected and facts["leads_there"]:
-        return at + t(
-            f"——你的 Location {facts['location']!r} 是指向同一任务的完整 URL（合法，01.1 也接受），但你的 verify_states.py "
-            "把它与路径 f\"/exports/{job_id}\" 比较：让脚本与路由一致（比较路由给出的值，或路由只给路径）。",
-            f" -- your Location {facts['location']!r} is a full URL of the same job (valid, and 01.1 accepts it), but "
-            "your verify_states.py compares it with the path f\"/exports/{job_id}\": make the script and the route "
-            "agree (compare what the route sends, or send the path).")
+        return at + t(" -- your Location {location!r} is a full URL of the same job (valid, and 01.1 accepts it), "
+                      "but your verify_states.py compares it with the path f\"/exports/{{job_id}}\": make the script "
+                      "and the route agree (compare what the route sends, or send the path).",
+                      location=facts['location'])
     if "location" in lowered and facts["location"] != expected:
-        return at + t(
-            f"——你的 Location 是 {facts['location']!r}，脚本把它与 f\"/exports/{{job_id}}\" 比较。这是 01.1 的 Location 问题，"
-            "与 transition 无关：先修 01.1（完整 URL 也可以，但脚本与路由要一致）。",
-            f" -- your Location is {facts['location']!r} and the script compares it with f\"/exports/{{job_id}}\". "
-            "That is 01.1's cause (the Location), not transition: fix 01.1 first (a full URL is fine too, but the "
-            "script and the route must agree).")
+        return at + t(" -- your Location is {location!r} and the script compares it with f\"/exports/{{job_id}}\". "
+                      "That is 01.1's cause (the Location), not transition: fix 01.1 first (a full URL is fine too, "
+                      "but the script and the route must agree).", location=facts['location'])
     if facts["new_status"] != "queued":
-        return at + t(
-            f"——新任务的状态是 {facts['new_status']!r}，不是 queued，脚本的 queued→running 因此走不通。"
-            "这是 01.2 的问题：先修 01.2。",
-            f" -- a new job reads {facts['new_status']!r}, not queued, so the script's queued → running cannot "
-            "work. That is 01.2's cause: fix 01.2 first.")
+        return at + t(" -- a new job reads {new_status!r}, not queued, so the script's queued → running cannot work. "
+                      "That is 01.2's cause: fix 01.2 first.", new_status=facts['new_status'])
     return at + t(f"：\n{tail}", f":\n{tail}")
 
 
@@ -276,10 +250,9 @@ def bad_bodies_get_422(c) -> None:
                 f"{label_text(label)} 被拒绝后 jobs 里多了记录", f"{label} was refused but jobs gained a record")
         # The limits are inclusive: exactly 100 ids is still a valid export.
         edge = client.post("/exports", json={"product_ids": list(range(1, 101))})
-        c.note(t(f"100 个 id：{edge.status_code}", f"100 ids: {edge.status_code}"))
-        assert 200 <= edge.status_code < 300, t(
-            f"恰好 100 个 id 应被受理，实际 {edge.status_code}",
-            f"exactly 100 ids should be accepted, got {edge.status_code}")
+        c.note(t("100 ids: {status_code}", status_code=edge.status_code))
+        assert 200 <= edge.status_code < 300, t("exactly 100 ids should be accepted, got {status_code}",
+                                                status_code=edge.status_code)
 
 
 def terminal_follows_status(c) -> None:
@@ -287,7 +260,7 @@ def terminal_follows_status(c) -> None:
         _, job_id = submit(client)
         body = client.get(f"/exports/{job_id}").json()
         if "terminal" not in body:
-            c.skip(t("GET 响应没有 terminal 字段：练习未做", "the GET body has no terminal field: exercise not attempted"))
+            c.skip(t("the GET body has no terminal field: exercise not attempted"))
 
         # Set the stored status directly: a derived flag must follow it on the next read,
         # a flag stored at submit time would not.
@@ -295,16 +268,14 @@ def terminal_follows_status(c) -> None:
         for status in ("queued", "running", "succeeded", "failed", "cancelled"):
             set_status(job_id, status)
             value = client.get(f"/exports/{job_id}").json().get("terminal")
-            assert isinstance(value, bool), t(f"terminal 应为布尔值，实际 {value!r}",
-                                              f"terminal should be a boolean, got {value!r}")
+            assert isinstance(value, bool), t("terminal should be a boolean, got {value!r}", value=value)
             observed.append((status, value))
-        c.note(t("各状态下的 terminal：", "terminal by status: ") + ", ".join(f"{s}={v}" for s, v in observed))
+        c.note(t("terminal by status: ") + ", ".join(f"{s}={v}" for s, v in observed))
         for status, value in observed:
             expected = status in ("succeeded", "failed", "cancelled")
-            assert value is expected, t(
-                f"状态 {status} 时 terminal 应为 {expected}，实际 {value}（terminal 要在 GET 时由 status 算出，不能另存一份）",
-                f"with status {status} terminal should be {expected}, got {value} "
-                "(compute it from status on GET, do not store a copy)")
+            assert value is expected, t("with status {status} terminal should be {expected}, got {value} (compute it "
+                                        "from status on GET, do not store a copy)", status=status, expected=expected,
+                                        value=value)
 
 
 if __name__ == "__main__":

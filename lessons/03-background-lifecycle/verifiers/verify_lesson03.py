@@ -77,7 +77,7 @@ def _log_tail(proc: Process | None, lines: int = 10) -> list[str]:
     if proc is None:
         return []
     kept = [line for line in proc.log_text().splitlines() if '" 200' not in line and '" 202' not in line]
-    return [t("服务器日志（略去访问记录）末尾：", "server log tail (access lines left out):"), *kept[-lines:]] if kept else []
+    return [t("server log tail (access lines left out):"), *kept[-lines:]] if kept else []
 
 
 class Servers:
@@ -138,22 +138,16 @@ def blocked_loop(gate: Path) -> str | None:
     """The probe's record of a blocking call on the event loop's thread, as the reason to give."""
     blocks = [json.loads(path.read_text(encoding="utf-8")) for path in _whole_files(gate, "blocking")]
     if blocks:
-        where = "; ".join(t(f"{b['place']} 处 {b['function']}() 里的 time.sleep({b['seconds']})",
-                            f"time.sleep({b['seconds']}) at {b['place']} in {b['function']}()") for b in blocks[:2])
-        return t(
-            f"异步代码里有阻塞调用：{where} 在事件循环的线程上运行——它运行期间，服务器没有运行任何别的任务，"
-            "也回答不了任何请求。用 await asyncio.sleep(...)；真正阻塞的调用交给线程（第 05 课）。",
-            f"blocking call in async code: {where} ran on the event loop's thread -- while it ran, the server ran "
-            "no other task and answered no request. Use await asyncio.sleep(...); hand really blocking calls to a "
-            "thread (lesson 05).")
+        where = "; ".join(t("time.sleep({seconds}) at {place} in {function}()", seconds=b['seconds'], place=b['place'],
+                            function=b['function']) for b in blocks[:2])
+        return t("blocking call in async code: {where} ran on the event loop's thread -- while it ran, the server "
+                 "ran no other task and answered no request. Use await asyncio.sleep(...); hand really blocking "
+                 "calls to a thread (lesson 05).", where=where)
     stuck = [json.loads(path.read_text(encoding="utf-8")) for path in _whole_files(gate, "noyield")]
     if stuck:
-        return t(
-            f"异步代码里有阻塞调用：任务从 running 直接到了 {stuck[0]['target']}，中间 local_export 一次也没有把事件循环让出来"
-            "——它工作期间服务器回答不了任何请求。等待要写成 await（await asyncio.sleep(1)），不能是阻塞调用。",
-            f"blocking call in async code: the job went from running to {stuck[0]['target']} without local_export "
-            "ever giving the event loop back -- while it worked, the server answered no request. Its wait must be "
-            "an await (await asyncio.sleep(1)), not a blocking call.")
+        return t("blocking call in async code: the job went from running to {target} without local_export ever "
+                 "giving the event loop back -- while it worked, the server answered no request. Its wait must be an "
+                 "await (await asyncio.sleep(1)), not a blocking call.", target=stuck[0]['target'])
     return None
 
 
@@ -170,17 +164,12 @@ def logged_trouble(proc: Process, since: int) -> str | None:
         source = (WORK / "api_background.py").read_text(encoding="utf-8", errors="replace")
         calls = [line.strip() for line in source.splitlines() if "add_task(" in line]
         yours = f" (`{calls[0]}`)" if calls else ""
-        return t(
-            f"api_background.py：add_task 收到的是一次调用的结果（协程对象），不是函数{yours}；服务器日志：{error}。"
-            "要传函数和它的参数，而不是调用的结果：background.add_task(local_export, job_id)。",
-            f"api_background.py: add_task was given a call's result (a coroutine object), not the function{yours}; "
-            f"the server log says: {error}. Pass the function and its arguments, not a call's result: "
-            "background.add_task(local_export, job_id).")
-    return t(
-        f"响应发出后，服务器日志里出现了异常：{error}。后台工作的异常到不了客户端（202 已经发出），"
-        "只会出现在日志里：看日志末尾的 traceback。",
-        f"after the response the server log shows an exception: {error}. An error in background work cannot "
-        "reach the client (the 202 is already sent); it only shows in the log: see the traceback at its end.")
+        return t("api_background.py: add_task was given a call's result (a coroutine object), not the "
+                 "function{yours}; the server log says: {error}. Pass the function and its arguments, not a call's "
+                 "result: background.add_task(local_export, job_id).", yours=yours, error=error)
+    return t("after the response the server log shows an exception: {error}. An error in background work cannot "
+             "reach the client (the 202 is already sent); it only shows in the log: see the traceback at its end.",
+             error=error)
 
 
 def held_export(gate: Path, client, job_id: str, proc: Process | None = None, since: int = 0):
@@ -223,28 +212,24 @@ def check_background(c, servers: Servers) -> None:
     import httpx2
 
     proc, port = servers.start("uvicorn-first.log")
-    c.note(t(f"uvicorn {APP} 已启动：pid {proc.pid}，端口 {port}",
-             f"uvicorn {APP} is up: pid {proc.pid}, port {port}"))
+    c.note(t("uvicorn {app} is up: pid {pid}, port {port}", app=APP, pid=proc.pid, port=port))
     with httpx2.Client(base_url=f"http://127.0.0.1:{port}", timeout=BOUND) as client:
         since = len(proc.log_text())  # the server's log from here on belongs to this export
         started = time.monotonic()
         response = client.post("/exports/background", json={"product_ids": [1, 2]})
         post_seconds = time.monotonic() - started
-        assert response.status_code == 202, t(
-            f"POST /exports/background 应返回 202（已受理，尚未完成），实际 {_short(response)}",
-            f"POST /exports/background must answer 202 (accepted, not done yet), got {_short(response)}")
+        assert response.status_code == 202, t("POST /exports/background must answer 202 (accepted, not done yet), "
+                                              "got {response}", response=_short(response))
         body = response.json()
         job_id = body.get("id") if isinstance(body, dict) else None
-        assert job_id, t(f"202 响应体里没有 id：{response.text[:200]}",
-                         f"the 202 body carries no id: {response.text[:200]}")
+        assert job_id, t("the 202 body carries no id: {text}", text=response.text[:200])
         location = response.headers.get("location")
         target = location_target(response)
         assert target is not None and urlsplit(target).path == f"/exports/{job_id}", t(
-            f"Location 应指向 /exports/{job_id}（路径，或本服务器上的完整 URL），实际 {location!r}",
-            f"Location should lead to /exports/{job_id} (the path, or a full URL of this server), got {location!r}")
-        c.note(t(f"POST 用 {post_seconds * 1000:.0f} ms 返回 202，状态 {body.get('status')!r}，Location {location}",
-                 f"POST answered 202 in {post_seconds * 1000:.0f} ms with status {body.get('status')!r}, "
-                 f"Location {location}"))
+            "Location should lead to /exports/{job_id} (the path, or a full URL of this server), got {location!r}",
+            job_id=job_id, location=location)
+        c.note(t("POST answered 202 in {post_seconds:.0f} ms with status {status!r}, Location {location}",
+                 post_seconds=post_seconds * 1000, status=body.get('status'), location=location))
         location = target  # polled as the server gave it (a path or a full URL of this server)
 
         seen: list[str] = [body.get("status")]  # distinct statuses in the order we saw them
@@ -257,12 +242,11 @@ def check_background(c, servers: Servers) -> None:
             except httpx2.TransportError as exc:
                 # An exception escaping a background task makes uvicorn drop that connection;
                 # poll again on a fresh one, unless the server itself is gone.
-                assert proc.alive(), t("uvicorn 在轮询期间退出了", "uvicorn exited while we were polling")
+                assert proc.alive(), t("uvicorn exited while we were polling")
                 dropped.append(f"{type(exc).__name__}: {exc}")
                 return None
-            assert reply.status_code == 200, t(
-                f"轮询 GET {location} 应返回 200，实际 {_short(reply)}",
-                f"polling GET {location} should answer 200, got {_short(reply)}")
+            assert reply.status_code == 200, t("polling GET {location} should answer 200, got {reply}",
+                                               location=location, reply=_short(reply))
             last.clear()
             last.update(reply.json())
             status = last.get("status")
@@ -272,8 +256,8 @@ def check_background(c, servers: Servers) -> None:
 
         def server_log_notes() -> None:
             if dropped:
-                c.note(t(f"{len(dropped)} 次轮询遇到连接被服务器关闭（{dropped[0]}）",
-                         f"{len(dropped)} poll(s) found the connection closed by the server ({dropped[0]})"))
+                c.note(t("{n_dropped} poll(s) found the connection closed by the server ({dropped})",
+                         n_dropped=len(dropped), dropped=dropped[0]))
             for line in _log_tail(proc):
                 c.note(line)
 
@@ -281,35 +265,26 @@ def check_background(c, servers: Servers) -> None:
             where, name = held_export(servers.gate, client, job_id, proc, since)
         except WaitTimeout:
             server_log_notes()
-            raise AssertionError(t(
-                f"导出一直没有开始（状态 {poll()!r}）：local_export 可能没有被安排，或在 transition 处抛错——"
-                "响应已发出，错误只会出现在服务器日志里。",
-                f"the export never got under way (status {poll()!r}): local_export was not scheduled, or it "
-                "raised at a transition -- the response is already sent, so that error only shows in the server "
-                "log.")) from None
+            raise AssertionError(t("the export never got under way (status {poll!r}): local_export was not "
+                                   "scheduled, or it raised at a transition -- the response is already sent, so that "
+                                   "error only shows in the server log.", poll=poll())) from None
         if where == "trouble":
             server_log_notes()
             raise AssertionError(name)
-        assert where != "inside", t(
-            f"导出的等待在响应发出之前就开始了（POST 用了 {post_seconds:.2f} 秒）：工作在请求里运行，客户端要等它做完。"
-            "用 background.add_task 登记，让它在响应之后运行。",
-            f"the export's wait began before the response was sent (the POST took {post_seconds:.2f} s): the "
-            "work ran inside the request and the client waited for it. Register it with background.add_task so "
-            "it runs after the response.")
+        assert where != "inside", t("the export's wait began before the response was sent (the POST took "
+                                    "{post_seconds:.2f} s): the work ran inside the request and the client waited "
+                                    "for it. Register it with background.add_task so it runs after the response.",
+                                    post_seconds=post_seconds)
         if where == "held":
             during = poll()
-            c.note(t(f"导出的工作在响应之后开始并被验证器挡住：此时 GET 看到 {during!r}",
-                     f"the export's work began after the response and is held by the verifier: GET now reads "
-                     f"{during!r}"))
-            assert during == "running", t(
-                f"工作进行中任务却是 {during!r}：local_export 开始工作时要先 transition 到 running。",
-                f"the job reads {during!r} while its work is under way: local_export must move to running "
-                "when it starts.")
+            c.note(t("the export's work began after the response and is held by the verifier: GET now reads "
+                     "{during!r}", during=during))
+            assert during == "running", t("the job reads {during!r} while its work is under way: local_export must "
+                                          "move to running when it starts.", during=during)
             handshake.go(servers.gate, [name])
         else:
-            c.note(t("导出没有经过 api_background 的 asyncio.sleep，无法挡住它：只能按轮询看到的状态判断",
-                     "the export does not wait through api_background's asyncio.sleep, so it cannot be held: "
-                     "judging by what the polls saw"))
+            c.note(t("the export does not wait through api_background's asyncio.sleep, so it cannot be held: judging "
+                     "by what the polls saw"))
         trouble: list[str] = []
 
         def settled():
@@ -323,36 +298,28 @@ def check_background(c, servers: Servers) -> None:
             wait_until(settled, BOUND, "a terminal status", interval=0.02)
         except WaitTimeout:
             server_log_notes()
-            raise AssertionError(t(
-                f"放行后没有到达终态，看到的状态：{' → '.join(map(str, seen))}。local_export 可能在 transition 处抛错——"
-                "响应已发出，错误只会出现在服务器日志里。",
-                f"no terminal status after the release; statuses seen: {' → '.join(map(str, seen))}. local_export "
-                "may have raised at a transition -- the response is already sent, so that error only shows in the "
-                "server log.")) from None
+            raise AssertionError(t("no terminal status after the release; statuses seen: {map}. local_export may "
+                                   "have raised at a transition -- the response is already sent, so that error only "
+                                   "shows in the server log.", map=' → '.join(map(str, seen)))) from None
         if trouble and trouble[-1]:
             server_log_notes()
             raise AssertionError(trouble[-1])
-        c.note(t(f"看到的状态：{' → '.join(map(str, seen))}", f"statuses seen: {' → '.join(map(str, seen))}"))
+        c.note(t("statuses seen: {map}", map=' → '.join(map(str, seen))))
 
-    assert "running" in seen, t(
-        "从未观察到 running。工作要用 background.add_task 放到响应之后，并在开始时先 transition 到 running。",
-        "running was never observed. The work must go through background.add_task so it runs after the "
-        "response, and it must move to running when it starts.")
+    assert "running" in seen, t("running was never observed. The work must go through background.add_task so it runs "
+                                "after the response, and it must move to running when it starts.")
     if seen[-1] != "succeeded":
         for line in _log_tail(proc):
             c.note(line)
-    assert seen[-1] == "succeeded", t(
-        f"导出以 {seen[-1]} 结束（error={last.get('error')!r}），应为 succeeded",
-        f"the export ended as {seen[-1]} (error={last.get('error')!r}); it should succeed")
+    assert seen[-1] == "succeeded", t("the export ended as {seen} (error={error!r}); it should succeed", seen=seen[-1],
+                                      error=last.get('error'))
     order = ["queued", "running", "succeeded"]
     assert all(s in order for s in seen) and seen == sorted(seen, key=order.index), t(
-        f"状态顺序不对：{' → '.join(map(str, seen))}（应为 queued → running → succeeded）",
-        f"statuses out of order: {' → '.join(map(str, seen))} (expected queued → running → succeeded)")
+        "statuses out of order: {map} (expected queued → running → succeeded)", map=' → '.join(map(str, seen)))
     result = last.get("result")
     rows = result.get("rows") if isinstance(result, dict) else None
-    assert rows == 2, t(f"result 应为 {{'rows': 2}}（两个商品编号），实际 {result!r}",
-                        f"result should be {{'rows': 2}} (two product ids), got {result!r}")
-    c.note(t(f"最终记录：status=succeeded，result={result}", f"final record: status=succeeded, result={result}"))
+    assert rows == 2, t("result should be {{'rows': 2}} (two product ids), got {result!r}", result=result)
+    c.note(t("final record: status=succeeded, result={result}", result=result))
 
 
 # ---------------------------------------------------------------- 03.2
@@ -374,14 +341,11 @@ def demo_run() -> dict:
         try:
             done = run_python(["lab03_demo.py", "registry_demo.py"], cwd=WORK, timeout=BOUND)
         except subprocess.TimeoutExpired:
-            raise AssertionError(t(
-                f"registry_demo.py {BOUND:g} 秒内没有结束（它本该约 3 秒结束）：等待窗口之后要 cancel 剩余任务，"
-                "再 gather 等它们退出。",
-                f"registry_demo.py did not end within {BOUND:g} s (it should take about 3 s): after the grace "
-                "window cancel what is left, then gather it so it can leave.")) from None
+            raise AssertionError(t("registry_demo.py did not end within {bound:g} s (it should take about 3 s): "
+                                   "after the grace window cancel what is left, then gather it so it can leave.",
+                                   bound=BOUND)) from None
         found = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
-        assert found, t(f"运行 registry_demo.py 没有得到结果：\n{done.stdout[-800:]}",
-                        f"running registry_demo.py gave no result:\n{done.stdout[-800:]}")
+        assert found, t("running registry_demo.py gave no result:\n{stdout}", stdout=done.stdout[-800:])
         run = json.loads(found[-1][len("RESULT "):])
         run["output"] = "\n".join(line for line in done.stdout.splitlines() if not line.startswith("RESULT "))
         run["seconds"] = time.monotonic() - started
@@ -393,31 +357,25 @@ def check_registry_demo(c) -> None:
     run = demo_run()
     out = run["output"]
     lines = [line.strip() for line in out.splitlines()]
-    c.note(t(f"python registry_demo.py 用时 {run['seconds']:.1f} 秒，结果 {run['outcome']}，输出：",
-             f"python registry_demo.py took {run['seconds']:.1f} s, outcome {run['outcome']}, output:"))
+    c.note(t("python registry_demo.py took {seconds:.1f} s, outcome {outcome}, output:", seconds=run['seconds'],
+             outcome=run['outcome']))
     for line in out.splitlines()[-12:]:
         c.note("  " + line)
 
     assert all(task["registered"] for task in run["started"]), t(*NOT_REGISTERED)
-    assert run["outcome"] == "ok", t(f"registry_demo.py 应正常结束，实际 {run['outcome']}",
-                                     f"registry_demo.py should end cleanly, got {run['outcome']}")
-    assert "cleanup" in lines, t("没有打印 cleanup：work 的 finally 没有运行（任务没有被取消并等待到结束）。",
-                                 "cleanup was never printed: work's finally did not run "
-                                 "(the task was not cancelled and awaited to its end).")
+    assert run["outcome"] == "ok", t("registry_demo.py should end cleanly, got {outcome}", outcome=run['outcome'])
+    assert "cleanup" in lines, t("cleanup was never printed: work's finally did not run (the task was not cancelled "
+                                 "and awaited to its end).")
     remaining = [i for i, line in enumerate(lines) if line.startswith("remaining")]
-    assert remaining, t("没有打印 remaining N。", "no remaining N line was printed.")
+    assert remaining, t("no remaining N line was printed.")
     last = remaining[-1]
-    assert lines[last] == "remaining 0", t(
-        f"最后打印的是 {lines[last]!r}：仍有任务留在 running——done 回调要把它移出集合，"
-        "而且要在 gather 等待之后才统计。",
-        f"the last count was {lines[last]!r}: a task is still in running — the done callback must "
-        "remove it, and the count must come after gather has awaited the cancelled tasks.")
-    assert lines.index("cleanup") < last, t(
-        "cleanup 出现在 remaining 之后：取消后没有 gather 等待，清理是 asyncio.run 收尾时才跑的。",
-        "cleanup came after remaining: nothing awaited the cancelled task, so its cleanup only ran "
-        "when asyncio.run tore the loop down.")
-    assert "Task was destroyed" not in out, t("输出里出现 'Task was destroyed'：有任务没被等待到结束。",
-                                              "the output says 'Task was destroyed': a task was not awaited to its end.")
+    assert lines[last] == "remaining 0", t("the last count was {lines!r}: a task is still in running — the done "
+                                           "callback must remove it, and the count must come after gather has "
+                                           "awaited the cancelled tasks.", lines=lines[last])
+    assert lines.index("cleanup") < last, t("cleanup came after remaining: nothing awaited the cancelled task, so "
+                                            "its cleanup only ran when asyncio.run tore the loop down.")
+    assert "Task was destroyed" not in out, t("the output says 'Task was destroyed': a task was not awaited to its "
+                                              "end.")
 
 
 # ---------------------------------------------------------------- 03.3
@@ -426,42 +384,34 @@ def check_failure_logged(c) -> None:
     try:
         done = run_python(["lab03_failing_task.py"], cwd=WORK, timeout=BOUND)
     except subprocess.TimeoutExpired:
-        raise AssertionError(t(f"失败任务实验 {BOUND:g} 秒内没有结束（task_registry.start 有没有把协程交给事件循环？）",
-                               f"the failing-task run did not end within {BOUND:g} s (does task_registry.start "
-                               "hand the coroutine to the loop?)")) from None
+        raise AssertionError(t("the failing-task run did not end within {bound:g} s (does task_registry.start hand "
+                               "the coroutine to the loop?)", bound=BOUND)) from None
     out = done.stdout
     result_lines = [line for line in out.splitlines() if line.startswith("RESULT ")]
     if done.returncode != 0 or not result_lines:
         for line in out.splitlines()[-8:]:
             c.note("  " + line)
-        raise AssertionError(t(f"用 task_registry.start 运行失败任务时出错（退出码 {done.returncode}）",
-                               f"running a failing task through task_registry.start broke "
-                               f"(exit code {done.returncode})"))
+        raise AssertionError(t("running a failing task through task_registry.start broke (exit code {returncode})",
+                               returncode=done.returncode))
     report = json.loads(result_lines[-1][len("RESULT "):])
     logged, loop_messages = report["logged"], report["loop"]
     assert report["registered"], t(*NOT_REGISTERED)
-    c.note(t("start(一个 0.05 秒后抛 ValueError('drill-03') 的协程)",
-             "start(a coroutine that raises ValueError('drill-03') after 0.05 s)"))
-    c.note(t(f"done 回调记录的错误：{logged or '无'}", f"errors logged by the done callback: {logged or 'none'}"))
-    c.note(t(f"之后 running 里还有 {report['left']} 个任务", f"tasks left in running afterwards: {report['left']}"))
+    c.note(t("start(a coroutine that raises ValueError('drill-03') after 0.05 s)"))
+    c.note(t("errors logged by the done callback: {logged}", logged=logged or t('none')))
+    c.note(t("tasks left in running afterwards: {left}", left=report['left']))
     if loop_messages:
-        c.note(t(f"asyncio 自己的报告：{loop_messages}", f"asyncio's own reports: {loop_messages}"))
+        c.note(t("asyncio's own reports: {loop_messages}", loop_messages=loop_messages))
 
     assert not any("Exception in callback" in m for m in loop_messages), t(
-        "done 回调自己抛出了异常（Exception in callback）：在回调里只记录，不要再抛出或调用 task.result()。",
-        "the done callback raised (Exception in callback): log inside the callback, never re-raise "
-        "or call task.result() there.")
+        "the done callback raised (Exception in callback): log inside the callback, never re-raise or call "
+        "task.result() there.")
     assert any("ValueError" in m or "drill-03" in m for m in logged), t(
-        "没有用 logging.error 记录这个 ValueError：observe 要在任务未取消时读取 task.exception() 并记录。",
-        "the ValueError was not logged with logging.error: observe must read task.exception() "
-        "when the task was not cancelled, and log it.")
-    assert report["left"] == 0, t(
-        f"任务失败后 running 里还剩 {report['left']} 个：observe 要先 discard，再处理异常。",
-        f"{report['left']} task(s) stayed in running after the failure: observe must discard first, "
-        "then deal with the exception.")
-    assert "never retrieved" not in out, t(
-        "asyncio 报告 Task exception was never retrieved：observe 没有读取任务的异常。",
-        "asyncio reported Task exception was never retrieved: observe did not read the task's exception.")
+        "the ValueError was not logged with logging.error: observe must read task.exception() when the task was not "
+        "cancelled, and log it.")
+    assert report["left"] == 0, t("{left} task(s) stayed in running after the failure: observe must discard first, "
+                                  "then deal with the exception.", left=report['left'])
+    assert "never retrieved" not in out, t("asyncio reported Task exception was never retrieved: observe did not "
+                                           "read the task's exception.")
 
 
 # ---------------------------------------------------------------- 03.5 (the course's exercise)
@@ -471,38 +421,28 @@ def check_exercise(c) -> None:
     raised = [task for task in run["started"] if task["ended"] == "ValueError"]
     unread = [message for message in run["loop"] if "never retrieved" in message]
     if not raised and not any("ValueError" in message for message in unread):
-        c.skip(t("registry_demo.py 里没有任务抛出 ValueError：练习未做（练习：让 work 在 0.1 秒后抛出 ValueError）",
-                 "no task of registry_demo.py raised ValueError: exercise not attempted (the exercise: make work "
+        c.skip(t("no task of registry_demo.py raised ValueError: exercise not attempted (the exercise: make work "
                  "raise ValueError after 0.1 s)"))
     for task in run["started"]:
-        c.note(t(f"start() 启动的任务：{'在' if task['registered'] else '不在'} running 里；结束方式 {task.get('error', task['ended'])}",
-                 f"task started by start(): {'in' if task['registered'] else 'not in'} running; ended "
-                 f"{task.get('error', task['ended'])}"))
-    c.note(t(f"logging 记录的错误：{run['logged'] or '无'}", f"errors logged: {run['logged'] or 'none'}"))
-    c.note(t(f"结束时 running 里还有 {run['left']} 个任务", f"tasks left in running at the end: {run['left']}"))
-    assert raised, t(
-        "抛出 ValueError 的任务不是用 task_registry.start 启动的：没人读取它的异常（asyncio 报告 Task exception was never "
-        "retrieved）。用 start(work()) 启动它，让 done 回调处理。",
-        "the task that raised ValueError was not started with task_registry.start: nobody read its exception "
-        "(asyncio reported Task exception was never retrieved). Start it with start(work()) so the done "
-        "callback deals with it.")
+        c.note(t("task started by start(): {value} running; ended {error}", error=task.get('error', task['ended']),
+                 value=t('in') if task['registered'] else t('not in')))
+    c.note(t("errors logged: {logged}", logged=run['logged'] or t('none')))
+    c.note(t("tasks left in running at the end: {left}", left=run['left']))
+    assert raised, t("the task that raised ValueError was not started with task_registry.start: nobody read its "
+                     "exception (asyncio reported Task exception was never retrieved). Start it with start(work()) "
+                     "so the done callback deals with it.")
     assert all(task["registered"] for task in run["started"]), t(*NOT_REGISTERED)
     assert not any("Exception in callback" in message for message in run["loop"]), t(
-        "done 回调自己抛出了异常（Exception in callback）：在回调里只记录，不要再抛出。",
         "the done callback raised (Exception in callback): log inside the callback, never re-raise.")
     said = [raised[0]["error"], raised[0].get("message") or "ValueError"]
     assert any("ValueError" in line or said[1] in line for line in run["logged"]), t(
-        f"done 回调没有记录这个 {said[0]}：observe 要读取 task.exception() 并用 logging.error 记下。",
-        f"the done callback did not log this {said[0]}: observe must read task.exception() and log it with "
-        "logging.error.")
-    assert not unread, t("asyncio 报告 Task exception was never retrieved：有任务的异常没人读取。",
-                         "asyncio reported Task exception was never retrieved: a task's exception was never read.")
-    assert run["left"] == 0, t(f"程序结束时 running 里还有 {run['left']} 个任务：done 回调要先把任务移出集合。",
-                               f"{run['left']} task(s) were still in running at the end: the done callback must "
-                               "remove the task first.")
-    assert run["outcome"] == "ok", t(f"registry_demo.py 异常结束：{run['outcome']}（异常要由回调记录，不能让它把程序带崩）",
-                                     f"registry_demo.py crashed: {run['outcome']} (the callback logs the error; it must "
-                                     "not bring the program down)")
+        "the done callback did not log this {said}: observe must read task.exception() and log it with logging.error.",
+        said=said[0])
+    assert not unread, t("asyncio reported Task exception was never retrieved: a task's exception was never read.")
+    assert run["left"] == 0, t("{left} task(s) were still in running at the end: the done callback must remove the "
+                               "task first.", left=run['left'])
+    assert run["outcome"] == "ok", t("registry_demo.py crashed: {outcome} (the callback logs the error; it must not "
+                                     "bring the program down)", outcome=run['outcome'])
 
 
 # ---------------------------------------------------------------- 03.4
@@ -513,15 +453,14 @@ def check_restart(c, servers: Servers) -> None:
     proc, port = servers.running("uvicorn-first.log")
     with httpx2.Client(base_url=f"http://127.0.0.1:{port}", timeout=BOUND) as client:
         response = client.post("/exports", json={"product_ids": [3, 4]})
-        assert response.status_code == 202, t(f"POST /exports 应返回 202，实际 {_short(response)}",
-                                              f"POST /exports should answer 202, got {_short(response)}")
+        assert response.status_code == 202, t("POST /exports should answer 202, got {response}",
+                                              response=_short(response))
         job_id = response.json()["id"]
         before = client.get(f"/exports/{job_id}")
         assert before.status_code == 200 and before.json().get("id") == job_id, t(
-            f"崩溃前 GET /exports/{job_id} 就查不到：{_short(before)}",
-            f"GET /exports/{job_id} fails even before the crash: {_short(before)}")
-        c.note(t(f"崩溃前：{job_id} 可查询，status={before.json().get('status')}",
-                 f"before the crash: {job_id} is queryable, status={before.json().get('status')}"))
+            "GET /exports/{job_id} fails even before the crash: {before}", job_id=job_id, before=_short(before))
+        c.note(t("before the crash: {job_id} is queryable, status={status}", job_id=job_id,
+                 status=before.json().get('status')))
 
         # Extra evidence, not required: a background export caught mid-run (its work held), as in the drill.
         running_id = None
@@ -543,38 +482,31 @@ def check_restart(c, servers: Servers) -> None:
     except WaitTimeout as exc:
         # The wait's message already carries the log tail; its last lines name the cause.
         exc = "\n".join(str(exc).strip().splitlines()[-4:])
-        raise AssertionError(t(
-            f"崩溃后服务在同一端口 {port} 起不来。被 SIGKILL 的进程不会运行 finally/atexit，"
-            f"它留下的东西（锁文件、pid 文件）不能阻止重启。\n{exc}",
-            f"the server does not come back on port {port} after the crash. A SIGKILLed process runs no "
-            f"finally/atexit, so nothing it leaves behind (lock or pid files) may block a restart.\n{exc}")) from None
-    assert new_proc.pid != old_pid, t(f"重启后 pid 仍是 {old_pid}", f"the pid is still {old_pid} after the restart")
-    c.note(t(f"重启：新进程 pid {new_proc.pid}，同一端口 {port}",
-             f"restarted: new process pid {new_proc.pid} on the same port {port}"))
+        raise AssertionError(t("the server does not come back on port {port} after the crash. A SIGKILLed process "
+                               "runs no finally/atexit, so nothing it leaves behind (lock or pid files) may block a "
+                               "restart.\n{exc}", port=port, exc=exc)) from None
+    assert new_proc.pid != old_pid, t("the pid is still {old_pid} after the restart", old_pid=old_pid)
+    c.note(t("restarted: new process pid {pid} on the same port {port}", pid=new_proc.pid, port=port))
 
     with httpx2.Client(base_url=f"http://127.0.0.1:{port}", timeout=BOUND) as client:
         for old_id in filter(None, (job_id, running_id)):
             after = client.get(f"/exports/{old_id}")
             c.note(f"GET /exports/{old_id} → {after.status_code}")
-            assert after.status_code == 404, t(
-                f"旧任务 {old_id} 在重启后仍返回 {_short(after)}。本课的任务只存在进程内存里，"
-                "崩溃就该丢失——这正是演练要展示的边界。不要在这里自制文件持久化；可靠的跨重启状态是第 11 课的内容。",
-                f"the old job {old_id} still answers {_short(after)} after the restart. This lesson keeps jobs "
-                "in process memory only, so a crash must lose them — that is the boundary the drill shows. "
-                "Do not bolt file persistence on here; state that survives restarts is lesson 11's job.")
+            assert after.status_code == 404, t("the old job {old_id} still answers {after} after the restart. This "
+                                               "lesson keeps jobs in process memory only, so a crash must lose them "
+                                               "— that is the boundary the drill shows. Do not bolt file persistence "
+                                               "on here; state that survives restarts is lesson 11's job.",
+                                               old_id=old_id, after=_short(after))
         # The 404 must come from a working server that lost the job, not from a broken one.
         fresh = client.post("/exports", json={"product_ids": [7]})
-        assert fresh.status_code == 202, t(f"重启后的服务不能受理新任务：{_short(fresh)}",
-                                           f"the restarted server cannot accept a new job: {_short(fresh)}")
+        assert fresh.status_code == 202, t("the restarted server cannot accept a new job: {fresh}",
+                                           fresh=_short(fresh))
         again = client.get(f"/exports/{fresh.json()['id']}")
-        assert again.status_code == 200, t(f"重启后的服务查不到刚提交的任务：{_short(again)}",
-                                           f"the restarted server cannot find the job it just accepted: "
-                                           f"{_short(again)}")
-    c.note(t("新进程能受理并查询新任务，却不认识旧任务：内存里的任务随进程一起消失，"
-             "没有任何自动恢复。需要跨重启的导出要把状态和执行移出这个进程（第 11 课）。",
-             "the new process accepts and finds new jobs but knows nothing of the old ones: in-memory jobs "
-             "die with the process and nothing recovers them. Exports that must survive a restart need their "
-             "state and execution outside this process (lesson 11)."))
+        assert again.status_code == 200, t("the restarted server cannot find the job it just accepted: {again}",
+                                           again=_short(again))
+    c.note(t("the new process accepts and finds new jobs but knows nothing of the old ones: in-memory jobs die with "
+             "the process and nothing recovers them. Exports that must survive a restart need their state and "
+             "execution outside this process (lesson 11)."))
     new_proc.stop()
 
 

@@ -85,15 +85,14 @@ def _fact(what: str, target) -> list:
 def describe(what: str, detail=None) -> str:
     """One thread's wait, [what, detail] from deadlocked(), in the learner's words."""
     if what == "get":
-        return t("在空队列的 get() 里等", "waits in get() on an empty queue")
+        return t("waits in get() on an empty queue")
     if what == "put":
-        return t("在满队列的 put() 里等", "waits in put() on a full queue")
+        return t("waits in put() on a full queue")
     if what == "join":
-        return t(f"在 join() 里等 {detail} 次没人会 task_done() 的 get()",
-                 f"waits in join() for {detail} get() call(s) nobody will task_done()")
+        return t("waits in join() for {detail} get() call(s) nobody will task_done()", detail=detail)
     if what == "running":
         return "still running"  # not proved stuck: only past the bound
-    return t(f"在 join() 里等 {detail}", f"waits in join() for {detail}")
+    return t("waits in join() for {detail}", detail=detail)
 
 
 def deadlocked(threads: list[threading.Thread]) -> dict[str, list] | None:

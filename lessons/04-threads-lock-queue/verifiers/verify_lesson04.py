@@ -63,8 +63,7 @@ def ask(function: str, *args, timeout: float = QUICK, keys: tuple[str, ...] = ()
     """One step in the probe: its answer, a dict holding `keys` (any other shape fails the check)."""
     got = learner.call(f"lab04_probe:{function}", *args, timeout=timeout)
     assert isinstance(got, dict) and all(key in got for key in keys), t(
-        f"运行你代码的进程对 {function} 的回答不成形：{got!r:.200}",
-        f"the process running your code answered {function} out of shape: {got!r:.200}")
+        "the process running your code answered {function} out of shape: {got!r:.200}", function=function, got=got)
     return got
 
 
@@ -91,18 +90,19 @@ class Consumers:
     def load(cls) -> "Consumers":
         """A fresh module object in the probe: its counters start at zero whatever an earlier check did."""
         path = HERE / SCRIPT
-        assert path.exists(), t(f"缺少 {SCRIPT}（第 1 步）", f"{SCRIPT} is missing (step 1)")
+        assert path.exists(), t("{script} is missing (step 1)", script=SCRIPT)
         try:
             got = ask("load", keys=("run", "missing", "capacity"))
         except LearnerRaised as exc:
             tail = "\n".join(exc.learner_traceback.strip().splitlines()[-4:])
-            raise AssertionError(t(f"无法导入 {SCRIPT}：{exc.type_name}: {exc}", f"cannot import {SCRIPT}: {exc.type_name}: {exc}")
+            raise AssertionError(t("cannot import {script}: {type_name}: {exc}", script=SCRIPT, exc=exc,
+                                   type_name=exc.type_name)
                                  + (f"\n{tail}" if tail else "")) from None
         missing = got["missing"]
         assert isinstance(missing, list) and isinstance(got["run"], int), t(
-            f"运行你代码的进程对 load 的回答不成形：{got!r:.200}", f"the process running your code answered load out of shape: {got!r:.200}")
-        assert not missing, t(f"{SCRIPT} 缺少模块级名字：{', '.join(map(str, missing))}",
-                              f"{SCRIPT} lacks the module-level names: {', '.join(map(str, missing))}")
+            "the process running your code answered load out of shape: {got!r:.200}", got=got)
+        assert not missing, t("{script} lacks the module-level names: {map}", script=SCRIPT,
+                              map=', '.join(map(str, missing)))
         return cls(got["run"], got["capacity"])
 
     def instrument(self, track_lock: bool = False, meet: bool = False, count_puts: bool = False,
@@ -123,9 +123,8 @@ class Consumers:
                   keys=("finished", "stuck", "waits", "crashes", "found_full"))
         self.crashes = list(got["crashes"] or [])
         stuck = got["stuck"]
-        assert got["finished"] is True, t(
-            f"生产者放不完编号：{where(stuck) or '仍在等待'}。{self.crash_text()}",
-            f"the producer cannot put every id: {where(stuck) or 'still waiting'}. {self.crash_text()}")
+        assert got["finished"] is True, t("the producer cannot put every id: {where}. {crash_text}",
+                                          where=where(stuck) or t('still waiting'), crash_text=self.crash_text())
         return got
 
     def send_stops(self) -> None:
@@ -138,9 +137,8 @@ class Consumers:
         self.crashes = list(got["crashes"] or [])
         counts = got["counts"]
         assert isinstance(counts, dict) and total(counts) >= IDS, t(
-            f"done+failed 没到 {IDS}：counts={counts}。每个编号都要计入成功或失败。{self.crash_text()}",
-            f"done + failed did not reach {IDS}: counts={counts}. Every id must end as done or failed. "
-            f"{self.crash_text()}")
+            "done + failed did not reach {ids}: counts={counts}. Every id must end as done or failed. {crash_text}",
+            ids=IDS, counts=counts, crash_text=self.crash_text())
         return got
 
     def wait_exit(self) -> tuple[dict | None, int]:
@@ -151,7 +149,7 @@ class Consumers:
         return got["stuck"] or None, got["alive"]
 
     def crash_text(self) -> str:
-        return t(f"消费线程异常：{self.crashes}", f"consumer crashed: {self.crashes}") if self.crashes else ""
+        return t("consumer crashed: {crashes}", crashes=self.crashes) if self.crashes else ""
 
 
 # ---------------------------------------------------------------- 04.1
@@ -169,13 +167,11 @@ def check_counts(c) -> None:
     c.note(f"counts={counts} errors={errors}")
     assert not consumers.crashes, consumers.crash_text()
     assert isinstance(counts, dict) and counts.get("done") == IDS - 1 and counts.get("failed") == 1, t(
-        f"应为 done 19、failed 1，实际 {counts}：编号 7 只能记失败，其他 19 个记成功",
-        f"expected done 19 and failed 1, got {counts}: id 7 counts as failed only, the other 19 as done")
+        "expected done 19 and failed 1, got {counts}: id 7 counts as failed only, the other 19 as done", counts=counts)
     as_tuples = [tuple(entry) if isinstance(entry, (list, tuple)) else entry for entry in errors] \
         if isinstance(errors, list) else errors
-    assert as_tuples == [(7, "ValueError")], t(
-        f"errors 应正好是 [(7, 'ValueError')]（编号与异常类名），实际 {errors!r}",
-        f"errors should be exactly [(7, 'ValueError')] (the id and the exception class name), got {errors!r}")
+    assert as_tuples == [(7, "ValueError")], t("errors should be exactly [(7, 'ValueError')] (the id and the "
+                                               "exception class name), got {errors!r}", errors=errors)
 
 
 # ---------------------------------------------------------------- 04.2
@@ -189,24 +185,18 @@ def check_join_and_exit(c) -> None:
     c.note(t(f"发出 {WORKERS} 个 None 后，存活消费线程 {alive} 个" + (f"：{where(stuck)}" if stuck else ""),
              f"after {WORKERS} None stop signals, consumers still alive: {alive}"
              + (f": {where(stuck)}" if stuck else "")))
-    assert not stuck, t(
-        f"收到 None 后消费线程没有退出（{where(stuck)}）：consume() 读到 None 要 return。{consumers.crash_text()}",
-        f"the consumers did not exit after their None ({where(stuck)}): consume() must return on None. "
-        f"{consumers.crash_text()}")
+    assert not stuck, t("the consumers did not exit after their None ({where}): consume() must return on None. "
+                        "{crash_text}", where=where(stuck), crash_text=consumers.crash_text())
 
     # Every consumer has returned: a get() that was not settled by now never will be, and Queue.join()
     # (which has no timeout) would wait for it forever.
     unsettled = ask("unfinished", consumers.number, keys=("unfinished",))["unfinished"]
-    c.note(t(f"两个消费线程都返回后 pending.unfinished_tasks={unsettled}",
-             f"pending.unfinished_tasks={unsettled} once both consumers had returned"))
-    assert unsettled == 0, t(
-        f"所有编号和 None 都已取走、消费线程都已退出，还有 {unsettled} 次 get 没有 task_done：pending.join() 会永远等下去。"
-        "把 task_done 放进 finally，失败和 None 分支也要结清。",
-        f"every id and None was taken and both consumers returned, yet {unsettled} get() calls never had their "
-        "task_done(): pending.join() would wait forever. Put task_done in finally so the failure and None paths "
-        "settle too.")
+    c.note(t("pending.unfinished_tasks={unsettled} once both consumers had returned", unsettled=unsettled))
+    assert unsettled == 0, t("every id and None was taken and both consumers returned, yet {unsettled} get() calls "
+                             "never had their task_done(): pending.join() would wait forever. Put task_done in "
+                             "finally so the failure and None paths settle too.", unsettled=unsettled)
     joined = ask("join", consumers.number, timeout=LONG, keys=("returned",))
-    assert joined["returned"] is True, t("pending.join() 没有返回", "pending.join() did not return")
+    assert joined["returned"] is True, t("pending.join() did not return")
 
     # The learner's own main block, under a watchdog: non-daemon threads, so the script ends only if
     # they all return; if they deadlock, the watchdog says where each one waits.
@@ -215,10 +205,8 @@ def check_join_and_exit(c) -> None:
     except subprocess.TimeoutExpired as exc:
         partial = (exc.stdout or b"")
         partial = partial.decode(errors="replace") if isinstance(partial, bytes) else partial
-        raise AssertionError(t(
-            f"python {SCRIPT} {BOUND:g} 秒没有结束（已强制停止）。已有输出：{partial.strip()[-200:]!r}",
-            f"python {SCRIPT} did not finish within {BOUND:g} s (stopped). Output so far: "
-            f"{partial.strip()[-200:]!r}")) from None
+        raise AssertionError(t("python {script} did not finish within {bound:g} s (stopped). Output so far: {strip!r}",
+                               script=SCRIPT, bound=BOUND, strip=partial.strip()[-200:])) from None
     lines = [line for line in done.stdout.splitlines() if line.strip()]
     found = [line[len(STUCK_MARK):] for line in lines if line.startswith(STUCK_MARK)]
     if done.returncode == STUCK_EXIT and found:
@@ -226,25 +214,21 @@ def check_join_and_exit(c) -> None:
             stuck = json.loads(found[-1])
         except ValueError:
             stuck = found[-1][:200]
-        raise AssertionError(t(
-            f"python {SCRIPT} 永远不会结束：{where(stuck)}。每个线程要有一个 None，每次 get 要有一次 task_done。",
-            f"python {SCRIPT} never ends: {where(stuck)}. Send one None per thread and settle every get() with "
-            "task_done()."))
-    c.note(t(f"python {SCRIPT} -> 退出码 {done.returncode}：{lines[-3:]}", f"python {SCRIPT} -> exit {done.returncode}: {lines[-3:]}"))
-    assert done.returncode == 0, t(
-        f"python {SCRIPT} 退出码 {done.returncode}：\n{done.stdout[-600:]}",
-        f"python {SCRIPT} exited {done.returncode}:\n{done.stdout[-600:]}")
+        raise AssertionError(t("python {script} never ends: {where}. Send one None per thread and settle every get() "
+                               "with task_done().", script=SCRIPT, where=where(stuck)))
+    c.note(t("python {script} -> exit {returncode}: {lines}", script=SCRIPT, returncode=done.returncode,
+             lines=lines[-3:]))
+    assert done.returncode == 0, t("python {script} exited {returncode}:\n{stdout}", script=SCRIPT,
+                                   returncode=done.returncode, stdout=done.stdout[-600:])
     printed = None
     for line in lines:
         match = re.search(r"'done':\s*(\d+),\s*'failed':\s*(\d+)", line)
         if match:
             printed = int(match.group(1)) + int(match.group(2))
-    assert printed is not None, t(
-        f"python {SCRIPT} 没有打印 counts（形如 {{'done': 19, 'failed': 1}}）",
-        f"python {SCRIPT} did not print counts (like {{'done': 19, 'failed': 1}})")
-    assert printed == IDS, t(
-        f"join 之后打印的 done+failed 是 {printed}，不是 {IDS}：join 返回时还有工作没结清",
-        f"the counts printed after join add up to {printed}, not {IDS}: join returned before the work settled")
+    assert printed is not None, t("python {script} did not print counts (like {{'done': 19, 'failed': 1}})",
+                                  script=SCRIPT)
+    assert printed == IDS, t("the counts printed after join add up to {printed}, not {ids}: join returned before the "
+                             "work settled", printed=printed, ids=IDS)
 
 
 # ---------------------------------------------------------------- 04.3
@@ -259,25 +243,18 @@ def check_work_outside_lock(c) -> None:
     consumers.wait_exit()
     spy = ask("observe", consumers.number, keys=("spy",))["spy"]
     assert isinstance(spy, dict) and all(key in spy for key in ("calls", "in_lock", "met", "total")), t(
-        f"运行你代码的进程对 observe 的回答不成形：{spy!r:.200}", f"the process running your code answered observe out of shape: {spy!r:.200}")
+        "the process running your code answered observe out of shape: {spy!r:.200}", spy=spy)
     calls, in_lock, met, serial = spy["calls"], spy["in_lock"], spy["met"] is True, spy["total"]
-    c.note(t(f"{WORKERS} 个线程处理 {IDS} 个编号：{calls} 次 sleep，持锁 sleep {in_lock} 次，"
-             f"两个线程{'确实同时在 sleep（各自第一次 sleep 在屏障处会合）' if met else '从未同时 sleep'}",
-             f"{WORKERS} threads, {IDS} ids: {calls} sleeps, {in_lock} while holding mutex; the two threads "
-             f"{'were sleeping at the same time (their first sleeps met at a barrier)' if met else 'never slept at the same time'}"))
-    c.note(t(f"耗时仅作记录：总 {wall:.2f}s，各次 sleep 之和 {serial:.2f}s",
-             f"timings, recorded only: wall {wall:.2f}s, sleeps add up to {serial:.2f}s"))
-    assert calls >= IDS, t(
-        f"每个编号都应调用 time.sleep 模拟耗时，实际只调用了 {calls} 次",
-        f"each id should call time.sleep to simulate the work, but it was called {calls} times")
-    assert in_lock == 0, t(
-        f"{in_lock} 次 sleep 发生在本线程持有 mutex 的时候：耗时工作要放到 with mutex 外，锁里只改计数",
-        f"{in_lock} sleeps ran while their thread held mutex: move the slow work out of with mutex and "
-        "keep only the counter updates inside")
-    assert met, t(
-        "两个线程从未同时处在 sleep 中：第一个线程的 sleep 等另一个线程也进入 sleep，却没有等到（是否在别的锁里阻塞？）",
-        "the two threads were never sleeping at the same time: the first thread's sleep waited for the other "
-        "thread to sleep too, in vain (blocking inside another lock?)")
+    c.note(t("{workers} threads, {ids} ids: {calls} sleeps, {in_lock} while holding mutex; the two threads {value}",
+             workers=WORKERS, ids=IDS, calls=calls, in_lock=in_lock,
+             value=t('were sleeping at the same time (their first sleeps met at a barrier)') if met else t('never slept at the same time')))
+    c.note(t("timings, recorded only: wall {wall:.2f}s, sleeps add up to {serial:.2f}s", wall=wall, serial=serial))
+    assert calls >= IDS, t("each id should call time.sleep to simulate the work, but it was called {calls} times",
+                           calls=calls)
+    assert in_lock == 0, t("{in_lock} sleeps ran while their thread held mutex: move the slow work out of with mutex "
+                           "and keep only the counter updates inside", in_lock=in_lock)
+    assert met, t("the two threads were never sleeping at the same time: the first thread's sleep waited for the "
+                  "other thread to sleep too, in vain (blocking inside another lock?)")
 
 
 # ---------------------------------------------------------------- 04.4
@@ -295,39 +272,32 @@ def check_put_waits(c) -> None:
     put = consumers.produce(range(IDS))
     waits, held_back = put["waits"], put["found_full"]  # the ids' puts only, not the stop signals'
     assert isinstance(waits, list) and isinstance(held_back, int), t(
-        f"运行你代码的进程对 produce 的回答不成形：{put!r:.200}", f"the process running your code answered produce out of shape: {put!r:.200}")
+        "the process running your code answered produce out of shape: {put!r:.200}", put=put)
     consumers.wait_counted()
     consumers.send_stops()
     stuck, _ = consumers.wait_exit()
     seen = ask("observe", consumers.number, keys=("counts", "spy"))
     spy = seen["spy"]
     assert isinstance(spy, dict) and all(key in spy for key in ("calls", "asked")), t(
-        f"运行你代码的进程对 observe 的回答不成形：{seen!r:.200}", f"the process running your code answered observe out of shape: {seen!r:.200}")
+        "the process running your code answered observe out of shape: {seen!r:.200}", seen=seen)
     per_id = spy["asked"] / IDS
-    c.note(t(f"你的 pending 容量 {own}；consume() 每个编号等待 {per_id:.2f}s（time.sleep 共 {spy['calls']} 次）",
-             f"your pending holds {own}; consume() waits {per_id:.2f}s per id ({spy['calls']} time.sleep calls)"))
+    c.note(t("your pending holds {own}; consume() waits {per_id:.2f}s per id ({calls} time.sleep calls)", own=own,
+             per_id=per_id, calls=spy['calls']))
     if not one and per_id < 0.2 - 1e-9:
-        c.skip(t(f"pending 容量仍是 {own}、每个编号仍等 {per_id:.2f}s：练习未做（容量改成 1，消费者每条等待 0.2 秒）",
-                 f"pending still holds {own} and each id still waits {per_id:.2f}s: exercise not attempted "
-                 "(capacity 1, and the consumers wait 0.2 s per id)"))
+        c.skip(t("pending still holds {own} and each id still waits {per_id:.2f}s: exercise not attempted (capacity "
+                 "1, and the consumers wait 0.2 s per id)", own=own, per_id=per_id))
     unbounded = isinstance(own, (int, float)) and own <= 0
-    assert one, t(
-        f"pending 的容量是 {own}，练习要改成 1" + ("（queue.Queue 的 0 表示不限容量：put 永远不会等待，没有背压）" if unbounded else ""),
-        f"pending holds {own}; the exercise sets its capacity to 1"
-        + (" (for queue.Queue, 0 means unbounded: put() never waits, so there is no back-pressure)" if unbounded else ""))
-    assert per_id >= 0.2 - 1e-9, t(f"consume() 每个编号只等 {per_id:.2f}s，练习要每条等待 0.2 秒",
-                                   f"consume() waits only {per_id:.2f}s per id; the exercise makes it 0.2 s")
-    c.note(t(f"{IDS} 次 put 中 {held_back} 次遇到满队列而等待，最长 {max(waits, default=0.0):.2f}s，合计 {sum(waits):.2f}s"
-             f"（只作记录）；counts={seen['counts']}",
-             f"{held_back} of {IDS} puts found the queue full and waited, longest {max(waits, default=0.0):.2f}s, total "
-             f"{sum(waits):.2f}s (recorded only); counts={seen['counts']}"))
-    assert held_back >= 1, t(
-        "容量 1 时没有一次 put 遇到满队列：生产者应被满队列挡住（背压）",
-        "with capacity 1 no put ever found the queue full: a full queue should hold the producer back "
-        "(back-pressure)")
-    assert not stuck, t(
-        f"容量 1 时全部 {IDS} 项已结清，但收到 None 后线程没退出：{where(stuck)}",
-        f"with capacity 1 all {IDS} ids settled, but threads did not exit after their None: {where(stuck)}")
+    assert one, t("pending holds {own}; the exercise sets its capacity to 1{value}", own=own,
+                  value=t(' (for queue.Queue, 0 means unbounded: put() never waits, so there is no back-pressure)') if unbounded else '')
+    assert per_id >= 0.2 - 1e-9, t("consume() waits only {per_id:.2f}s per id; the exercise makes it 0.2 s",
+                                   per_id=per_id)
+    c.note(t("{held_back} of {ids} puts found the queue full and waited, longest {max:.2f}s, total {sum:.2f}s "
+             "(recorded only); counts={counts}", held_back=held_back, ids=IDS, max=max(waits, default=0.0),
+             sum=sum(waits), counts=seen['counts']))
+    assert held_back >= 1, t("with capacity 1 no put ever found the queue full: a full queue should hold the "
+                             "producer back (back-pressure)")
+    assert not stuck, t("with capacity 1 all {ids} ids settled, but threads did not exit after their None: {where}",
+                        ids=IDS, where=where(stuck))
 
 
 if __name__ == "__main__":

@@ -76,7 +76,7 @@ class PoolRun:
 
     def __init__(self, name: str = "pool_io.py"):
         script = HERE / name
-        assert script.exists(), t(f"缺少 {name}（第 1 步）", f"{name} is missing (step 1)")
+        assert script.exists(), t("{name} is missing (step 1)", name=name)
         self.name = name
         LOGS.mkdir(parents=True, exist_ok=True)
         out = LOGS / f"{script.stem}-events.json"
@@ -85,15 +85,12 @@ class PoolRun:
         try:
             done = run_python(["lab05_driver.py", script.name, str(out)], cwd=HERE, timeout=RUN_BOUND)
         except subprocess.TimeoutExpired:
-            raise AssertionError(t(
-                f"python {name} {RUN_BOUND:g} 秒没有结束（已强制停止）：离开 with 时线程池在等一个停不下来的调用",
-                f"python {name} did not finish within {RUN_BOUND:g} s (stopped): leaving the with block waits "
-                "for a call that never stops")) from None
+            raise AssertionError(t("python {name} did not finish within {run_bound:g} s (stopped): leaving the with "
+                                   "block waits for a call that never stops", name=name, run_bound=RUN_BOUND)) from None
         self.seconds = time.monotonic() - started
         self.returncode = done.returncode
         self.output = done.stdout
-        assert out.exists(), t(f"驱动没有写出记录，输出：\n{done.stdout[-600:]}",
-                               f"the driver wrote no record; output:\n{done.stdout[-600:]}")
+        assert out.exists(), t("the driver wrote no record; output:\n{stdout}", stdout=done.stdout[-600:])
         record = json.loads(out.read_text(encoding="utf-8"))
         self.events = record["events"]
         self.outcome = record["outcome"]
@@ -156,7 +153,7 @@ def pool_timeline(run: PoolRun) -> dict:
             workers[where[e["f"]]]["bars"].append(bar(started[e["f"]], at, f"job #{e['f']}", "run"))
         elif ev == "slice" and e["f"] in where:
             workers[where[e["f"]]]["marks"].append(
-                mark(at, t("停止后的一段", "slice after stop") if e["after_stop"] else t("一段", "slice"), "sleep"))
+                mark(at, t("slice after stop") if e["after_stop"] else t("slice"), "sleep"))
         elif ev == "result":
             main_bars.append(bar(e.get("began", at), at, f"result(timeout={e['timeout']})", "wait"))
             if e.get("error") == "TimeoutError":
@@ -176,14 +173,12 @@ def pool_timeline(run: PoolRun) -> dict:
     for job, at in started.items():  # a job that never ended (the script crashed): open to the last event
         if not any(b["label"] == f"job #{job}" for b in workers[where[job]]["bars"]):
             workers[where[job]]["bars"].append(bar(at, last, f"job #{job}", "run"))
-    rows = [lane(t("主线程", "main thread"), bars=main_bars, marks=main_marks),
-            lane(t("线程池队列", "pool queue"), bars=queue_bars, marks=queue_marks)]
+    rows = [lane(t("main thread"), bars=main_bars, marks=main_marks),
+            lane(t("pool queue"), bars=queue_bars, marks=queue_marks)]
     rows += [lane(name, bars=found["bars"][:200], marks=found["marks"][:400]) for name, found in workers.items()]
-    return lanes(t(f"python {run.name}：等待超时、取消、stop 与关闭", f"python {run.name}: wait timeout, cancel, stop, close"),
-                 rows[:20], lines=lines[:5], caption=t(
-                     "工作线程上的条：任务运行；短标记：每一小段等待开始；竖线：result(timeout=...) 放弃等待",
-                     "bars on a worker thread: a job running; small marks: each slice it began; line: "
-                     "result(timeout=...) giving up"))
+    return lanes(t("python {name}: wait timeout, cancel, stop, close", name=run.name),
+                 rows[:20], lines=lines[:5], caption=t("bars on a worker thread: a job running; small marks: each "
+                                                       "slice it began; line: result(timeout=...) giving up"))
 
 
 def timed_out_wait(run: PoolRun) -> dict | None:
@@ -194,7 +189,7 @@ def timed_out_wait(run: PoolRun) -> dict | None:
 
 def module_file(name: str) -> None:
     """The learner's module NAME must be there before a probe is asked to load it."""
-    assert (HERE / f"{name}.py").exists(), t(f"缺少 {name}.py", f"{name}.py is missing")
+    assert (HERE / f"{name}.py").exists(), t("{name}.py is missing", name=name)
 
 
 CALL_BOUND = 30.0  # the probe's waits for read_sync (whose whole loop takes 2 s) end after this, whatever it does
@@ -211,8 +206,7 @@ def ask(function: str, *args, timeout: float, keys: tuple[str, ...] = ()) -> dic
 
 def shaped(function: str, got, keys: tuple[str, ...]) -> dict:
     assert isinstance(got, dict) and all(key in got for key in keys), t(
-        f"运行你代码的进程对 {function} 的回答不成形：{got!r:.200}",
-        f"the process running your code answered {function} out of shape: {got!r:.200}")
+        "the process running your code answered {function} out of shape: {got!r:.200}", function=function, got=got)
     return got
 
 
@@ -241,32 +235,26 @@ def raise_learner_error(number) -> None:
 def check_timeout_and_cancel(c) -> None:
     run = pool_run()
     attach(c, lambda: pool_timeline(run))
-    c.note(t(f"python pool_io.py -> 退出码 {run.returncode}，用时 {run.seconds:.2f}s：{run.lines[:4]}",
-             f"python pool_io.py -> exit {run.returncode} in {run.seconds:.2f}s: {run.lines[:4]}"))
-    assert run.of("submit") or run.outcome == "ok", t(
-        f"pool_io.py 在提交任务前就出错了：\n{run.crash_tail()}",
-        f"pool_io.py failed before it submitted anything:\n{run.crash_tail()}")
-    assert run.of("submit"), t("pool_io.py 没有向 ThreadPoolExecutor 提交任何任务",
-                               "pool_io.py submitted nothing to a ThreadPoolExecutor")
+    c.note(t("python pool_io.py -> exit {returncode} in {seconds:.2f}s: {lines}", returncode=run.returncode,
+             seconds=run.seconds, lines=run.lines[:4]))
+    assert run.of("submit") or run.outcome == "ok", t("pool_io.py failed before it submitted anything:\n{crash_tail}",
+                                                      crash_tail=run.crash_tail())
+    assert run.of("submit"), t("pool_io.py submitted nothing to a ThreadPoolExecutor")
     waited = timed_out_wait(run)
     if waited is None:
         answered = run.of("result")
         first = answered[0] if answered else None
         if first and "value" in first:
-            raise AssertionError(t(
-                f"result(timeout={first['timeout']}) 等了 {first['waited']}s 拿到了完整结果，没有超时：应只等 0.2 秒",
-                f"result(timeout={first['timeout']}) waited {first['waited']}s and got the full result instead of "
-                "timing out: wait only 0.2 s"))
-        raise AssertionError(t(
-            f"没有看到对运行中 Future 的 result(timeout=...) 抛出 TimeoutError；result 调用记录：{answered}",
-            f"no result(timeout=...) on the running future raised TimeoutError; result calls seen: {answered}"))
-    c.note(t(f"result(timeout={waited['timeout']}) 等 {waited['waited']}s 后抛出 TimeoutError，当时 Future 在运行",
-             f"result(timeout={waited['timeout']}) raised TimeoutError after {waited['waited']}s while the future ran"))
+            raise AssertionError(t("result(timeout={timeout}) waited {waited}s and got the full result instead of "
+                                   "timing out: wait only 0.2 s", timeout=first['timeout'], waited=first['waited']))
+        raise AssertionError(t("no result(timeout=...) on the running future raised TimeoutError; result calls seen: "
+                               "{answered}", answered=answered))
+    c.note(t("result(timeout={timeout}) raised TimeoutError after {waited}s while the future ran",
+             timeout=waited['timeout'], waited=waited['waited']))
     assert waited["timeout"] is not None and waited["timeout"] <= 1.0, t(
-        f"等待上限应约 0.2 秒，实际 timeout={waited['timeout']}",
-        f"the wait should be bounded at about 0.2 s, got timeout={waited['timeout']}")
+        "the wait should be bounded at about 0.2 s, got timeout={timeout}", timeout=waited['timeout'])
     later = [e for e in run.of("cancel", f=waited["f"]) if e["i"] > waited["i"]]
-    c.note("cancel(): " + (", ".join(f"{e['before']} -> {e['value']}" for e in later) or t("从未调用", "never called")))
+    c.note("cancel(): " + (", ".join(f"{e['before']} -> {e['value']}" for e in later) or t("never called")))
     assert later, t(
         "超时后没有对这个 Future 调用 cancel()（cancelled() 只是查询，不会请求取消）。"
         + (f"脚本异常结束：\n{run.crash_tail()}" if run.outcome != "ok" and not run.of("print") else ""),
@@ -274,15 +262,13 @@ def check_timeout_and_cancel(c) -> None:
         "nothing)." + (f" The script crashed:\n{run.crash_tail()}" if run.outcome != "ok" and not run.of("print")
                        else ""))
     first = later[0]
-    assert first["before"] == "running", t(
-        f"cancel() 调用时 Future 已是 {first['before']}：应在等待超时、任务仍在运行时调用，才能看到它取消不了运行中的任务",
-        f"cancel() was called when the future was already {first['before']}: call it right after the wait "
-        "times out, while the job still runs, to see that a running job cannot be cancelled")
-    assert first["value"] is False, t(f"运行中的 cancel() 应返回 False，实际 {first['value']}",
-                                      f"cancel() on a running future should return False, got {first['value']}")
+    assert first["before"] == "running", t("cancel() was called when the future was already {before}: call it right "
+                                           "after the wait times out, while the job still runs, to see that a "
+                                           "running job cannot be cancelled", before=first['before'])
+    assert first["value"] is False, t("cancel() on a running future should return False, got {value}",
+                                      value=first['value'])
     assert "wait timed out; cancel: False" in run.lines, t(
-        f"脚本没有打印 wait timed out; cancel: False，实际输出：{run.lines[:4]}",
-        f"the script did not print wait timed out; cancel: False; it printed: {run.lines[:4]}")
+        "the script did not print wait timed out; cancel: False; it printed: {lines}", lines=run.lines[:4])
 
 
 # ---------------------------------------------------------------- 05.2
@@ -292,24 +278,19 @@ def check_stop_and_close(c) -> None:
     # The function on its own: stop is set once it is inside its loop (its first slice has begun).
     module_file("pool_io")
     seen = ask("stop_read", timeout=2 * CALL_BOUND + QUICK, keys=("returned", "began", "after", "value", "raised"))
-    assert seen["returned"] is True, t(f"stop 设置后 read_sync {CALL_BOUND:g} 秒仍未返回",
-                                       f"read_sync had not returned {CALL_BOUND:g} s after stop was set")
+    assert seen["returned"] is True, t("read_sync had not returned {call_bound:g} s after stop was set",
+                                       call_bound=CALL_BOUND)
     raise_learner_error(seen["raised"])
     began, value = seen["began"], seen["value"]
-    assert began, t(
-        f"read_sync 没有经过 time.sleep 或 stop.wait(超时) 的任何一小段就返回了 {value!r}：它应分小段等待，段间检查 stop",
-        f"read_sync returned {value!r} without waiting through a single slice (time.sleep or stop.wait with a "
-        "timeout): it should wait in slices and check stop between them")
+    assert began, t("read_sync returned {value!r} without waiting through a single slice (time.sleep or stop.wait "
+                    "with a timeout): it should wait in slices and check stop between them", value=value)
     after = seen["after"]
-    c.note(t(f"read_sync(3, stop)：第 {began} 段开始后 set，之后又开始 {after} 段，返回 {value}",
-             f"read_sync(3, stop): stop set once slice {began} had begun; {after} more slice(s) began after it; "
-             f"returned {value}"))
-    assert after <= 1, t(
-        f"stop 设置后 read_sync 又开始了 {after} 段等待：每一小段等待前都要检查 stop.is_set()",
-        f"read_sync began {after} more slices after stop was set: check stop.is_set() before every slice")
-    assert value == {"id": 3, "cancelled": True}, t(
-        f"被停止时应返回 {{'id': 3, 'cancelled': True}}，实际 {value!r}",
-        f"a stopped read should return {{'id': 3, 'cancelled': True}}, got {value!r}")
+    c.note(t("read_sync(3, stop): stop set once slice {began} had begun; {after} more slice(s) began after it; "
+             "returned {value}", began=began, after=after, value=value))
+    assert after <= 1, t("read_sync began {after} more slices after stop was set: check stop.is_set() before every "
+                         "slice", after=after)
+    assert value == {"id": 3, "cancelled": True}, t("a stopped read should return {{'id': 3, 'cancelled': True}}, "
+                                                    "got {value!r}", value=value)
 
     # The learner's script: stop.set() in the timeout branch, then the pool closes.
     run = pool_run()
@@ -318,33 +299,28 @@ def check_stop_and_close(c) -> None:
     n = waited["f"] if waited else 1
     sets = run.of("set")
     ends = run.of("end", f=n)
-    c.note(t(f"python pool_io.py -> 退出码 {run.returncode}：{run.lines[-3:]}；剩余线程 {run.threads_left}",
-             f"python pool_io.py -> exit {run.returncode}: {run.lines[-3:]}; threads left {run.threads_left}"))
-    assert sets, t("脚本从没调用 stop.set()：运行中的 read_sync 不会自己停下",
-                   "the script never called stop.set(): the running read_sync will not stop by itself")
-    assert ends, t(f"第 {n} 个任务没有结束记录：\n{run.crash_tail()}", f"job {n} never finished:\n{run.crash_tail()}")
+    c.note(t("python pool_io.py -> exit {returncode}: {lines}; threads left {threads_left}", returncode=run.returncode,
+             lines=run.lines[-3:], threads_left=run.threads_left))
+    assert sets, t("the script never called stop.set(): the running read_sync will not stop by itself")
+    assert ends, t("job {n} never finished:\n{crash_tail}", n=n, crash_tail=run.crash_tail())
     after = run.slices_after_stop(n)
-    c.note(t(f"stop.set() 之后工作函数又开始 {after} 段等待，返回 {ends[0].get('value')}",
-             f"after stop.set() the worker began {after} more slice(s) and returned {ends[0].get('value')}"))
-    assert after <= 1, t(
-        f"stop.set() 之后运行中的工作又开始了 {after} 段等待：它应在下一段之前退出",
-        f"the running job began {after} more slices after stop.set(): it should leave before the next slice")
+    c.note(t("after stop.set() the worker began {after} more slice(s) and returned {value}", after=after,
+             value=ends[0].get('value')))
+    assert after <= 1, t("the running job began {after} more slices after stop.set(): it should leave before the "
+                         "next slice", after=after)
     assert "'cancelled': True" in ends[0].get("value", ""), t(
-        f"被停止的工作应返回 cancelled=True，实际 {ends[0].get('value', ends[0].get('error'))}",
-        f"the stopped job should return cancelled=True, got {ends[0].get('value', ends[0].get('error'))}")
-    assert run.outcome == "ok" and run.returncode == 0, t(
-        f"脚本异常结束（{run.outcome}）：\n{run.crash_tail()}", f"the script failed ({run.outcome}):\n{run.crash_tail()}")
+        "the stopped job should return cancelled=True, got {value}", value=ends[0].get('value', ends[0].get('error')))
+    assert run.outcome == "ok" and run.returncode == 0, t("the script failed ({outcome}):\n{crash_tail}",
+                                                          outcome=run.outcome, crash_tail=run.crash_tail())
     assert any(line.startswith("worker result:") and "'cancelled': True" in line for line in run.lines), t(
-        f"应打印 worker result: 且 cancelled 为 True，实际输出：{run.lines}",
-        f"expected a worker result: line with cancelled True, got: {run.lines}")
+        "expected a worker result: line with cancelled True, got: {lines}", lines=run.lines)
     assert run.lines and run.lines[-1] == "pool closed", t(
-        f"最后一行应是 pool closed，实际输出：{run.lines}", f"the last line should be pool closed, got: {run.lines}")
+        "the last line should be pool closed, got: {lines}", lines=run.lines)
     closed = [e for e in run.of("print") if e["text"] == "pool closed"][-1]
     assert any(e["i"] < closed["i"] for e in run.of("shutdown")), t(
-        "打印 pool closed 之前线程池没有关闭（with 块或 shutdown）",
         "the pool was not shut down (with block or shutdown) before pool closed was printed")
-    assert not run.threads_left, t(f"脚本结束时仍有线程：{run.threads_left}",
-                                   f"threads were still alive when the script ended: {run.threads_left}")
+    assert not run.threads_left, t("threads were still alive when the script ended: {threads_left}",
+                                   threads_left=run.threads_left)
 
 
 # ---------------------------------------------------------------- 05.3
@@ -357,10 +333,9 @@ def batch_figures(reads: list, outstanding: list) -> list[dict]:
     for name, product, start, end in reads:
         threads.setdefault(name, []).append(bar(start, last if end is None else end, f"read {product}", "pool"))
     rows = [lane(name, bars=bars) for name, bars in threads.items()]
-    figure = lanes(t("线程池的工作线程：每批 4 个 Future，同时最多 2 个读取",
-                     "the pool's worker threads: 4 futures a batch, at most 2 reads at once"), rows[:20],
-                   caption=t("每条：一次 read_sync 在某个工作线程里运行", "each bar: one read_sync running in a worker thread"))
-    counts = steps(t("未完成的 Future", "futures outstanding"), [(at, n) for at, n in outstanding],
+    figure = lanes(t("the pool's worker threads: 4 futures a batch, at most 2 reads at once"), rows[:20],
+                   caption=t("each bar: one read_sync running in a worker thread"))
+    counts = steps(t("futures outstanding"), [(at, n) for at, n in outstanding],
                    limit=4, label="futures")
     return [figure, counts]
 
@@ -381,34 +356,27 @@ BATCH_KEYS = ("returned", "results", "seconds", "submitted", "max_outstanding", 
 def check_batches(c) -> None:
     module_file("batch_io")
     seen = ask("batches", timeout=CALL_BOUND + QUICK, keys=("has",))
-    assert seen["has"], t("batch_io.py 缺少 export_batches", "batch_io.py lacks export_batches")
+    assert seen["has"], t("batch_io.py lacks export_batches")
     shaped("batches", seen, BATCH_KEYS)
     attach(c, lambda: batch_figures(seen["reads"], seen["outstanding"]))
-    assert seen["returned"] is True, t(f"{CALL_BOUND:g} 秒内没有返回", f"did not return within {CALL_BOUND:g} s")
+    assert seen["returned"] is True, t("did not return within {call_bound:g} s", call_bound=CALL_BOUND)
     raise_learner_error(seen["raised"])
     results, seconds = seen["results"], seen["seconds"]
     submitted, max_outstanding, max_running = seen["submitted"], seen["max_outstanding"], seen["max_running"]
     ids = sorted(r.get("id") for r in results) if isinstance(results, list) and all(
         isinstance(r, dict) for r in results) else results
     count = size(results)
-    c.note(t(f"export_batches(0..7)：{count} 条，用时 {seconds:.2f}s；submit {submitted} 次，"
-             f"同时未完成 Future 最多 {max_outstanding} 个，同时运行最多 {max_running} 个，"
-             f"线程池 max_workers={seen['workers']}",
-             f"export_batches(0..7): {count} results in {seconds:.2f}s; {submitted} submits, at most "
-             f"{max_outstanding} futures outstanding, at most {max_running} running, pool "
-             f"max_workers={seen['workers']}"))
-    assert submitted >= 8, t(
-        f"应通过 ThreadPoolExecutor.submit 提交 8 次 read_sync，实际 {submitted} 次",
-        f"read_sync should be submitted 8 times through ThreadPoolExecutor.submit, got {submitted}")
-    assert ids == list(range(8)), t(f"应返回编号 0..7 各一条，实际 {ids}",
-                                    f"expected one result for each id 0..7, got {ids}")
-    assert max_outstanding <= 4, t(
-        f"同时有 {max_outstanding} 个 Future 未完成：每批最多提交 4 个，这批都完成再提交下一批",
-        f"{max_outstanding} futures were outstanding at once: submit at most 4, and drain them before "
-        "the next batch")
-    assert max_running <= 2, t(
-        f"同时有 {max_running} 个 read_sync 在运行：线程池应为 max_workers=2",
-        f"{max_running} reads ran at once: the pool should have max_workers=2")
+    c.note(t("export_batches(0..7): {count} results in {seconds:.2f}s; {submitted} submits, at most "
+             "{max_outstanding} futures outstanding, at most {max_running} running, pool max_workers={workers}",
+             count=count, seconds=seconds, submitted=submitted, max_outstanding=max_outstanding,
+             max_running=max_running, workers=seen['workers']))
+    assert submitted >= 8, t("read_sync should be submitted 8 times through ThreadPoolExecutor.submit, got "
+                             "{submitted}", submitted=submitted)
+    assert ids == list(range(8)), t("expected one result for each id 0..7, got {ids}", ids=ids)
+    assert max_outstanding <= 4, t("{max_outstanding} futures were outstanding at once: submit at most 4, and drain "
+                                   "them before the next batch", max_outstanding=max_outstanding)
+    assert max_running <= 2, t("{max_running} reads ran at once: the pool should have max_workers=2",
+                               max_running=max_running)
 
 
 # ---------------------------------------------------------------- 05.4
@@ -424,48 +392,34 @@ def check_to_thread_stop(c) -> None:
     # before the executor shuts down (SHUTDOWN_BOUND): the thread must finish because the function
     # returned, not because the pool was shut down.
     seen = ask("to_thread", timeout=CALL_BOUND + SHUTDOWN_BOUND + QUICK, keys=("has",))
-    assert seen["has"], t("async_thread.py 缺少 demo()", "async_thread.py lacks demo()")
+    assert seen["has"], t("async_thread.py lacks demo()")
     shaped("to_thread", seen, TO_THREAD_KEYS)
     if seen["escaped"]:
-        raise AssertionError(t(
-            "demo() 让 TimeoutError 逃了出来：用 except TimeoutError 接住 asyncio.timeout 的超时，并在那里 stop.set()",
-            "demo() let the TimeoutError escape: catch the asyncio.timeout expiry with except TimeoutError "
-            "and call stop.set() there"))
+        raise AssertionError(t("demo() let the TimeoutError escape: catch the asyncio.timeout expiry with except "
+                               "TimeoutError and call stop.set() there"))
     raise_learner_error(seen["raised"])
     returned, lines, at_stop = seen["returned"], seen["lines"], seen["at_stop"]
-    c.note(t(f"demo() {seen['seconds']:.2f}s 后返回 {returned!r}，打印 {lines}",
-             f"demo() returned {returned!r} after {seen['seconds']:.2f}s and printed {lines}"))
-    assert seen["calls"], t("demo() 没有调用 read_sync", "demo() never called read_sync")
-    assert not seen["on_loop_thread"], t(
-        "read_sync 在事件循环线程里直接运行，阻塞了整个循环，asyncio.timeout 无法按时生效：用 asyncio.to_thread",
-        "read_sync ran on the event loop's own thread, blocking the loop so asyncio.timeout could not fire in "
-        "time: use asyncio.to_thread")
-    assert returned is None, t(
-        f"demo() 返回了 {returned!r}：0.2 秒超时应生效（超时分支返回 None），而不是等到完整结果",
-        f"demo() returned {returned!r}: the 0.2 s timeout should win (the timeout branch returns None), not the "
-        "full result")
-    assert at_stop is not None, t(
-        "超时后没有 stop.set()：取消 await 不会结束线程，read_sync 会读满 2 秒",
-        "stop.set() was never called after the timeout: cancelling the await does not end the thread, so "
-        "read_sync reads on for the full 2 s")
-    assert seen["ended"], t(f"stop 之后 {CALL_BOUND:g} 秒 read_sync 仍未返回",
-                            f"read_sync had not returned {CALL_BOUND:g} s after stop")
+    c.note(t("demo() returned {returned!r} after {seconds:.2f}s and printed {lines}", returned=returned, lines=lines,
+             seconds=seen['seconds']))
+    assert seen["calls"], t("demo() never called read_sync")
+    assert not seen["on_loop_thread"], t("read_sync ran on the event loop's own thread, blocking the loop so "
+                                         "asyncio.timeout could not fire in time: use asyncio.to_thread")
+    assert returned is None, t("demo() returned {returned!r}: the 0.2 s timeout should win (the timeout branch "
+                               "returns None), not the full result", returned=returned)
+    assert at_stop is not None, t("stop.set() was never called after the timeout: cancelling the await does not end "
+                                  "the thread, so read_sync reads on for the full 2 s")
+    assert seen["ended"], t("read_sync had not returned {call_bound:g} s after stop", call_bound=CALL_BOUND)
     after = seen["after"]
-    c.note(t(f"stop.set() 时 read_sync 已开始 {at_stop} 段等待，之后又开始 {after} 段才返回",
-             f"read_sync had begun {at_stop} slice(s) when stop.set() came, and {after} more before it "
-             "returned"))
-    assert after <= 1, t(
-        f"stop.set() 之后线程里的 read_sync 又开始了 {after} 段等待：应在下一段之前退出",
-        f"read_sync in the thread began {after} more slices after stop.set(): it should leave before the next one")
+    c.note(t("read_sync had begun {at_stop} slice(s) when stop.set() came, and {after} more before it returned",
+             at_stop=at_stop, after=after))
+    assert after <= 1, t("read_sync in the thread began {after} more slices after stop.set(): it should leave before "
+                         "the next one", after=after)
     gone = ask("to_thread_exit", seen["run"], timeout=CALL_BOUND + QUICK, keys=("exited", "threads", "baseline"))
     threads, baseline = gone["threads"], gone["baseline"]
     if gone["exited"] is not True:
-        raise AssertionError(t(
-            f"关闭线程池后线程数 {threads}，开始时 {baseline}：工作线程没有退出",
-            f"after the executor shut down there are {threads} threads, {baseline} at the start: "
-            "the worker thread did not exit"))
-    c.note(t(f"线程数回到 {threads}（开始时 {baseline}）",
-             f"thread count back to {threads} (it was {baseline})"))
+        raise AssertionError(t("after the executor shut down there are {threads} threads, {baseline} at the start: "
+                               "the worker thread did not exit", threads=threads, baseline=baseline))
+    c.note(t("thread count back to {threads} (it was {baseline})", threads=threads, baseline=baseline))
 
 
 # ---------------------------------------------------------------- 05.5
@@ -494,33 +448,25 @@ def check_queued_cancel(c) -> None:
     if len(submits) >= 2:
         attach(c, lambda: pool_timeline(run))
     if len(submits) < 2:
-        c.skip(t(f"{'、'.join(tried)} 只提交了一个 Future：练习未做（max_workers=1 时先提交长任务，紧接着再提交一个，"
-                 "在它排队时 cancel()）",
-                 f"only one future submitted ({', '.join(tried)}): exercise not attempted (with max_workers=1 "
-                 "submit the long job, then a second one right away, and cancel() it while it waits)"))
+        c.skip(t("only one future submitted ({tried}): exercise not attempted (with max_workers=1 submit the long "
+                 "job, then a second one right away, and cancel() it while it waits)", tried=t(', ').join(tried)))
     cancels = run.of("cancel")
-    c.note(t(f"python {run.name}：提交 {len(submits)} 次（max_workers={submits[0].get('workers')}）；cancel()：",
-             f"python {run.name}: {len(submits)} submits (max_workers={submits[0].get('workers')}); cancel(): ")
+    c.note(t("python {name}: {n_submits} submits (max_workers={workers}); cancel(): ", name=run.name,
+             n_submits=len(submits), workers=submits[0].get('workers'))
            + ", ".join(f"#{e['f']} {e['before']} -> {e['value']}" for e in cancels))
     queued = [e for e in cancels if e["before"] == "pending" and e["value"] is True]
-    assert queued, t(
-        "没有看到排队中的 Future 被 cancel() 成功：max_workers=1，先提交长任务、紧接着提交第二个，"
-        "趁它还在排队时取消（它一旦开始运行就取消不了）",
-        "no queued future was cancelled: with max_workers=1 submit the long job, then the second one right "
-        "away, and cancel it while it still waits (once it runs it cannot be cancelled)")
+    assert queued, t("no queued future was cancelled: with max_workers=1 submit the long job, then the second one "
+                     "right away, and cancel it while it still waits (once it runs it cannot be cancelled)")
     withdrawn = queued[0]["f"]
-    assert not run.of("start", f=withdrawn), t(f"被取消的第 {withdrawn} 个任务仍然运行了",
-                                                f"the cancelled job #{withdrawn} ran anyway")
+    assert not run.of("start", f=withdrawn), t("the cancelled job #{withdrawn} ran anyway", withdrawn=withdrawn)
     misread = [e for e in run.of("result", f=withdrawn) if e.get("error") == "CancelledError"]
-    assert not misread, t(
-        "对已取消的 Future 调用了 result()，得到 CancelledError：它没有结果可读",
-        "result() was called on the cancelled future and raised CancelledError: it has no result to read")
+    assert not misread, t("result() was called on the cancelled future and raised CancelledError: it has no result "
+                          "to read")
     running = [e for e in cancels if e["before"] == "running"]
-    assert running, t("没有对运行中的 Future 调用 cancel()：练习要对比两者（运行中的应返回 False）",
-                      "cancel() was never called on the running future: the exercise compares both (the running "
+    assert running, t("cancel() was never called on the running future: the exercise compares both (the running "
                       "one's is False)")
-    assert all(e["value"] is False for e in running), t(
-        f"运行中的 cancel() 应为 False：{running}", f"cancel() on a running future should be False: {running}")
+    assert all(e["value"] is False for e in running), t("cancel() on a running future should be False: {running}",
+                                                        running=running)
 
 
 if __name__ == "__main__":

@@ -85,8 +85,8 @@ def _run(argv: list[str], log_name: str, timeout: float) -> tuple[int, list[str]
     except WaitTimeout:
         proc.stop(grace=2)
         tail = proc.log_tail(8)
-        raise AssertionError(t(f"{' '.join(argv[1:3])} 在 {timeout:g} 秒内没有结束：\n{tail}",
-                               f"{' '.join(argv[1:3])} did not finish within {timeout:g} s:\n{tail}")) from None
+        raise AssertionError(t("{argv} did not finish within {timeout:g} s:\n{tail}", argv=' '.join(argv[1:3]),
+                               timeout=timeout, tail=tail)) from None
     code = proc.stop()
     return code, proc.log_text().splitlines()
 
@@ -110,8 +110,8 @@ class Probes:
                 self.cache[args] = report
         report = self.cache[args]
         if report.get("broken"):
-            raise AssertionError(t(f"探针 {' '.join(args)} 没有给出结果（退出码 {report['exit']}）：\n",
-                                   f"the probe {' '.join(args)} gave no result (exit code {report['exit']}):\n")
+            raise AssertionError(t("the probe {args} gave no result (exit code {exit}):\n", args=' '.join(args),
+                                   exit=report['exit'])
                                  + "\n".join(report["output"]))
         return report
 
@@ -124,7 +124,7 @@ PROBES = Probes()
 
 def _error_text(error: dict | None) -> str:
     if not error:
-        return t("无异常", "no exception")
+        return t("no exception")
     message = error["message"].strip()
     return f"{error['type']}: {message.splitlines()[0]}" if message else error["type"]
 
@@ -164,8 +164,8 @@ def _timings(run: dict) -> dict:
 
 def _printed(c, run: dict, script: str = "process_export.py") -> None:
     lines = [line for _, line in run.get("lines", [])][:4]
-    c.note(t(f"python {script} 输出：", f"python {script} printed: ")
-           + (" | ".join(lines) if lines else t("（没有输出）", "(nothing)")))
+    c.note(t("python {script} printed: ", script=script)
+           + (" | ".join(lines) if lines else t("(nothing)")))
 
 
 def _values(run: dict) -> tuple[list, list]:
@@ -182,7 +182,7 @@ def serial_and_pool(run: dict, title: str) -> dict:
     """One time axis: the serial score_text calls in the main process, then the pool -- the main process
     from building it to its shutdown, each result as it came back -- and a lane per worker process with a
     bar per call it ran.  Every time is perf_counter, one clock for all processes of the machine."""
-    rows = [lane(t("串行（主进程）", "serial (main process)"),
+    rows = [lane(t("serial (main process)"),
                  bars=[bar(start, end, f"rounds={key[2]}", "serial") for key, _, start, end in run["serial"][:200]])]
     waits, marks = [], []
     for pool in run["pools"]:
@@ -192,15 +192,14 @@ def serial_and_pool(run: dict, title: str) -> dict:
             waits.append(bar(began, ended, "ProcessPoolExecutor", "wait"))
     marks += [mark(stamp, f"result #{index + 1}", "ok") for index, _, stamp in run["pool_results"][:200]]
     marks += [mark(stamp, line.strip()[:40], "event") for stamp, line in run["lines"] if TIMING.match(line)][:20]
-    rows.append(lane(t("进程池（主进程）", "pool (main process)"), bars=waits, marks=marks))
+    rows.append(lane(t("pool (main process)"), bars=waits, marks=marks))
     workers: dict[int, list] = {}
     for pid, start, end, rounds in run.get("worker_calls", []):
         workers.setdefault(pid, []).append(bar(start, end, f"rounds={rounds}", "pool"))
-    rows += [lane(t(f"工作进程 {pid}", f"worker process {pid}"), bars=bars) for pid, bars in workers.items()]
-    return lanes(title, rows[:20], caption=t(
-        "同一时间轴：先串行逐个计算，再由工作进程并行计算；主进程的进程池条从建池到关闭（含启动工作进程）",
-        "one time axis: first each call in turn, then the worker processes in parallel; the pool bar in the "
-        "main process runs from building the pool to its shutdown (starting the workers included)"))
+    rows += [lane(t("worker process {pid}", pid=pid), bars=bars) for pid, bars in workers.items()]
+    return lanes(title, rows[:20], caption=t("one time axis: first each call in turn, then the worker processes in "
+                                             "parallel; the pool bar in the main process runs from building the pool "
+                                             "to its shutdown (starting the workers included)"))
 
 
 # ---------------------------------------------------------------- 06.1
@@ -211,46 +210,37 @@ def check_results(c, probes: Probes) -> None:
     error = run["error"]
     if not run["pools"] or len(run["pool_results"]) < len(run["pool_calls"]) or not run["pool_calls"]:
         _error_notes(c, error)
-        raise AssertionError(t(
-            f"进程池没有交回每个结果（建池 {len(run['pools'])} 次，提交 {len(run['pool_calls'])} 个，"
-            f"收到 {len(run['pool_results'])} 个）；脚本以 {_error_text(error)} 结束。",
-            f"the pool did not hand back every result ({len(run['pools'])} pool(s), "
-            f"{len(run['pool_calls'])} call(s) submitted, {len(run['pool_results'])} result(s) received); "
-            f"the script ended with {_error_text(error)}."))
-    assert run["serial"], t(
-        "串行部分没有调用 cpu_work 的 score_text：两边要用同一个函数。",
-        "the serial part never called score_text from cpu_work: both sides must use the same function.")
+        raise AssertionError(t("the pool did not hand back every result ({n_pools} pool(s), {n_pool_calls} call(s) "
+                               "submitted, {n_pool_results} result(s) received); the script ended with {error_text}.",
+                               n_pools=len(run['pools']), n_pool_calls=len(run['pool_calls']),
+                               n_pool_results=len(run['pool_results']), error_text=_error_text(error)))
+    assert run["serial"], t("the serial part never called score_text from cpu_work: both sides must use the same "
+                            "function.")
     serial_calls = [entry[0] for entry in run["serial"]]
-    assert serial_calls == run["pool_calls"], t(
-        f"两边的输入不同：串行 {len(serial_calls)} 次调用，rounds {sorted(_rounds_seen(run)[0], key=str)}；"
-        f"进程池 {len(run['pool_calls'])} 次，rounds {sorted(_rounds_seen(run)[1], key=str)}。"
-        "两边要用同样的 texts 和 rounds。",
-        f"the two sides got different inputs: serial {len(serial_calls)} call(s) with rounds "
-        f"{sorted(_rounds_seen(run)[0], key=str)}, pool {len(run['pool_calls'])} call(s) with rounds "
-        f"{sorted(_rounds_seen(run)[1], key=str)}. Use the same texts and rounds on both sides.")
+    assert serial_calls == run["pool_calls"], t("the two sides got different inputs: serial {n_serial_calls} call(s) "
+                                                "with rounds {rounds_seen}, pool {n_pool_calls} call(s) with rounds "
+                                                "{rounds_seen2}. Use the same texts and rounds on both sides.",
+                                                n_serial_calls=len(serial_calls),
+                                                rounds_seen=sorted(_rounds_seen(run)[0], key=str),
+                                                n_pool_calls=len(run['pool_calls']),
+                                                rounds_seen2=sorted(_rounds_seen(run)[1], key=str))
     serial, pooled = _values(run)
-    c.note(t(f"串行结果 {serial}", f"serial results  {serial}"))
-    c.note(t(f"进程池结果 {pooled}", f"process results {pooled}"))
-    assert serial == pooled, t(
-        "同样的输入，两边结果不同：score_text 必须只依赖 text 和 rounds（例如用 ord，不要用每个进程都不同的 hash）。",
-        "same inputs, different results: score_text must depend on text and rounds only "
-        "(ord() is the same everywhere; hash() of a str differs from process to process).")
+    c.note(t("serial results  {serial}", serial=serial))
+    c.note(t("process results {pooled}", pooled=pooled))
+    assert serial == pooled, t("same inputs, different results: score_text must depend on text and rounds only "
+                               "(ord() is the same everywhere; hash() of a str differs from process to process).")
     if error:
-        c.note(t(f"（结果一致；脚本随后以 {_error_text(error)} 结束，见 06.3）",
-                 f"(results match; the script then ended with {_error_text(error)}, see 06.3)"))
+        c.note(t("(results match; the script then ended with {error_text}, see 06.3)", error_text=_error_text(error)))
 
     # The script must check this itself: hand it pool results that are one off.
     odd = probes.script("process_export.py", "mismatch")
     odd_error = odd["error"]
-    c.note(t(f"让进程池每个结果都差 1 之后：脚本以 {_error_text(odd_error)} 结束",
-             f"with every pool result one off: the script ended with {_error_text(odd_error)}"))
-    assert odd["pool_results"], t(
-        "比较实验里进程池没有交回结果：" + _error_text(odd_error),
-        "in the comparison drill the pool handed back no results: " + _error_text(odd_error))
+    c.note(t("with every pool result one off: the script ended with {error_text}", error_text=_error_text(odd_error)))
+    assert odd["pool_results"], t("in the comparison drill the pool handed back no results: {error_text}",
+                                  error_text=_error_text(odd_error))
     assert odd_error is not None and not odd_error["bpp"], t(
-        "结果不一致时脚本照常结束：保留 assert serial == parallel，让错误结果无法被当成成功。",
-        "the script finished normally although the results differed: keep assert serial == parallel, "
-        "so a wrong result can never pass as a success.")
+        "the script finished normally although the results differed: keep assert serial == parallel, so a wrong "
+        "result can never pass as a success.")
 
 
 # ---------------------------------------------------------------- 06.2
@@ -259,11 +249,9 @@ def check_structure(c, probes: Probes) -> None:
     # The target: a module-level def in cpu_work.py (ast: nested defs are not in tree.body).
     tree = ast.parse((WORK / "cpu_work.py").read_text(encoding="utf-8"), "cpu_work.py")
     top = {node.name for node in tree.body if isinstance(node, ast.FunctionDef)}
-    assert "score_text" in top, t(
-        "cpu_work.py 的模块顶层没有 def score_text：子进程只能按模块名和函数名导入顶层函数。",
-        "cpu_work.py has no module-level def score_text: a worker can only import a top-level function "
-        "by module and name.")
-    c.note(t("cpu_work.py 在模块顶层定义 score_text（ast）", "cpu_work.py defines score_text at module level (ast)"))
+    assert "score_text" in top, t("cpu_work.py has no module-level def score_text: a worker can only import a "
+                                  "top-level function by module and name.")
+    c.note(t("cpu_work.py defines score_text at module level (ast)"))
 
     # Importing must start nothing -- also the way spawn re-imports a script in each worker.
     imports = probes.get("imports")
@@ -271,59 +259,45 @@ def check_structure(c, probes: Probes) -> None:
         error = step["error"]
         tripped = step["pools"] or step["processes"]
         if tripped:
-            c.note(f"{step['name']}: " + t(f"建池 {step['pools']} 次，启动进程 {step['processes']} 个",
-                                            f"{step['pools']} pool(s), {step['processes']} process(es)"))
-        assert not tripped, t(
-            f"{step['name']} 时就创建了进程池或启动了进程。spawn 的每个工作进程都会重新导入脚本（作为 __mp_main__），"
-            "所以建池只能写在函数里，并由 if __name__ == \"__main__\": 调用。",
-            f"{step['name']} already built a pool or started a process. Every spawned worker imports the "
-            "script again (as __mp_main__), so the pool must only be built inside a function that "
-            "if __name__ == \"__main__\": calls.")
-        assert error is None, t(f"{step['name']} 出错：{_error_text(error)}",
-                                f"{step['name']} failed: {_error_text(error)}")
-    c.note(t("不建池、不启动进程：", "no pool and no process while: ")
+            c.note(f"{step['name']}: " + t("{pools} pool(s), {processes} process(es)", pools=step['pools'],
+                                           processes=step['processes']))
+        assert not tripped, t("{name} already built a pool or started a process. Every spawned worker imports the "
+                              "script again (as __mp_main__), so the pool must only be built inside a function that "
+                              "if __name__ == \"__main__\": calls.", name=step['name'])
+        assert error is None, t("{name} failed: {error_text}", name=step['name'], error_text=_error_text(error))
+    c.note(t("no pool and no process while: ")
            + ", ".join(step["name"] for step in imports["steps"]))
 
     run = probes.script("process_export.py", "real")
-    assert run["pools"], t(
-        f"python process_export.py 没有创建进程池（{_error_text(run['error'])}）：入口保护下要调用 main()。",
-        f"python process_export.py built no pool ({_error_text(run['error'])}): the __main__ guard "
-        "must call main().")
+    assert run["pools"], t("python process_export.py built no pool ({error_text}): the __main__ guard must call "
+                           "main().", error_text=_error_text(run['error']))
     for pool in run["pools"]:
-        c.note(t(f"进程池：max_workers={pool['max_workers']}，mp_context={pool['explicit']}，"
-                 f"实际启动方式 {pool['effective']}",
-                 f"pool: max_workers={pool['max_workers']}, mp_context={pool['explicit']}, "
-                 f"start method in use {pool['effective']}"))
-        assert pool["explicit"] == "spawn", t(
-            f"没有显式传入 spawn（mp_context={pool['explicit']}，这里的默认是 {pool['effective']}）。"
-            "默认值随平台和 Python 版本变化：传 mp_context=mp.get_context(\"spawn\")。",
-            f"spawn is not passed explicitly (mp_context={pool['explicit']}, this platform's default is "
-            f"{pool['effective']}). The default changes with platform and Python version: pass "
-            "mp_context=mp.get_context(\"spawn\").")
+        c.note(t("pool: max_workers={max_workers}, mp_context={explicit}, start method in use {effective}",
+                 max_workers=pool['max_workers'], explicit=pool['explicit'], effective=pool['effective']))
+        assert pool["explicit"] == "spawn", t("spawn is not passed explicitly (mp_context={explicit}, this "
+                                              "platform's default is {effective}). The default changes with platform "
+                                              "and Python version: pass mp_context=mp.get_context(\"spawn\").",
+                                              explicit=pool['explicit'], effective=pool['effective'])
     targets = {(x["module"], x["qualname"], x["importable"]) for x in run["targets"]}
     for module, qualname, importable in sorted(targets, key=str):
-        c.note(t(f"提交给进程池的函数：{module}.{qualname}（子进程{'可以' if importable else '无法'}按名导入）",
-                 f"function sent to the pool: {module}.{qualname} "
-                 f"({'importable' if importable else 'not importable'} by name in a worker)"))
-        assert importable, t(
-            f"{module}.{qualname} 不是可导入模块的顶层函数（lambda、闭包或局部函数）：把它放到 cpu_work.py 顶层。",
-            f"{module}.{qualname} is not a top-level function of an importable module (a lambda, closure "
-            "or local function): put it at the top of cpu_work.py.")
-    assert targets, t("进程池没有收到任何函数。", "the pool never received a function.")
+        c.note(t("function sent to the pool: {module}.{qualname} ({importable} by name in a worker)", module=module,
+                 qualname=qualname, importable=t('importable') if importable else t('not importable')))
+        assert importable, t("{module}.{qualname} is not a top-level function of an importable module (a lambda, "
+                             "closure or local function): put it at the top of cpu_work.py.", module=module,
+                             qualname=qualname)
+    assert targets, t("the pool never received a function.")
 
 
 # ---------------------------------------------------------------- 06.3
 
 def check_timings(c, probes: Probes) -> None:
     run = probes.script("process_export.py", "real")
-    attach(c, lambda: serial_and_pool(run, t("串行与进程池：python process_export.py",
-                                             "serial and pool: python process_export.py")))
+    attach(c, lambda: serial_and_pool(run, t("serial and pool: python process_export.py")))
     found = _timings(run)
     _printed(c, run)
     for label in ("serial", "process"):
-        assert label in found, t(
-            f"没有打印 {label} 耗时（形如 \"{label} 0.42\"）：{_error_text(run['error'])}",
-            f"no {label} timing was printed (like \"{label} 0.42\"): {_error_text(run['error'])}")
+        assert label in found, t("no {label} timing was printed (like \"{label} 0.42\"): {error_text}", label=label,
+                                 error_text=_error_text(run['error']))
     serial_value, serial_line = found["serial"]
     process_value, process_line = found["process"]
 
@@ -334,87 +308,73 @@ def check_timings(c, probes: Probes) -> None:
     next_pool = pools[1]["t_submit"] if len(pools) > 1 else float("inf")
     calls = [call for call in run["serial"] if call[3] <= first_pool] or run["serial"]
     # Serial: the printed value must at least cover the score_text calls themselves.
-    assert calls, t("没有记录到串行的 score_text 调用。", "no serial score_text call was recorded.")
+    assert calls, t("no serial score_text call was recorded.")
     serial_work = max(call[3] for call in calls) - min(call[2] for call in calls)
-    c.note(t(f"串行：打印 {serial_value:.3f} 秒，其中 score_text 调用本身 {serial_work:.3f} 秒",
-             f"serial: printed {serial_value:.3f} s; the score_text calls themselves took {serial_work:.3f} s"))
+    c.note(t("serial: printed {serial_value:.3f} s; the score_text calls themselves took {serial_work:.3f} s",
+             serial_value=serial_value, serial_work=serial_work))
     assert serial_value >= serial_work - PRINT_ROUNDING, t(
-        f"serial 打印 {serial_value:.3f} 秒，比串行计算本身（{serial_work:.3f} 秒）还短：计时要包住整段串行计算。",
-        f"serial prints {serial_value:.3f} s, less than the serial computation itself ({serial_work:.3f} s): "
-        "the timer must wrap the whole serial computation.")
+        "serial prints {serial_value:.3f} s, less than the serial computation itself ({serial_work:.3f} s): the "
+        "timer must wrap the whole serial computation.", serial_value=serial_value, serial_work=serial_work)
 
     # Process: from the first submit (workers start then) to the last result, and nothing
     # from before the pool's work began.
     results = [r for r in run["pool_results"] if first_pool <= r[2] < next_pool]
-    assert pools and results, t(f"进程池没有交回结果：{_error_text(run['error'])}",
-                                f"the pool handed back no results: {_error_text(run['error'])}")
+    assert pools and results, t("the pool handed back no results: {error_text}", error_text=_error_text(run['error']))
     began = first_pool
     pool_work = max(r[2] for r in results) - began
     before = [call[3] for call in calls if call[3] <= began]
     earliest = max(before) if before else run["t_start"]
     window = process_line - earliest
-    c.note(t(f"进程：打印 {process_value:.3f} 秒；首次提交到最后一个结果 {pool_work:.3f} 秒，"
-             f"进程池开工前的上一步到这行输出 {window:.3f} 秒",
-             f"process: printed {process_value:.3f} s; first submit to last result {pool_work:.3f} s, "
-             f"last step before the pool's work to that line {window:.3f} s"))
-    assert process_value >= pool_work - PRINT_ROUNDING, t(
-        f"process 打印 {process_value:.3f} 秒，比从提交到拿到全部结果（{pool_work:.3f} 秒）还短："
-        "计时要从建池前开始，到拿到结果之后结束——启动进程的成本也是实测的一部分。",
-        f"process prints {process_value:.3f} s, less than submitting the work and getting every result "
-        f"({pool_work:.3f} s): start the timer before the pool and stop it after the results -- starting "
-        "the workers is part of what you measure.")
-    assert process_value <= window + PRINT_ROUNDING, t(
-        f"process 打印 {process_value:.3f} 秒，但进程池开工前的上一步到这行输出只有 {window:.3f} 秒："
-        "计时包含了串行部分。在进程池前重新 started = perf_counter()。",
-        f"process prints {process_value:.3f} s, yet only {window:.3f} s passed between the step before the "
-        "pool and that line: the timer includes the serial part. Reset started = perf_counter() before "
-        "the pool.")
+    c.note(t("process: printed {process_value:.3f} s; first submit to last result {pool_work:.3f} s, last step "
+             "before the pool's work to that line {window:.3f} s", process_value=process_value, pool_work=pool_work,
+             window=window))
+    assert process_value >= pool_work - PRINT_ROUNDING, t("process prints {process_value:.3f} s, less than "
+                                                          "submitting the work and getting every result "
+                                                          "({pool_work:.3f} s): start the timer before the pool and "
+                                                          "stop it after the results -- starting the workers is part "
+                                                          "of what you measure.", process_value=process_value,
+                                                          pool_work=pool_work)
+    assert process_value <= window + PRINT_ROUNDING, t("process prints {process_value:.3f} s, yet only {window:.3f} "
+                                                       "s passed between the step before the pool and that line: the "
+                                                       "timer includes the serial part. Reset started = "
+                                                       "perf_counter() before the pool.", process_value=process_value,
+                                                       window=window)
     ratio = process_value / serial_value if serial_value > 0 else float("inf")
-    c.note(t(f"本次实测：进程池用时是串行的 {ratio:.2f} 倍（只记录，不作要求）",
-             f"this run: the pool took {ratio:.2f}x the serial time (recorded, not judged)"))
+    c.note(t("this run: the pool took {ratio:.2f}x the serial time (recorded, not judged)", ratio=ratio))
 
     # A pool that is slower than serial is a valid result: the script must still run to the end.
     slow = probes.script("process_export.py", "equal")
     slow_found = _timings(slow)
     if "serial" in slow_found and "process" in slow_found:
-        c.note(t(f"让计算几乎为零（进程池只剩启动成本）：serial {_secs(slow_found['serial'][0])}，"
-                 f"process {_secs(slow_found['process'][0])}",
-                 f"with the computation made nearly free (the pool pays only its start-up): serial "
-                 f"{_secs(slow_found['serial'][0])}, process {_secs(slow_found['process'][0])}"))
+        c.note(t("with the computation made nearly free (the pool pays only its start-up): serial {secs}, process "
+                 "{secs2}", secs=_secs(slow_found['serial'][0]), secs2=_secs(slow_found['process'][0])))
     if slow["error"]:
         _error_notes(c, slow["error"])
-    assert slow["error"] is None, t(
-        f"进程池比串行慢时脚本失败了：{_error_text(slow['error'])}。小任务上进程池更慢是有效的实测结果，"
-        "不要断言进程池更快，只断言结果一致。",
-        f"the script failed when the pool was the slower side: {_error_text(slow['error'])}. A slower "
-        "pool on small work is a valid measurement: never assert that the pool is faster, only that "
-        "the results match.")
+    assert slow["error"] is None, t("the script failed when the pool was the slower side: {error_text}. A slower "
+                                    "pool on small work is a valid measurement: never assert that the pool is "
+                                    "faster, only that the results match.", error_text=_error_text(slow['error']))
     assert "serial" in slow_found and "process" in slow_found, t(
-        "进程池较慢时没有打印两个耗时。", "with the slower pool the two timings were not printed.")
+        "with the slower pool the two timings were not printed.")
 
 
 # ---------------------------------------------------------------- 06.4
 
 def check_local_function(c, probes: Probes) -> None:
     code, lines = _run([sys.executable, "process_pool_review.py"], "process_pool_review.log", PROBE_BOUND)
-    c.note(t(f"python process_pool_review.py → 退出码 {code}", f"python process_pool_review.py → exit code {code}"))
+    c.note(t("python process_pool_review.py → exit code {code}", code=code))
     for line in lines[-4:]:
         c.note("  " + line)
-    assert code == 0, t("process_pool_review.py 应正常运行（它只确认 score_text 来自 cpu_work 且可调用）。",
-                        "process_pool_review.py should run cleanly (it only confirms score_text comes "
-                        "from cpu_work and is callable).")
+    assert code == 0, t("process_pool_review.py should run cleanly (it only confirms score_text comes from cpu_work "
+                        "and is callable).")
 
     run = probes.get("local")
     error = run["error"]
     targets = sorted({f"{x['module']}.{x['qualname']}" for x in run["targets"]})
-    c.note(t(f"把 score_text 换成另一个函数里的局部函数后调用 main()：提交给进程池的是 {targets or '无'}",
-             f"main() with score_text swapped for a function local to another function: the pool was "
-             f"sent {targets or 'nothing'}"))
-    c.note(t(f"结果：{_error_text(error)}", f"outcome: {_error_text(error)}"))
+    c.note(t("main() with score_text swapped for a function local to another function: the pool was sent {targets}",
+             targets=targets or t('nothing')))
+    c.note(t("outcome: {error_text}", error_text=_error_text(error)))
     assert targets and any("<locals>" in name for name in targets), t(
-        "进程池没有收到这个局部函数：main() 应把 cpu_work 的 score_text 交给进程池。",
-        "the pool never received the local function: main() should hand score_text from cpu_work "
-        "to the pool.")
+        "the pool never received the local function: main() should hand score_text from cpu_work to the pool.")
     printed = [line for _, line in run["lines"]]
     assert error is not None, t(
         "目标是局部函数，main() 却正常结束了"
@@ -424,17 +384,12 @@ def check_local_function(c, probes: Probes) -> None:
         + (f" (it even printed {printed[-1]!r})" if printed else "")
         + ": the pickling error was swallowed or replaced by some other result. Let it propagate -- a "
           "function that cannot cross into a worker must not count as success.")
-    assert error["pickle"], t(
-        f"期望序列化（pickle）错误，实际 {_error_text(error)}",
-        f"expected a pickling error, got {_error_text(error)}")
-    assert not run["pool_results"], t(
-        f"进程池仍交回了 {len(run['pool_results'])} 个结果。",
-        f"the pool still handed back {len(run['pool_results'])} result(s).")
-    assert "process" not in _timings(run), t(
-        "序列化失败后仍打印了 process 耗时：失败的批次不应看起来像完成了。",
-        "the process timing was printed after the pickling failure: a failed batch must not look finished.")
-    c.note(t("进程池没有交回任何结果，也没有打印 process 耗时。",
-             "the pool handed back no result and no process timing was printed."))
+    assert error["pickle"], t("expected a pickling error, got {error_text}", error_text=_error_text(error))
+    assert not run["pool_results"], t("the pool still handed back {n_pool_results} result(s).",
+                                      n_pool_results=len(run['pool_results']))
+    assert "process" not in _timings(run), t("the process timing was printed after the pickling failure: a failed "
+                                             "batch must not look finished.")
+    c.note(t("the pool handed back no result and no process timing was printed."))
 
 
 # ---------------------------------------------------------------- 06.5
@@ -443,30 +398,22 @@ def check_broken_pool(c, probes: Probes) -> None:
     run = probes.script("verify_process.py", "die")
     printed = [line for _, line in run["lines"]]
     error = run["error"]
-    c.note(t("python verify_process.py，进程池目标换成调用 os._exit(17) 的函数（工作进程直接消失）：",
-             "python verify_process.py with the pool's target swapped for one that calls os._exit(17) "
-             "(the worker just vanishes):"))
-    for line in printed[-4:] or [t("（没有输出）", "(no output)")]:
+    c.note(t("python verify_process.py with the pool's target swapped for one that calls os._exit(17) (the worker "
+             "just vanishes):"))
+    for line in printed[-4:] or [t("(no output)")]:
         c.note("  " + line)
-    c.note(t(f"交回调用者的异常：{_error_text(error)}", f"exception handed back to the caller: {_error_text(error)}"))
-    assert run["pool_calls"], t(f"进程池没有收到任何任务：{_error_text(error)}",
-                                f"the pool received no work: {_error_text(error)}")
+    c.note(t("exception handed back to the caller: {error_text}", error_text=_error_text(error)))
+    assert run["pool_calls"], t("the pool received no work: {error_text}", error_text=_error_text(error))
     wanted = "batch failed: worker process lost"
-    assert any(wanted in line for line in printed), t(
-        f"没有打印 {wanted!r}：在 verify_process.py 里 except BrokenProcessPool 时报告整批失败。",
-        f"{wanted!r} was not printed: in verify_process.py, report the whole batch as failed in "
-        "except BrokenProcessPool.")
-    assert error is not None, t(
-        "打印之后异常被吞掉了，调用者会以为这一批成功（退出码 0）：打印后用裸 raise 交回。",
-        "the exception was swallowed after the message, so a caller sees success (exit code 0): "
-        "re-raise it with a bare raise after printing.")
-    assert error["bpp"], t(
-        f"交回的是 {error['type']}，不是 BrokenProcessPool：用裸 raise 原样交回，调用者才能分辨原因。",
-        f"{error['type']} came back instead of BrokenProcessPool: re-raise it unchanged with a bare raise "
-        "so the caller can tell what happened.")
+    assert any(wanted in line for line in printed), t("{wanted!r} was not printed: in verify_process.py, report the "
+                                                      "whole batch as failed in except BrokenProcessPool.",
+                                                      wanted=wanted)
+    assert error is not None, t("the exception was swallowed after the message, so a caller sees success (exit code "
+                                "0): re-raise it with a bare raise after printing.")
+    assert error["bpp"], t("{type} came back instead of BrokenProcessPool: re-raise it unchanged with a bare raise "
+                           "so the caller can tell what happened.", type=error['type'])
     done = [line for line in printed if TIMING.match(line) and line.lower().startswith("process")]
-    assert not done, t("工作进程丢失后仍打印了 process 耗时。",
-                       "the process timing was printed although a worker was lost.")
+    assert not done, t("the process timing was printed although a worker was lost.")
 
 
 # ---------------------------------------------------------------- 06.6
@@ -482,7 +429,7 @@ def _one_size(run: dict, rounds) -> tuple[list, list]:
 def check_exercise(c, probes: Probes) -> None:
     runs = [("python process_export.py", probes.script("process_export.py", "real")),
             ("python process_export.py 10", probes.script("process_export.py", "real", "10"))]
-    attach(c, lambda: [serial_and_pool(run, t(f"串行与进程池：{label}", f"serial and pool: {label}"))
+    attach(c, lambda: [serial_and_pool(run, t("serial and pool: {label}", label=label))
                        for label, run in runs if run["serial"] or run.get("worker_calls")])
     for label, run in runs:
         serial_rounds, pool_rounds = _rounds_seen(run)
@@ -491,41 +438,36 @@ def check_exercise(c, probes: Probes) -> None:
                  f"{label}: serial rounds {sorted(serial_rounds, key=str)}, pool rounds {sorted(pool_rounds, key=str)}"
                  + (f", ended with {_error_text(run['error'])}" if run["error"] else "")))
     if not any(ROUNDS_EXERCISE[0] in side for _, run in runs for side in _rounds_seen(run)):
-        c.skip(t(f"两次运行都没有出现 rounds={ROUNDS_EXERCISE[0]}：练习未做（把 rounds 分别设为 10 和 2000，比较两次；"
-                 "例如 python process_export.py 10 用 10，不带参数用 2000，或在一次运行里依次跑两种）",
-                 f"neither run used rounds={ROUNDS_EXERCISE[0]}: exercise not attempted (set rounds to 10 and to 2000 "
+        c.skip(t("neither run used rounds={rounds_exercise}: exercise not attempted (set rounds to 10 and to 2000 "
                  "and compare; e.g. python process_export.py 10 runs 10 and no argument runs 2000, or one run does "
-                 "both in turn)"))
+                 "both in turn)", rounds_exercise=ROUNDS_EXERCISE[0]))
     measured = {}
     for rounds in ROUNDS_EXERCISE:
         both = [(label, run) for label, run in runs if all(rounds in side for side in _rounds_seen(run))]
-        assert both, t(
-            f"没有哪次运行在串行和进程池两边都用了 rounds={rounds}：两次比较只改 rounds，且两边一起改。",
-            f"no run used rounds={rounds} on both the serial and the pool side: between the two sizes change only "
-            "rounds, and on both sides.")
+        assert both, t("no run used rounds={rounds} on both the serial and the pool side: between the two sizes "
+                       "change only rounds, and on both sides.", rounds=rounds)
         label, run = both[0]
         if run["error"]:
             _error_notes(c, run["error"])
-        assert run["error"] is None, t(f"{label}（rounds={rounds}）失败：{_error_text(run['error'])}",
-                                       f"{label} (rounds={rounds}) failed: {_error_text(run['error'])}")
+        assert run["error"] is None, t("{label} (rounds={rounds}) failed: {error_text}", label=label, rounds=rounds,
+                                       error_text=_error_text(run['error']))
         serial, pool = _one_size(run, rounds)
         assert [key for key, _ in serial] == [key for key, _ in pool], t(
-            f"rounds={rounds} 时两边的输入不同（串行 {len(serial)} 次调用，进程池 {len(pool)} 次）：输入和进程数保持一致，只改 rounds。",
-            f"with rounds={rounds} the two sides got different inputs (serial {len(serial)} call(s), pool "
-            f"{len(pool)}): keep the inputs and the workers the same, change only rounds.")
+            "with rounds={rounds} the two sides got different inputs (serial {n_serial} call(s), pool {n_pool}): "
+            "keep the inputs and the workers the same, change only rounds.", rounds=rounds, n_serial=len(serial),
+            n_pool=len(pool))
         assert [value for _, value in serial] == [value for _, value in pool], t(
-            f"rounds={rounds} 时两边结果不一致：串行 {[v for _, v in serial]}，进程池 {[v for _, v in pool]}",
-            f"with rounds={rounds} the results differ: serial {[v for _, v in serial]}, pool {[v for _, v in pool]}")
+            "with rounds={rounds} the results differ: serial {value}, pool {value2}", rounds=rounds,
+            value=[v for _, v in serial], value2=[v for _, v in pool])
         sizes = len({key[2] for key in run["pool_calls"]} | {entry[0][2] for entry in run["serial"]})
         printed = _timing_lines(run)
         assert printed["serial"] >= sizes and printed["process"] >= sizes, t(
-            f"{label} 跑了 {sizes} 种 rounds，却只打印了 {printed['serial']} 行 serial、{printed['process']} 行 process 耗时："
-            "每次都要记录两边的耗时。",
-            f"{label} ran {sizes} rounds value(s) but printed {printed['serial']} serial and {printed['process']} "
-            "process timing line(s): record both timings of each run.")
+            "{label} ran {sizes} rounds value(s) but printed {serial} serial and {process} process timing line(s): "
+            "record both timings of each run.", label=label, sizes=sizes, serial=printed['serial'],
+            process=printed['process'])
         measured[rounds] = label
-        c.note(t(f"rounds={rounds}（{label}）：两边输入相同、结果一致，耗时已打印",
-                 f"rounds={rounds} ({label}): same inputs on both sides, equal results, timings printed"))
+        c.note(t("rounds={rounds} ({label}): same inputs on both sides, equal results, timings printed", rounds=rounds,
+                 label=label))
 
 
 if __name__ == "__main__":

@@ -135,7 +135,7 @@ def until(predicate, timeout: float, what: str, interval: float = 0.01):
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(t(f"等了 {timeout:g} 秒仍未看到：{what}", f"waited {timeout:g} s for {what}"))
+            raise AssertionError(t("waited {timeout:g} s for {what}", timeout=timeout, what=what))
         time.sleep(interval)
 
 
@@ -154,20 +154,20 @@ def cancel_in_flight(c, lab: Loopback, store: int, kind: str):
                      max_threads=2, call_timeout=CALL_TIMEOUT):
             task = ask(c, "submit", store, url, b"{}", f"cancel-{kind}", 3)
             until(lambda: lab.snapshot(name)["active"] == 1, BOUND,
-                  t("下游收到请求", "the downstream to get the call"))
+                  t("the downstream to get the call"))
             cancel = ask(c, "cancel", store, task["id"])
             got, cancel_s = cancel["task"], cancel["seconds"]
             if kind == "async":
                 until(lambda: lab.snapshot(name)["outcomes"], HOLD_CAP + BOUND,
-                      t("服务器上的请求结束", "the request on the server to end"))
+                      t("the request on the server to end"))
                 discarded = None
             else:
                 still = lab.snapshot(name)
                 lab.release(name)  # let the blocking request finish: nothing could stop it
                 count = ask(c, "wait_discarded", store, 1, BOUND)
                 if count < 1:
-                    what = t("线程里的请求结束并被丢弃", "the threaded request to end and be discarded")
-                    raise AssertionError(t(f"等了 {BOUND:g} 秒仍未看到：{what}", f"waited {BOUND:g} s for {what}"))
+                    what = t("the threaded request to end and be discarded")
+                    raise AssertionError(t("waited {bound:g} s for {what}", bound=BOUND, what=what))
                 discarded = (still, count)
         return task["id"], got, cancel_s, discarded
     finally:

@@ -78,15 +78,13 @@ def check_state_and_idempotency(c, lab: Loopback) -> None:
         if ask(c, "transit", src, dst)["illegal"]:
             refused.append(f"{src}->{dst}")
             continue
-        raise AssertionError(t(f"transit({src} -> {dst}) 没有抛 IllegalTransition",
-                               f"transit({src} -> {dst}) did not raise IllegalTransition"))
+        raise AssertionError(t("transit({src} -> {dst}) did not raise IllegalTransition", src=src, dst=dst))
     for src in ("success", "failed", "canceled"):
         out = ask(c, "ways_out", src)
-        assert not out, t(f"终态 {src} 不应有出路：{out}", f"terminal {src} must have no way out: {out}")
+        assert not out, t("terminal {src} must have no way out: {out}", src=src, out=out)
     retry = ask(c, "transit", "running", "pending")
-    assert retry.get("value") == "pending", t("running -> pending（重试）应被允许",
-                                              "running -> pending (a retry) must be allowed")
-    c.note(t(f"被拒绝的转换：{', '.join(refused)}", f"refused transitions: {', '.join(refused)}"))
+    assert retry.get("value") == "pending", t("running -> pending (a retry) must be allowed")
+    c.note(t("refused transitions: {refused}", refused=', '.join(refused)))
 
     path = fresh_db("idempotency.db")
     url = lab.script("idem", [200])
@@ -95,47 +93,41 @@ def check_state_and_idempotency(c, lab: Loopback) -> None:
         stores.extend(ask(c, "open_store", str(path)) for _ in range(2))  # two connections to one file
         # Two connections submit the same key at the same moment.
         got = ask(c, "submit_together", stores, url, b'{"n": 1}', "same-key", 3, timeout=3 * BOUND + SLACK)
-        assert all(got), t("并发提交没有完成", "the concurrent submits did not finish")
+        assert all(got), t("the concurrent submits did not finish")
         ids = set(got)
         rows = row_count(path)
-        assert len(ids) == 1 and rows == 1, t(
-            f"同一幂等键的两次并发提交得到 {len(ids)} 个 id、{rows} 行；应为同一 id、一行（幂等键要 UNIQUE）",
-            f"two concurrent submits of one key gave {len(ids)} ids and {rows} rows; expected one id, one row "
-            "(the idempotency key needs UNIQUE)")
+        assert len(ids) == 1 and rows == 1, t("two concurrent submits of one key gave {n_ids} ids and {rows} rows; "
+                                              "expected one id, one row (the idempotency key needs UNIQUE)", rows=rows,
+                                              n_ids=len(ids))
         tid = ids.pop()
         again = ask(c, "submit", stores[1], url, b'{"n": 1}', "same-key", 3)
-        assert again["id"] == tid, t(f"任务未终结时再次提交应返回同一 id {tid}，实际 {again['id']}",
-                                     f"resubmitting while live must return the same id {tid}, got {again['id']}")
-        c.note(t(f"两个连接同时提交 same-key → 同一 id {short(tid)}，表里 1 行；再提交一次仍是它",
-                 f"two connections submitting same-key at once → one id {short(tid)}, 1 row; a third submit returns it too"))
+        assert again["id"] == tid, t("resubmitting while live must return the same id {tid}, got {id}", tid=tid,
+                                     id=again['id'])
+        c.note(t("two connections submitting same-key at once → one id {tid}, 1 row; a third submit returns it too",
+                 tid=short(tid)))
 
         store = stores[0]
         with working(c, store):
             until(lambda: all_final(path, [tid]), BOUND, "the task to finish")
         final = stored_tasks(path, [tid])[tid]
         calls = lab.snapshot("idem")["calls"]
-        assert final["state"] == "success", t(f"任务应成功，实际 {final['state']}（{final['error']}）",
-                                              f"the task should succeed, got {final['state']} ({final['error']})")
-        assert calls == 1, t(f"下游被调用 {calls} 次，应为 1 次", f"the downstream was called {calls} times, expected once")
+        assert final["state"] == "success", t("the task should succeed, got {state} ({error})", state=final['state'],
+                                              error=final['error'])
+        assert calls == 1, t("the downstream was called {calls} times, expected once", calls=calls)
         late = ask(c, "try_submit", store, url, b'{"n": 1}', "same-key", 3)
         if "refused" in late:
-            c.note(t(f"成功后再用同一键提交被拒绝：{late['refused']}",
-                     f"submitting the key again after success is refused: {late['refused']}"))
+            c.note(t("submitting the key again after success is refused: {refused}", refused=late['refused']))
         else:
             late = late["task"]
-            raise AssertionError(t(
-                f"任务已终结（success）后同一键再次提交没有被拒绝，得到 id {late['id']}（状态 {late['state']}）",
-                f"after the task finished (success) the same key was accepted again: id {late['id']} "
-                f"({late['state']})"))
+            raise AssertionError(t("after the task finished (success) the same key was accepted again: id {id} "
+                                   "({state})", id=late['id'], state=late['state']))
         assert row_count(path) == 1 and lab.snapshot("idem")["calls"] == 1, t(
-            "拒绝之后表里应仍只有一行、下游仍只被调用一次", "after the refusal there must still be one row and one call")
+            "after the refusal there must still be one row and one call")
         if not ask(c, "try_mark", store, tid, "pending"):
-            raise AssertionError(t("store.mark 把 success 改回了 pending：终态必须不可再改",
-                                   "store.mark moved success back to pending: a terminal state must stay"))
-        assert stored_tasks(path, [tid])[tid]["state"] == "success", t("被拒绝的 mark 改动了记录",
-                                                                       "the refused mark changed the row")
-        c.note(t(f"下游共被调用 {calls} 次；store.mark(success → pending) 抛 IllegalTransition，记录不变",
-                 f"the downstream saw {calls} call; store.mark(success → pending) raised IllegalTransition, row unchanged"))
+            raise AssertionError(t("store.mark moved success back to pending: a terminal state must stay"))
+        assert stored_tasks(path, [tid])[tid]["state"] == "success", t("the refused mark changed the row")
+        c.note(t("the downstream saw {calls} call; store.mark(success → pending) raised IllegalTransition, row "
+                 "unchanged", calls=calls))
     finally:
         close_stores(c, *stores)
 
@@ -149,16 +141,14 @@ def check_retries(c, lab: Loopback) -> None:
     for attempt, (low, high) in enumerate(policy["bounds"], start=1):
         ceiling = min(1.0, 0.2 * 2 ** (attempt - 1))
         assert ceiling / 2 - 1e-9 <= low <= high <= ceiling + 1e-9, t(
-            f"第 {attempt} 次后的退避 [{low:.3f}, {high:.3f}] 超出 [{ceiling / 2:.3f}, {ceiling:.3f}]",
-            f"backoff after attempt {attempt} spans [{low:.3f}, {high:.3f}], outside [{ceiling / 2:.3f}, {ceiling:.3f}]")
+            "backoff after attempt {attempt} spans [{low:.3f}, {high:.3f}], outside [{ceiling:.3f}, {ceiling2:.3f}]",
+            attempt=attempt, low=low, high=high, ceiling=ceiling / 2, ceiling2=ceiling)
     samples = policy["samples"]
-    assert max(samples) <= 1.0 + 1e-9, t(f"退避超过上限 1.0：{max(samples):.3f}", f"backoff above the 1.0 cap: {max(samples):.3f}")
-    assert len({round(s, 6) for s in samples}) > 50, t("退避没有抖动：同一 attempt 总是同一个值",
-                                                       "backoff has no jitter: one attempt always gives one value")
+    assert max(samples) <= 1.0 + 1e-9, t("backoff above the 1.0 cap: {max:.3f}", max=max(samples))
+    assert len({round(s, 6) for s in samples}) > 50, t("backoff has no jitter: one attempt always gives one value")
     middle = policy["middle"]
-    c.note(t(f"退避（base 0.2，cap 1.0）：第 1 次 {middle:.3f}s，第 6 次 200 个样本在 "
-             f"[{min(samples):.3f}, {max(samples):.3f}]", f"backoff (base 0.2, cap 1.0): attempt 1 "
-             f"{middle:.3f}s, attempt 6: 200 samples in [{min(samples):.3f}, {max(samples):.3f}]"))
+    c.note(t("backoff (base 0.2, cap 1.0): attempt 1 {middle:.3f}s, attempt 6: 200 samples in [{min:.3f}, {max:.3f}]",
+             middle=middle, min=min(samples), max=max(samples)))
 
     db = fresh_db("retry.db")
     store = ask(c, "open_store", str(db))
@@ -187,25 +177,21 @@ def check_retries(c, lab: Loopback) -> None:
             task = tasks[ids[name]]
             calls = lab.snapshot(name)["calls"]
             retried = [r.get("reason") for r in events_of(records, ids[name], "task_retry")]
-            c.note(t(f"{name}：{plan} max_attempts={max_attempts} → {task['state']}，attempt {task['attempt']}，"
-                     f"调用 {calls} 次，重试原因 {retried}，error={task['error']!r}",
-                     f"{name}: {plan} max_attempts={max_attempts} → {task['state']}, attempt {task['attempt']}, "
-                     f"{calls} call(s), retried after {retried}, error={task['error']!r}"))
+            c.note(t("{name}: {plan} max_attempts={max_attempts} → {state}, attempt {attempt}, {calls} call(s), "
+                     "retried after {retried}, error={error!r}", name=name, plan=plan, max_attempts=max_attempts,
+                     state=task['state'], attempt=task['attempt'], calls=calls, retried=retried, error=task['error']))
             if task["state"] != want_state or task["attempt"] != want or calls != want:
-                problems.append(t(f"{name}：应为 {want_state}、attempt {want}、调用 {want} 次；实际 "
-                                  f"{task['state']}、attempt {task['attempt']}、调用 {calls} 次",
-                                  f"{name}: expected {want_state} at attempt {want} with {want} calls; got "
-                                  f"{task['state']} at attempt {task['attempt']} with {calls} calls"))
+                problems.append(t("{name}: expected {want_state} at attempt {want} with {want} calls; got {state} at "
+                                  "attempt {attempt} with {calls} calls", name=name, want_state=want_state, want=want,
+                                  state=task['state'], attempt=task['attempt'], calls=calls))
         refused = tasks[ids["refused"]]
         retried = [r.get("reason") for r in events_of(records, ids["refused"], "task_retry")]
-        c.note(t(f"连接被拒绝，max_attempts=2 → {refused['state']}，attempt {refused['attempt']}，"
-                 f"重试原因 {retried}，error={refused['error']!r}",
-                 f"refused connection, max_attempts=2 → {refused['state']}, attempt {refused['attempt']}, "
-                 f"retried after {retried}, error={refused['error']!r}"))
+        c.note(t("refused connection, max_attempts=2 → {state}, attempt {attempt}, retried after {retried}, "
+                 "error={error!r}", state=refused['state'], attempt=refused['attempt'], retried=retried,
+                 error=refused['error']))
         if refused["state"] != "failed" or refused["attempt"] != 2:
-            problems.append(t(f"连接被拒绝应重试到 2 次后失败，实际 {refused['state']}、attempt {refused['attempt']}",
-                              f"a refused connection should be retried up to 2 attempts then fail; got "
-                              f"{refused['state']} at attempt {refused['attempt']}"))
+            problems.append(t("a refused connection should be retried up to 2 attempts then fail; got {state} at "
+                              "attempt {attempt}", state=refused['state'], attempt=refused['attempt']))
 
         # The timeout case runs on its own, with a short call timeout: its first call is held until the
         # client gives up.  The status cases above keep a call timeout no loopback answer comes near.
@@ -215,28 +201,25 @@ def check_retries(c, lab: Loopback) -> None:
         task = stored_tasks(db, [timeout_id])[timeout_id]
         snap = lab.snapshot("rtimeout")
         retried = [r.get("reason") for r in events_of(timeout_records, timeout_id, "task_retry")]
-        c.note(t(f"rtimeout：['hold', 200] call_timeout=2 max_attempts=5 → {task['state']}，attempt {task['attempt']}，"
-                 f"调用 {snap['calls']} 次，服务器看到 {snap['outcomes']}，重试原因 {retried}",
-                 f"rtimeout: ['hold', 200] call_timeout=2 max_attempts=5 → {task['state']}, attempt {task['attempt']}, "
-                 f"{snap['calls']} call(s), the server saw {snap['outcomes']}, retried after {retried}"))
+        c.note(t("rtimeout: ['hold', 200] call_timeout=2 max_attempts=5 → {state}, attempt {attempt}, {calls} "
+                 "call(s), the server saw {outcomes}, retried after {retried}", state=task['state'], retried=retried,
+                 attempt=task['attempt'], calls=snap['calls'], outcomes=snap['outcomes']))
         # Facts, not durations: the held call can only end by the client hanging up (the server saw it),
         # that attempt was retried, and the task then succeeded with one attempt per call.  (On a very busy
         # machine a later call may time out too; it is then retried like the first.)
         if not (task["state"] == "success" and "client_closed" in snap["outcomes"]
                 and task["attempt"] == snap["calls"] >= 2 and retried):
-            problems.append(t(
-                f"rtimeout：第一次调用被挂住直到客户端超时放弃，应按超时重试并最终成功（每次调用一个 attempt）；实际 "
-                f"{task['state']}、attempt {task['attempt']}、调用 {snap['calls']} 次、重试原因 {retried}",
-                f"rtimeout: the first call hangs until the client gives up; it should be retried as a timeout and "
-                f"then succeed (one attempt per call); got {task['state']} at attempt {task['attempt']} with "
-                f"{snap['calls']} calls, retried after {retried}"))
+            problems.append(t("rtimeout: the first call hangs until the client gives up; it should be retried as a "
+                              "timeout and then succeed (one attempt per call); got {state} at attempt {attempt} "
+                              "with {calls} calls, retried after {retried}", state=task['state'], calls=snap['calls'],
+                              attempt=task['attempt'], retried=retried))
         assert not problems, "\n".join(problems)
         retry_lines = events_of(records, ids["r503"], "task_retry")
-        assert retry_lines, t("503 之后没有 task_retry 日志行", "no task_retry log line after the 503")
+        assert retry_lines, t("no task_retry log line after the 503")
         line = retry_lines[0]
         missing = [k for k in ("task_id", "state", "attempt", "duration_ms", "reason", "http_status") if k not in line]
-        assert not missing, t(f"task_retry 日志缺少字段 {missing}：{line}", f"the task_retry log line lacks {missing}: {line}")
-        c.note(t("日志：", "log: ") + json.dumps({k: line[k] for k in line if k != "ts"}, ensure_ascii=False))
+        assert not missing, t("the task_retry log line lacks {missing}: {line}", missing=missing, line=line)
+        c.note(t("log: ") + json.dumps({k: line[k] for k in line if k != "ts"}, ensure_ascii=False))
     finally:
         close_stores(c, store)
 
@@ -259,29 +242,26 @@ def check_cancel(c, lab: Loopback) -> None:
                 ask(c, "cancel_after_claim", store, claimed["id"])
                 sentinel = ask(c, "submit", store, lab.url("c-sentinel"), b"{}", "c-sentinel", 3)
                 got = ask(c, "cancel", store, pending["id"])["task"]  # layer 1: before any claim
-                assert got["state"] == "canceled", t(f"取消待领取任务后状态为 {got['state']}",
-                                                     f"after canceling a pending task its state is {got['state']}")
+                assert got["state"] == "canceled", t("after canceling a pending task its state is {state}",
+                                                     state=got['state'])
                 ask(c, "run_worker", store)
                 until(lambda: all_final(db, [sentinel["id"]]), BOUND, "the sentinel task to finish")
         p_id, k_id, s_id = pending["id"], claimed["id"], sentinel["id"]
         rows = stored_tasks(db, [p_id, k_id, s_id])
         p, k, s = rows[p_id], rows[k_id], rows[s_id]
         p_calls, k_calls = lab.snapshot("c-pending")["calls"], lab.snapshot("c-claimed")["calls"]
-        assert s["state"] == "success", t(f"哨兵任务应成功，实际 {s['state']}", f"the sentinel should succeed, got {s['state']}")
+        assert s["state"] == "success", t("the sentinel should succeed, got {state}", state=s['state'])
         assert p["state"] == "canceled" and p["attempt"] == 0 and p_calls == 0, t(
-            f"待领取时取消：应 canceled、attempt 0、下游 0 次；实际 {p['state']}、attempt {p['attempt']}、{p_calls} 次",
-            f"cancel while pending: expected canceled, attempt 0, 0 calls; got {p['state']}, attempt {p['attempt']}, "
-            f"{p_calls} calls")
-        c.note(t("第 1 层（待领取）：canceled，从未被领取，下游 0 次", "layer 1 (pending): canceled, never claimed, 0 calls"))
+            "cancel while pending: expected canceled, attempt 0, 0 calls; got {state}, attempt {attempt}, {p_calls} "
+            "calls", state=p['state'], attempt=p['attempt'], p_calls=p_calls)
+        c.note(t("layer 1 (pending): canceled, never claimed, 0 calls"))
         assert k["state"] == "canceled" and k_calls == 0, t(
-            f"领取后、调用前取消：应 canceled 且下游 0 次；实际 {k['state']}、{k_calls} 次——"
-            "_run_one 开始时要重新读取状态，发现 canceled 就不再调用",
-            f"cancel after claim, before the call: expected canceled with 0 calls; got {k['state']} with "
-            f"{k_calls} calls — re-read the state at the start of the run and skip a canceled task")
-        assert k["result"] is None, t("被取消的任务写入了结果", "a result was written for the canceled task")
+            "cancel after claim, before the call: expected canceled with 0 calls; got {state} with {k_calls} calls — "
+            "re-read the state at the start of the run and skip a canceled task", state=k['state'], k_calls=k_calls)
+        assert k["result"] is None, t("a result was written for the canceled task")
         skipped = [r["event"] for r in events_of(records, k_id)]
-        c.note(t(f"第 2 层（已领取、未调用）：attempt {k['attempt']}，下游 0 次，日志 {skipped}",
-                 f"layer 2 (claimed, not called yet): attempt {k['attempt']}, 0 calls, log {skipped}"))
+        c.note(t("layer 2 (claimed, not called yet): attempt {attempt}, 0 calls, log {skipped}", attempt=k['attempt'],
+                 skipped=skipped))
     finally:
         close_stores(c, store)
 
@@ -294,44 +274,39 @@ def check_cancel(c, lab: Loopback) -> None:
             tid, got, cancel_s, _ = cancel_in_flight(c, lab, store, "async")
         snap = lab.snapshot("hold-async")
         task = stored_tasks(db, [tid])[tid]
-        assert got["state"] == "canceled", t(f"cancel 返回 {got['state']}", f"cancel returned {got['state']}")
-        assert snap["outcomes"] == ["client_closed"], t(
-            f"异步下游：服务器应看到连接被关闭且从未应答，实际 {snap['outcomes']}——cancel 返回后请求仍在服务器上，"
-            f"直到服务器在 {HOLD_CAP:g} 秒上限时自己应答。只改表里的状态不会打断 in-flight 请求，要取消正在 await 下游的 asyncio 任务",
-            f"async downstream: the server should see the connection closed and never answer, got {snap['outcomes']} "
-            f"— the request stayed on the server after cancel returned, until the server answered at its "
-            f"{HOLD_CAP:g} s cap. Changing the row does not stop an in-flight request; cancel the asyncio task that "
-            "awaits the downstream")
+        assert got["state"] == "canceled", t("cancel returned {state}", state=got['state'])
+        assert snap["outcomes"] == ["client_closed"], t("async downstream: the server should see the connection "
+                                                        "closed and never answer, got {outcomes} — the request "
+                                                        "stayed on the server after cancel returned, until the "
+                                                        "server answered at its {hold_cap:g} s cap. Changing the row "
+                                                        "does not stop an in-flight request; cancel the asyncio task "
+                                                        "that awaits the downstream", outcomes=snap['outcomes'],
+                                                        hold_cap=HOLD_CAP)
         assert task["state"] == "canceled" and task["result"] is None, t(
-            f"取消后记录为 {task['state']}、result={task['result']!r}，应为 canceled 且无结果",
-            f"after cancel the row is {task['state']} with result={task['result']!r}; expected canceled, no result")
+            "after cancel the row is {state} with result={result!r}; expected canceled, no result",
+            state=task['state'], result=task['result'])
         events = [r["event"] for r in events_of(records, tid)]
-        assert "task_interrupted" in events, t(f"日志里没有 task_interrupted：{events}", f"no task_interrupted in the log: {events}")
-        c.note(t(f"第 3 层 httpx2.AsyncClient：cancel 用 {cancel_s * 1000:.0f} ms 返回，服务器看到 {snap['outcomes']}，"
-                 f"记录 canceled、result=None，日志 {events}",
-                 f"layer 3 httpx2.AsyncClient: cancel returned in {cancel_s * 1000:.0f} ms, the server saw "
-                 f"{snap['outcomes']}, row canceled with result=None, log {events}"))
+        assert "task_interrupted" in events, t("no task_interrupted in the log: {events}", events=events)
+        c.note(t("layer 3 httpx2.AsyncClient: cancel returned in {cancel_s:.0f} ms, the server saw {outcomes}, row "
+                 "canceled with result=None, log {events}", cancel_s=cancel_s * 1000, outcomes=snap['outcomes'],
+                 events=events))
 
         with captured(c, store) as records:
             tid, got, cancel_s, (still, discarded) = cancel_in_flight(c, lab, store, "thread")
         snap = lab.snapshot("hold-thread")
         task = stored_tasks(db, [tid])[tid]
-        assert got["state"] == "canceled", t(f"cancel 返回 {got['state']}", f"cancel returned {got['state']}")
+        assert got["state"] == "canceled", t("cancel returned {state}", state=got['state'])
         assert still["active"] == 1 and not still["outcomes"], t(
-            f"线程下游：cancel 返回时请求应仍在服务器上进行（线程无法被打断），实际 {still}",
-            f"thread downstream: when cancel returned the request should still be running on the server "
-            f"(a thread cannot be interrupted), got {still}")
-        assert snap["outcomes"] == ["answered 200"], t(f"放行后服务器应应答 200，实际 {snap['outcomes']}",
-                                                        f"after the release the server should answer 200, got {snap['outcomes']}")
+            "thread downstream: when cancel returned the request should still be running on the server (a thread "
+            "cannot be interrupted), got {still}", still=still)
+        assert snap["outcomes"] == ["answered 200"], t("after the release the server should answer 200, got "
+                                                       "{outcomes}", outcomes=snap['outcomes'])
         assert task["state"] == "canceled" and task["result"] is None, t(
-            f"线程请求完成后记录为 {task['state']}、result={task['result']!r}：迟到的结果必须被丢弃",
-            f"after the threaded request completed the row is {task['state']} with result={task['result']!r}: "
-            "the late result must be discarded")
-        c.note(t(f"第 3 层线程里的阻塞客户端：cancel 用 {cancel_s * 1000:.0f} ms 返回时请求仍在进行；放行后服务器 "
-                 f"{snap['outcomes']}，结果被丢弃 {discarded} 次，记录仍 canceled、result=None",
-                 f"layer 3 blocking client in a thread: cancel returned in {cancel_s * 1000:.0f} ms with the request "
-                 f"still running; released, the server {snap['outcomes']}, the result was discarded {discarded}x, "
-                 "row still canceled with result=None"))
+            "after the threaded request completed the row is {state} with result={result!r}: the late result must be "
+            "discarded", state=task['state'], result=task['result'])
+        c.note(t("layer 3 blocking client in a thread: cancel returned in {cancel_s:.0f} ms with the request still "
+                 "running; released, the server {outcomes}, the result was discarded {discarded}x, row still "
+                 "canceled with result=None", cancel_s=cancel_s * 1000, outcomes=snap['outcomes'], discarded=discarded))
     finally:
         close_stores(c, store)
 
@@ -358,17 +333,15 @@ def check_crash_recovery(c, lab: Loopback) -> None:
             reply = client.post("/tasks", json={"url": url, "payload": {"order": 7}, "idempotency_key": "crash-1"})
         # (202 itself is 07.10's business; here any success with an id will do)
         assert reply.is_success and "id" in reply.json(), t(
-            f"POST /tasks 失败：{reply.status_code} {reply.text[:200]}",
-            f"POST /tasks failed: {reply.status_code} {reply.text[:200]}")
+            "POST /tasks failed: {status_code} {text}", status_code=reply.status_code, text=reply.text[:200])
         tid = reply.json()["id"]
         wait_until(lambda: lab.snapshot("crash")["active"] == 1 and get(port, tid)["state"] == "running", BOUND,
                    "the task to be running with its call in flight")
         first.kill()  # SIGKILL: no shutdown, no finally
         row = row_on_disk(db, tid)
-        c.note(t(f"pid {first.pid} 在调用进行中被 SIGKILL；库里：{row}", f"pid {first.pid} got SIGKILL mid-call; on disk: {row}"))
+        c.note(t("pid {pid} got SIGKILL mid-call; on disk: {row}", pid=first.pid, row=row))
         assert row.get("state") == "running" and row.get("journal_mode") == "wal", t(
-            f"崩溃后库里应留下一条 running（WAL 模式），实际 {row}",
-            f"after the crash the file should hold a running row (WAL mode), got {row}")
+            "after the crash the file should hold a running row (WAL mode), got {row}", row=row)
         wait_until(lambda: lab.snapshot("crash")["outcomes"], HOLD_CAP + BOUND, "the server to notice the dead client")
 
         port = free_port()
@@ -376,46 +349,35 @@ def check_crash_recovery(c, lab: Loopback) -> None:
         started.append(second)
         young = get(port, tid)
         second.stop()
-        assert young["state"] == "running", t(
-            f"以默认阈值（600 秒）重启后，刚开始的 running 任务不应被回收，实际 {young['state']}",
-            f"restarted with the default threshold (600 s), a task that just started must not be recovered; "
-            f"got {young['state']}")
-        c.note(t("默认阈值 600 秒重启：任务仍是 running（它可能还活着，不能抢）",
-                 "restart with the default 600 s threshold: still running (it might be alive, not ours to take)"))
+        assert young["state"] == "running", t("restarted with the default threshold (600 s), a task that just "
+                                              "started must not be recovered; got {state}", state=young['state'])
+        c.note(t("restart with the default 600 s threshold: still running (it might be alive, not ours to take)"))
 
         port = free_port()
         third = serve(db, port, 0, "crash-3.log")
         started.append(third)
         right_after = get(port, tid)  # recovery ran in the startup, before the port opened
         assert (right_after["state"], right_after["attempt"]) != ("running", 1), t(
-            "以 --stale-after 0 重启后任务仍是第 1 次尝试的 running：启动时没有调用 recover_stale_running，"
-            "或它没有把过期任务改回 pending",
-            "after a restart with --stale-after 0 the task is still running its first attempt: startup did not "
-            "call recover_stale_running, or it did not move the stale task back to pending")
+            "after a restart with --stale-after 0 the task is still running its first attempt: startup did not call "
+            "recover_stale_running, or it did not move the stale task back to pending")
         final = wait_until(lambda: (lambda r: r if r["state"] in ("success", "failed", "canceled") else None)(
             get(port, tid)), BOUND, "the recovered task to finish")
         recovered = [line for line in third.log_text().splitlines() if '"task_recovered"' in line and tid in line]
         for line in recovered:
             c.note(line)
         assert not recovered or '"pending"' in recovered[0], t(
-            f"过期任务被恢复成了别的状态而不是 pending：{recovered[0] if recovered else ''}——崩溃时没做完的任务"
-            "应回到队列重跑，而不是判失败",
-            f"the stale task was recovered into something other than pending: {recovered[0] if recovered else ''} "
-            "— work a crash interrupted goes back to the queue, it is not a failure")
-        assert recovered, t(
-            f"以 --stale-after 0 重启后日志里没有该任务回到 pending 的 task_recovered 行：\n{third.log_tail(8)}",
-            f"after a restart with --stale-after 0 the log has no task_recovered line moving it to pending:\n"
-            f"{third.log_tail(8)}")
+            "the stale task was recovered into something other than pending: {recovered} — work a crash interrupted "
+            "goes back to the queue, it is not a failure", recovered=recovered[0] if recovered else '')
+        assert recovered, t("after a restart with --stale-after 0 the log has no task_recovered line moving it to "
+                            "pending:\n{log_tail}", log_tail=third.log_tail(8))
         calls = lab.snapshot("crash")["calls"]
         assert final["state"] == "success" and final["attempt"] == 2 and calls == 2, t(
-            f"恢复后任务应在第 2 次尝试成功（下游共 2 次），实际 {final['state']}、attempt {final['attempt']}、"
-            f"{calls} 次，error={final.get('error')!r}",
-            f"after recovery the task should succeed at attempt 2 (2 downstream calls); got {final['state']}, "
-            f"attempt {final['attempt']}, {calls} calls, error={final.get('error')!r}")
+            "after recovery the task should succeed at attempt 2 (2 downstream calls); got {state}, attempt "
+            "{attempt}, {calls} calls, error={error!r}", state=final['state'], attempt=final['attempt'], calls=calls,
+            error=final.get('error'))
         keys = set(lab.keys["crash"])
-        c.note(t(f"--stale-after 0 重启：running → pending → success，attempt {final['attempt']}，下游 {calls} 次，"
-                 f"两次都带 Idempotency-Key {keys}", f"restart with --stale-after 0: running → pending → success, "
-                 f"attempt {final['attempt']}, {calls} downstream calls, both with Idempotency-Key {keys}"))
+        c.note(t("restart with --stale-after 0: running → pending → success, attempt {attempt}, {calls} downstream "
+                 "calls, both with Idempotency-Key {keys}", attempt=final['attempt'], calls=calls, keys=keys))
     finally:
         lab.release("crash")
         for proc in started:
@@ -442,23 +404,16 @@ def check_concurrency(c, lab: Loopback) -> None:
         server = lab.snapshot("slow")
         gathered = lab.gathered["slow"]
         states = Counter(row["state"] for row in stored_tasks(db, ids).values())
-        c.note(t(f"N={limit}，{count} 个任务：前 {limit} 个调用在服务器的屏障处会合（{gathered} 个通过），"
-                 f"端口内计数最多 {peak} 个同时进行（服务器最多看到 {server['peak']} 个），终态 {dict(states)}",
-                 f"N={limit}, {count} tasks: the first {limit} calls met at the server's barrier ({gathered} passed), "
-                 f"the port-side counter saw at most {peak} at once (the server at most {server['peak']}), final "
-                 f"states {dict(states)}"))
+        c.note(t("N={limit}, {count} tasks: the first {limit} calls met at the server's barrier ({gathered} passed), "
+                 "the port-side counter saw at most {peak} at once (the server at most {peak2}), final states {dict}",
+                 limit=limit, count=count, gathered=gathered, peak=peak, peak2=server['peak'], dict=dict(states)))
         # The bound is judged on the worker's side of the port: the server may still count a request
         # whose client already gave up while its retry begins.
-        assert peak <= limit, t(
-            f"同时进行的下游调用达到 {peak}，超过上限 N={limit}：Semaphore 要在领取前取得名额，在任务结束时归还",
-            f"{peak} downstream calls ran at once, above N={limit}: take a Semaphore slot before "
-            "claiming and give it back when the task ends")
-        assert states == {"success": count}, t(f"应全部成功，实际 {dict(states)}",
-                                               f"all should succeed, got {dict(states)}")
-        assert gathered == limit, t(
-            f"服务器从未同时收到 {limit} 个调用（屏障没有打开）：工作者没有让 N 个调用并行进行",
-            f"the server never had {limit} calls in at once (its barrier never opened): the worker does not run "
-            "N calls side by side")
+        assert peak <= limit, t("{peak} downstream calls ran at once, above N={limit}: take a Semaphore slot before "
+                                "claiming and give it back when the task ends", peak=peak, limit=limit)
+        assert states == {"success": count}, t("all should succeed, got {dict}", dict=dict(states))
+        assert gathered == limit, t("the server never had {limit} calls in at once (its barrier never opened): the "
+                                    "worker does not run N calls side by side", limit=limit)
     finally:
         close_stores(c, store)
 
@@ -473,28 +428,28 @@ def check_http(c) -> None:
     # create_app(db, a FakeDownstream answering 200) behind a TestClient in the probe; only answers come here.
     with learner.app(str(db), opener=f"{PROBE}:open_api") as client:
         reply = client.post("/tasks", json=good)
-        assert reply.status_code == 202, t(f"POST /tasks 应返回 202，实际 {reply.status_code} {reply.text[:200]}",
-                                           f"POST /tasks should answer 202, got {reply.status_code} {reply.text[:200]}")
+        assert reply.status_code == 202, t("POST /tasks should answer 202, got {status_code} {text}",
+                                           status_code=reply.status_code, text=reply.text[:200])
         tid = reply.json().get("id")
         location = reply.headers.get("location")
-        assert tid and location == f"/tasks/{tid}", t(f"Location 应为 /tasks/{tid}，实际 {location!r}",
-                                                      f"Location should be /tasks/{tid}, got {location!r}")
+        assert tid and location == f"/tasks/{tid}", t("Location should be /tasks/{tid}, got {location!r}", tid=tid,
+                                                      location=location)
         c.note(f"POST /tasks → 202, Location {location}")
         final = wait_until(lambda: (lambda b: b if b.get("state") == "success" else None)(client.get(location).json()),
                            BOUND, "the task to succeed")
         c.note(f"GET {location} → 200 state={final['state']} attempt={final['attempt']} result={final['result']!r}")
         for path, method in ((f"/tasks/{'0' * 32}", "get"), (f"/tasks/{'0' * 32}/cancel", "post")):
             missing = getattr(client, method)(path)
-            assert missing.status_code == 404, t(f"{method.upper()} {path} 应返回 404，实际 {missing.status_code}",
-                                                 f"{method.upper()} {path} should answer 404, got {missing.status_code}")
-        c.note(t("未知 id：GET 与 cancel 都返回 404", "unknown id: GET and cancel both answer 404"))
+            assert missing.status_code == 404, t("{upper} {path} should answer 404, got {status_code}", path=path,
+                                                 upper=method.upper(), status_code=missing.status_code)
+        c.note(t("unknown id: GET and cancel both answer 404"))
 
         before = row_count(db)
         bad_cases = [
-            (t("缺少 url", "missing url"), {"json": {"payload": {}, "idempotency_key": "bad-1"}}, "url"),
-            (t("url 不是 URL", "url not a URL"), {"json": {**good, "url": "not a url", "idempotency_key": "bad-2"}}, "url"),
+            (t("missing url"), {"json": {"payload": {}, "idempotency_key": "bad-1"}}, "url"),
+            (t("url not a URL"), {"json": {**good, "url": "not a url", "idempotency_key": "bad-2"}}, "url"),
             ("ftp url", {"json": {**good, "url": "ftp://127.0.0.1/x", "idempotency_key": "bad-3"}}, "url"),
-            (t("请求体不是 JSON", "non-JSON body"), {"content": b'{"url": "http://127.0.0.1:9/work", ',
+            (t("non-JSON body"), {"content": b'{"url": "http://127.0.0.1:9/work", ',
                                "headers": {"content-type": "application/json"}}, "json"),
             ("max_attempts=0", {"json": {**good, "max_attempts": 0, "idempotency_key": "bad-4"}}, "max_attempts"),
             ("max_attempts=11", {"json": {**good, "max_attempts": 11, "idempotency_key": "bad-5"}}, "max_attempts"),
@@ -502,16 +457,15 @@ def check_http(c) -> None:
         for label, kwargs, word in bad_cases:
             bad = client.post("/tasks", **kwargs)
             text = bad.text
-            assert bad.status_code == 422, t(f"{label}：应返回 422，实际 {bad.status_code} {text[:200]}",
-                                             f"{label}: expected 422, got {bad.status_code} {text[:200]}")
-            assert word.lower() in text.lower(), t(f"{label}：422 的说明没有提到 {word}：{text[:200]}",
-                                                   f"{label}: the 422 message does not mention {word}: {text[:200]}")
+            assert bad.status_code == 422, t("{label}: expected 422, got {status_code} {text}", label=label,
+                                             status_code=bad.status_code, text=text[:200])
+            assert word.lower() in text.lower(), t("{label}: the 422 message does not mention {word}: {text}",
+                                                   label=label, word=word, text=text[:200])
             now = row_count(db)
-            assert now == before, t(f"{label}：被拒绝的请求仍写入了 {now - before} 行", f"{label}: a rejected request stored {now - before} row(s)")
+            assert now == before, t("{label}: a rejected request stored {now} row(s)", label=label, now=now - before)
             message = bad.json().get("message") if isinstance(bad.json(), dict) else None
             c.note(f"{label} → 422 {message or text[:120]}")
-        c.note(t(f"6 个坏请求之后表里仍是 {row_count(db)} 行",
-                 f"after 6 bad requests the table still holds {row_count(db)} row(s)"))
+        c.note(t("after 6 bad requests the table still holds {row_count} row(s)", row_count=row_count(db)))
 
 
 # ---------------------------------------------------------------- main
@@ -521,8 +475,7 @@ def not_taken_up(tap) -> None:
     not taken up this extension (the reference always has it).  Every check says so, selected or not."""
     for row in checks():
         with tap.check(row.id) as c:
-            c.skip(t("扩展未做：文件夹里没有 taskcenter/ 包（参考实现见本课 taskcenter/）",
-                     "extension not taken up: no taskcenter/ package in the folder (see the lesson's reference)"))
+            c.skip(t("extension not taken up: no taskcenter/ package in the folder (see the lesson's reference)"))
 
 
 def stop_all() -> None:

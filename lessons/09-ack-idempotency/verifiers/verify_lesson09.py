@@ -99,8 +99,8 @@ def _ask(node: str, method: str, **arguments):
     try:
         return wait_until(reply, REPLY_SECONDS, f"{node} to answer inspect {method}", interval=0.1)[0]
     except WaitTimeout:
-        raise AssertionError(t(f"worker {node} 在 {REPLY_SECONDS} 秒内没有回答 inspect {method}",
-                               f"worker {node} did not answer inspect {method} within {REPLY_SECONDS} s")) from None
+        raise AssertionError(t("worker {node} did not answer inspect {method} within {reply_seconds} s", node=node,
+                               method=method, reply_seconds=REPLY_SECONDS)) from None
 
 
 def _rows(count: int, tag: str) -> list[dict]:
@@ -114,8 +114,7 @@ def _get(task_id: str, seconds: float = 20):
         return learner.call("lab09_learner:result", task_id, seconds, timeout=seconds + RESULT_MARGIN)
     except Exception as exc:  # noqa: BLE001
         why = redact(f"{type(exc).__name__}: {exc}")
-        raise AssertionError(t(f"任务 {task_id} 没有成功：{why}",
-                               f"task {task_id} did not succeed: {why}")) from None
+        raise AssertionError(t("task {task_id} did not succeed: {why}", task_id=task_id, why=why)) from None
 
 
 def _sha(path: Path) -> str:
@@ -205,14 +204,11 @@ def check_duplicate(c) -> None:
     try:
         done = run_python(["duplicate_export.py"], cwd=WORK, timeout=40)
     except subprocess.TimeoutExpired:
-        raise AssertionError(t("duplicate_export.py 40 秒内没有结束",
-                               "duplicate_export.py did not finish within 40 s")) from None
-    c.note(t(f"python duplicate_export.py → 退出码 {done.returncode}",
-             f"python duplicate_export.py → exit code {done.returncode}"))
+        raise AssertionError(t("duplicate_export.py did not finish within 40 s")) from None
+    c.note(t("python duplicate_export.py → exit code {returncode}", returncode=done.returncode))
     for line in done.stdout.splitlines()[-4:]:
         c.note("  " + redact(line)[:240])
     assert done.returncode == 0 and "same logical output" in done.stdout, t(
-        "duplicate_export.py 没有打印 same logical output（见上方输出）",
         "duplicate_export.py did not print same logical output (see the output above)")
 
     _import()
@@ -223,24 +219,19 @@ def check_duplicate(c) -> None:
     first = _send(job_id, rows, str(uuid4()))
     second = _send(job_id, reordered, str(uuid4()))
     a, b = _get(first), _get(second)
-    c.note(t(f"同一 job_id {job_id}，两条消息 {short(first)} 与 {short(second)}（同一快照，第二条的字段顺序相反）",
-             f"one job_id {job_id}, two messages {short(first)} and {short(second)} (one snapshot; the second lists "
-             "each row's fields in reverse order)"))
+    c.note(t("one job_id {job_id}, two messages {first} and {second} (one snapshot; the second lists each row's "
+             "fields in reverse order)", job_id=job_id, first=short(first), second=short(second)))
     c.note(f"  1: path={a.get('path')} sha256={str(a.get('sha256'))[:16]}…")
     c.note(f"  2: path={b.get('path')} sha256={str(b.get('sha256'))[:16]}…")
     assert first != second
-    assert a.get("path") == b.get("path"), t(
-        f"两次执行的 path 不同（{a.get('path')} / {b.get('path')}）：输出文件名只能由 job_id 决定",
-        f"the two executions returned different paths ({a.get('path')} / {b.get('path')}): name the output by job_id "
-        "only")
+    assert a.get("path") == b.get("path"), t("the two executions returned different paths ({path} / {path2}): name "
+                                             "the output by job_id only", path=a.get('path'), path2=b.get('path'))
     assert a.get("sha256") and a.get("sha256") == b.get("sha256"), t(
-        "两次执行的 sha256 不同：同一快照必须写出相同的字节（json.dumps 要 sort_keys=True，不加时间戳或消息 id）",
         "the two executions returned different sha256: one snapshot must give the same bytes (json.dumps with "
         "sort_keys=True, no timestamp or message id inside)")
     on_disk = _sha(WORK / a["path"])
-    assert on_disk == a["sha256"], t(f"文件的 sha256 {on_disk[:16]}… 与返回值不同",
-                                     f"the file's sha256 {on_disk[:16]}… differs from the result")
-    c.note(t("两次结果相同，且等于文件本身的 sha256", "both results agree and match the file's own sha256"))
+    assert on_disk == a["sha256"], t("the file's sha256 {on_disk}… differs from the result", on_disk=on_disk[:16])
+    c.note(t("both results agree and match the file's own sha256"))
 
 
 # ---------------------------------------------------------------- 09.2
@@ -256,8 +247,7 @@ def check_atomic(c) -> None:
         watch = DirWatch(ARTIFACTS)
     except OSError as exc:
         watch = None
-        c.note(t(f"inotify 不可用（{exc}）：只用读者线程检查",
-                 f"inotify unavailable ({exc}): the reader thread alone decides"))
+        c.note(t("inotify unavailable ({exc}): the reader thread alone decides", exc=exc))
     reader = Reader(target)
     reader.start()
     deliveries = [_send(job_id, rows, str(uuid4())) for _ in range(8)]
@@ -269,30 +259,26 @@ def check_atomic(c) -> None:
         if watch:
             watch.close()
     size = target.stat().st_size if target.exists() else 0
-    c.note(t(f"{len(deliveries)} 次交付同一 job（{len(rows)} 行，{size // 1024} KiB）；"
-             f"读者读取 {reader.complete} 次完整 JSON，{len(reader.partial)} 次不完整",
-             f"{len(deliveries)} deliveries of one job ({len(rows)} rows, {size // 1024} KiB); the reader got "
-             f"complete JSON {reader.complete} times and a partial file {len(reader.partial)} times"))
-    assert not reader.partial, t(
-        f"读者读到了不完整的文件（{reader.partial[:3]} 字节）：先写本次独有的临时文件，再 os.replace 到目标名",
-        f"the reader saw an incomplete file ({reader.partial[:3]} bytes): write a temp file of this run, then "
-        "os.replace it onto the target")
+    c.note(t("{n_deliveries} deliveries of one job ({n_rows} rows, {size} KiB); the reader got complete JSON "
+             "{complete} times and a partial file {n_partial} times", n_deliveries=len(deliveries), n_rows=len(rows),
+             size=size // 1024, complete=reader.complete, n_partial=len(reader.partial)))
+    assert not reader.partial, t("the reader saw an incomplete file ({partial} bytes): write a temp file of this "
+                                 "run, then os.replace it onto the target", partial=reader.partial[:3])
     if watch:
         mask = watch.masks(target.name)
         in_place = [name for bit, name in ((IN_CREATE, "create"), (IN_MODIFY, "write"), (IN_CLOSE_WRITE, "close-write"))
                     if mask & bit]
-        c.note(t(f"inotify：{target.name} 上的事件 = {'、'.join(in_place) or '只有 moved-to（整体替换）'}",
-                 f"inotify: events on {target.name} = {', '.join(in_place) or 'moved-to only (replaced whole)'}"))
-        assert not (mask & WRITE_IN_PLACE), t(
-            "目标文件被原地写入（create/write）：读者可能看到半个文件，即使这次没撞上。要写临时文件再 os.replace",
-            "the target was written in place (create/write): a reader can see half of it even if this run did not "
-            "catch it. Write a temp file and os.replace it")
+        c.note(t("inotify: events on {name} = {in_place}", name=target.name,
+                 in_place=t(', ').join(in_place) or t('moved-to only (replaced whole)')))
+        assert not (mask & WRITE_IN_PLACE), t("the target was written in place (create/write): a reader can see half "
+                                              "of it even if this run did not catch it. Write a temp file and "
+                                              "os.replace it")
     try:
         json.loads(target.read_bytes())
     except (OSError, ValueError):
-        raise AssertionError(t("最终文件不是完整 JSON", "the final file is not complete JSON")) from None
+        raise AssertionError(t("the final file is not complete JSON")) from None
     left = sorted({p.name for p in ARTIFACTS.iterdir()} - before - {target.name})
-    assert not left, t(f"成功之后留下了多余文件：{left}", f"files left behind after success: {left}")
+    assert not left, t("files left behind after success: {left}", left=left)
 
     # A failing delivery: the target name is taken by a directory, so os.replace raises.
     broken_id = str(uuid4())
@@ -308,12 +294,11 @@ def check_atomic(c) -> None:
             pass
         state = _state(failing)
         left = sorted({p.name for p in ARTIFACTS.iterdir()} - before)
-        c.note(t(f"让 os.replace 失败的一次交付 → {state}；留下的文件：{left or '无'}",
-                 f"a delivery whose os.replace fails → {state}; files left behind: {left or 'none'}"))
-        assert state == "FAILURE", t(f"目标名被目录占用时任务应失败，实际 {state}",
-                                     f"with a directory on the target name the task should fail, got {state}")
-        assert not left, t(f"失败后留下了临时文件 {left}：在 finally 里删除本次的临时文件",
-                           f"the failure left {left} behind: unlink this run's temp file in finally")
+        c.note(t("a delivery whose os.replace fails → {state}; files left behind: {left}", state=state,
+                 left=left or t('none')))
+        assert state == "FAILURE", t("with a directory on the target name the task should fail, got {state}",
+                                     state=state)
+        assert not left, t("the failure left {left} behind: unlink this run's temp file in finally", left=left)
     finally:
         for path in sorted(blocker.rglob("*"), reverse=True):
             path.unlink()
@@ -324,7 +309,7 @@ def check_atomic(c) -> None:
 
 def check_config(c, worker: DeclaredWorker) -> None:
     _import()
-    assert worker.alive(), t(f"worker（pid {worker.pid}）已退出", f"the worker (pid {worker.pid}) has exited")
+    assert worker.alive(), t("the worker (pid {pid}) has exited", pid=worker.pid)
     conf = _ask(worker.nodename, "conf", with_defaults=False) or {}
     broker_opts = conf.get("broker_transport_options") or {}
     backend_opts = conf.get("result_backend_transport_options") or {}
@@ -336,31 +321,26 @@ def check_config(c, worker: DeclaredWorker) -> None:
         "result_backend_transport_options.visibility_timeout": backend_opts.get("visibility_timeout"),
         "visibility_timeout": conf.get("visibility_timeout"),
     }
-    c.note(t(f"celery inspect conf -d {worker.nodename}（运行中的 worker 实际使用的配置）：",
-             f"celery inspect conf -d {worker.nodename} (what the running worker actually uses):"))
+    c.note(t("celery inspect conf -d {nodename} (what the running worker actually uses):", nodename=worker.nodename))
     keys = list(seen)
     c.note("  " + ", ".join(f"{key}={seen[key]!r}" for key in keys[:3]))
     c.note("  visibility_timeout: " + ", ".join(f"{key.split('.')[0]}={seen[key]!r}" for key in keys[3:]))
     interval = broker_opts.get("unacked_restore_interval")
     throttle = broker_opts.get("unacked_restore_throttle")
     if interval is not None or throttle is not None:
-        c.note(t(f"  未确认消息回收：每 {interval or 10} 秒检查，每 {throttle or 10} 次真正扫描",
-                 f"  unacked restore sweep: every {interval or 10} s, scanning every {throttle or 10} call(s)"))
+        c.note(t("  unacked restore sweep: every {interval} s, scanning every {throttle} call(s)",
+                 interval=interval or 10, throttle=throttle or 10))
     else:
-        c.note(t("  未确认消息回收：默认约每 100 秒扫描一次（见指南）",
-                 "  unacked restore sweep: default, about every 100 s (see the guide)"))
-    assert seen["task_acks_late"] is True, t("task_acks_late 不是 True：消息在执行前就被确认了",
-                                             "task_acks_late is not True: messages are acked before the work runs")
-    assert seen["task_reject_on_worker_lost"] is True, t(
-        "task_reject_on_worker_lost 不是 True：子进程丢失时消息会被确认为失败，而不是回到队列",
-        "task_reject_on_worker_lost is not True: a lost child acks the message as failed instead of requeueing it")
-    assert seen["worker_prefetch_multiplier"] == 1, t(
-        f"worker_prefetch_multiplier 是 {seen['worker_prefetch_multiplier']}，应为 1",
-        f"worker_prefetch_multiplier is {seen['worker_prefetch_multiplier']}, it should be 1")
+        c.note(t("  unacked restore sweep: default, about every 100 s (see the guide)"))
+    assert seen["task_acks_late"] is True, t("task_acks_late is not True: messages are acked before the work runs")
+    assert seen["task_reject_on_worker_lost"] is True, t("task_reject_on_worker_lost is not True: a lost child acks "
+                                                         "the message as failed instead of requeueing it")
+    assert seen["worker_prefetch_multiplier"] == 1, t("worker_prefetch_multiplier is {worker_prefetch_multiplier}, "
+                                                      "it should be 1",
+                                                      worker_prefetch_multiplier=seen['worker_prefetch_multiplier'])
     wrong = [key for key in list(seen)[3:] if seen[key] != VISIBILITY]
-    assert not wrong, t(f"这些位置的 visibility_timeout 不是 {VISIBILITY}：{wrong}（三处要一致，改完重启 worker）",
-                        f"visibility_timeout is not {VISIBILITY} in: {wrong} (all three must agree; restart the "
-                        "worker)")
+    assert not wrong, t("visibility_timeout is not {visibility} in: {wrong} (all three must agree; restart the "
+                        "worker)", visibility=VISIBILITY, wrong=wrong)
 
 
 # ---------------------------------------------------------------- 09.4
@@ -400,10 +380,9 @@ def drill_timeline(events: list[dict], message_id: str, killed: dict, worker_pid
         if pid == killed.get("pid") and "at" in killed:
             marks.append(mark(killed["at"], "SIGKILL", "killed"))
         rows.append(lane(f"child {pid}" + (" (killed)" if pid == killed.get("pid") else ""), bars=bars, marks=marks))
-    return lanes(t(f"子进程被 SIGKILL，消息 {job}… 重投到另一个子进程",
-                   f"a pool child SIGKILLed; message {job}… redelivered to another child"), rows,
-                 caption=t(f"演练 worker pid {worker_pid}，并发 1：池用新的子进程替换被杀的子进程",
-                           f"drill worker pid {worker_pid}, concurrency 1: the pool replaces the killed child"))
+    return lanes(t("a pool child SIGKILLed; message {job}… redelivered to another child", job=job), rows,
+                 caption=t("drill worker pid {worker_pid}, concurrency 1: the pool replaces the killed child",
+                           worker_pid=worker_pid))
 
 
 def check_redelivery(c, worker: DeclaredWorker) -> None:
@@ -434,8 +413,8 @@ def check_redelivery(c, worker: DeclaredWorker) -> None:
     message_id = str(uuid4())
     killed: dict = {}  # the SIGKILL, for the figure: which child, when (this process's clock)
     try:
-        c.note(t(f"演练 worker：pid {proc.pid}，节点 {node}，私有队列 {queue}，并发 1",
-                 f"drill worker: pid {proc.pid}, node {node}, private queue {queue}, concurrency 1"))
+        c.note(t("drill worker: pid {pid}, node {node}, private queue {queue}, concurrency 1", pid=proc.pid, node=node,
+                 queue=queue))
         rows = _rows(40, "drill")
         _send(job_id, rows, message_id, queue)
         # Either it reaches os.replace (and is held there), or it ends without ever calling it: a fact
@@ -445,32 +424,26 @@ def check_redelivery(c, worker: DeclaredWorker) -> None:
                        "the first execution to reach os.replace", interval=0.1)
         if not events("held"):
             state = _state(message_id)
-            raise AssertionError(t(
-                f"第一次执行没有在 os.replace 处停下（结果状态 {state}）：export_products 要先写临时文件再 "
-                "os.replace 到目标名",
-                f"the first execution never reached os.replace (state {state}): export_products must write a "
-                "temp file and os.replace it onto the target"))
+            raise AssertionError(t("the first execution never reached os.replace (state {state}): export_products "
+                                   "must write a temp file and os.replace it onto the target", state=state))
         held = events("held")[0]
         child = held["pid"]
-        assert child in children_of(proc.pid), t(f"pid {child} 不是演练 worker {proc.pid} 的子进程，不会杀它",
-                                                 f"pid {child} is not a child of drill worker {proc.pid}; not killing "
-                                                 "it")
+        assert child in children_of(proc.pid), t("pid {child} is not a child of drill worker {pid}; not killing it",
+                                                 child=child, pid=proc.pid)
         # The held execution waits for our word (it never comes: the child is killed), so this is no race.
         active = _ask(node, "active") or []
         running = [task for task in active if task.get("id") == message_id]
         assert running and running[0].get("worker_pid") == child, t(
-            f"inspect active 没有显示 {message_id} 在子进程 {child} 上运行：{active}",
-            f"inspect active does not show {message_id} running in child {child}: {active}")
-        c.note(t(f"inspect active：{short(message_id)} 在子进程 {child}（父进程 {proc.pid}）上运行，acknowledged="
-                 f"{running[0].get('acknowledged')}",
-                 f"inspect active: {short(message_id)} runs in child {child} (parent {proc.pid}), acknowledged="
-                 f"{running[0].get('acknowledged')}"))
+            "inspect active does not show {message_id} running in child {child}: {active}", message_id=message_id,
+            child=child, active=active)
+        c.note(t("inspect active: {message_id} runs in child {child} (parent {pid}), acknowledged={acknowledged}",
+                 message_id=short(message_id), child=child, pid=proc.pid, acknowledged=running[0].get('acknowledged')))
         target = WORK / held["path"]
         text = target.read_bytes()
         digest = hashlib.sha256(text).hexdigest()
         json.loads(text)
-        c.note(t(f"os.replace 已完成：{held['path']} 完整，sha256 {digest[:16]}…；发送 SIGKILL 给子进程 {child}",
-                 f"os.replace done: {held['path']} is complete, sha256 {digest[:16]}…; SIGKILL to child {child}"))
+        c.note(t("os.replace done: {path} is complete, sha256 {digest}…; SIGKILL to child {child}", path=held['path'],
+                 digest=digest[:16], child=child))
         killed.update(pid=child, at=time.time())  # taken before the kill: the redelivery comes after it
         os.kill(child, signal.SIGKILL)
 
@@ -486,28 +459,23 @@ def check_redelivery(c, worker: DeclaredWorker) -> None:
             state = _state(message_id)
             for line in log_lines(proc.log_text(), "WorkerLost", limit=2) + log_lines(proc.log_text(), message_id):
                 c.note("  " + line)
-        assert again, t(
-            f"子进程被杀后任务没有再次执行（状态 {state}）：需要 task_acks_late 加 task_reject_on_worker_lost，"
-            "并且任务自己不能关掉它们",
-            f"the task never ran again after the child died (state {state}): it needs task_acks_late plus "
-            "task_reject_on_worker_lost, and the task must not switch them off")
-        c.note(t(f"第二次执行：子进程 {again[0]['pid']}，redelivered={again[0]['redelivered']}",
-                 f"second execution: child {again[0]['pid']}, redelivered={again[0]['redelivered']}"))
-        assert again[0]["redelivered"], t("第二次执行的消息没有 redelivered 标记",
-                                          "the second execution's message is not marked redelivered")
+        assert again, t("the task never ran again after the child died (state {state}): it needs task_acks_late plus "
+                        "task_reject_on_worker_lost, and the task must not switch them off", state=state)
+        c.note(t("second execution: child {pid}, redelivered={redelivered}", pid=again[0]['pid'],
+                 redelivered=again[0]['redelivered']))
+        assert again[0]["redelivered"], t("the second execution's message is not marked redelivered")
         value = _get(message_id, 30)
         final = target.read_bytes()
         json.loads(final)
         final_digest = hashlib.sha256(final).hexdigest()
         state = _state(message_id)
-        c.note(t(f"最终：{state}，文件 sha256 {final_digest[:16]}…，返回 {str(value.get('sha256'))[:16]}…",
-                 f"final: {state}, file sha256 {final_digest[:16]}…, returned {str(value.get('sha256'))[:16]}…"))
+        c.note(t("final: {state}, file sha256 {final_digest}…, returned {sha256}…", state=state,
+                 final_digest=final_digest[:16], sha256=str(value.get('sha256'))[:16]))
         assert final_digest == digest and value.get("sha256") == digest, t(
-            "重投后文件摘要变了：同一 job 与快照必须写出相同字节",
             "the digest changed after redelivery: one job and snapshot must give the same bytes")
         lost = log_lines(proc.log_text(), "WorkerLostError", limit=1)
         if lost:
-            c.note(t("worker 日志：", "worker log: ") + lost[0].split("] ", 1)[-1])
+            c.note(t("worker log: ") + lost[0].split("] ", 1)[-1])
     finally:
         try:
             handshake.stop(drill_dir)  # a held execution (a failed check) lets go before the worker stops
@@ -531,22 +499,19 @@ def check_versions(c) -> None:
     try:
         final = json.loads(data)
     except ValueError:
-        raise AssertionError(t("最终文件不是完整 JSON", "the final file is not complete JSON")) from None
+        raise AssertionError(t("the final file is not complete JSON")) from None
     digest = hashlib.sha256(data).hexdigest()
     which = [name for name, snap, res in (("A", snapshot_a, a), ("B", snapshot_b, b))
              if final == snap and digest == res.get("sha256")]
-    c.note(t(f"同一 job_id {job_id}：先交付快照 A（old title，2 行），再交付快照 B（new title，1 行）",
-             f"one job_id {job_id}: snapshot A (old title, 2 rows) delivered, then snapshot B (new title, 1 row)"))
+    c.note(t("one job_id {job_id}: snapshot A (old title, 2 rows) delivered, then snapshot B (new title, 1 row)",
+             job_id=job_id))
     shown = redact(data[:120].decode(errors="replace"))
-    c.note(t(f"最终文件：{shown} → 等于 {which or '都不等于'}", f"final file: {shown} → equals {which or 'neither'}"))
-    assert len(which) == 1, t(
-        "最终文件应完整地等于其中一份快照（各自的 sha256 也对得上），而不是两者的混合",
-        "the final file should equal exactly one snapshot (with that delivery's sha256), not a blend of both")
-    c.note(t(f"最后完成的 {which[0]} 获胜：os.replace 只保证文件不被读到一半，不决定哪个业务版本正确——"
-             "第 11 课用状态表固定快照、消息只带 job_id、租约 token 决定谁能发布",
-             f"the last finisher ({which[0]}) won: os.replace only keeps readers from half files; it does not pick the "
+    c.note(t("final file: {shown} → equals {which}", shown=shown, which=which or t('neither')))
+    assert len(which) == 1, t("the final file should equal exactly one snapshot (with that delivery's sha256), not a "
+                              "blend of both")
+    c.note(t("the last finisher ({which}) won: os.replace only keeps readers from half files; it does not pick the "
              "right business version — lesson 11 fixes the snapshot in a table, sends only job_id and lets a lease "
-             "token decide who may publish"))
+             "token decide who may publish", which=which[0]))
 
 
 if __name__ == "__main__":

@@ -123,14 +123,12 @@ class Run:
         return self.outcome().get("value")
 
     def assert_finished(self) -> None:
-        assert self.last is not None, t(
-            f"任务 {FINISH_SECONDS} 秒内没有结束：{self.summary()}",
-            f"the task did not end within {FINISH_SECONDS} s: {self.summary()}")
-        assert self.state == self.last.get("state"), t(
-            f"结果缓存的终态 {self.state} 与最后一次执行（attempt {self.last.get('retries')}）的 "
-            f"{self.last.get('state')} 不一致：{self.summary()}",
-            f"the result backend's state {self.state} differs from the last execution's (attempt "
-            f"{self.last.get('retries')}) {self.last.get('state')}: {self.summary()}")
+        assert self.last is not None, t("the task did not end within {finish_seconds} s: {summary}",
+                                        finish_seconds=FINISH_SECONDS, summary=self.summary())
+        assert self.state == self.last.get("state"), t("the result backend's state {state} differs from the last "
+                                                       "execution's (attempt {retries}) {state2}: {summary}",
+                                                       state=self.state, retries=self.last.get('retries'),
+                                                       state2=self.last.get('state'), summary=self.summary())
 
     def error(self) -> str:
         now = self.outcome()
@@ -138,9 +136,8 @@ class Run:
 
     def summary(self) -> str:
         starts, reads, retries = self.attempts("start"), self.attempts("read"), self.attempts("retry")
-        return t(f"执行 attempt {starts}，读取 attempt {reads}，计划重试的 attempt {retries}，终态 {self.state}",
-                 f"executions at attempts {starts}, reads at attempts {reads}, retries planned by attempts "
-                 f"{retries}, final state {self.state}")
+        return t("executions at attempts {starts}, reads at attempts {reads}, retries planned by attempts {retries}, "
+                 "final state {state}", starts=starts, reads=reads, retries=retries, state=self.state)
 
 
 # ---------------------------------------------------------------- the timeline figure (a picture, never a verdict)
@@ -188,24 +185,21 @@ def timeline(run: Run, task_clock: bool = False) -> dict:
         if used:
             lines.append(mark(used[0]["at"] + float(used[0].get("left") or 0), "deadline (task's clock)",
                               "deadline"))
-        caption = t(f"截止时间：任务的时钟在读取后只剩 {used[0].get('left') if used else '?'} 秒（探针设置）；"
-                    f"真实的 deadline_epoch 在提交后 {run.deadline - run.submitted:.1f} 秒",
-                    f"deadline: after the read the task's clock leaves {used[0].get('left') if used else '?'} s "
-                    f"(set by the probe); the real deadline_epoch is {run.deadline - run.submitted:.1f} s after "
-                    "submission")
+        caption = t("deadline: after the read the task's clock leaves {left} s (set by the probe); the real "
+                    "deadline_epoch is {deadline:.1f} s after submission", left=used[0].get('left') if used else '?',
+                    deadline=run.deadline - run.submitted)
     elif min(times) - max(DEADLINE_SHOWN, span) <= run.deadline <= max(times) + max(DEADLINE_SHOWN, span):
         lines.append(mark(run.deadline, "deadline_epoch", "deadline"))
     else:
-        caption = t(f"deadline_epoch 在提交后 {run.deadline - run.submitted:.1f} 秒，超出图的范围",
-                    f"deadline_epoch is {run.deadline - run.submitted:.1f} s after submission, beyond the figure")
-    return lanes(t(f"每次执行与计划的等待（fail_until={run.fail_until}）",
-                   f"each attempt and the planned waits (fail_until={run.fail_until})"),
+        caption = t("deadline_epoch is {deadline:.1f} s after submission, beyond the figure",
+                    deadline=run.deadline - run.submitted)
+    return lanes(t("each attempt and the planned waits (fail_until={fail_until})", fail_until=run.fail_until),
                  [lane(f"job {run.job_id[:8]}", bars=bars, marks=marks)], lines=lines, caption=caption)
 
 
 def _worker_alive(worker: DeclaredWorker) -> None:
-    assert worker.alive(), t(f"worker（pid {worker.pid}）已退出，日志末尾：\n{worker.log_text()[-600:]}",
-                             f"the worker (pid {worker.pid}) has exited; log tail:\n{worker.log_text()[-600:]}")
+    assert worker.alive(), t("the worker (pid {pid}) has exited; log tail:\n{log_text}", pid=worker.pid,
+                             log_text=worker.log_text()[-600:])
 
 
 # ---------------------------------------------------------------- 10.1
@@ -215,11 +209,9 @@ def check_recovers(c, worker: DeclaredWorker) -> None:
     try:
         done = run_python(["verify_retry.py"], cwd=WORK, timeout=50)  # the script's own waits add up to 45 s
     except subprocess.TimeoutExpired:
-        raise AssertionError(t("verify_retry.py 50 秒内没有结束",
-                               "verify_retry.py did not finish within 50 s")) from None
+        raise AssertionError(t("verify_retry.py did not finish within 50 s")) from None
     lines = [redact(line.strip()) for line in done.stdout.splitlines() if line.strip()]
-    c.note(t(f"python verify_retry.py → 退出码 {done.returncode}",
-             f"python verify_retry.py → exit code {done.returncode}"))
+    c.note(t("python verify_retry.py → exit code {returncode}", returncode=done.returncode))
     for line in lines[-3:]:
         c.note("  " + line[:200])
     first = None
@@ -231,7 +223,6 @@ def check_recovers(c, worker: DeclaredWorker) -> None:
                 pass
             break
     assert done.returncode == 0 and isinstance(first, dict) and first.get("rows") == 1, t(
-        "verify_retry.py 的第一个结果应是 rows 为 1 的字典（fail_until=2 在两次重试后成功）",
         "verify_retry.py's first result should be a dict with rows 1 (fail_until=2 succeeds after two retries)")
 
     run = Run(time.time() + 30, 2)
@@ -239,18 +230,16 @@ def check_recovers(c, worker: DeclaredWorker) -> None:
     attach(c, lambda: timeline(run))
     fetched = [e["args"][0] if e.get("args") else None
                for e in sorted(run.events("read"), key=lambda e: e.get("retries") or 0)]
-    c.note(t(f"fail_until=2：{run.summary()}；fetch_snapshot 收到的 attempt = {fetched}",
-             f"fail_until=2: {run.summary()}; fetch_snapshot got attempt = {fetched}"))
+    c.note(t("fail_until=2: {summary}; fetch_snapshot got attempt = {fetched}", summary=run.summary(), fetched=fetched))
     run.assert_finished()
-    assert run.state == "SUCCESS", t(f"fail_until=2 应在重试后成功，实际 {run.state}（{run.error()}）",
-                                     f"fail_until=2 should succeed after retrying, got {run.state} ({run.error()})")
+    assert run.state == "SUCCESS", t("fail_until=2 should succeed after retrying, got {state} ({error})",
+                                     state=run.state, error=run.error())
     assert run.attempts("start") == [0, 1, 2] and run.attempts("retry") == [0, 1], t(
-        "应恰好两次重试、三次执行（attempt 0、1、2）：attempt 要取 self.request.retries，并 raise self.retry(...)",
         "expected exactly two retries and three executions (attempts 0, 1, 2): pass self.request.retries as the "
         "attempt and raise self.retry(...)")
     value = run.value()
-    assert isinstance(value, dict) and value.get("rows") == 1, t(f"rows 应为 1，实际 {redact(repr(value))}",
-                                                                 f"rows should be 1, got {redact(repr(value))}")
+    assert isinstance(value, dict) and value.get("rows") == 1, t(
+        "rows should be 1, got {value}", value=redact(repr(value)))
 
 
 # ---------------------------------------------------------------- 10.2
@@ -260,18 +249,16 @@ def check_expired(c, worker: DeclaredWorker) -> None:
     run = Run(time.time() - 1, 0)
     run.finish()
     attach(c, lambda: timeline(run))
-    c.note(t(f"deadline 已过 1 秒、fail_until=0：{run.summary()}，错误 {run.error()}",
-             f"deadline 1 s in the past, fail_until=0: {run.summary()}, error {run.error()}"))
+    c.note(t("deadline 1 s in the past, fail_until=0: {summary}, error {error}", summary=run.summary(),
+             error=run.error()))
     run.assert_finished()
     reads = run.events("read")
-    assert not reads, t(f"过期任务仍调用了 fetch_snapshot {len(reads)} 次：先检查 remaining <= 0，再读取",
-                        f"the expired task still called fetch_snapshot {len(reads)} time(s): check remaining <= 0 "
-                        "before reading")
+    assert not reads, t("the expired task still called fetch_snapshot {n_reads} time(s): check remaining <= 0 before "
+                        "reading", n_reads=len(reads))
     assert run.state == "FAILURE" and "export deadline exceeded" in run.error(), t(
-        f"过期任务应以 RuntimeError('export deadline exceeded') 失败，实际 {run.state} {run.error()}",
-        f"the expired task should fail with RuntimeError('export deadline exceeded'), got {run.state} {run.error()}")
-    assert run.attempts("start") == [0] and not run.attempts("retry"), t("过期任务不应重试",
-                                                                         "an expired task must not retry")
+        "the expired task should fail with RuntimeError('export deadline exceeded'), got {state} {error}",
+        state=run.state, error=run.error())
+    assert run.attempts("start") == [0] and not run.attempts("retry"), t("an expired task must not retry")
 
 
 # ---------------------------------------------------------------- 10.3
@@ -281,17 +268,15 @@ def check_permanent(c, worker: DeclaredWorker) -> None:
     run = Run(time.time() + 30, 0, listed_in=PERMANENT)
     run.finish()
     attach(c, lambda: timeline(run))
-    c.note(t(f"读取抛 ValueError('invalid export request')：{run.summary()}，错误 {run.error()}",
-             f"the read raises ValueError('invalid export request'): {run.summary()}, error {run.error()}"))
+    c.note(t("the read raises ValueError('invalid export request'): {summary}, error {error}", summary=run.summary(),
+             error=run.error()))
     run.assert_finished()
     starts, reads = run.attempts("start"), run.attempts("read")
-    assert reads, t("任务没有调用 fetch_snapshot", "the task never called fetch_snapshot")
+    assert reads, t("the task never called fetch_snapshot")
     assert starts == [0] and reads == [0] and not run.attempts("retry"), t(
-        f"永久错误被重试了（执行 {len(starts)} 次）：except 只捕获 TemporaryReadError",
-        f"the permanent error was retried ({len(starts)} executions): catch only TemporaryReadError")
+        "the permanent error was retried ({n_starts} executions): catch only TemporaryReadError", n_starts=len(starts))
     assert run.state == "FAILURE" and "ValueError" in run.error(), t(
-        f"应以 ValueError 失败，实际 {run.state} {run.error()}",
-        f"it should fail with the ValueError, got {run.state} {run.error()}")
+        "it should fail with the ValueError, got {state} {error}", state=run.state, error=run.error())
 
 
 # ---------------------------------------------------------------- 10.4
@@ -301,21 +286,17 @@ def check_limit(c, worker: DeclaredWorker) -> None:
     run = Run(time.time() + 60, 10)
     run.finish()
     attach(c, lambda: timeline(run))
-    c.note(t(f"fail_until=10：{run.summary()}，错误 {run.error()}",
-             f"fail_until=10: {run.summary()}, error {run.error()}"))
+    c.note(t("fail_until=10: {summary}, error {error}", summary=run.summary(), error=run.error()))
     for line in log_lines(worker.log_text(), run.id, "retry", limit=3):
         c.note("  " + line.split("] ", 1)[-1][:180])
     run.assert_finished()
-    assert run.state == "FAILURE", t(f"fail_until=10 应最终失败，实际 {run.state}",
-                                     f"fail_until=10 should end in FAILURE, got {run.state}")
+    assert run.state == "FAILURE", t("fail_until=10 should end in FAILURE, got {state}", state=run.state)
     starts = run.attempts("start")
     assert starts == [0, 1, 2, 3] and run.attempts("read") == [0, 1, 2, 3], t(
-        f"应恰好执行 1 + 3 = 4 次（attempt 0..3），实际 attempt {starts}：max_retries=3 不含首次执行",
-        f"expected exactly 1 + 3 = 4 executions (attempts 0..3), got attempts {starts}: max_retries=3 does not "
-        "count the first run")
-    assert "TemporaryReadError" in run.error(), t(f"最后的错误应是原来的 TemporaryReadError，实际 {run.error()}",
-                                                 "the final error should be the original TemporaryReadError, got "
-                                                 f"{run.error()}")
+        "expected exactly 1 + 3 = 4 executions (attempts 0..3), got attempts {starts}: max_retries=3 does not count "
+        "the first run", starts=starts)
+    assert "TemporaryReadError" in run.error(), t("the final error should be the original TemporaryReadError, got "
+                                                  "{error}", error=run.error())
 
 
 # ---------------------------------------------------------------- 10.5
@@ -327,7 +308,7 @@ def check_delays(c, worker: DeclaredWorker) -> None:
     attach(c, lambda: timeline(run))
     run.assert_finished()
     planned = sorted(run.events("retry"), key=lambda e: e.get("retries") or 0)
-    assert planned, t(f"没有观察到任何计划中的重试：{run.summary()}", f"no planned retry was observed: {run.summary()}")
+    assert planned, t("no planned retry was observed: {summary}", summary=run.summary())
     delays, shrunk = [], False
     for event in planned:
         # The backoff the task had when it planned this retry: the probe's shrunk values, or the course's.
@@ -335,25 +316,21 @@ def check_delays(c, worker: DeclaredWorker) -> None:
         shrunk = shrunk or knobs != DEFAULT_BACKOFF
         n, when = event.get("retries"), event.get("when")
         assert isinstance(n, int) and isinstance(when, (int, float)), t(
-            f"第 {n} 次重试没有数值 countdown（{when!r}）", f"retry {n} has no numeric countdown ({when!r})")
+            "retry {n} has no numeric countdown ({when!r})", n=n, when=when)
         cap = min(knobs["backoff_max"], knobs["backoff_base"] * 2.0 ** n)
         delays.append(f"n={n}: {when:.4f} ≤ {cap:g}")
-        assert 0 <= when <= cap, t(f"第 {n} 次重试计划等待 {when:.4f} 秒，超出 [0, {cap:g}]："
-                                   "delay = random.uniform(0, cap)",
-                                   f"retry {n} planned a {when:.4f} s wait, outside [0, {cap:g}]: "
-                                   "use delay = random.uniform(0, cap)")
+        assert 0 <= when <= cap, t("retry {n} planned a {when:.4f} s wait, outside [0, {cap:g}]: use delay = "
+                                   "random.uniform(0, cap)", n=n, when=when, cap=cap)
     formula = "cap(n) = min(backoff_max, backoff_base × 2^n)"
     c.note(t(formula + ("（探针缩小了 backoff_base/backoff_max）" if shrunk else "（课程默认值 8 与 1）"),
              formula + (" (the probe shrank backoff_base/backoff_max)" if shrunk else " (the course's 8 and 1)")))
     c.note(t("fail_until=10：" + "；".join(delays), "fail_until=10: " + "; ".join(delays)))
     starts = run.events("start")
     deadlines = sorted({e["args"][1] for e in starts if len(e.get("args", [])) > 1})
-    c.note(t(f"  {len(starts)} 次执行携带的 deadline_epoch：{deadlines}（提交时 {run.deadline}）",
-             f"  deadline_epoch carried by {len(starts)} executions: {deadlines} (submitted {run.deadline})"))
-    assert deadlines == [run.deadline], t(
-        "重试时 deadline_epoch 变了：不要给 retry 传新参数，更不要在 worker 里重新计算截止时间",
-        "deadline_epoch changed on a retry: retry without new arguments, and never recompute the deadline in the "
-        "worker")
+    c.note(t("  deadline_epoch carried by {n_starts} executions: {deadlines} (submitted {deadline})",
+             n_starts=len(starts), deadlines=deadlines, deadline=run.deadline))
+    assert deadlines == [run.deadline], t("deadline_epoch changed on a retry: retry without new arguments, and never "
+                                          "recompute the deadline in the worker")
 
 
 # ---------------------------------------------------------------- 10.6
@@ -366,20 +343,16 @@ def check_budget(c, worker: DeclaredWorker) -> None:
     run.finish()
     attach(c, lambda: timeline(run, task_clock=True))
     used = run.events("budget-used")
-    c.note(t(f"读取失败后只剩 0.05 秒预算、fail_until=2（还剩 3 次重试）：{run.summary()}，错误 {run.error()}",
-             f"0.05 s of budget left after the failed read, fail_until=2 (3 retries left): {run.summary()}, "
-             f"error {run.error()}"))
+    c.note(t("0.05 s of budget left after the failed read, fail_until=2 (3 retries left): {summary}, error {error}",
+             summary=run.summary(), error=run.error()))
     run.assert_finished()
-    assert used, t(f"任务没有调用 fetch_snapshot（{run.error()}）：消息在 60 秒的 deadline 之后才到，或读取前就失败了",
-                   f"the task never called fetch_snapshot ({run.error()}): the message arrived after its 60 s "
-                   "deadline, or the task failed before the read")
+    assert used, t("the task never called fetch_snapshot ({error}): the message arrived after its 60 s deadline, or "
+                   "the task failed before the read", error=run.error())
     assert run.state == "FAILURE" and "insufficient retry budget" in run.error(), t(
-        f"应以 RuntimeError('insufficient retry budget') 立即失败，实际 {run.state} {run.error()}：安排重试前比较 "
-        "time.time() + delay + 0.1 与 deadline",
-        f"it should fail at once with RuntimeError('insufficient retry budget'), got {run.state} {run.error()}: "
-        "compare time.time() + delay + 0.1 with the deadline before scheduling a retry")
+        "it should fail at once with RuntimeError('insufficient retry budget'), got {state} {error}: compare "
+        "time.time() + delay + 0.1 with the deadline before scheduling a retry", state=run.state, error=run.error())
     assert run.attempts("start") == [0] and run.attempts("read") == [0] and not run.attempts("retry"), t(
-        "预算不足时不应安排任何重试", "with the budget too small no retry may be scheduled")
+        "with the budget too small no retry may be scheduled")
 
 
 if __name__ == "__main__":

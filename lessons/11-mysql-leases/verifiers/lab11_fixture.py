@@ -65,9 +65,7 @@ def same_rows(got: list, expected: list[dict]) -> bool:
 
 def mariadb_hint() -> str:
     """What to do when a course-typed connect() meets MariaDB (the guide's one allowed change)."""
-    return t("服务器是 MariaDB，不认识 max_execution_time：把 connect() 里那一行改成 "
-             "cur.execute(\"SET SESSION max_statement_time = 3\")（见本课指南）",
-             "the server is MariaDB, which has no max_execution_time: change that line in connect() to "
+    return t("the server is MariaDB, which has no max_execution_time: change that line in connect() to "
              "cur.execute(\"SET SESSION max_statement_time = 3\") (see this lesson's guide)")
 
 
@@ -158,16 +156,15 @@ def wait_task_end(result, seconds: float = 20) -> dict:
     try:
         return wait_until(ended, seconds, f"task {result.id} to end", interval=0.05)
     except WaitTimeout:
-        raise AssertionError(t(f"worker 在 {seconds:g} 秒内没有执行完消息 {short(result.id)}（看 worker 日志）",
-                               f"the worker did not finish message {short(result.id)} within {seconds:g}s "
-                               "(see the worker log)")) from None
+        raise AssertionError(t("the worker did not finish message {id} within {seconds:g}s (see the worker log)",
+                               id=short(result.id), seconds=seconds)) from None
 
 
 def published_file(row: dict) -> tuple[Path, list]:
     ref = row.get("result_ref")
-    assert ref, t("任务已 succeeded，但 result_ref 为空", "the job succeeded but result_ref is empty")
+    assert ref, t("the job succeeded but result_ref is empty")
     path = Path(ref) if Path(ref).is_absolute() else WORK / ref
-    assert path.is_file(), t(f"result_ref 指向的文件不存在：{ref}", f"result_ref points to no file: {ref}")
+    assert path.is_file(), t("result_ref points to no file: {ref}", ref=ref)
     return path, json.loads(path.read_text(encoding="utf-8"))
 
 
@@ -199,12 +196,12 @@ def restart_database() -> str:
         how = labctl.stop_service("mysql")
         labctl.up(["mysql"])
     except labctl.ServiceError as exc:  # external mode: a server the learner runs is never stopped
-        raise AssertionError(t(f"无法证明本项：{exc}", f"this item cannot be proved: {exc}")) from None
+        raise AssertionError(t("this item cannot be proved: {exc}", exc=exc)) from None
     wait_until(database_answers, 60, "the database to answer again", interval=0.2)
     after = server_state()
     new_pid = labctl.MYSQL.pid()
     assert after["uptime"] < before["uptime"] or (old_pid and new_pid and new_pid != old_pid), t(
-        "数据库似乎没有真正重启", "the database server does not look restarted")
+        "the database server does not look restarted")
     return f"{how}, uptime {before['uptime']} s → {after['uptime']} s ({after['version']})"
 
 

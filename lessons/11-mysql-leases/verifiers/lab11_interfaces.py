@@ -41,9 +41,8 @@ def start_api(log_name: str, env: dict | None = None) -> tuple[Process, int]:
 
 def check_http(c) -> None:
     if not (WORK / "api_db.py").is_file():
-        c.skip(t("没有 api_db.py（课程正文只要求“另行接入”；按本课指南添加后会检查）",
-                 "no api_db.py (the course text only says to add an HTTP adapter; add it from this lesson's guide "
-                 "to have it checked)"))
+        c.skip(t("no api_db.py (the course text only says to add an HTTP adapter; add it from this lesson's guide to "
+                 "have it checked)"))
     state_store, export_products = store(), export_task()
     queued = state_store.submit_snapshot([55])
     direct = str(uuid4())
@@ -60,8 +59,8 @@ def check_http(c) -> None:
             c.note(f"GET /exports/{short(job_id)} → {response.status_code} {redact(response.text)[:120]}")
         sql("UPDATE export_jobs SET status='failed', error_code='drill' WHERE id=%s", (queued,))
         changed = http_get(port, queued)
-        c.note(t(f"用 SQL 把它改成 failed 后 → {changed.status_code} {redact(changed.text)[:80]}",
-                 f"after SQL sets it to failed → {changed.status_code} {redact(changed.text)[:80]}"))
+        c.note(t("after SQL sets it to failed → {status_code} {text}", status_code=changed.status_code,
+                 text=redact(changed.text)[:80]))
     finally:
         proc.stop()
 
@@ -71,18 +70,14 @@ def check_http(c) -> None:
         return None
 
     assert answers["queued"].status_code == 200 and status_of(answers["queued"]) == "queued", t(
-        f"没人执行过的 queued 任务（Celery 显示 {celery_state}）应为 200 且 status=queued：PENDING 不等于不存在",
-        f"a queued job nobody ran (Celery says {celery_state}) must be 200 with status=queued: PENDING is not "
-        "missing")
+        "a queued job nobody ran (Celery says {celery_state}) must be 200 with status=queued: PENDING is not missing",
+        celery_state=celery_state)
     assert answers["sql"].status_code == 200 and status_of(answers["sql"]) == "succeeded", t(
-        "只用 SQL 写入的行应为 200 succeeded：查询路径要读 export_jobs", "a row written by SQL alone must be 200 "
-        "succeeded: the read path must use export_jobs")
+        "a row written by SQL alone must be 200 succeeded: the read path must use export_jobs")
     assert changed.status_code == 200 and status_of(changed) == "failed", t(
-        "SQL 改了状态，接口没有反映：每次请求都要读数据库",
-        "SQL changed the status and the API did not show it: read the "
-        "database on every request")
-    assert answers["missing"].status_code == 404, t(f"不存在的 id 应为 404，实际 {answers['missing'].status_code}",
-                                                    f"an unknown id must be 404, got {answers['missing'].status_code}")
+        "SQL changed the status and the API did not show it: read the database on every request")
+    assert answers["missing"].status_code == 404, t("an unknown id must be 404, got {status_code}",
+                                                    status_code=answers['missing'].status_code)
 
     url = urlsplit(setting("DATABASE_URL"))
     closed = free_port()
@@ -92,12 +87,11 @@ def check_http(c) -> None:
         unreachable = http_get(port, queued)
     finally:
         proc.stop()
-    c.note(t(f"数据库不可达时（端口 {closed} 无服务）同一个 id → {unreachable.status_code}",
-             f"with the database unreachable (nothing on port {closed}) the same id → {unreachable.status_code}"))
+    c.note(t("with the database unreachable (nothing on port {closed}) the same id → {status_code}", closed=closed,
+             status_code=unreachable.status_code))
     assert unreachable.status_code != 404 and unreachable.status_code >= 500, t(
-        f"数据库不可达时应是 5xx，而不是 {unreachable.status_code}：404 只表示没有这一行",
-        f"with the database unreachable the answer must be 5xx, not {unreachable.status_code}: 404 means only "
-        "that no row exists")
+        "with the database unreachable the answer must be 5xx, not {status_code}: 404 means only that no row exists",
+        status_code=unreachable.status_code)
 
 
 # ---------------------------------------------------------------- 11.8
@@ -108,14 +102,14 @@ def check_bad_input(c) -> None:
     sql("INSERT INTO products (id, name, description, is_active, price_cents) VALUES " +
         ",".join(f"({n}, 'bulk-{n}', 'lesson 11 size drill', 1, {n})" for n in range(1001, 1102)))
     cases = [
-        (t("空列表", "empty list"), []),
-        (t("101 个存在的编号", "101 existing ids"), list(range(1001, 1102))),
+        (t("empty list"), []),
+        (t("101 existing ids"), list(range(1001, 1102))),
         ("0", [0]),
         ("-3", [5, -3]),
         ('"7"', ["7"]),
         ("7.0", [7.0]),
         ("True", [True]),
-        (t("不存在的 999999", "missing 999999"), [5, 999999]),
+        (t("missing 999999"), [5, 999999]),
     ]
     problems = []
     for label, ids in cases:
@@ -128,19 +122,16 @@ def check_bad_input(c) -> None:
         except Exception as exc:  # noqa: BLE001 - the wrong kind of error is a finding, not a crash
             outcome, message = f"{type(exc).__name__} (unexpected)", str(exc)
         left = job_count() - before
-        c.note(f"{label:<20} → {outcome}: {redact(message)[:70]}" + (t(f"，多出 {left} 行", f", {left} row(s) left")
+        c.note(f"{label:<20} → {outcome}: {redact(message)[:70]}" + (t(", {left} row(s) left", left=left)
                                                                      if left else ""))
         if outcome not in ("ValueError", "TypeError") or not message.strip() or left:
             problems.append((label, outcome, left))
     before = job_count()
     hundred = state_store.submit_snapshot(list(range(1001, 1101)))
-    c.note(t(f"恰好 100 个存在的编号 → 接受（{short(hundred)}）",
-             f"exactly 100 existing ids → accepted ({short(hundred)})"))
+    c.note(t("exactly 100 existing ids → accepted ({hundred})", hundred=short(hundred)))
     assert job_count() == before + 1
-    assert not problems, t(
-        f"这些输入没有明确报错或留下了任务行：{problems}（先在同一事务里 read_snapshot 校验，再 INSERT）",
-        f"these inputs got no clear error or left a job row: {problems} (validate with read_snapshot before the "
-        "INSERT, in the same transaction)")
+    assert not problems, t("these inputs got no clear error or left a job row: {problems} (validate with "
+                           "read_snapshot before the INSERT, in the same transaction)", problems=problems)
 
 
 # ---------------------------------------------------------------- 11.9
@@ -172,7 +163,7 @@ def check_url(c) -> None:
         with contextlib.suppress(ValueError):
             item = json.loads(line)
             results[item["name"]] = item
-    assert results, t("探测进程没有输出：\n", "the probe printed nothing:\n") + redact(done.stdout)[-400:]
+    assert results, t("the probe printed nothing:\n") + redact(done.stdout)[-400:]
     leaks, wrong = [], []
     secret_forms = {marker, quote(marker, safe="")}
     for name, _ in cases:
@@ -183,7 +174,7 @@ def check_url(c) -> None:
         everything = item["error"] + item["trace"] + item["output"]
         leaked = any(form in everything for form in secret_forms)
         c.note(f"{name:<26} → {item['outcome']}: {redact(item['error']).replace(marker, '<PASSWORD>')[:80]}"
-               + (t("  ← 泄露了密码", "  ← reveals the password") if leaked else ""))
+               + (t("  ← reveals the password") if leaked else ""))
         if leaked:
             leaks.append(name)
         if name == "real":
@@ -191,12 +182,10 @@ def check_url(c) -> None:
                 wrong.append((name, item["outcome"]))
         elif not item["value_error"]:
             wrong.append((name, item["outcome"]))
-    assert not leaks, t(f"错误信息或输出里出现了密码：{leaks}（只说哪部分不对，不回显 URL）",
-                        f"the password appears in the error or output: {leaks} (name the wrong part, never echo "
-                        "the URL)")
-    assert not wrong, t(f"这些 URL 没有在连接前以 ValueError 拒绝（或真实 URL 连不上）：{wrong}",
-                        f"these URLs were not refused with a ValueError before connecting (or the real URL did not "
-                        f"connect): {wrong}")
+    assert not leaks, t("the password appears in the error or output: {leaks} (name the wrong part, never echo the "
+                        "URL)", leaks=leaks)
+    assert not wrong, t("these URLs were not refused with a ValueError before connecting (or the real URL did not "
+                        "connect): {wrong}", wrong=wrong)
 
 
 # ---------------------------------------------------------------- 11.10
@@ -232,17 +221,14 @@ def check_renew(c) -> None:
     state_store = store()
     name, renew, several = find_renewal(state_store)
     if renew is None and several:
-        c.skip(t(f"state_store 里有多个接受 (job_id, token) 的函数（{', '.join(several)}），分不出哪个是续租："
-                 "给续租函数起一个含 renew 的名字，如 renew_lease",
-                 f"state_store has several functions taking (job_id, token) ({', '.join(several)}) and none is "
-                 "named as the renewal: give it a name with renew, e.g. renew_lease"))
+        c.skip(t("state_store has several functions taking (job_id, token) ({several}) and none is named as the "
+                 "renewal: give it a name with renew, e.g. renew_lease", several=', '.join(several)))
     if renew is None:
-        c.skip(t("state_store 里没有续租函数（接受 (job_id, token) 的函数，如 renew_lease(job_id, token)）",
-                 "state_store has no renewal function (one taking (job_id, token), e.g. renew_lease(job_id, token))"))
-    c.note(t(f"续租函数：{name}(job_id, token)", f"the renewal function: {name}(job_id, token)"))
+        c.skip(t("state_store has no renewal function (one taking (job_id, token), e.g. renew_lease(job_id, token))"))
+    c.note(t("the renewal function: {name}(job_id, token)", name=name))
     job_id = state_store.submit_snapshot([58])
     token = claimed_token(state_store.claim(job_id))
-    assert token, t("新任务第一次 claim 拿不到 token", "the first claim of a fresh job got no token")
+    assert token, t("the first claim of a fresh job got no token")
 
     sql("UPDATE export_jobs SET lease_until=DATE_ADD(NOW(6), INTERVAL 5 SECOND) WHERE id=%s", (job_id,))
     # The renewal's NOW(6) lies between the server's clock read just before and just after the call, so
@@ -252,48 +238,39 @@ def check_renew(c) -> None:
     after = server_now()
     until = job_row(job_id)["lease_until"]
     since_start, since_end = (until - before).total_seconds(), (until - after).total_seconds()
-    c.note(t(f"{name}：剩 5 秒的租约 → {ok}，lease_until = 调用开始后 {since_start:.2f} 秒 / 结束后 {since_end:.2f} 秒",
-             f"{name}: a lease with 5 s left → {ok}, lease_until = {since_start:.2f} s after the call began / "
-             f"{since_end:.2f} s after it returned"))
+    c.note(t("{name}: a lease with 5 s left → {ok}, lease_until = {since_start:.2f} s after the call began / "
+             "{since_end:.2f} s after it returned", name=name, ok=ok, since_start=since_start, since_end=since_end))
     assert ok is True and since_start >= 29 and since_end <= 31, t(
-        "有效租约应返回 True 并延长到续租时刻之后 30 秒", "a live lease must give True and end 30 s after the renewal")
+        "a live lease must give True and end 30 s after the renewal")
 
     before = lease_seconds(job_id)
     foreign = renew(job_id, str(uuid4()))
-    c.note(t(f"陌生 token → {foreign}", f"a foreign token → {foreign}"))
-    assert foreign is False and lease_seconds(job_id) <= before, t("陌生 token 也能续租", "a foreign token renewed")
+    c.note(t("a foreign token → {foreign}", foreign=foreign))
+    assert foreign is False and lease_seconds(job_id) <= before, t("a foreign token renewed")
 
     sql("UPDATE export_jobs SET deadline_at=DATE_ADD(NOW(6), INTERVAL 10 SECOND) WHERE id=%s", (job_id,))
     first, second = renew(job_id, token), renew(job_id, token)
     capped = sql("SELECT lease_until = deadline_at AS capped FROM export_jobs WHERE id=%s", (job_id,))[0]["capped"]
-    c.note(t(f"deadline_at 在 10 秒后：续租 → {first}，再续一次（同一截止值）→ {second}，"
-             f"lease_until = deadline_at：{bool(capped)}",
-             f"deadline_at 10 s ahead: renew → {first}, again (same end time) → {second}, lease_until = "
-             f"deadline_at: {bool(capped)}"))
-    assert capped, t("续租超过了 deadline_at：用 LEAST(…, deadline_at)", "the renewal went past deadline_at: use "
-                     "LEAST(…, deadline_at)")
-    assert first is True and second is True, t(
-        "租约仍有效却返回 False：同一截止值会让 rowcount 为 0，要在同一事务里再 SELECT 确认",
-        "False although the lease is live: the same end time gives rowcount 0, so confirm with a SELECT in the same "
-        "transaction")
+    c.note(t("deadline_at 10 s ahead: renew → {first}, again (same end time) → {second}, lease_until = deadline_at: "
+             "{bool}", first=first, second=second, bool=bool(capped)))
+    assert capped, t("the renewal went past deadline_at: use LEAST(…, deadline_at)")
+    assert first is True and second is True, t("False although the lease is live: the same end time gives rowcount "
+                                               "0, so confirm with a SELECT in the same transaction")
 
     sql("UPDATE export_jobs SET deadline_at=DATE_ADD(NOW(6), INTERVAL 10 MINUTE), cancel_requested=TRUE WHERE id=%s",
         (job_id,))
     cancelled = renew(job_id, token)
     sql("UPDATE export_jobs SET cancel_requested=FALSE WHERE id=%s", (job_id,))
-    c.note(t(f"已请求取消 → {cancelled}", f"cancel requested → {cancelled}"))
-    assert cancelled is False, t("已取消的任务仍能续租", "a cancelled job was renewed")
+    c.note(t("cancel requested → {cancelled}", cancelled=cancelled))
+    assert cancelled is False, t("a cancelled job was renewed")
 
     expire_lease(job_id)
     revived = renew(job_id, token)
     still = lease_seconds(job_id)
-    c.note(t(f"租约已过期 → {revived}，lease_until 仍在过去（{still:.1f} 秒）",
-             f"lease expired → {revived}, lease_until stays in the past ({still:.1f} s)"))
-    assert revived is False and still < 0, t("过期租约被续活了：过期后必须重新领取",
-                                             "an expired lease came back to life: "
-                                             "after expiry only a new claim helps")
+    c.note(t("lease expired → {revived}, lease_until stays in the past ({still:.1f} s)", revived=revived, still=still))
+    assert revived is False and still < 0, t("an expired lease came back to life: after expiry only a new claim helps")
 
     queued = state_store.submit_snapshot([59])
     idle = renew(queued, token)
-    c.note(t(f"queued 任务（没有租约）→ {idle}", f"a queued job (no lease) → {idle}"))
-    assert idle is False, t("没有租约的 queued 任务也能续租", "a queued job without a lease was renewed")
+    c.note(t("a queued job (no lease) → {idle}", idle=idle))
+    assert idle is False, t("a queued job without a lease was renewed")

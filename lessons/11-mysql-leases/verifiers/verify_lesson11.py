@@ -93,15 +93,12 @@ def run_submit_script(c) -> None:
             c.note("  " + line[:200])
     if done.returncode != 0 and "max_execution_time" in output and "1193" in output:
         raise AssertionError(mariadb_hint())
-    assert done.returncode == 0, t("python submit_db_export.py 失败（见下方输出）",
-                                   "python submit_db_export.py failed (see the output below)")
-    assert found, t("submit_db_export.py 没有打印任务行（找不到 job id）",
-                    "submit_db_export.py printed no job row (no job id found)")
+    assert done.returncode == 0, t("python submit_db_export.py failed (see the output below)")
+    assert found, t("submit_db_export.py printed no job row (no job id found)")
     row = wait_status(found[0], TERMINAL, 20)
-    assert row["status"] == "succeeded", t(f"submit_db_export.py 的任务结束于 {row['status']}",
-                                           f"submit_db_export.py's job ended {row['status']}")
-    c.note(t(f"python submit_db_export.py → 退出码 0，它的任务 {short(found[0])} 经 worker 变为 succeeded",
-             f"python submit_db_export.py → exit code 0; its job {short(found[0])} reached succeeded via the worker"))
+    assert row["status"] == "succeeded", t("submit_db_export.py's job ended {status}", status=row['status'])
+    c.note(t("python submit_db_export.py → exit code 0; its job {found} reached succeeded via the worker",
+             found=short(found[0])))
 
 
 def check_durable(c, workers: Workers) -> None:
@@ -111,52 +108,40 @@ def check_durable(c, workers: Workers) -> None:
     snapshot = products(ids)
     job_id = state_store.submit_snapshot(ids)
     row = job_row(job_id)
-    assert row is not None, t("submit_snapshot 返回后表里没有这一行", "no row after submit_snapshot returned")
-    assert same_rows(payload_of(row), snapshot), t(
-        "payload 不是提交时的商品行（id、name、description、is_active、price_cents）",
-        "payload is not the products as they were at submit (id, name, description, is_active, price_cents)")
-    c.note(t(f"submit_snapshot({ids}) → {short(job_id)}，payload = 当时的商品 7、8（{snapshot[0]['name']}…）",
-             f"submit_snapshot({ids}) → {short(job_id)}, payload = products 7 and 8 as they were "
-             f"({snapshot[0]['name']} …)"))
+    assert row is not None, t("no row after submit_snapshot returned")
+    assert same_rows(payload_of(row), snapshot), t("payload is not the products as they were at submit (id, name, "
+                                                   "description, is_active, price_cents)")
+    c.note(t("submit_snapshot({ids}) → {job_id}, payload = products 7 and 8 as they were ({name} …)", ids=ids,
+             job_id=short(job_id), name=snapshot[0]['name']))
 
     sql("UPDATE products SET name=CONCAT(name, ' (edited)'), price_cents=price_cents+1000, "
         "is_active=1-is_active, version=version+1 WHERE id IN (7, 8)")
     edited = products(ids)
-    c.note(t(f"随后修改商品：{edited[0]['name']}，price_cents {snapshot[0]['price_cents']} → "
-             f"{edited[0]['price_cents']}",
-             f"then the products are edited: {edited[0]['name']}, price_cents {snapshot[0]['price_cents']} → "
-             f"{edited[0]['price_cents']}"))
+    c.note(t("then the products are edited: {name}, price_cents {price_cents} → {price_cents2}",
+             name=edited[0]['name'], price_cents=snapshot[0]['price_cents'], price_cents2=edited[0]['price_cents']))
 
     seconds = workers.stop_declared()
-    c.note(t(f"worker（pid {workers.declared.pid}）已停止（{seconds:.1f} 秒）；"
-             "在它停着时发送 export_products.delay(job_id)",
-             f"worker (pid {workers.declared.pid}) stopped ({seconds:.1f}s); export_products.delay(job_id) sent "
-             "while it is down"))
+    c.note(t("worker (pid {pid}) stopped ({seconds:.1f}s); export_products.delay(job_id) sent while it is down",
+             pid=workers.declared.pid, seconds=seconds))
     export_products.delay(job_id)
 
-    c.note(t("重启数据库：", "database restarted: ") + restart_database())
+    c.note(t("database restarted: ") + restart_database())
     row = job_row(job_id)
-    assert row is not None, t("数据库重启后任务行不见了：提交事务没有真正 commit？",
-                              "the job row is gone after the database restart: did the submit really commit?")
+    assert row is not None, t("the job row is gone after the database restart: did the submit really commit?")
     assert row["status"] == "queued" and row["attempts"] == 0, t(
-        f"worker 停着时任务应仍为 queued/0，实际 {row['status']}/{row['attempts']}",
-        f"with no worker the job should still be queued/0, got {row['status']}/{row['attempts']}")
-    assert same_rows(payload_of(row), snapshot), t("数据库重启后 payload 变了",
-                                                   "the payload changed across the restart")
-    c.note(t("重启后：行仍在，queued，payload 仍是修改前的快照", "after it: the row is there, queued, payload still "
-             "the pre-edit snapshot"))
+        "with no worker the job should still be queued/0, got {status}/{attempts}", status=row['status'],
+        attempts=row['attempts'])
+    assert same_rows(payload_of(row), snapshot), t("the payload changed across the restart")
+    c.note(t("after it: the row is there, queued, payload still the pre-edit snapshot"))
 
     own = workers.start_own()
     row = wait_status(job_id, TERMINAL, 25)
-    assert row["status"] == "succeeded", t(f"任务结束于 {row['status']}，应为 succeeded",
-                                           f"the job ended {row['status']}, expected succeeded")
+    assert row["status"] == "succeeded", t("the job ended {status}, expected succeeded", status=row['status'])
     path, written = published_file(row)
-    assert same_rows(written, snapshot), t(
-        "发布的文件不是提交时的快照：worker 不能在执行时重新查询 products",
-        "the published file is not the submit-time snapshot: the worker must not re-read products")
-    c.note(t(f"新 worker（pid {own.pid}，同样的命令）执行：succeeded，attempts={row['attempts']}，文件中是修改前的 "
-             f"{written[0].get('name')}", f"a new worker (pid {own.pid}, same command) ran it: succeeded, attempts="
-             f"{row['attempts']}, the file holds the pre-edit {written[0].get('name')}"))
+    assert same_rows(written, snapshot), t("the published file is not the submit-time snapshot: the worker must not "
+                                           "re-read products")
+    c.note(t("a new worker (pid {pid}, same command) ran it: succeeded, attempts={attempts}, the file holds the "
+             "pre-edit {name}", pid=own.pid, attempts=row['attempts'], name=written[0].get('name')))
 
 
 # ---------------------------------------------------------------- 11.2
@@ -174,7 +159,7 @@ def check_single_claim(c) -> None:
         wait_until(lambda: all((folder / f"ready-{n}").exists() for n in names)
                    or any(not p.alive() for p in procs), 30, "the claimer processes to import state_store")
         dead = [p for p in procs if not p.alive()]
-        assert not dead, t("claim 子进程启动失败：\n", "a claimer process failed to start:\n") + \
+        assert not dead, t("a claimer process failed to start:\n") + \
             redact(dead[0].log_tail(6))
         for k, job_id in enumerate(jobs, 1):
             handshake.go(folder, names, {"job": job_id}, round_no=k)
@@ -188,26 +173,17 @@ def check_single_claim(c) -> None:
             errors = [o["error"] for o in outcomes if o.get("error")]
             winners = [o for o in outcomes if o.get("token")]
             row = job_row(job_id)
-            how = (t(f"{paused} 个先做了不加锁的读取，等全部读完才放行", f"{paused} read without a lock and were held "
-                     "until all had read") if paused else t("每个都在读取时加锁", "each one locked as it read"))
-            c.note(t(f"第 {k} 轮（{short(job_id)}）：{procs_n} 个进程 × {threads_n} 个线程同时 claim"
-                     f"（{how}）→ {len(winners)} 个 token，"
-                     f"{len(outcomes) - len(winners) - len(errors)} 个 None，{len(errors)} 个错误；"
-                     f"行：{row['status']}，attempts={row['attempts']}",
-                     f"round {k} ({short(job_id)}): {procs_n} processes × {threads_n} threads claim at once "
-                     f"({how}) → {len(winners)} "
-                     f"token(s), {len(outcomes) - len(winners) - len(errors)} None, {len(errors)} error(s); "
-                     f"row: {row['status']}, attempts={row['attempts']}"))
-            assert not errors, t(f"claim 抛出异常：{redact(errors[0])}（行被锁住时应返回 None，而不是等待或报错）",
-                                 f"claim raised {redact(errors[0])} (a locked row should give None, not a wait or "
-                                 "an error)")
-            assert len(winners) == 1, t(
-                f"同一任务有 {len(winners)} 方拿到 token：先 FOR UPDATE SKIP LOCKED 锁行，"
-                "UPDATE 要带 status='queued' 条件",
-                f"{len(winners)} claimers got a token for one job: lock with FOR UPDATE SKIP LOCKED and keep "
-                "status='queued' in the UPDATE")
+            how = (t("{paused} read without a lock and were held until all had read", paused=paused) if paused else t("each one locked as it read"))
+            c.note(t("round {k} ({job_id}): {procs_n} processes × {threads_n} threads claim at once ({how}) → "
+                     "{n_winners} token(s), {n_outcomes} None, {n_errors} error(s); row: {status}, "
+                     "attempts={attempts}", k=k, job_id=short(job_id), procs_n=procs_n, threads_n=threads_n, how=how,
+                     n_winners=len(winners), n_outcomes=len(outcomes) - len(winners) - len(errors),
+                     n_errors=len(errors), status=row['status'], attempts=row['attempts']))
+            assert not errors, t("claim raised {errors} (a locked row should give None, not a wait or an error)",
+                                 errors=redact(errors[0]))
+            assert len(winners) == 1, t("{n_winners} claimers got a token for one job: lock with FOR UPDATE SKIP "
+                                        "LOCKED and keep status='queued' in the UPDATE", n_winners=len(winners))
             assert row["status"] == "running" and row["attempts"] == 1 and row["lease_token"] == winners[0]["token"], t(
-                "行的 lease_token / attempts 与唯一的赢家不一致",
                 "the row's lease_token / attempts do not match the one winner")
     finally:
         handshake.stop(folder)
@@ -226,48 +202,42 @@ def check_old_token(c) -> None:
     state_store = store()
     job_id = state_store.submit_snapshot([21])
     old = claimed_token(state_store.claim(job_id))
-    assert old, t("新提交的任务第一次 claim 就拿不到 token", "the first claim of a fresh job got no token")
+    assert old, t("the first claim of a fresh job got no token")
 
     forged = str(uuid4())
     assert state_store.finish(job_id, forged, "artifacts/forged.json") is False, t(
-        "别人的 token 也能 finish：WHERE 里要比较 lease_token", "a foreign token finished the job: compare lease_token")
-    c.note(t("租约有效时，陌生 token 的 finish → False", "while the lease is live, a foreign token's finish → False"))
+        "a foreign token finished the job: compare lease_token")
+    c.note(t("while the lease is live, a foreign token's finish → False"))
 
     sql("UPDATE export_jobs SET deadline_at=DATE_SUB(NOW(6), INTERVAL 1 SECOND) WHERE id=%s", (job_id,))
     late = state_store.finish(job_id, old, "artifacts/after-deadline.json")
     sql("UPDATE export_jobs SET deadline_at=DATE_ADD(NOW(6), INTERVAL 10 MINUTE) WHERE id=%s", (job_id,))
-    assert late is False, t("deadline_at 已过，当前 token 仍能 finish：WHERE 要带 deadline_at>NOW(6)",
-                            "past deadline_at the token still finished: keep deadline_at>NOW(6) in the WHERE")
-    c.note(t("deadline_at 移到过去（租约仍有效）→ False", "deadline_at moved into the past (lease still live) → False"))
+    assert late is False, t("past deadline_at the token still finished: keep deadline_at>NOW(6) in the WHERE")
+    c.note(t("deadline_at moved into the past (lease still live) → False"))
 
     expire_lease(job_id)
     expired = state_store.finish(job_id, old, "artifacts/expired.json")
     row = job_row(job_id)
     assert expired is False and row["result_ref"] is None and row["status"] == "running", t(
-        "租约已过期（恢复前），旧 token 仍能 finish：WHERE 要带 lease_until>NOW(6)",
         "with its lease expired (before recovery) the old token still finished: keep lease_until>NOW(6) in the WHERE")
-    c.note(t("租约移到过去，恢复前：旧 token → False，result_ref 仍为空",
-             "lease moved into the past, before recovery: old token → False, result_ref still empty"))
+    c.note(t("lease moved into the past, before recovery: old token → False, result_ref still empty"))
 
-    assert sql_count(RECOVER_SQL, (job_id,)) == 1, t("恢复转换没有作用到这一行",
-                                                     "the recovery transition missed the row")
+    assert sql_count(RECOVER_SQL, (job_id,)) == 1, t("the recovery transition missed the row")
     new = claimed_token(state_store.claim(job_id))
-    assert new and new != old, t("恢复后应能重新领取并得到新 token", "after recovery a new claim must get a new token")
+    assert new and new != old, t("after recovery a new claim must get a new token")
     after = state_store.finish(job_id, old, "artifacts/stale.json")
     row = job_row(job_id)
     assert after is False and row["result_ref"] is None and row["lease_token"] == new, t(
-        "恢复并重新领取后，旧 token 仍能 finish", "after recovery and a new claim the old token still finished")
-    c.note(t("恢复 + 新的 claim 之后：旧 token → False，行上是新 token", "after recovery and a new claim: old token → "
-             "False, the row holds the new token"))
+        "after recovery and a new claim the old token still finished")
+    c.note(t("after recovery and a new claim: old token → False, the row holds the new token"))
 
     ref = f"artifacts/{job_id}.{new}.json"
-    assert state_store.finish(job_id, new, ref) is True, t("当前 token 应能 finish", "the current token must finish")
+    assert state_store.finish(job_id, new, ref) is True, t("the current token must finish")
     again = state_store.finish(job_id, old, "artifacts/overwrite.json")
     row = job_row(job_id)
     assert again is False and row["result_ref"] == ref and row["status"] == "succeeded", t(
-        "新 token 发布后，旧 token 又改写了结果", "after the new token published, the old one overwrote the result")
-    c.note(t("新 token 发布成功；之后旧 token 再 finish → False，result_ref 不变",
-             "the new token publishes; the old token trying again afterwards → False, result_ref unchanged"))
+        "after the new token published, the old one overwrote the result")
+    c.note(t("the new token publishes; the old token trying again afterwards → False, result_ref unchanged"))
 
 
 # ---------------------------------------------------------------- 11.4
@@ -285,12 +255,10 @@ def check_no_transaction(c, workers: Workers) -> None:
             hold = wait_until(lambda: next((e for e in events() if e.get("kind") == "hold" and e.get("job") == job_id),
                                            None), 20, "the worker to start writing the file")
         except WaitTimeout:
-            raise AssertionError(t(
-                "worker 20 秒内没有开始写文件（文件路径里要有 job_id，如 artifacts/<job_id>.<token>.json）",
-                "the worker did not start writing within 20 s (the path must contain the job_id, e.g. "
-                "artifacts/<job_id>.<token>.json)")) from None
-        c.note(t(f"慢任务：worker pid {hold['pid']} 停在写 {Path(hold['path']).name} 之前",
-                 f"slow job: worker pid {hold['pid']} held just before writing {Path(hold['path']).name}"))
+            raise AssertionError(t("the worker did not start writing within 20 s (the path must contain the job_id, "
+                                   "e.g. artifacts/<job_id>.<token>.json)")) from None
+        c.note(t("slow job: worker pid {pid} held just before writing {name}", pid=hold['pid'],
+                 name=Path(hold['path']).name))
         row = job_row(job_id)
         open_trx = other_transactions()
         lock_error = row_lockable(job_id)
@@ -298,32 +266,26 @@ def check_no_transaction(c, workers: Workers) -> None:
         ran_out = any(e.get("kind") == "release" and e.get("job") == job_id for e in events())
     finally:
         release.touch()
-    assert not ran_out, t("探针的暂停（最多 25 秒）在检查器观察完之前就结束了：这次观察不算数，请在机器较空闲时重试",
-                          "the probe's hold (25 s at most) ended before the checker had looked: this observation "
+    assert not ran_out, t("the probe's hold (25 s at most) ended before the checker had looked: this observation "
                           "does not count; run the check again on a less busy machine")
-    c.note(t(f"写文件期间：行 {row['status']}，attempts={row['attempts']}，"
-             f"lease_token {'已' if row['lease_token'] else '未'}提交",
-             f"during the write: row {row['status']}, attempts={row['attempts']}, lease_token "
-             f"{'committed' if row['lease_token'] else 'not visible'}"))
-    c.note(t(f"information_schema.innodb_trx：本课连接的事务 {len(open_trx)} 个",
-             f"information_schema.innodb_trx: {len(open_trx)} transaction(s) of the lesson's connections"))
+    c.note(t("during the write: row {status}, attempts={attempts}, lease_token {committed}", status=row['status'],
+             attempts=row['attempts'], committed=t('committed') if row['lease_token'] else t('not visible')))
+    c.note(t("information_schema.innodb_trx: {n_open_trx} transaction(s) of the lesson's connections",
+             n_open_trx=len(open_trx)))
     for trx in open_trx[:3]:
         c.note(f"  trx {trx['trx_id']} thread {trx['thread']} {trx['trx_state']} since {trx['trx_started']} "
                f"rows_locked={trx['trx_rows_locked']}")
-    c.note(t("SELECT … FOR UPDATE NOWAIT 锁这一行：", "SELECT … FOR UPDATE NOWAIT on the row: ")
-           + (t("立即成功", "granted at once") if lock_error is None else lock_error))
+    c.note(t("SELECT … FOR UPDATE NOWAIT on the row: ")
+           + (t("granted at once") if lock_error is None else lock_error))
     assert row["status"] == "running" and row["lease_token"], t(
-        "写文件时行还不是 running：claim 的事务应在写文件前提交", "the row is not running during the write: the claim "
-        "must commit before the file is written")
-    assert not open_trx and lock_error is None, t(
-        "写文件期间仍持有数据库事务/行锁：claim 与 finish 各用一个短 transaction()，文件写在两者之间",
-        "a database transaction / row lock is held during the write: one short transaction() for claim, another "
-        "for finish, the file in between")
+        "the row is not running during the write: the claim must commit before the file is written")
+    assert not open_trx and lock_error is None, t("a database transaction / row lock is held during the write: one "
+                                                  "short transaction() for claim, another for finish, the file in "
+                                                  "between")
     wait_task_end(result)
     row = wait_status(job_id, TERMINAL, 10)
-    assert row["status"] == "succeeded", t(f"放行后任务结束于 {row['status']}", f"after the release the job ended "
-                                           f"{row['status']}")
-    c.note(t("放行后任务 succeeded", "released: the job succeeded"))
+    assert row["status"] == "succeeded", t("after the release the job ended {status}", status=row['status'])
+    c.note(t("released: the job succeeded"))
 
 
 # ---------------------------------------------------------------- 11.5
@@ -333,8 +295,7 @@ def check_backoff(c, workers: Workers) -> None:
     workers.ensure()
     job_id = state_store.submit_snapshot([41])
     sql("UPDATE export_jobs SET next_attempt_at=DATE_ADD(NOW(6), INTERVAL 1 HOUR) WHERE id=%s", (job_id,))
-    c.note(t(f"任务 {short(job_id)}：next_attempt_at 设为一小时后",
-             f"job {short(job_id)}: next_attempt_at set one hour ahead"))
+    c.note(t("job {job_id}: next_attempt_at set one hour ahead", job_id=short(job_id)))
 
     results, go = [], threading.Event()
 
@@ -351,28 +312,25 @@ def check_backoff(c, workers: Workers) -> None:
     go.set()
     for thread in pool:
         thread.join(15)
-    c.note(t(f"4 个并发 claim() → {results}", f"4 concurrent claim() → {results}"))
-    assert results == [None] * 4, t("next_attempt_at 未到，claim 却拿到了 token（或出错）",
-                                    "claim got a token (or failed) before next_attempt_at")
+    c.note(t("4 concurrent claim() → {results}", results=results))
+    assert results == [None] * 4, t("claim got a token (or failed) before next_attempt_at")
 
     sent = [export_products.delay(job_id) for _ in range(3)]
     ends = [wait_task_end(result) for result in sent]
-    c.note(t("3 条重复消息经 worker 执行：", "3 duplicate messages through the worker: ")
+    c.note(t("3 duplicate messages through the worker: ")
            + ", ".join(f"{e.get('state')} {json.dumps(e.get('retval'), default=str)[:60]}" for e in ends))
     row = job_row(job_id)
-    c.note(t(f"之后的行：{row['status']}，attempts={row['attempts']}，lease_token={row['lease_token']}",
-             f"the row afterwards: {row['status']}, attempts={row['attempts']}, lease_token={row['lease_token']}"))
+    c.note(t("the row afterwards: {status}, attempts={attempts}, lease_token={lease_token}", status=row['status'],
+             attempts=row['attempts'], lease_token=row['lease_token']))
     assert row["status"] == "queued" and row["attempts"] == 0 and row["lease_token"] is None, t(
-        "重复消息绕过了 next_attempt_at：claim 的 SELECT 与 UPDATE 都要带 next_attempt_at<=NOW(6)",
         "a duplicate message skipped next_attempt_at: both the SELECT and the UPDATE in claim need "
         "next_attempt_at<=NOW(6)")
 
     sql("UPDATE export_jobs SET next_attempt_at=DATE_SUB(NOW(6), INTERVAL 1 SECOND) WHERE id=%s", (job_id,))
     token = claimed_token(state_store.claim(job_id))
-    assert token, t("next_attempt_at 移到过去后仍领取不到：挡住领取的不只是退避", "still not claimable with "
-                    "next_attempt_at in the past: something besides the backoff blocks the claim")
-    c.note(t("next_attempt_at 移到过去（UPDATE，不等待）→ claim 得到 token，attempts=1",
-             "next_attempt_at moved into the past (an UPDATE, no waiting) → claim gets a token, attempts=1"))
+    assert token, t("still not claimable with next_attempt_at in the past: something besides the backoff blocks the "
+                    "claim")
+    c.note(t("next_attempt_at moved into the past (an UPDATE, no waiting) → claim gets a token, attempts=1"))
 
 
 # ---------------------------------------------------------------- 11.6
@@ -383,73 +341,60 @@ def check_recovery(c, workers: Workers) -> None:
     job_id = state_store.submit_snapshot([51, 52])
     snapshot = products([51, 52])
     old = claimed_token(state_store.claim(job_id))
-    assert old, t("新任务第一次 claim 拿不到 token", "the first claim of a fresh job got no token")
+    assert old, t("the first claim of a fresh job got no token")
     expire_lease(job_id)
-    c.note(t(f"任务 {short(job_id)} 被旧执行者领取，租约移到过去（running + 已过期）",
-             f"job {short(job_id)} claimed by an old executor, lease moved into the past (running + expired)"))
+    c.note(t("job {job_id} claimed by an old executor, lease moved into the past (running + expired)",
+             job_id=short(job_id)))
 
     direct = state_store.claim(job_id)
-    assert direct is None, t("过期的 running 被直接领取了：claim 只接受 status='queued'，过期租约要先经过恢复",
-                             "an expired running job was claimed directly: claim accepts only status='queued'; an "
+    assert direct is None, t("an expired running job was claimed directly: claim accepts only status='queued'; an "
                              "expired lease needs the recovery transition first")
     end = wait_task_end(export_products.delay(job_id))
     row = job_row(job_id)
-    c.note(t(f"恢复前：claim() → None；重复消息 → {json.dumps(end.get('retval'), default=str)[:60]}；"
-             f"行仍 {row['status']}，attempts={row['attempts']}",
-             f"before recovery: claim() → None; a duplicate message → "
-             f"{json.dumps(end.get('retval'), default=str)[:60]}; "
-             f"the row is still {row['status']}, attempts={row['attempts']}"))
+    c.note(t("before recovery: claim() → None; a duplicate message → {dumps}; the row is still {status}, "
+             "attempts={attempts}", dumps=json.dumps(end.get('retval'), default=str)[:60], status=row['status'],
+             attempts=row['attempts']))
     assert row["status"] == "running" and row["attempts"] == 1 and row["lease_token"] == old, t(
-        "恢复前，重复消息抢占了过期的 running 任务",
         "before recovery a duplicate message took over the expired running job")
 
-    assert sql_count(RECOVER_SQL, (job_id,)) == 1, t("恢复转换没有作用到这一行",
-                                                     "the recovery transition missed the row")
+    assert sql_count(RECOVER_SQL, (job_id,)) == 1, t("the recovery transition missed the row")
     row = job_row(job_id)
-    assert row["attempts"] == 1, t("恢复不能改 attempts", "recovery must not change attempts")
+    assert row["attempts"] == 1, t("recovery must not change attempts")
     end = wait_task_end(export_products.delay(job_id))
     row = wait_status(job_id, TERMINAL, 10)
-    c.note(t(f"恢复转换（running → queued，attempts 保留）后发消息：worker → "
-             f"{json.dumps(end.get('retval'), default=str)[:80]}",
-             f"after the recovery transition (running → queued, attempts kept) a message: worker → "
-             f"{json.dumps(end.get('retval'), default=str)[:80]}"))
-    assert row["status"] == "succeeded", t(f"恢复后任务结束于 {row['status']}",
-                                           f"after recovery the job ended {row['status']}")
-    assert row["attempts"] == 2, t(f"恢复后的领取应是 attempts == 2，实际 {row['attempts']}",
-                                   f"the claim after recovery should be attempts == 2, got {row['attempts']}")
-    assert row["lease_token"] != old, t("发布的仍是旧 token", "the old token is the one that published")
+    c.note(t("after the recovery transition (running → queued, attempts kept) a message: worker → {dumps}",
+             dumps=json.dumps(end.get('retval'), default=str)[:80]))
+    assert row["status"] == "succeeded", t("after recovery the job ended {status}", status=row['status'])
+    assert row["attempts"] == 2, t("the claim after recovery should be attempts == 2, got {attempts}",
+                                   attempts=row['attempts'])
+    assert row["lease_token"] != old, t("the old token is the one that published")
     path, written = published_file(row)
-    assert same_rows(written, snapshot), t("新 token 发布的文件不是任务快照",
-                                           "the new token's file is not the job's snapshot")
+    assert same_rows(written, snapshot), t("the new token's file is not the job's snapshot")
     assert state_store.finish(job_id, old, "artifacts/stale.json") is False and \
-        job_row(job_id)["result_ref"] == row["result_ref"], t("旧 token 仍能发布", "the old token can still publish")
-    c.note(t(f"succeeded，attempts=2，result_ref={path.name}（新 token 的文件）；旧 token finish → False",
-             f"succeeded, attempts=2, result_ref={path.name} (the new token's file); old token finish → False"))
+        job_row(job_id)["result_ref"] == row["result_ref"], t("the old token can still publish")
+    c.note(t("succeeded, attempts=2, result_ref={name} (the new token's file); old token finish → False",
+             name=path.name))
 
     # The moment verify_lease.py tests, looked at by the kit first, so its finding names the mistake: an old
     # token finishing while a new one holds the job running (after the row ended, finish refuses anyway).
     probe = state_store.submit_snapshot([53])
     first = claimed_token(state_store.claim(probe))
     expire_lease(probe)
-    assert first and sql_count(RECOVER_SQL, (probe,)) == 1, t("恢复转换没有作用到这一行", "the recovery transition missed the row")
+    assert first and sql_count(RECOVER_SQL, (probe,)) == 1, t("the recovery transition missed the row")
     second = claimed_token(state_store.claim(probe))
     stale = state_store.finish(probe, first, "artifacts/stale.json")
-    c.note(t(f"新 token 持有 running 任务时，旧 token finish → {stale}", f"while a new token holds the job running, "
-             f"the old token's finish → {stale}"))
+    c.note(t("while a new token holds the job running, the old token's finish → {stale}", stale=stale))
     assert stale is False and not job_row(probe)["result_ref"], t(
-        "新 token 持有 running 任务时，旧 token 完成了它：finish 的 WHERE 要比较 lease_token（还有 status='running' 和未过期的租约）",
         "the old token finished the job while a new token held it running: finish's WHERE must compare lease_token "
         "(with status='running' and a live lease)")
     state_store.finish(probe, second, "artifacts/probe.json")
 
     done = run_python(["verify_lease.py"], cwd=WORK, timeout=30)
     tail = [line for line in redact(done.stdout).splitlines() if line.strip()][-3:]
-    c.note(t(f"python verify_lease.py → 退出码 {done.returncode}",
-             f"python verify_lease.py → exit code {done.returncode}"))
+    c.note(t("python verify_lease.py → exit code {returncode}", returncode=done.returncode))
     for line in tail:
         c.note("  " + line[:200])
     assert done.returncode == 0 and "lease ownership verified" in done.stdout, t(
-        "verify_lease.py 没有打印 lease ownership verified（见上方输出）",
         "verify_lease.py did not print lease ownership verified (see the output above)")
 
 

@@ -70,8 +70,8 @@ def outbox_rows(job_id: str) -> list[dict]:
 
 def one_event(job_id: str) -> dict:
     rows = outbox_rows(job_id)
-    assert len(rows) == 1, t(f"任务 {short(job_id)} 应恰好有 1 条 outbox 事件，实际 {len(rows)} 条",
-                             f"job {short(job_id)} should have exactly 1 outbox event, found {len(rows)}")
+    assert len(rows) == 1, t("job {job_id} should have exactly 1 outbox event, found {n_rows}", job_id=short(job_id),
+                             n_rows=len(rows))
     return rows[0]
 
 
@@ -129,14 +129,12 @@ def publish_until_sent(c, event_id: str, runs: int = 4) -> str:
         if code != 0:
             for shown in last_lines(output, 3):
                 c.note("  " + shown)
-        assert code == 0, t("python publisher.py 失败（Redis 正常时），见下方输出",
-                            "python publisher.py failed while Redis is up (output below)")
+        assert code == 0, t("python publisher.py failed while Redis is up (output below)")
         row = sql("SELECT sent_at FROM export_outbox WHERE id=%s", (event_id,))
         if row and row[0]["sent_at"] is not None:
             return line
-    raise AssertionError(t(f"运行 {runs} 次 python publisher.py 后事件 {short(event_id)} 仍未发送（最后输出：{line}）",
-                           f"event {short(event_id)} still unsent after {runs} runs of python publisher.py "
-                           f"(last output: {line})"))
+    raise AssertionError(t("event {event_id} still unsent after {runs} runs of python publisher.py (last output: "
+                           "{line})", event_id=short(event_id), runs=runs, line=line))
 
 
 # ---------------------------------------------------------------- the worker's deliveries (probe events)
@@ -160,10 +158,9 @@ def wait_deliveries(job_id: str, n: int, seconds: float) -> list[dict]:
     try:
         wait_until(lambda: len(ended(job_id)) >= n, seconds, f"{n} deliveries of {job_id}", interval=0.05)
     except WaitTimeout:
-        raise AssertionError(t(f"worker 在 {seconds:g} 秒内只执行完 {len(ended(job_id))} 次任务 {short(job_id)} 的消息"
-                               f"（应为 {n}），见 worker 日志",
-                               f"within {seconds:g}s the worker finished {len(ended(job_id))} deliveries for job "
-                               f"{short(job_id)} (expected {n}); see the worker log")) from None
+        raise AssertionError(t("within {seconds:g}s the worker finished {n_ended} deliveries for job {job_id} "
+                               "(expected {n}); see the worker log", seconds=seconds, n_ended=len(ended(job_id)), n=n,
+                               job_id=short(job_id))) from None
     return ended(job_id)
 
 
@@ -179,7 +176,7 @@ def stop_redis() -> str:
     try:
         how = labctl.stop_service("redis")
     except labctl.ServiceError as exc:  # external mode: a Redis the learner runs is never stopped
-        raise AssertionError(t(f"无法证明本项：{exc}", f"this item cannot be proved: {exc}")) from None
+        raise AssertionError(t("this item cannot be proved: {exc}", exc=exc)) from None
     wait_until(lambda: not redis_up(), 15, "Redis to stop answering", interval=0.1)
     return how
 
@@ -198,19 +195,16 @@ def check_submit(c) -> None:
     jobs_before, events_before = counts()
     job_id = state_store.submit_snapshot([5])
     job = job_row(job_id)
-    assert job is not None, t("submit_snapshot 返回后没有任务行", "no job row after submit_snapshot returned")
+    assert job is not None, t("no job row after submit_snapshot returned")
     assert job["status"] == "queued" and job["attempts"] == 0, t(
-        f"新任务应为 queued/0，实际 {job['status']}/{job['attempts']}",
-        f"a new job should be queued/0, got {job['status']}/{job['attempts']}")
+        "a new job should be queued/0, got {status}/{attempts}", status=job['status'], attempts=job['attempts'])
     event = one_event(job_id)
     assert event["sent_at"] is None and event["claim_token"] is None, t(
-        "新事件应未发送、未被领取（sent_at 与 claim_token 为 NULL）",
         "the new event must be unsent and unclaimed (sent_at and claim_token NULL)")
-    assert event["id"] != job_id, t("事件 id 应与任务 id 不同", "the event id must differ from the job id")
-    assert counts() == (jobs_before + 1, events_before + 1), t("提交应恰好新增 1 个任务和 1 个事件",
-                                                               "a submit must add exactly 1 job and 1 event")
-    c.note(t(f"submit_snapshot([5]) → 任务 {short(job_id)} queued，事件 {short(event['id'])} sent_at=NULL",
-             f"submit_snapshot([5]) → job {short(job_id)} queued, event {short(event['id'])} sent_at=NULL"))
+    assert event["id"] != job_id, t("the event id must differ from the job id")
+    assert counts() == (jobs_before + 1, events_before + 1), t("a submit must add exactly 1 job and 1 event")
+    c.note(t("submit_snapshot([5]) → job {job_id} queued, event {id} sent_at=NULL", job_id=short(job_id),
+             id=short(event['id'])))
 
     # The script runs with the broker pointed at a closed port: a submitter that writes MySQL only does not
     # notice, one that still sends a message itself fails — whichever way a worker would have raced it.
@@ -221,39 +215,29 @@ def check_submit(c) -> None:
     if done.returncode != 0 or not found:
         for line in last_lines(output, 4):
             c.note("  " + line)
-    assert done.returncode == 0, t(
-        "python submit_db_export.py 失败（见下方输出）。检查器运行它时让 CELERY_BROKER_URL 指向一个没有服务的端口："
-        "只写 MySQL 的提交脚本不受影响；失败说明它仍在自己发消息（delay/send_task），发送应只由 publisher 做",
-        "python submit_db_export.py failed (see the output below). The checker runs it with CELERY_BROKER_URL "
-        "pointing at a closed port: a submitter that only writes MySQL does not notice; failing means it still "
-        "sends a message itself (delay/send_task), and only the publisher may send")
-    assert found, t("submit_db_export.py 没有打印 ready for publisher: <job_id>",
-                    "submit_db_export.py did not print ready for publisher: <job_id>")
+    assert done.returncode == 0, t("python submit_db_export.py failed (see the output below). The checker runs it "
+                                   "with CELERY_BROKER_URL pointing at a closed port: a submitter that only writes "
+                                   "MySQL does not notice; failing means it still sends a message itself "
+                                   "(delay/send_task), and only the publisher may send")
+    assert found, t("submit_db_export.py did not print ready for publisher: <job_id>")
     script_job = found[-1]
     script_event = one_event(script_job)
-    assert script_event["sent_at"] is None, t("submit_db_export.py 的事件已被标记为发送",
-                                              "submit_db_export.py's event is already marked sent")
-    c.note(t(f"python submit_db_export.py（broker 指向无服务的端口）→ ready for publisher: {short(script_job)}（事件未发送）",
-             f"python submit_db_export.py (broker pointed at a closed port) → ready for publisher: "
-             f"{short(script_job)} (event unsent)"))
+    assert script_event["sent_at"] is None, t("submit_db_export.py's event is already marked sent")
+    c.note(t("python submit_db_export.py (broker pointed at a closed port) → ready for publisher: {script_job} "
+             "(event unsent)", script_job=short(script_job)))
 
     published = []
     for jid, ev in ((job_id, event["id"]), (script_job, script_event["id"])):
         published.append(publish_until_sent(c, ev))
     for jid, ev in ((job_id, event["id"]), (script_job, script_event["id"])):
         row = wait_status(jid, TERMINAL, 25)
-        assert row["status"] == "succeeded", t(f"任务 {short(jid)} 结束于 {row['status']}",
-                                               f"job {short(jid)} ended {row['status']}")
+        assert row["status"] == "succeeded", t("job {jid} ended {status}", jid=short(jid), status=row['status'])
         wait_until(lambda: ended(jid, ev), 15, f"the event delivery of {jid} to end", interval=0.05)
         others = sorted({d["task_id"] for d in deliveries(jid)} - {ev})
-        assert not others, t(
-            f"worker 收到任务 {short(jid)} 的另一条消息（task id {short(others[0])}，不是 outbox 事件）："
-            "提交端不应再自己 delay",
-            f"the worker got another message for job {short(jid)} (task id {short(others[0])}, not its outbox "
-            "event): the submitter must no longer call delay itself")
-    c.note(t(f"python publisher.py → {published[-1]}；两个任务都只以 outbox 事件（task id = 事件 id）送达并 succeeded",
-             f"python publisher.py → {published[-1]}; both jobs arrived only as their outbox event "
-             "(task id = event id) and succeeded"))
+        assert not others, t("the worker got another message for job {jid} (task id {others}, not its outbox event): "
+                             "the submitter must no longer call delay itself", jid=short(jid), others=short(others[0]))
+    c.note(t("python publisher.py → {published}; both jobs arrived only as their outbox event (task id = event id) "
+             "and succeeded", published=published[-1]))
 
 
 # ---------------------------------------------------------------- 12.2
@@ -261,41 +245,39 @@ def check_submit(c) -> None:
 def check_broker_down(c) -> None:
     state_store = store()
     how = stop_redis()
-    c.note(t(f"Redis 已停止（{how}），PING 无应答", f"Redis stopped ({how}); PING gets no answer"))
+    c.note(t("Redis stopped ({how}); PING gets no answer", how=how))
     try:
         job_id = state_store.submit_snapshot([6])
         job, event = job_row(job_id), one_event(job_id)
         assert job and job["status"] == "queued" and event["sent_at"] is None, t(
-            "Redis 停止时提交应仍写入 queued 任务和未发送事件",
             "with Redis stopped a submit must still record a queued job and an unsent event")
-        c.note(t(f"submit_snapshot([6]) → 任务 {short(job_id)} queued + 事件 {short(event['id'])}，已提交",
-                 f"submit_snapshot([6]) → job {short(job_id)} queued + event {short(event['id'])}, committed"))
+        c.note(t("submit_snapshot([6]) → job {job_id} queued + event {id}, committed", job_id=short(job_id),
+                 id=short(event['id'])))
         started = time.monotonic()
         code, output = run_publisher(timeout=40)  # a publisher without a fail-fast setting retries for ~6 s, or ~20 s with results on
         took = time.monotonic() - started
         after = one_event(job_id)
         tail = last_lines(output, 1)
-        c.note(t(f"python publisher.py（Redis 停止）→ 退出码 {code}，{took:.1f} 秒：{tail[0] if tail else ''}",
-                 f"python publisher.py (Redis down) → exit code {code} in {took:.1f}s: {tail[0] if tail else ''}"))
-        assert after["sent_at"] is None, t(
-            "broker 不可用时事件却被标记为已发送：只有 send_task 成功返回后才能写 sent_at",
-            "the event was marked sent although the broker was down: write sent_at only after send_task returned")
+        c.note(t("python publisher.py (Redis down) → exit code {code} in {took:.1f}s: {tail}", code=code, took=took,
+                 tail=tail[0] if tail else ''))
+        assert after["sent_at"] is None, t("the event was marked sent although the broker was down: write sent_at "
+                                           "only after send_task returned")
         assert code != 0 or "published True" not in output, t(
-            "broker 不可用时 publisher 报告发布成功", "the publisher reported success while the broker was down")
-        c.note(t(f"sent_at 仍为 NULL，attempts={after['attempts']}", f"sent_at still NULL, attempts={after['attempts']}"))
+            "the publisher reported success while the broker was down")
+        c.note(t("sent_at still NULL, attempts={attempts}", attempts=after['attempts']))
     finally:
         start_redis()
     back = time.monotonic()
-    c.note(t("Redis 已恢复", "Redis is back"))
+    c.note(t("Redis is back"))
     moved = expire_claims(job_id)
     if moved:
-        c.note(t("领取期用 UPDATE 移到过去（不等待 30 秒）", "the claim was moved into the past with an UPDATE (no 30 s wait)"))
+        c.note(t("the claim was moved into the past with an UPDATE (no 30 s wait)"))
     line = publish_until_sent(c, event["id"])
     c.note(f"python publisher.py → {line}")
     row = wait_status(job_id, TERMINAL, 40)
-    assert row["status"] == "succeeded", t(f"任务结束于 {row['status']}", f"the job ended {row['status']}")
-    c.note(t(f"worker 重新连上 Redis：Redis 恢复后 {time.monotonic() - back:.1f} 秒内任务 succeeded",
-             f"the worker reconnected: the job succeeded {time.monotonic() - back:.1f}s after Redis came back"))
+    assert row["status"] == "succeeded", t("the job ended {status}", status=row['status'])
+    c.note(t("the worker reconnected: the job succeeded {monotonic:.1f}s after Redis came back",
+             monotonic=time.monotonic() - back))
 
 
 # ---------------------------------------------------------------- 12.3
@@ -317,43 +299,36 @@ def check_skip_confirm(c) -> None:
     with trigger("lab12_kit_no_confirm", body, MARKS):
         code, output = run_publisher()
     first = one_event(job_id)
-    c.note(t(f"第 1 次 python publisher.py（确认被跳过）→ 退出码 {code}；sent_at={first['sent_at']}，attempts={first['attempts']}",
-             f"run 1 of python publisher.py (confirm skipped) → exit code {code}; sent_at={first['sent_at']}, "
-             f"attempts={first['attempts']}"))
-    assert first["sent_at"] is None, t("确认失败后 sent_at 应仍为 NULL", "after the failed confirm sent_at must stay NULL")
+    c.note(t("run 1 of python publisher.py (confirm skipped) → exit code {code}; sent_at={sent_at}, "
+             "attempts={attempts}", code=code, sent_at=first['sent_at'], attempts=first['attempts']))
+    assert first["sent_at"] is None, t("after the failed confirm sent_at must stay NULL")
     try:
         wait_deliveries(job_id, 1, 15)
     except AssertionError:
-        c.note(t("第 1 次运行什么也没送达：确认是否写在了发送之前？", "run 1 delivered nothing: is the confirm written "
-                 "before the send?"))
+        c.note(t("run 1 delivered nothing: is the confirm written before the send?"))
         raise
     row = wait_status(job_id, TERMINAL, 20)
     assert row["status"] == "succeeded" and row["result_ref"], t(
-        f"第一次送达后任务应 succeeded 并有 result_ref，实际 {row['status']}",
-        f"after the first delivery the job should have succeeded with a result_ref, got {row['status']}")
+        "after the first delivery the job should have succeeded with a result_ref, got {status}", status=row['status'])
     first_ref = row["result_ref"]
-    c.note(t(f"第 1 次送达：任务 succeeded，result_ref={Path(first_ref).name[:40]}",
-             f"delivery 1: the job succeeded, result_ref={Path(first_ref).name[:40]}"))
+    c.note(t("delivery 1: the job succeeded, result_ref={name}", name=Path(first_ref).name[:40]))
 
-    assert expire_claims(job_id) == 1, t("事件应仍被第 1 次运行领取着（claim_until 已设置）",
-                                         "the event should still hold run 1's claim (claim_until set)")
-    c.note(t("领取期用 UPDATE 移到过去，再运行 python publisher.py", "claim moved into the past, then python publisher.py again"))
+    assert expire_claims(job_id) == 1, t("the event should still hold run 1's claim (claim_until set)")
+    c.note(t("claim moved into the past, then python publisher.py again"))
     line = publish_until_sent(c, event["id"], runs=1)
     second = one_event(job_id)
-    assert second["attempts"] >= 2, t(f"重发后 attempts 应增加，实际 {second['attempts']}",
-                                      f"attempts should grow with the repeat, got {second['attempts']}")
+    assert second["attempts"] >= 2, t("attempts should grow with the repeat, got {attempts}",
+                                      attempts=second['attempts'])
     seen = wait_deliveries(job_id, 2, 25)
     row = job_row(job_id)
-    c.note(t(f"第 2 次：{line}，outbox attempts={second['attempts']}；worker 共收到 {len(seen)} 次（task id 相同："
-             f"{len({e['task_id'] for e in seen}) == 1}）",
-             f"run 2: {line}, outbox attempts={second['attempts']}; the worker received it {len(seen)} times "
-             f"(same task id: {len({e['task_id'] for e in seen}) == 1})"))
+    c.note(t("run 2: {line}, outbox attempts={attempts}; the worker received it {n_seen} times (same task id: "
+             "{value})", line=line, attempts=second['attempts'], n_seen=len(seen),
+             value=len({e['task_id'] for e in seen}) == 1))
     assert row["status"] == "succeeded" and row["result_ref"] == first_ref and row["attempts"] == 1, t(
-        f"重复送达改变了结果：status={row['status']}，attempts={row['attempts']}，result_ref 变化="
-        f"{row['result_ref'] != first_ref}；消费端必须保留第 11 课的 claim/finish 条件",
-        f"the repeat changed the result: status={row['status']}, attempts={row['attempts']}, result_ref changed="
-        f"{row['result_ref'] != first_ref}; the consumer must keep lesson 11's claim/finish conditions")
-    c.note(t("结果不变：attempts=1，只有一个 result_ref", "result unchanged: attempts=1, exactly one result_ref"))
+        "the repeat changed the result: status={status}, attempts={attempts}, result_ref changed={value}; the "
+        "consumer must keep lesson 11's claim/finish conditions", status=row['status'], attempts=row['attempts'],
+        value=row['result_ref'] != first_ref)
+    c.note(t("result unchanged: attempts=1, exactly one result_ref"))
 
 
 # ---------------------------------------------------------------- 12.4
@@ -373,22 +348,18 @@ FIXED_INDEX = "KEY export_outbox_pending (sent_at, created_at, id)"
 
 def all_locked_message(plan: dict, locked: int, pending: int) -> str:
     """Why B got nothing, in one read: the rows A locked, the plan that made it lock them, the fix."""
-    seen = t(f"publisher B 什么都没领到：A 停在自己的领取事务里时，锁住了 {pending} 条待发事件中的 {locked} 条。",
-             f"publisher B got nothing: while A sat inside its claim transaction it held {locked} of the {pending} "
-             "pending events locked. ")
+    seen = t("publisher B got nothing: while A sat inside its claim transaction it held {locked} of the {pending} "
+             "pending events locked. ", locked=locked, pending=pending)
     if not plan["filesort"]:
-        return seen + t(f"A 的 SELECT … FOR UPDATE SKIP LOCKED 的 EXPLAIN：{plan['line']}。领取只能锁住它返回的那一行："
-                        "给 export_outbox 一个与 WHERE 和 ORDER BY 一致的索引，如 (sent_at, created_at, id)",
-                        f"EXPLAIN of A's SELECT … FOR UPDATE SKIP LOCKED: {plan['line']}. A claim must lock only the "
-                        "row it returns: give export_outbox an index matching the WHERE and ORDER BY, such as "
-                        "(sent_at, created_at, id)")
+        return seen + t("EXPLAIN of A's SELECT … FOR UPDATE SKIP LOCKED: {line}. A claim must lock only the row it "
+                        "returns: give export_outbox an index matching the WHERE and ORDER BY, such as (sent_at, "
+                        "created_at, id)", line=plan['line'])
     indexes = index_columns("export_outbox")
     course = next((name for name, cols in indexes.items() if cols == COURSE_INDEX), None)
     course_text = f"{course} ({', '.join(COURSE_INDEX)})" if course else ""
     if plan["key"]:
-        how = t(f"它经由索引 {plan['index']} 读取" + ("——正是课程原文给的索引" if plan["key"] == course else ""),
-                f"It reads through {plan['index']}" + (" — the index the course text gives" if plan["key"] == course
-                                                        else ""))
+        how = t("It reads through {index}{value}", index=plan['index'],
+                value=t(' — the index the course text gives') if plan['key'] == course else '')
     else:
         how = t("它读整张表" + (f"；表上的 {course_text} 是课程原文给的索引，它排不出这个顺序，服务器干脆不用它"
                               if course else ""),
@@ -397,19 +368,13 @@ def all_locked_message(plan: dict, locked: int, pending: int) -> str:
                                               if course else ""))
     drop = plan["key"] or ("export_outbox_pending" if "export_outbox_pending" in indexes else None)
     alter = f"ALTER TABLE export_outbox {f'DROP INDEX {drop}, ' if drop else ''}ADD {FIXED_INDEX};"
-    return seen + t(
-        ("原因在课程给的索引，不是你打错了。" if course else "原因在索引。")
-        + f"A 的 SELECT … FOR UPDATE SKIP LOCKED 的 EXPLAIN：{plan['line']}。{how}。"
-        "Using filesort：没有索引能按 ORDER BY created_at, id 的顺序给出行，服务器先读出并排序全部待发行，再取 "
-        "LIMIT 1——FOR UPDATE 锁住了它读过的每一行。"
-        f"修改：schema_outbox.sql 里写 {FIXED_INDEX}（sent_at 等值在前，之后正好是 ORDER BY 的顺序）；"
-        f"已建好的表执行 {alter}（见本课指南“SKIP LOCKED 真的跳过了吗？”）",
-        ("The cause is the course's index, not your typing. " if course else "The cause is the index. ")
-        + f"EXPLAIN of A's SELECT … FOR UPDATE SKIP LOCKED: {plan['line']}. {how}. Using filesort: no index returns "
-        "rows in the order of ORDER BY created_at, id, so the server reads and sorts every pending row before "
-        "LIMIT 1, and FOR UPDATE locks every row it read. "
-        f"Fix: in schema_outbox.sql write {FIXED_INDEX} (sent_at's equality first, then exactly the ORDER BY); "
-        f"on the table you already have run {alter} (this lesson's guide: 'Does SKIP LOCKED really skip?')")
+    return seen + t("{value}EXPLAIN of A's SELECT … FOR UPDATE SKIP LOCKED: {line}. {how}. Using filesort: no index "
+                    "returns rows in the order of ORDER BY created_at, id, so the server reads and sorts every "
+                    "pending row before LIMIT 1, and FOR UPDATE locks every row it read. Fix: in schema_outbox.sql "
+                    "write {fixed_index} (sent_at's equality first, then exactly the ORDER BY); on the table you "
+                    "already have run {alter} (this lesson's guide: 'Does SKIP LOCKED really skip?')", how=how,
+                    value=t("The cause is the course's index, not your typing. ") if course else t('The cause is the index. '),
+                    line=plan['line'], fixed_index=FIXED_INDEX, alter=alter)
 
 
 def add_pending(n: int) -> tuple[list[str], list[str]]:
@@ -442,12 +407,10 @@ def check_skip_locked(c) -> None:
             wait_until(lambda: claimers.held("A") or claimers.finished("A") or claimers.dead(), 30,
                        "publisher A to lock its event", interval=0.01)
             held = claimers.held("A")
-            assert held, t("publisher A 的 claim_event 没有加锁的语句（SELECT … FOR UPDATE SKIP LOCKED）就结束了："
-                           "两个 publisher 会领到同一事件", "publisher A's claim_event finished without a statement that "
-                           "takes a row lock (SELECT … FOR UPDATE SKIP LOCKED): two publishers would claim one event")
-            c.note(t(f"1000 条待发事件；publisher A 停在领取事务里，刚执行完：{one_line(held['statement'])}",
-                     f"1,000 pending events; publisher A held inside its claim transaction, right after: "
-                     f"{one_line(held['statement'])}"))
+            assert held, t("publisher A's claim_event finished without a statement that takes a row lock (SELECT … "
+                           "FOR UPDATE SKIP LOCKED): two publishers would claim one event")
+            c.note(t("1,000 pending events; publisher A held inside its claim transaction, right after: {statement}",
+                     statement=one_line(held['statement'])))
             # B runs while A holds every lock it took: if B needed any of them it could not return now.
             claimers.go("B", {})
             got_b = claimers.result("B", 20)
@@ -458,27 +421,25 @@ def check_skip_locked(c) -> None:
             got_a = claimers.result("A", 20)
         finally:
             claimers.stop()
-        c.note(t(f"EXPLAIN（A 的领取）：{plan['line']}", f"EXPLAIN of A's claim: {plan['line']}"))
-        c.note(t(f"A 持锁期间：{len(ids)} 条待发事件中有 {locked} 条被 A 锁住（检查器用 SKIP LOCKED 读能拿到其余 "
-                 f"{len(ids) - locked} 条）", f"while A holds its claim: {locked} of the {len(ids)} pending events are "
-                 f"locked by A (a SKIP LOCKED read by the checker gets the other {len(ids) - locked})"))
+        c.note(t("EXPLAIN of A's claim: {line}", line=plan['line']))
+        c.note(t("while A holds its claim: {locked} of the {n_ids} pending events are locked by A (a SKIP LOCKED "
+                 "read by the checker gets the other {n_ids2})", locked=locked, n_ids=len(ids),
+                 n_ids2=len(ids) - locked))
         assert got_a and got_a[0].get("event") == oldest, t(
-            f"publisher A 应领取到最早的事件，实际 {got_a}", f"publisher A should claim the oldest event, got {got_a}")
+            "publisher A should claim the oldest event, got {got_a}", got_a=got_a)
         assert got_b is not None, t(
             "publisher A 持有领取事务时，publisher B 没有返回：它在等 A 的锁"
             + (f"（innodb_trx：{waits[0]}）" if waits else "") + "。用 FOR UPDATE SKIP LOCKED",
             "publisher B did not return while A held its claim transaction: it is waiting for A's lock"
             + (f" (innodb_trx: {waits[0]})" if waits else "") + ". Use FOR UPDATE SKIP LOCKED")
         b = got_b[0]
-        c.note(t(f"A 仍持锁时 B → {b.get('event') or b.get('error')}",
-                 f"with A still holding its locks, B → {b.get('event') or b.get('error')}"))
-        assert not b.get("error"), t(f"publisher B 出错：{b['error']}（在等 A 的锁？用 SKIP LOCKED）",
-                                     f"publisher B failed: {b['error']} (waiting for A's lock? use SKIP LOCKED)")
+        c.note(t("with A still holding its locks, B → {event}", event=b.get('event') or b.get('error')))
+        assert not b.get("error"), t("publisher B failed: {error} (waiting for A's lock? use SKIP LOCKED)",
+                                     error=b['error'])
         assert b.get("event"), all_locked_message(plan, locked, len(ids))
-        assert b["event"] != oldest, t("B 领到了 A 正持有的事件", "B claimed the event A is holding")
-        c.note(t(f"A → 最早的事件 {short(oldest)}；B → {short(b['event'])}（不同，且 A 的事务仍开着时就已返回）",
-                 f"A → the oldest event {short(oldest)}; B → {short(b['event'])} (different, returned while A's "
-                 "transaction was still open)"))
+        assert b["event"] != oldest, t("B claimed the event A is holding")
+        c.note(t("A → the oldest event {oldest}; B → {event} (different, returned while A's transaction was still "
+                 "open)", oldest=short(oldest), event=short(b['event'])))
 
         burst = Claimers(["P", "Q"])
         try:
@@ -488,23 +449,21 @@ def check_skip_locked(c) -> None:
         finally:
             burst.stop()
         for name, result in got.items():
-            assert result is not None, t(f"publisher {name} 在 60 秒内没有完成 25 次领取",
-                                         f"publisher {name} did not finish 25 claims within 60 s")
+            assert result is not None, t("publisher {name} did not finish 25 claims within 60 s", name=name)
             errors = [r["error"] for r in result if r.get("error")]
-            assert not errors, t(f"publisher {name} 出错：{errors[0]}", f"publisher {name} failed: {errors[0]}")
-            assert all(r.get("event") for r in result), t(f"publisher {name} 有一次什么都没领到（还有 900 多条待发）",
-                                                          f"publisher {name} once got nothing (900+ still pending)")
+            assert not errors, t("publisher {name} failed: {errors}", name=name, errors=errors[0])
+            assert all(r.get("event") for r in result), t("publisher {name} once got nothing (900+ still pending)",
+                                                          name=name)
         p, q = [r["event"] for r in got["P"]], [r["event"] for r in got["Q"]]
         both = set(p) & set(q)
-        assert not both, t(f"两个 publisher 在同一领取期内领到了同一事件 {short(next(iter(both)))}",
-                           f"two publishers claimed the same event {short(next(iter(both)))} in one claim window")
-        assert len(set(p) | set(q)) == 50, t("50 次领取应得到 50 个不同事件", "50 claims must give 50 different events")
+        assert not both, t("two publishers claimed the same event {next} in one claim window",
+                           next=short(next(iter(both))))
+        assert len(set(p) | set(q)) == 50, t("50 claims must give 50 different events")
         marks = ",".join(["%s"] * 50)
         rows = sql(f"SELECT attempts, claim_token FROM export_outbox WHERE id IN ({marks})", p + q)
         assert all(r["attempts"] == 1 and r["claim_token"] for r in rows), t(
-            "被领取的事件应各有 token 且 attempts=1", "each claimed event must have a token and attempts=1")
-        c.note(t("两个 publisher 同时各领 25 条：50 个不同事件，attempts 都是 1",
-                 "two publishers claiming 25 each at once: 50 different events, attempts 1 each"))
+            "each claimed event must have a token and attempts=1")
+        c.note(t("two publishers claiming 25 each at once: 50 different events, attempts 1 each"))
     finally:
         remove_jobs(jobs, tables=("export_outbox",))
         if leftover:
@@ -532,19 +491,16 @@ def check_rollback(c) -> None:
         except Exception as exc:  # noqa: BLE001 - any exception is what the drill expects
             raised = exc
     after = counts()
-    c.note(t(f"outbox INSERT 被触发器拒绝：submit_snapshot → {type(raised).__name__ if raised else '没有异常'}",
-             f"the outbox INSERT is refused by a trigger: submit_snapshot → "
-             f"{type(raised).__name__ if raised else 'no exception'}"))
-    assert raised is not None, t("outbox 插入失败时 submit_snapshot 没有抛出异常（被吞掉了？）",
-                                 "submit_snapshot raised nothing although the outbox insert failed (swallowed?)")
-    c.note(t(f"任务数 {before[0]} → {after[0]}，事件数 {before[1]} → {after[1]}",
-             f"jobs {before[0]} → {after[0]}, events {before[1]} → {after[1]}"))
-    assert after == before, t(
-        "异常后留下了任务行却没有事件：两条 INSERT 必须在同一个连接、同一个事务里",
-        "the exception left a job row without its event: both INSERTs must share one connection and transaction")
+    c.note(t("the outbox INSERT is refused by a trigger: submit_snapshot → {name}",
+             name=type(raised).__name__ if raised else t('no exception')))
+    assert raised is not None, t("submit_snapshot raised nothing although the outbox insert failed (swallowed?)")
+    c.note(t("jobs {before} → {after}, events {before2} → {after2}", before=before[0], after=after[0], after2=after[1],
+             before2=before[1]))
+    assert after == before, t("the exception left a job row without its event: both INSERTs must share one "
+                              "connection and transaction")
     job_id = state_store.submit_snapshot([11])
-    assert len(outbox_rows(job_id)) == 1, t("去掉故障后提交应恢复正常", "without the fault a submit works again")
-    c.note(t("去掉故障后再次提交：任务与事件都写入", "without the fault a new submit records job and event"))
+    assert len(outbox_rows(job_id)) == 1, t("without the fault a submit works again")
+    c.note(t("without the fault a new submit records job and event"))
 
 
 # ---------------------------------------------------------------- main

@@ -28,23 +28,21 @@ def admission_steps(since: datetime, limit: int) -> dict:
         count += step
         points.append((at, count))
     points.append(((server_now() - since).total_seconds(), count))
-    return steps(t("排队 + 执行中与容量（预先放入的行和本项提交的任务）",
-                   "queued + running against the limit (the rows placed first, then the jobs this check submitted)"),
+    return steps(t("queued + running against the limit (the rows placed first, then the jobs this check submitted)"),
                  points, limit=limit, label="queued+running",
-                 caption=t(f"数据库时钟；本项开始后建立的每一行（先放入的占位行，再是并发提交）在 created_at +1，"
-                           f"离开 queued/running 时（updated_at）-1；虚线是容量 {limit}，纵轴从容量下方开始",
-                           f"the database's clock; every row made since this check began (the places filled first, "
-                           f"then the concurrent submits) +1 at its created_at, -1 when it left queued/running (its "
-                           f"updated_at); the dashed line is the limit {limit}, the axis starts just below it"))
+                 caption=t("the database's clock; every row made since this check began (the places filled first, "
+                           "then the concurrent submits) +1 at its created_at, -1 when it left queued/running (its "
+                           "updated_at); the dashed line is the limit {limit}, the axis starts just below it",
+                           limit=limit))
 
 
 def isolation_lanes(bulk_jobs: list[str], fast: str | None, moments: dict) -> dict:
     """13.5: a lane per worker (by the node and queue the probe recorded), a bar per execution from its
     start to its end (or to now, still running); jobs no worker started wait in their own lane."""
     seen, now = events(), time.time()
-    jobs = [(job, "bulk", t(f"长任务 {n} 行", f"long job, {n} rows")) for job, n in zip(bulk_jobs, (40, 50))]
+    jobs = [(job, "bulk", t("long job, {n} rows", n=n)) for job, n in zip(bulk_jobs, (40, 50))]
     if fast:
-        jobs.append((fast, "fast", t("短任务 1 行", "short job, 1 row")))
+        jobs.append((fast, "fast", t("short job, 1 row")))
     rows: dict[str, dict] = {}
     for job, kind, label in jobs:
         started = [e for e in seen if e.get("kind") == "start" and (e.get("args") or [None])[0] == job]
@@ -54,17 +52,16 @@ def isolation_lanes(bulk_jobs: list[str], fast: str | None, moments: dict) -> di
             name = f"{str(start.get('node')).split('@')[0]}@ ← {start.get('queue')}"
             row = rows.setdefault(name, {"bars": [], "marks": []})
             row["bars"].append(bar(start["at"], end["at"] if end else now,
-                                   label if end else label + t("（仍在执行）", " (still running)"), kind))
-            row["marks"] += [mark(at, t("写文件时被按住", "held while writing"), "hold") for at in holds]
+                                   label if end else label + t(" (still running)"), kind))
+            row["marks"] += [mark(at, t("held while writing"), "hold") for at in holds]
             if kind == "bulk" and job in moments:
-                row["marks"].append(mark(moments[job], t("提交", "submitted"), "queued"))
+                row["marks"].append(mark(moments[job], t("submitted"), "queued"))
         if not started and job in moments:
-            row = rows.setdefault(t("尚未开始", "not started yet"), {"bars": [], "marks": []})
-            row["bars"].append(bar(moments[job], now, label + t("（排队）", " (queued)"), "queued"))
+            row = rows.setdefault(t("not started yet"), {"bars": [], "marks": []})
+            row["bars"].append(bar(moments[job], now, label + t(" (queued)"), "queued"))
     order = sorted(rows, key=lambda n: (not n.startswith("fast@"), not n.startswith("bulk@"), n))
-    lines = [mark(moments["fast"], t("提交短任务", "short job submitted"), "event")] if "fast" in moments else []
-    return lanes(t("bulk worker 忙时，fast 队列的短任务", "a short job on the fast queue while the bulk worker is busy"),
+    lines = [mark(moments["fast"], t("short job submitted"), "event")] if "fast" in moments else []
+    return lanes(t("a short job on the fast queue while the bulk worker is busy"),
                  [lane(n, rows[n]["bars"], rows[n]["marks"]) for n in order], lines=lines,
-                 caption=t("各 worker 记录的开始与结束（墙上时钟）；没有结束的执行画到作图时刻",
-                           "starts and ends as each worker recorded them (wall clock); an execution with no end "
-                           "yet is drawn to the moment of drawing"))
+                 caption=t("starts and ends as each worker recorded them (wall clock); an execution with no end yet "
+                           "is drawn to the moment of drawing"))

@@ -139,21 +139,19 @@ def store():
 
 def configured_limit(state_store) -> int:
     default = learner.call("lab13_learner:limit_default")
-    assert type(default) is int and default >= 1, t(
-        f"admit_export 需要一个带正整数默认值的 limit 参数（现在：{default!r}）：它就是所有提交路径共用的容量",
-        f"admit_export needs a limit parameter with a positive integer default (found {default!r}): it is the one "
-        "capacity every submit path uses")
+    assert type(default) is int and default >= 1, t("admit_export needs a limit parameter with a positive integer "
+                                                    "default (found {default!r}): it is the one capacity every "
+                                                    "submit path uses", default=default)
     return default
 
 
 def submit_quietly(state_store, product_ids: list[int]) -> str:
     answer = learner.call("lab13_learner:submit", product_ids)
     if "capacity" in answer:
-        raise AssertionError(t(f"提交被 CapacityExceeded 拒绝，而排队+执行中只有 {active_count()} 个",
-                               f"the submit was refused with CapacityExceeded while only {active_count()} jobs are "
-                               "queued or running"))
-    assert isinstance(answer.get("job"), str), t(f"submit_snapshot 应返回任务 id，实际 {answer.get('job')!r}",
-                                                 f"submit_snapshot should return the job id, got {answer.get('job')!r}")
+        raise AssertionError(t("the submit was refused with CapacityExceeded while only {active_count} jobs are "
+                               "queued or running", active_count=active_count()))
+    assert isinstance(answer.get("job"), str), t("submit_snapshot should return the job id, got {job!r}",
+                                                 job=answer.get('job'))
     return answer["job"]
 
 
@@ -163,8 +161,8 @@ def tool(args: list[str], env: dict) -> dict:
     """python lab13_tools.py ARGS in this environment (its learner code runs there): the JSON it answered."""
     done = run_python([TOOLS, *args], cwd=WORK, timeout=30, env=env)
     lines = [line for line in done.stdout.strip().splitlines() if line.startswith("{")]
-    assert done.returncode == 0 and lines, t(f"检查器的辅助进程失败：{redact(done.stdout)[-300:]}",
-                                             f"the checker's helper failed: {redact(done.stdout)[-300:]}")
+    assert done.returncode == 0 and lines, t("the checker's helper failed: {stdout}",
+                                             stdout=redact(done.stdout)[-300:])
     return json.loads(lines[-1])
 
 
@@ -193,8 +191,7 @@ def workers() -> dict[str, Process]:
             raise
         _WORKERS.update(procs)
     for kind, proc in _WORKERS.items():
-        assert proc.alive(), t(f"{kind} worker 已退出：{redact(proc.log_tail(4))}",
-                               f"the {kind} worker exited: {redact(proc.log_tail(4))}")
+        assert proc.alive(), t("the {kind} worker exited: {log_tail}", kind=kind, log_tail=redact(proc.log_tail(4)))
     return _WORKERS
 
 
@@ -264,9 +261,8 @@ def first_held(job_ids: list[str], seconds: float, who: str) -> str:
         return wait_until(lambda: next((j for j in job_ids if held(j)), None), seconds,
                           f"the {who} worker to start a held job", interval=0.05)
     except WaitTimeout:
-        raise AssertionError(t(f"{who} worker {seconds:g} 秒内没有开始任何一个任务：{stuck_reason(job_ids[0])}",
-                               f"the {who} worker did not start any of the jobs within {seconds:g}s: "
-                               f"{stuck_reason(job_ids[0])}")) from None
+        raise AssertionError(t("the {who} worker did not start any of the jobs within {seconds:g}s: {stuck_reason}",
+                               who=who, seconds=seconds, stuck_reason=stuck_reason(job_ids[0]))) from None
 
 
 def wait_confirmed(c, job_ids: list[str], publisher: Process, seconds: float = 20) -> None:
@@ -281,14 +277,11 @@ def wait_confirmed(c, job_ids: list[str], publisher: Process, seconds: float = 2
         left = unsent()
         for line in publisher.log_tail(3).splitlines():
             c.note("  publisher: " + redact(line)[:200])
-        raise AssertionError(t(
-            f"worker 暂停时，publisher {seconds:g} 秒内只确认了 {len(job_ids) - len(left)}/{len(job_ids)} 个事件："
-            "publisher 只负责发送（send_task，然后写 sent_at），不能等 worker 执行完任务再发下一个。"
-            f"未确认的那个：{stuck_reason(left[0])}",
-            f"with the workers paused, the publisher confirmed only {len(job_ids) - len(left)} of {len(job_ids)} "
-            f"events within {seconds:g}s: a publisher only sends (send_task, then sent_at) and never waits for a "
-            f"worker to run the job before it sends the next. The first unconfirmed one: "
-            f"{stuck_reason(left[0])}")) from None
+        raise AssertionError(t("with the workers paused, the publisher confirmed only {n_job_ids} of {n_job_ids2} "
+                               "events within {seconds:g}s: a publisher only sends (send_task, then sent_at) and "
+                               "never waits for a worker to run the job before it sends the next. The first "
+                               "unconfirmed one: {stuck_reason}", n_job_ids=len(job_ids) - len(left), seconds=seconds,
+                               n_job_ids2=len(job_ids), stuck_reason=stuck_reason(left[0]))) from None
 
 
 def wait_done(job_ids: list[str], seconds: float) -> dict[str, dict]:
@@ -321,39 +314,33 @@ def stuck_reason(job_id: str) -> str:
     """Why a job did not finish: its event, the broker's queues, the deliveries (bilingual pieces)."""
     event = event_of(job_id)
     if event is None:
-        return t("它没有 outbox 事件", "it has no outbox event")
+        return t("it has no outbox event")
     if event["sent_at"] is None and event["claim_live"]:
-        return t(f"publisher 已领取它的事件（queue_name={event['queue_name']}），却一直没有确认：它卡在发送和确认之间"
-                 "（比如在等任务的执行结果）",
-                 f"the publisher claimed its event (queue_name={event['queue_name']}) but has not confirmed it: it is "
-                 "stuck between its send and its confirm (waiting for the job's result, for example)")
+        return t("the publisher claimed its event (queue_name={queue_name}) but has not confirmed it: it is stuck "
+                 "between its send and its confirm (waiting for the job's result, for example)",
+                 queue_name=event['queue_name'])
     if event["sent_at"] is None:
-        return t(f"它的事件（queue_name={event['queue_name']}）还没有发出：publisher 卡住了或出错（见 publisher 日志）",
-                 f"its event (queue_name={event['queue_name']}) is still unsent: the publisher is stuck or failing "
-                 "(see the publisher log)")
+        return t("its event (queue_name={queue_name}) is still unsent: the publisher is stuck or failing (see the "
+                 "publisher log)", queue_name=event['queue_name'])
     queue = queue_holding(event["id"])
     if queue == "exports":
-        return t('消息在 Redis 队列 exports 里等着，没有 worker 消费这个队列：send_task 要用 queue=event["queue_name"]',
-                 'its message waits in the Redis queue exports, which no worker consumes: send_task needs '
-                 'queue=event["queue_name"]')
+        return t("its message waits in the Redis queue exports, which no worker consumes: send_task needs "
+                 "queue=event[\"queue_name\"]")
     if queue:
-        return t(f"消息在 Redis 队列 {queue} 里等着", f"its message waits in the Redis queue {queue}")
+        return t("its message waits in the Redis queue {queue}", queue=queue)
     seen = starts(job_id)
     unclaimed = [e for e in events() if e.get("kind") == "end" and e.get("task_id") == event["id"]
                  and isinstance(e.get("retval"), dict) and e["retval"].get("claimed") is False]
     row = job_row(job_id)
     if unclaimed and row and row["status"] == "queued":
-        return t("worker 收到了消息，但 claim 返回 None（claimed False），而任务仍是 queued：那一刻这行被锁住了。"
-                 "用 FOR UPDATE SKIP LOCKED 时，outbox 确认（更新 sent_at）的外键检查会让 claim 跳过它；"
-                 "按 id 领取一个已知的行请用 FOR UPDATE（检查 13.7，以及本课指南）",
-                 "the worker got the message but claim returned None (claimed False) while the job is still queued: "
+        return t("the worker got the message but claim returned None (claimed False) while the job is still queued: "
                  "the row was locked at that instant. With FOR UPDATE SKIP LOCKED, the outbox confirm's foreign-key "
                  "check (it updates sent_at) makes claim skip it; claim one known row with FOR UPDATE (check 13.7, "
                  "and the guide)")
     if seen:
-        return t(f"它由 {seen[-1].get('node')} 从 {seen[-1].get('queue')} 取走，但还没结束",
-                 f"{seen[-1].get('node')} took it from {seen[-1].get('queue')} but has not finished it")
-    return t("它的事件已发出，但没有 worker 开始执行", "its event was sent but no worker started it")
+        return t("{node} took it from {queue} but has not finished it", node=seen[-1].get('node'),
+                 queue=seen[-1].get('queue'))
+    return t("its event was sent but no worker started it")
 
 
 # ---------------------------------------------------------------- HTTP submit path
@@ -364,9 +351,8 @@ def http_app() -> tuple[str, str]:
     with contextlib.suppress(Exception):
         if learner.call("lab13_learner:api_db_has_post_exports") is True:
             return "api_db:app", "api_db.py POST /exports"
-    return "lab13_api:app", t("套件的 POST /exports 路由包着你的 accept_export（api_db.py 里没有 POST /exports）",
-                              "the kit's POST /exports route around your accept_export "
-                              "(api_db.py has no POST /exports)")
+    return "lab13_api:app", t("the kit's POST /exports route around your accept_export (api_db.py has no POST "
+                              "/exports)")
 
 
 @contextlib.contextmanager
@@ -381,8 +367,7 @@ def serve(app: str, env: dict | None = None):
         with httpx2.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as client:
             yield client
     except WaitTimeout as exc:
-        raise AssertionError(t(f"HTTP 服务没有启动：{redact(str(exc))[-300:]}",
-                               f"the HTTP app did not start: {redact(str(exc))[-300:]}")) from None
+        raise AssertionError(t("the HTTP app did not start: {exc}", exc=redact(str(exc))[-300:])) from None
     finally:
         proc.stop()
 

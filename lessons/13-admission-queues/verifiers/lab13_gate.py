@@ -103,8 +103,8 @@ def helpers_ready(folder, procs: dict[str, Process]) -> None:
     wait_until(lambda: all((folder / f"ready-{n}").exists() or not p.alive() for n, p in procs.items()),
                30, "the helper processes to start", interval=0.02)
     dead = [n for n, p in procs.items() if not p.alive()]
-    assert not dead, t(f"检查器的辅助进程无法启动：{redact(procs[dead[0]].log_tail(4))}",
-                       f"a helper process of the checker could not start: {redact(procs[dead[0]].log_tail(4))}")
+    assert not dead, t("a helper process of the checker could not start: {log_tail}",
+                       log_tail=redact(procs[dead[0]].log_tail(4)))
 
 
 def answered(folder, name: str, round_no: int) -> bool:
@@ -139,9 +139,8 @@ class Producers:
         try:
             wait_until(lambda: self.done(round_no) == len(self.names), seconds, "the producers' results", interval=0.01)
         except WaitTimeout:
-            raise AssertionError(t(f"{seconds:g} 秒内只有 {self.done(round_no)}/{len(self.names)} 个生产者完成提交",
-                                   f"only {self.done(round_no)}/{len(self.names)} producers finished their submits "
-                                   f"within {seconds:g}s")) from None
+            raise AssertionError(t("only {done}/{n_names} producers finished their submits within {seconds:g}s",
+                                   done=self.done(round_no), n_names=len(self.names), seconds=seconds)) from None
         found = []
         for name in self.names:
             found.extend(handshake.wait_result(self.folder, name, 1, round_no))
@@ -170,8 +169,7 @@ def race_at_edge(c, producers: Producers, limit: int, running: int, bare: int) -
         try:
             wait_until(all_arrived, 30, "every producer to reach the database", interval=INNODB_TRX_POLL)
         except WaitTimeout:  # a design the kit cannot see waiting (the outcomes below still decide)
-            c.note(t("  （30 秒内没有看到所有生产者同时等待；照常放行）",
-                     "  (not every producer was seen waiting within 30 s; released anyway)"))
+            c.note(t("  (not every producer was seen waiting within 30 s; released anyway)"))
         seen = waiting_sessions()
         release()
         outcome = classify(producers.results(round_no, 30))
@@ -207,7 +205,7 @@ def outcome_zh(o: dict) -> str:
 
 
 def assert_no_errors(o: dict) -> None:
-    assert not o["errors"], t(f"提交出错：{o['errors'][0]}", f"a submit failed: {o['errors'][0]}")
+    assert not o["errors"], t("a submit failed: {errors}", errors=o['errors'][0])
 
 
 # ---------------------------------------------------------------- 13.7: a claim meets the confirm's lock
@@ -233,10 +231,8 @@ def claim_while_confirm_holds(c, folder, helper: Process, job: str, event_id: st
         lock.execute("UPDATE export_outbox SET sent_at=NOW(6), claim_until=NULL WHERE id=%s AND sent_at IS NULL",
                      (event_id,))
         lock.execute("SELECT id FROM export_jobs WHERE id=%s LOCK IN SHARE MODE", (job,))
-        c.note(t(f"任务 {short(job)} 为 queued；检查器的事务像 outbox 确认一样更新了它的事件的 sent_at（未提交），"
-                 "任务行上因此有一把共享锁",
-                 f"job {short(job)} is queued; a kit transaction updated its event's sent_at as the outbox confirm "
-                 "does (not committed), so the job's row holds a share lock"))
+        c.note(t("job {job} is queued; a kit transaction updated its event's sent_at as the outbox confirm does (not "
+                 "committed), so the job's row holds a share lock", job=short(job)))
         handshake.go(folder, ["C"], round_no=1)
 
         def seen():
@@ -246,8 +242,7 @@ def claim_while_confirm_holds(c, folder, helper: Process, job: str, event_id: st
         try:
             state = wait_until(seen, 30, "claim to wait for the row or to answer", interval=INNODB_TRX_POLL)
         except WaitTimeout:
-            raise AssertionError(t("claim 在 30 秒内既没有等这一行的锁，也没有返回", "within 30 s claim neither "
-                                   "waited for the row's lock nor returned") + "\n" + redact(helper.log_tail(6))) \
+            raise AssertionError(t("within 30 s claim neither waited for the row's lock nor returned") + "\n" + redact(helper.log_tail(6))) \
                 from None
         if state == "answered":  # while the kit still holds the row
             early = handshake.wait_result(folder, "C", 5, 1)
@@ -261,12 +256,10 @@ def answer_after_waiting(c, folder, job: str, waiting: list) -> dict:
     """The claimer was seen waiting for the row (`waiting`: the server's LOCK WAIT statements): its answer
     once the kit let go."""
     shown = waiting[0].replace(job, short(job)) if waiting else "?"
-    c.note(t(f"另一个进程里的 claim(job_id) 在等这一行的锁（服务器显示 LOCK WAIT：{shown[:90]}）",
-             f"claim(job_id) in another process waits for the row's lock (the server shows LOCK WAIT: "
-             f"{shown[:90]})"))
+    c.note(t("claim(job_id) in another process waits for the row's lock (the server shows LOCK WAIT: {shown})",
+             shown=shown[:90]))
     result = handshake.wait_result(folder, "C", 30, 1)
-    c.note(t(f"检查器放开锁 → claim 返回 {describe_claim(result)}",
-             f"the kit let go → claim returned {describe_claim(result)}"))
+    c.note(t("the kit let go → claim returned {describe_claim}", describe_claim=describe_claim(result)))
     return result
 
 
@@ -274,15 +267,15 @@ def claim_once_more(c, folder) -> dict:
     """The claimer's wait was ended by its own time limit: claim called again (round 2), the row now free."""
     handshake.go(folder, ["C"], round_no=2)
     result = handshake.wait_result(folder, "C", 30, 2)
-    c.note(t(f"（它的等待被自己的时间上限结束）行已放开，再调用一次 → {describe_claim(result)}",
-             f"(its own time limit ended the wait) the row free, called once more → {describe_claim(result)}"))
+    c.note(t("(its own time limit ended the wait) the row free, called once more → {describe_claim}",
+             describe_claim=describe_claim(result)))
     return result
 
 
 def describe_claim(result: dict) -> str:
     if "job" in result:
-        return t(f"任务 {short(result['job']['id'])}（attempts={result['job']['attempts']}）",
-                 f"the job {short(result['job']['id'])} (attempts={result['job']['attempts']})")
+        return t("the job {id} (attempts={attempts})", id=short(result['job']['id']),
+                 attempts=result['job']['attempts'])
     if result.get("none"):
         return "None"
     if "error" in result:

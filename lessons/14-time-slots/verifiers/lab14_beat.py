@@ -48,13 +48,12 @@ def publish_until_sent(c, event_id: str, runs: int = 4) -> str:
         if done.returncode != 0:
             for shown in lines[-3:]:
                 c.note("  " + shown[:200])
-        assert done.returncode == 0, t("python publisher.py 失败（见下方输出）", "python publisher.py failed (output below)")
+        assert done.returncode == 0, t("python publisher.py failed (output below)")
         rows = sql("SELECT sent_at FROM export_outbox WHERE id=%s", (event_id,))
         if rows and rows[0]["sent_at"] is not None:
             return line
-    raise AssertionError(t(f"运行 {runs} 次 python publisher.py 后事件 {short(event_id)} 仍未发送（最后输出：{line}）",
-                           f"event {short(event_id)} still unsent after {runs} runs of python publisher.py "
-                           f"(last output: {line})"))
+    raise AssertionError(t("event {event_id} still unsent after {runs} runs of python publisher.py (last output: "
+                           "{line})", event_id=short(event_id), runs=runs, line=line))
 
 
 def queued_ticks() -> list[bytes]:
@@ -129,23 +128,18 @@ def wait_first_slot(c, procs: dict[str, Process], before: set[str], run: str, qu
             c.note("  beat: " + line)
         for e in ran[-2:]:
             c.note(f"  tick → {e.get('state')} {str(e.get('retval'))[:120]}")
-        where = "" if queue == "exports.fast" else t(
-            f"；信号发往 {queue or '默认队列'}，而 fast worker 只听 exports.fast",
-            f"; the ticks go to {queue or 'the default queue'} while the fast worker listens on exports.fast")
-        raise AssertionError(t(
-            f"20 秒内没有新的时间槽：beat 发出 {len(sent)} 个信号，worker 执行完 {len(ran)} 个（见下方）{where}",
-            f"no new slot within 20 s: beat sent {len(sent)} tick(s), the worker finished {len(ran)} "
-            f"(see below){where}")) from None
+        where = "" if queue == "exports.fast" else t("; the ticks go to {queue} while the fast worker listens on "
+                                                     "exports.fast", queue=queue or t('the default queue'))
+        raise AssertionError(t("no new slot within 20 s: beat sent {n_sent} tick(s), the worker finished {n_ran} "
+                               "(see below){where}", n_sent=len(sent), n_ran=len(ran), where=where)) from None
     if got == "unregistered":
         for line in log_lines(procs["fast"].log_text(), "nregistered")[-2:]:
             c.note("  fast: " + line)
-        raise AssertionError(t(
-            f"fast worker 不认识 {TICK}：把 schedule_tasks 加进 celery_app.py 的 include，再重启 worker",
-            f"the fast worker does not know {TICK}: add schedule_tasks to include in celery_app.py and "
-            "restart the worker"))
+        raise AssertionError(t("the fast worker does not know {tick}: add schedule_tasks to include in celery_app.py "
+                               "and restart the worker", tick=TICK))
     if isinstance(got, str):
         role = got.split(":", 1)[1]
-        raise AssertionError(t(f"{role} 进程意外退出：\n", f"the {role} process exited:\n")
+        raise AssertionError(t("the {role} process exited:\n", role=role)
                              + redact(procs[role].log_tail(8)))
     return got
 
@@ -156,9 +150,8 @@ def wait_finished(job_id: str) -> dict:
         row = wait_until(lambda: (lambda r: r if r and r["status"] in ("succeeded", "failed", "cancelled")
                                   else None)(job_row(job_id)), 20, "the export job to finish", interval=0.1)
     except WaitTimeout:
-        raise AssertionError(t(f"任务 {short(job_id)} 20 秒内没有完成（{job_row(job_id)['status']}）：bulk worker 在运行吗？",
-                               f"job {short(job_id)} did not finish within 20 s ({job_row(job_id)['status']}): "
-                               "is the bulk worker consuming?")) from None
+        raise AssertionError(t("job {job_id} did not finish within 20 s ({status}): is the bulk worker consuming?",
+                               job_id=short(job_id), status=job_row(job_id)['status'])) from None
     return row
 
 

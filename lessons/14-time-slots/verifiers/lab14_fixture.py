@@ -59,7 +59,7 @@ def events_of(job_id: str) -> list[dict]:
 
 def first_product() -> int:
     rows = sql("SELECT MIN(id) AS id FROM products")
-    assert rows and rows[0]["id"] is not None, t("products 表是空的", "the products table is empty")
+    assert rows and rows[0]["id"] is not None, t("the products table is empty")
     return int(rows[0]["id"])
 
 
@@ -147,8 +147,7 @@ def ticks_at(runs: list[dtmod.datetime]) -> list[tuple[str, object]]:
     clock meanwhile (lab14_learner.ticks_at): what each run did."""
     seen = learner.call("lab14_learner:ticks_at", runs)
     if seen.get("clock") is False:
-        raise AssertionError(t("schedule_tasks 没有用 datetime.now(timezone.utc) 取当前时间（检查器无法设定它的时钟）",
-                               "schedule_tasks does not read the time through datetime.now(timezone.utc) (the "
+        raise AssertionError(t("schedule_tasks does not read the time through datetime.now(timezone.utc) (the "
                                "checker cannot set its clock)"))
     return [outcome_of(run) for run in seen["runs"]]
 

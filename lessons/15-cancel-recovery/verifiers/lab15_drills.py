@@ -94,22 +94,19 @@ SCAN_INDEX = "KEY export_jobs_recovery_scan (status, updated_at, id)"
 
 def all_locked_message(statement: str, plan: dict, locked: int, overdue: int) -> str:
     """Why scanner B recovered nothing, in one read: the rows A locked, the plan that did it, the fix."""
-    seen = t(f"扫描器 B 一个任务也没恢复：扫描器 A 停在自己的批次事务里（LIMIT 50）时，锁住了 {overdue} 个逾期任务中的 "
-             f"{locked} 个。", f"scanner B recovered nothing: while scanner A sat inside its batch transaction "
-             f"(LIMIT 50) it held {locked} of the {overdue} overdue jobs locked. ")
+    seen = t("scanner B recovered nothing: while scanner A sat inside its batch transaction (LIMIT 50) it held "
+             "{locked} of the {overdue} overdue jobs locked. ", locked=locked, overdue=overdue)
     if not plan["filesort"]:
-        return seen + t(f"A 的扫描 SELECT 的 EXPLAIN：{plan['line']}。一批只能锁住它返回的行：建索引 (status, updated_at, id)，"
-                        "扫描用 FORCE INDEX 选它并 ORDER BY j.status, j.updated_at, j.id（见本课指南）",
-                        f"EXPLAIN of A's scan SELECT: {plan['line']}. A batch must lock only the rows it returns: add "
-                        "the index (status, updated_at, id), pick it with FORCE INDEX and ORDER BY j.status, "
-                        "j.updated_at, j.id (see this lesson's guide)")
+        return seen + t("EXPLAIN of A's scan SELECT: {line}. A batch must lock only the rows it returns: add the "
+                        "index (status, updated_at, id), pick it with FORCE INDEX and ORDER BY j.status, "
+                        "j.updated_at, j.id (see this lesson's guide)", line=plan['line'])
     flat = " ".join(statement.split())
     forced = re.search(r"FORCE\s+INDEX", flat, re.I) is not None
     ordered = re.search(r"ORDER\s+BY\s+j\.status\s*,\s*j\.updated_at\s*,\s*j\.id\b", flat, re.I) is not None
     course = not forced and re.search(r"ORDER\s+BY\s+j\.updated_at\s*,\s*j\.id\b", flat, re.I) is not None
     has_index = ["status", "updated_at", "id"] in index_columns("export_jobs").values()
-    how = (t(f"它经由索引 {plan['index']} 读取", f"It reads through {plan['index']}") if plan["key"]
-           else t("它读整张表", "It reads the whole table"))
+    how = (t("It reads through {index}", index=plan['index']) if plan["key"]
+           else t("It reads the whole table"))
     steps_zh, steps_en = [], []
     if not has_index:
         steps_zh.append(f"schema_recovery.sql 的 ALTER TABLE export_jobs 里加一行 ADD {SCAN_INDEX}（已建好的表执行 "

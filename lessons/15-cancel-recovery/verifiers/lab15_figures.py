@@ -41,57 +41,51 @@ def recovery_lanes(job_id: str, tl: dict) -> dict:
     """15.2: a lane per actor — the worker, the job's row (leases and the backoff), the recovery scan, the
     outbox and publisher — from the claim that was killed to the claim after the backoff."""
     now = time.time()
-    worker, row, scans, outbox, lines = lane(t("worker", "worker")), lane(t("任务行 export_jobs", "job row")), \
-        lane("recover_batch()"), lane(t("outbox 与 publisher", "outbox and publisher")), []
+    worker, row, scans, outbox, lines = lane(t("worker", "worker")), lane(t("job row")), \
+        lane("recover_batch()"), lane(t("outbox and publisher")), []
     starts, _ = _runs(job_id)
     first = [s for s in starts if s.get("pid") == tl.get("child") and s["at"] <= tl.get("kill", now)][-1:]
     if first:
-        worker["bars"].append(bar(first[0]["at"], tl.get("kill", now), t("执行 1", "attempt 1"), "run"))
+        worker["bars"].append(bar(first[0]["at"], tl.get("kill", now), t("attempt 1"), "run"))
         worker["marks"].append(mark(first[0]["at"], f"claim → attempts={tl.get('attempts1', '?')}", "claim"))
-        row["bars"].append(bar(first[0]["at"], tl.get("expire", now), t("租约 1（到期时刻被 UPDATE 移到过去）",
-                                                                      "lease 1 (lease_until moved into the past)"),
+        row["bars"].append(bar(first[0]["at"], tl.get("expire", now), t("lease 1 (lease_until moved into the past)"),
                                "lease"))
     if "kill" in tl:
-        worker["marks"].append(mark(tl["kill"], t("SIGKILL（pool 子进程）", "SIGKILL (pool child)"), "killed"))
+        worker["marks"].append(mark(tl["kill"], t("SIGKILL (pool child)"), "killed"))
     if "scan_live" in tl:
-        scans["marks"].append(mark(tl["scan_live"], t("租约仍有效 → 不动", "lease still live → untouched"), "lease"))
+        scans["marks"].append(mark(tl["scan_live"], t("lease still live → untouched"), "lease"))
     if "scan" in tl:
-        scans["marks"].append(mark(tl["scan"], t("租约过期 → queued（lease_expired）", "lease expired → queued "
-                                                 "(lease_expired)"), "retry"))
-        outbox["marks"].append(mark(tl["scan"], t("新事件 2（available_at = next_attempt_at）",
-                                                  "new event 2 (available_at = next_attempt_at)"), "event"))
+        scans["marks"].append(mark(tl["scan"], t("lease expired → queued (lease_expired)"), "retry"))
+        outbox["marks"].append(mark(tl["scan"], t("new event 2 (available_at = next_attempt_at)"), "event"))
     if "scan" in tl and isinstance(tl.get("backoff"), (int, float)):
         due = tl["scan"] + tl["backoff"]
         moved = "ff" in tl and tl["ff"] < due
         row["bars"].append(bar(tl["scan"], min(due, tl["ff"]) if moved else min(due, now),
-                               t(f"退避 {tl['backoff']:.1f} 秒" + ("（被 UPDATE 提前结束）" if moved else ""),
-                                 f"backoff {tl['backoff']:.1f} s" + (" (ended early by UPDATE)" if moved else "")),
+                               t("backoff {backoff:.1f} s{value}", backoff=tl['backoff'],
+                                 value=t(' (ended early by UPDATE)') if moved else ''),
                                "wait"))
     if "pub1" in tl:
-        outbox["marks"].append(mark(tl["pub1"], t("事件 1 发送", "event 1 sent"), "event"))
+        outbox["marks"].append(mark(tl["pub1"], t("event 1 sent"), "event"))
     if "pub_wait" in tl:
-        outbox["marks"].append(mark(tl["pub_wait"], t("退避中 publisher.py：未到期，不发送", "publisher.py during the "
-                                                      "backoff: not due, nothing sent"), "wait"))
+        outbox["marks"].append(mark(tl["pub_wait"], t("publisher.py during the backoff: not due, nothing sent"), "wait"))
     if "pub2" in tl:
-        outbox["marks"].append(mark(tl["pub2"], t("事件 2 发送", "event 2 sent"), "event"))
+        outbox["marks"].append(mark(tl["pub2"], t("event 2 sent"), "event"))
     second = _attempt_run(job_id, 2, tl["expire"]) if "pub2" in tl and "expire" in tl else None
     if second:
         start, end = second
-        worker["bars"].append(bar(start["at"], end["at"], t("执行 2", "attempt 2"), "run"))
+        worker["bars"].append(bar(start["at"], end["at"], t("attempt 2"), "run"))
         worker["marks"].append(mark(start["at"], f"claim → attempts={tl.get('attempts2', '?')}", "claim"))
-        row["bars"].append(bar(start["at"], end["at"], t("租约 2", "lease 2"), "lease"))
+        row["bars"].append(bar(start["at"], end["at"], t("lease 2"), "lease"))
         status = tl.get("status", "?")
         row["marks"].append(mark(end["at"], status, "ok" if status == "succeeded" else "fail"))
     if "expire" in tl:
-        lines.append(mark(tl["expire"], t("lease_until 移到过去（UPDATE）", "lease_until moved into the past (UPDATE)"),
+        lines.append(mark(tl["expire"], t("lease_until moved into the past (UPDATE)"),
                           "deadline"))
     if "ff" in tl:
-        lines.append(mark(tl["ff"], t("next_attempt_at、available_at 各 -11 秒（UPDATE）",
-                                      "next_attempt_at and available_at moved 11 s back (UPDATE)"), "deadline"))
-    return lanes(t("租约过期 → 恢复 → 退避 → 新事件 → 再次领取", "lease expiry → recovery → backoff → new event → claim"),
+        lines.append(mark(tl["ff"], t("next_attempt_at and available_at moved 11 s back (UPDATE)"), "deadline"))
+    return lanes(t("lease expiry → recovery → backoff → new event → claim"),
                  [worker, row, scans, outbox], lines=lines,
-                 caption=t("检查器与 worker 记录的时刻（墙上时钟）；被 UPDATE 移动的时间画在移动发生的时刻",
-                           "moments as the checker and the worker recorded them (wall clock); a time the kit moved "
+                 caption=t("moments as the checker and the worker recorded them (wall clock); a time the kit moved "
                            "with an UPDATE is drawn where the move happened"))
 
 
@@ -99,64 +93,61 @@ def dead_letter_lanes(job_id: str, new_id: str | None, tl: dict) -> dict:
     """15.3: the failed job's lane (claim, deadline, the scan's failure and dead letter, a refused replay)
     and the replay's lane (created, published, run to its end)."""
     now = time.time()
-    old = lane(t(f"原任务 {short(job_id)}", f"job {short(job_id)}"))
+    old = lane(t("job {job_id}", job_id=short(job_id)))
     lanes_ = [old]
     if "claim" in tl:
         old["marks"].append(mark(tl["claim"], f"claim → attempts={tl.get('got', '?')}", "claim"))
-        old["bars"].append(bar(tl["claim"], tl.get("moved", now), t("租约", "lease"), "lease"))
+        old["bars"].append(bar(tl["claim"], tl.get("moved", now), t("lease"), "lease"))
     if "scan" in tl:
         old["marks"].append(mark(tl["scan"], f"failed: {tl.get('error_code')}", "fail"))
         if tl.get("reason"):
-            old["marks"].append(mark(tl["scan"], t(f"死信：{tl['reason']}", f"dead letter: {tl['reason']}"), "dead"))
+            old["marks"].append(mark(tl["scan"], t("dead letter: {reason}", reason=tl['reason']), "dead"))
     if "gate_full" in tl:
-        old["marks"].append(mark(tl["gate_full"], t(f"容量已满时 replay() → {tl.get('gate_answer')}",
-                                                    f"replay() with the gate full → {tl.get('gate_answer')}"), "fail"))
+        old["marks"].append(mark(tl["gate_full"], t("replay() with the gate full → {gate_answer}",
+                                                    gate_answer=tl.get('gate_answer')), "fail"))
     if new_id and "replay" in tl:
-        new = lane(t(f"重放 {short(new_id)}", f"replay {short(new_id)}"))
+        new = lane(t("replay {new_id}", new_id=short(new_id)))
         lanes_.append(new)
-        new["marks"].append(mark(tl["replay"], t("replay_job.py → 新任务（replay_of = 原任务）",
-                                                 "replay_job.py → new job (replay_of = the failed job)"), "replay"))
+        new["marks"].append(mark(tl["replay"], t("replay_job.py → new job (replay_of = the failed job)"), "replay"))
         new["bars"].append(bar(tl["replay"], tl.get("pub", now), "queued", "queued"))
         if "pub" in tl:
-            new["marks"].append(mark(tl["pub"], t("事件发送", "event sent"), "event"))
+            new["marks"].append(mark(tl["pub"], t("event sent"), "event"))
             run = _attempt_run(new_id, 1, tl["pub"])
             if run:
-                new["bars"].append(bar(run[0]["at"], run[1]["at"], t("执行 1", "attempt 1"), "run"))
+                new["bars"].append(bar(run[0]["at"], run[1]["at"], t("attempt 1"), "run"))
             if "status" in tl:
                 at = run[1]["at"] if run else tl.get("done", now)
                 new["marks"].append(mark(at, tl["status"], "ok" if tl["status"] == "succeeded" else "fail"))
     if "refused" in tl:
-        lanes_.append(lane(t("一个 queued 任务", "a queued job"), marks=[
-            mark(tl["refused"], t(f"replay_job.py → 退出码 {tl.get('refused_code')}，未建任务",
-                                  f"replay_job.py → exit code {tl.get('refused_code')}, nothing created"), "fail")]))
-    lines = [mark(tl["moved"], t("deadline 与租约移到过去（UPDATE）", "deadline and lease moved into the past (UPDATE)"),
+        lanes_.append(lane(t("a queued job"), marks=[
+            mark(tl["refused"], t("replay_job.py → exit code {refused_code}, nothing created",
+                                  refused_code=tl.get('refused_code')), "fail")]))
+    lines = [mark(tl["moved"], t("deadline and lease moved into the past (UPDATE)"),
                   "deadline")] if "moved" in tl else []
-    return lanes(t("死信与重放", "dead letter and replay"), lanes_, lines=lines,
-                 caption=t("检查器与 worker 记录的时刻（墙上时钟）", "moments as the checker and the worker recorded them "
-                           "(wall clock)"))
+    return lanes(t("dead letter and replay"), lanes_, lines=lines,
+                 caption=t("moments as the checker and the worker recorded them (wall clock)"))
 
 
 def exhausted_lanes(tl: dict) -> dict:
     """15.8: one lane for the job: three claims, each lease ended by the kit and scanned, the backoffs the kit
     skipped, the dead letter, and the refused fourth claim."""
-    now, job = time.time(), lane(t("任务", "the job"))
+    now, job = time.time(), lane(t("the job"))
     for k in (1, 2, 3):
         if f"claim{k}" not in tl:
             break
         job["marks"].append(mark(tl[f"claim{k}"], f"claim → attempts={tl.get(f'got{k}', '?')}", "claim"))
-        job["bars"].append(bar(tl[f"claim{k}"], tl.get(f"expire{k}", now), t(f"租约 {k}", f"lease {k}"), "lease"))
+        job["bars"].append(bar(tl[f"claim{k}"], tl.get(f"expire{k}", now), t("lease {k}", k=k), "lease"))
         if f"scan{k}" in tl:
             status, error = tl.get(f"status{k}"), tl.get(f"error{k}")
             job["marks"].append(mark(tl[f"scan{k}"], f"{status}: {error}", "retry" if status == "queued" else "fail"))
             if f"due{k + 1}" in tl:
-                job["bars"].append(bar(tl[f"scan{k}"], tl[f"due{k + 1}"], t("退避（被 UPDATE 提前结束）",
-                                                                         "backoff (ended early by UPDATE)"), "wait"))
+                job["bars"].append(bar(tl[f"scan{k}"], tl[f"due{k + 1}"], t("backoff (ended early by UPDATE)"), "wait"))
     if tl.get("reason"):
-        job["marks"].append(mark(tl["scan3"], t(f"死信：{tl['reason']}", f"dead letter: {tl['reason']}"), "dead"))
+        job["marks"].append(mark(tl["scan3"], t("dead letter: {reason}", reason=tl['reason']), "dead"))
     if "fourth" in tl:
-        job["marks"].append(mark(tl["fourth"], t(f"第 4 次 claim() → {tl.get('fourth_answer')}",
-                                                 f"4th claim() → {tl.get('fourth_answer')}"), "other"))
-    lines = [mark(tl[f"expire{k}"], t(f"租约 {k} 移到过去", f"lease {k} moved into the past"), "deadline")
+        job["marks"].append(mark(tl["fourth"], t("4th claim() → {fourth_answer}",
+                                                 fourth_answer=tl.get('fourth_answer')), "other"))
+    lines = [mark(tl[f"expire{k}"], t("lease {k} moved into the past", k=k), "deadline")
              for k in (1, 2, 3) if f"expire{k}" in tl]
-    return lanes(t("三次领取、租约过期与死信", "three claims, expired leases and the dead letter"), [job], lines=lines,
-                 caption=t("检查器记录的时刻（墙上时钟）", "moments as the checker recorded them (wall clock)"))
+    return lanes(t("three claims, expired leases and the dead letter"), [job], lines=lines,
+                 caption=t("moments as the checker recorded them (wall clock)"))

@@ -81,9 +81,9 @@ def files_of(job_id: str) -> list[Path]:
 
 def published_payload(row: dict):
     ref = row.get("result_ref")
-    assert ref, t("任务 succeeded 但 result_ref 为空", "the job succeeded but result_ref is empty")
+    assert ref, t("the job succeeded but result_ref is empty")
     path = Path(ref) if Path(ref).is_absolute() else WORK / ref
-    assert path.is_file(), t(f"result_ref 指向的文件不存在：{ref}", f"result_ref points to no file: {ref}")
+    assert path.is_file(), t("result_ref points to no file: {ref}", ref=ref)
     return path, json.loads(path.read_text(encoding="utf-8"))
 
 
@@ -165,7 +165,7 @@ class LearnerApp:
 
 def celery_app() -> LearnerApp:
     _import("celery_app", ())
-    assert learner.call("lab15_learner:has_app") is True, t("celery_app.py 里没有 app", "celery_app.py has no app")
+    assert learner.call("lab15_learner:has_app") is True, t("celery_app.py has no app")
     return LearnerApp()
 
 
@@ -186,8 +186,8 @@ def token_of(job) -> str | None:
 
 def scan(rec) -> int:
     count = rec.recover_batch()
-    assert isinstance(count, int), t(f"recover_batch() 应返回处理数量，实际 {count!r}",
-                                     f"recover_batch() should return how many jobs it changed, got {count!r}")
+    assert isinstance(count, int), t("recover_batch() should return how many jobs it changed, got {count!r}",
+                                     count=count)
     return count
 
 
@@ -224,12 +224,10 @@ def wait_hold(phase: str, job_id: str, seconds: float = 20) -> dict:
     try:
         return wait_until(found, seconds, f"the worker to pause job {job_id} at {phase}", interval=0.02)
     except WaitTimeout:
-        where = t("领取之后", "after its claim") if phase == "claim" else t(
-            "写文件时（文件路径里要有 job_id，如 artifacts/<job_id>.<token>.json）",
+        where = t("after its claim") if phase == "claim" else t(
             "at the file write (the path must hold the job_id, e.g. artifacts/<job_id>.<token>.json)")
-        raise AssertionError(t(f"worker {seconds:g} 秒内没有停在任务 {short(job_id)} 的{where}（看 worker 日志）",
-                               f"within {seconds:g}s the worker never paused job {short(job_id)} {where} "
-                               "(see the worker log)")) from None
+        raise AssertionError(t("within {seconds:g}s the worker never paused job {job_id} {where} (see the worker log)",
+                               seconds=seconds, job_id=short(job_id), where=where)) from None
 
 
 def task_end(task_id: str) -> dict | None:
@@ -240,9 +238,8 @@ def wait_end(task_id: str, seconds: float = 20) -> dict:
     try:
         return wait_until(lambda: task_end(task_id), seconds, f"task {task_id} to end", interval=0.05)
     except WaitTimeout:
-        raise AssertionError(t(f"worker 在 {seconds:g} 秒内没有执行完消息 {short(task_id)}（看 worker 日志）",
-                               f"the worker did not finish message {short(task_id)} within {seconds:g}s "
-                               "(see the worker log)")) from None
+        raise AssertionError(t("the worker did not finish message {task_id} within {seconds:g}s (see the worker log)",
+                               task_id=short(task_id), seconds=seconds)) from None
 
 
 def shown(end: dict) -> str:
@@ -271,8 +268,7 @@ def run_published(c, pub, app, job_id: str, event_id: str, seconds: float = 20) 
     wait_end(event_id, seconds)
     row = job_row(job_id)
     if row["status"] == "queued":
-        c.note(t("（这次送达正好碰上 publisher 确认事务锁住任务行，SKIP LOCKED 跳过了它；补发一条重复消息）",
-                 "(this delivery met the publisher's confirm holding the job row, so SKIP LOCKED skipped it; one "
+        c.note(t("(this delivery met the publisher's confirm holding the job row, so SKIP LOCKED skipped it; one "
                  "duplicate message stands in for the scan's re-dispatch)"))
         wait_end(send(app, job_id, queue="exports.bulk"), seconds)
     return wait_status(job_id, TERMINAL, seconds)
@@ -287,9 +283,8 @@ def publish_event(pub, event_id: str, tries: int = 3) -> bool:
             row = sql("SELECT sent_at FROM export_outbox WHERE id=%s", (event_id,))
             if row and row[0]["sent_at"] is not None:
                 return result
-    raise AssertionError(t(f"publish_one() 运行 {tries} 次后事件 {short(event_id)} 仍未发送（最后返回 {result!r}）",
-                           f"event {short(event_id)} still unsent after {tries} publish_one() calls "
-                           f"(last returned {result!r})"))
+    raise AssertionError(t("event {event_id} still unsent after {tries} publish_one() calls (last returned "
+                           "{result!r})", event_id=short(event_id), tries=tries, result=result))
 
 
 # ---------------------------------------------------------------- the one known server mismatch
@@ -301,8 +296,6 @@ def explained():
         yield
     except pymysql.err.OperationalError as exc:
         if exc.args and exc.args[0] == 1193 and "max_execution_time" in str(exc):
-            raise AssertionError(t("服务器是 MariaDB，不认识 max_execution_time：按第 11 课指南把 connect() 里那一行改成 "
-                                   "SET SESSION max_statement_time = 3",
-                                   "the server is MariaDB, which has no max_execution_time: change that line in "
+            raise AssertionError(t("the server is MariaDB, which has no max_execution_time: change that line in "
                                    "connect() to SET SESSION max_statement_time = 3 (lesson 11's guide)")) from None
         raise

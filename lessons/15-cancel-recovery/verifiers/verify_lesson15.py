@@ -104,7 +104,7 @@ def check_cancel(c) -> None:
             job_id = st.submit_snapshot([3])
             jobs.append(job_id)
             token = token_of(st.claim(job_id))
-            assert token, t("新任务 claim 不到 token", "a fresh job could not be claimed")
+            assert token, t("a fresh job could not be claimed")
             asked = token
             if case == "foreign token":
                 asked = str(uuid4())
@@ -116,11 +116,9 @@ def check_cancel(c) -> None:
                 sql("UPDATE export_jobs SET deadline_at=DATE_SUB(NOW(6), INTERVAL 1 SECOND) WHERE id=%s", (job_id,))
             answer = st.can_continue(job_id, asked)
             seen.append(f"{case} → {answer}")
-            assert answer is (case == "live"), t(
-                f"can_continue 在“{case}”时返回 {answer!r}：只有持有当前 token、running、租约与 deadline 都未过期且未取消时"
-                "才是 True",
-                f"can_continue returned {answer!r} for '{case}': True only for the current token of a running job "
-                "inside its lease and deadline with no cancel requested")
+            assert answer is (case == "live"), t("can_continue returned {answer!r} for '{case}': True only for the "
+                                                 "current token of a running job inside its lease and deadline with "
+                                                 "no cancel requested", answer=answer, case=case)
         c.note("can_continue: " + "; ".join(seen))
 
         # -- A: cancelled right after its claim, before the work boundary
@@ -134,18 +132,13 @@ def check_cancel(c) -> None:
         end_a = wait_end(task_a)
         row_a = job_row(job_a)
         written = files_of(job_a)
-        c.note(t(f"A：worker 领取后（写文件前）取消（UPDATE 改了 {changed} 行）→ 任务返回 "
-                 f"{shown(end_a)}；行 {row_a['status']}，文件 {len(written)} 个",
-                 f"A: cancelled after the worker's claim, before the write (UPDATE changed {changed} row) → task "
-                 f"returned {shown(end_a)}; row {row_a['status']}, "
-                 f"{len(written)} file(s)"))
+        c.note(t("A: cancelled after the worker's claim, before the write (UPDATE changed {changed} row) → task "
+                 "returned {shown}; row {status}, {n_written} file(s)", changed=changed, shown=shown(end_a),
+                 status=row_a['status'], n_written=len(written)))
         assert row_a["status"] != "succeeded" and not row_a["result_ref"], t(
-            "领取后被取消的任务仍发布了成功", "a job cancelled after its claim still published a success")
-        assert not written, t(
-            f"取消后 worker 仍写了文件 {written[0].name}：在工作边界（写文件前）调用 can_continue(job_id, token)，"
-            "返回 False 就停止",
-            f"after the cancel the worker still wrote {written[0].name}: call can_continue(job_id, token) at the work "
-            "boundary (before the write) and stop when it is False")
+            "a job cancelled after its claim still published a success")
+        assert not written, t("after the cancel the worker still wrote {name}: call can_continue(job_id, token) at "
+                              "the work boundary (before the write) and stop when it is False", name=written[0].name)
 
         # -- B: cancelled while the file is being written: finish must refuse
         job_b = st.submit_snapshot([5])
@@ -157,14 +150,11 @@ def check_cancel(c) -> None:
         release("write", job_b)
         end_b = wait_end(task_b)
         row_b = job_row(job_b)
-        c.note(t(f"B：写文件时取消 → 任务返回 {shown(end_b)}；行 {row_b['status']}，"
-                 f"result_ref={row_b['result_ref']}",
-                 f"B: cancelled during the write → task returned {shown(end_b)}; "
-                 f"row {row_b['status']}, result_ref={row_b['result_ref']}"))
+        c.note(t("B: cancelled during the write → task returned {shown}; row {status}, result_ref={result_ref}",
+                 shown=shown(end_b), status=row_b['status'], result_ref=row_b['result_ref']))
         assert row_b["status"] != "succeeded" and not row_b["result_ref"], t(
-            "写文件期间被取消的任务仍被 finish 发布为成功：finish 的 WHERE 要带 cancel_requested=FALSE",
-            "a job cancelled during its write was still published by finish: keep cancel_requested=FALSE in "
-            "finish's WHERE")
+            "a job cancelled during its write was still published by finish: keep cancel_requested=FALSE in finish's "
+            "WHERE")
 
         # -- C: cancelled while still queued: nobody claims it
         job_c = st.submit_snapshot([6])
@@ -173,23 +163,20 @@ def check_cancel(c) -> None:
         wait_end(send(app, job_c))
         row_c = job_row(job_c)
         assert row_c["status"] == "queued" and row_c["attempts"] == 0, t(
-            f"排队时已取消的任务被领取了（{row_c['status']}，attempts={row_c['attempts']}）",
-            f"a job cancelled while queued was claimed ({row_c['status']}, attempts={row_c['attempts']})")
+            "a job cancelled while queued was claimed ({status}, attempts={attempts})", status=row_c['status'],
+            attempts=row_c['attempts'])
 
         # -- the scan closes all three; the running two only once their lease has run out
         expire_lease(job_a)
         expire_lease(job_b)
         scan(rec)
         final = {name: job_row(job) for name, job in (("A", job_a), ("B", job_b), ("C", job_c))}
-        c.note(t("租约移到过去后 recover_batch() → " + "，".join(f"{n} {r['status']}/{r['error_code']}" for n, r in final.items()),
-                 "leases moved into the past, recover_batch() → " + ", ".join(
-                     f"{n} {r['status']}/{r['error_code']}" for n, r in final.items())))
+        c.note(t("leases moved into the past, recover_batch() → {value}",
+                 value=t(', ').join((f"{n} {r['status']}/{r['error_code']}" for n, r in final.items()))))
         for name, row in final.items():
             assert row["status"] == "cancelled" and not row["result_ref"], t(
-                f"{name} 最终是 {row['status']}（应为 cancelled，且没有 result_ref）：扫描要把 cancel_requested 的任务转为 "
-                "cancelled",
-                f"{name} ended {row['status']} (expected cancelled with no result_ref): the scan must turn jobs with "
-                "cancel_requested into cancelled")
+                "{name} ended {status} (expected cancelled with no result_ref): the scan must turn jobs with "
+                "cancel_requested into cancelled", name=name, status=row['status'])
     finally:
         retire(jobs)
 
@@ -209,7 +196,7 @@ def check_lease_recovery(c) -> None:
         snapshot = payload_of(job_row(job_id))
         hold("write", job_id)
         first = unsent(job_id)
-        assert len(first) == 1, t("新任务应恰好有 1 条未发送事件", "a new job should have exactly 1 unsent event")
+        assert len(first) == 1, t("a new job should have exactly 1 unsent event")
         tl["pub1"] = time.time()
         publish_event(pub, first[0]["id"])
         try:
@@ -218,26 +205,24 @@ def check_lease_recovery(c) -> None:
         except WaitTimeout:
             pass
         if not hold_event("write", job_id) and task_end(first[0]["id"]):
-            c.note(t("（第一次送达碰上 publisher 确认事务锁住任务行，被 SKIP LOCKED 跳过；补发一条消息）",
-                     "(the first delivery met the publisher's confirm holding the job row and was skipped; one more "
+            c.note(t("(the first delivery met the publisher's confirm holding the job row and was skipped; one more "
                      "message sent)"))
             send(celery_app(), job_id)
         paused = wait_hold("write", job_id)
         child = int(paused["pid"])
-        assert child in children_of(worker.pid), t(
-            f"暂停任务的进程 {child} 不是 worker（pid {worker.pid}）的子进程", f"the paused process {child} is not a "
-            f"child of the worker (pid {worker.pid})")
+        assert child in children_of(worker.pid), t("the paused process {child} is not a child of the worker (pid "
+                                                   "{pid})", child=child, pid=worker.pid)
         before = job_row(job_id)
         tl["attempts1"] = before and before["attempts"]
         assert before["status"] == "running" and before["attempts"] == 1, t(
-            f"写文件时任务应为 running/1，实际 {before['status']}/{before['attempts']}",
-            f"during the write the job should be running/1, got {before['status']}/{before['attempts']}")
+            "during the write the job should be running/1, got {status}/{attempts}", status=before['status'],
+            attempts=before['attempts'])
         tl["child"] = child
         os.kill(child, signal.SIGKILL)
         tl["kill"] = time.time()
         wait_until(lambda: not pid_running(child), 10, f"pool child {child} to die")
-        c.note(t(f"任务 {short(job_id)} 写文件时，worker 子进程 {child} 被 SIGKILL（running，attempts=1）",
-                 f"job {short(job_id)} mid-write: worker child {child} SIGKILLed (running, attempts=1)"))
+        c.note(t("job {job_id} mid-write: worker child {child} SIGKILLed (running, attempts=1)", job_id=short(job_id),
+                 child=child))
         # acks_late + reject_on_worker_lost may hand the message out again, whenever: its claim finds the job
         # running (live lease), then queued in its backoff, and after that claimable like any other message.
         task_id = first[0]["id"]
@@ -245,11 +230,9 @@ def check_lease_recovery(c) -> None:
         tl["scan_live"] = time.time()
         scan(rec)
         live = job_row(job_id)
-        c.note(t(f"租约仍有效时 recover_batch() → 行 {live['status']}，token 未变：{live['lease_token'] == before['lease_token']}",
-                 f"recover_batch() with the lease still live → row {live['status']}, token unchanged: "
-                 f"{live['lease_token'] == before['lease_token']}"))
+        c.note(t("recover_batch() with the lease still live → row {status}, token unchanged: {value}",
+                 status=live['status'], value=live['lease_token'] == before['lease_token']))
         assert live["status"] == "running" and live["lease_token"] == before["lease_token"], t(
-            "租约还有效的 running 任务被扫描器改动了：只恢复 lease_until 已过的任务",
             "the scan touched a running job whose lease is still live: recover only jobs whose lease_until has passed")
 
         tl["expire"] = time.time()
@@ -265,36 +248,30 @@ def check_lease_recovery(c) -> None:
         since_start = seconds_between(row["next_attempt_at"], before)
         since_end = seconds_between(row["next_attempt_at"], after)
         tl["backoff"] = since_start
-        c.note(t(f"租约移到过去后 recover_batch() → {row['status']}，error_code={row['error_code']}，attempts={row['attempts']}，"
-                 f"next_attempt_at = 扫描开始后 {since_start:.1f} 秒 / 结束后 {since_end:.1f} 秒；未发送事件 {len(pending)} 条",
-                 f"lease moved into the past, recover_batch() → {row['status']}, error_code={row['error_code']}, "
-                 f"attempts={row['attempts']}, next_attempt_at = {since_start:.1f}s after the scan began / "
-                 f"{since_end:.1f}s after it returned; {len(pending)} unsent event(s)"))
+        c.note(t("lease moved into the past, recover_batch() → {status}, error_code={error_code}, "
+                 "attempts={attempts}, next_attempt_at = {since_start:.1f}s after the scan began / {since_end:.1f}s "
+                 "after it returned; {n_pending} unsent event(s)", status=row['status'], error_code=row['error_code'],
+                 attempts=row['attempts'], since_start=since_start, since_end=since_end, n_pending=len(pending)))
         assert row["status"] == "queued" and row["lease_token"] is None, t(
-            f"过期租约的任务应回到 queued 并清掉 token，实际 {row['status']}",
-            f"a job with an expired lease should be queued again without a token, got {row['status']}")
-        assert row["attempts"] == 1, t(f"恢复把 attempts 改成了 {row['attempts']}：恢复从不重置或增加 attempts",
-                                       f"recovery changed attempts to {row['attempts']}: recovery never resets or "
-                                       "adds attempts")
-        assert since_start >= 9 and since_end <= 11, t(
-            f"next_attempt_at 应在扫描时刻之后 10 秒，实际为扫描开始后 {since_start:.1f} 秒",
-            f"next_attempt_at should be 10 s after the scan, got {since_start:.1f}s after the scan began")
-        assert len(pending) == 1, t(f"恢复应新增恰好 1 条未发送事件，实际 {len(pending)} 条",
-                                    f"recovery should add exactly 1 unsent event, found {len(pending)}")
+            "a job with an expired lease should be queued again without a token, got {status}", status=row['status'])
+        assert row["attempts"] == 1, t("recovery changed attempts to {attempts}: recovery never resets or adds "
+                                       "attempts", attempts=row['attempts'])
+        assert since_start >= 9 and since_end <= 11, t("next_attempt_at should be 10 s after the scan, got "
+                                                       "{since_start:.1f}s after the scan began",
+                                                       since_start=since_start)
+        assert len(pending) == 1, t("recovery should add exactly 1 unsent event, found {n_pending}",
+                                    n_pending=len(pending))
         event = pending[0]
         assert event["id"] != task_id and event["available_at"] == row["next_attempt_at"], t(
-            "新事件的 available_at 应等于任务的 next_attempt_at（同一退避）",
             "the new event's available_at must equal the job's next_attempt_at (one backoff)")
 
         tl["pub_wait"] = time.time()
         with parked({event["id"]}):
             code, output, lines = run_script(c, ["publisher.py"])
         after = sql("SELECT sent_at, claim_token FROM export_outbox WHERE id=%s", (event["id"],))[0]
-        c.note(t(f"退避中 python publisher.py → {lines[-1] if lines else ''}（退出码 {code}）；事件仍未发送：{after['sent_at'] is None}",
-                 f"during the backoff python publisher.py → {lines[-1] if lines else ''} (exit code {code}); "
-                 f"the event is still unsent: {after['sent_at'] is None}"))
+        c.note(t("during the backoff python publisher.py → {lines} (exit code {code}); the event is still unsent: "
+                 "{value}", lines=lines[-1] if lines else '', code=code, value=after['sent_at'] is None))
         assert after["sent_at"] is None and after["claim_token"] is None, t(
-            "退避未到，publisher 却领取或发送了恢复事件：claim_event 要求 available_at<=NOW(6)",
             "the publisher claimed or sent the recovery event before its available_at")
 
         tl["ff"] = time.time()
@@ -303,18 +280,17 @@ def check_lease_recovery(c) -> None:
         tl["pub2"] = time.time()
         row = run_published(c, pub, celery_app(), job_id, event["id"])
         tl.update(status=row["status"], attempts2=row["attempts"])
-        c.note(t(f"退避时间移到过去（各 -11 秒）后发布 → 任务 {row['status']}，attempts={row['attempts']}",
-                 f"backoff moved 11 s into the past, then published → job {row['status']}, attempts={row['attempts']}"))
-        assert row["status"] == "succeeded", t(f"恢复后的任务结束于 {row['status']}", f"the recovered job ended {row['status']}")
-        assert row["attempts"] == 2, t(f"恢复后的领取应是 attempts == 2，实际 {row['attempts']}",
-                                       f"the claim after recovery should have attempts == 2, got {row['attempts']}")
+        c.note(t("backoff moved 11 s into the past, then published → job {status}, attempts={attempts}",
+                 status=row['status'], attempts=row['attempts']))
+        assert row["status"] == "succeeded", t("the recovered job ended {status}", status=row['status'])
+        assert row["attempts"] == 2, t("the claim after recovery should have attempts == 2, got {attempts}",
+                                       attempts=row['attempts'])
         path, written = published_payload(row)
-        assert same_rows(written, snapshot), t("结果文件不是任务的快照", "the result file is not the job's snapshot")
+        assert same_rows(written, snapshot), t("the result file is not the job's snapshot")
         claimed_by = [e for e in events() if e.get("kind") == "start" and e.get("args", [None])[:1] == [job_id]
                       and e.get("task_id") == event["id"]]
-        c.note(t(f"恢复事件 {short(event['id'])} 送达 {len(claimed_by)} 次；结果文件 {path.name} 内容是提交时的快照",
-                 f"recovery event {short(event['id'])} delivered {len(claimed_by)} time(s); result file {path.name} "
-                 "holds the submit-time snapshot"))
+        c.note(t("recovery event {id} delivered {n_claimed_by} time(s); result file {name} holds the submit-time "
+                 "snapshot", id=short(event['id']), n_claimed_by=len(claimed_by), name=path.name))
     finally:
         attach(c, lambda: recovery_lanes(job_id, tl))  # pass or fail: what happened so far
         release("write", job_id)
@@ -336,7 +312,7 @@ def check_dead_letter_replay(c) -> None:
     try:
         claimed = st.claim(job_id)
         tl.update(claim=time.time(), got=claimed.get("attempts") if isinstance(claimed, dict) else None)
-        assert token_of(claimed), t("新任务 claim 不到 token", "a fresh job could not be claimed")
+        assert token_of(claimed), t("a fresh job could not be claimed")
         tl["moved"] = time.time()
         sql("UPDATE export_jobs SET deadline_at=DATE_SUB(NOW(6), INTERVAL 1 SECOND), "
             "lease_until=DATE_SUB(NOW(6), INTERVAL 1 SECOND) WHERE id=%s", (job_id,))
@@ -345,48 +321,42 @@ def check_dead_letter_replay(c) -> None:
         old = job_row(job_id)
         letter = dead_letter(job_id)
         tl.update(error_code=old["error_code"], reason=letter and letter["reason"])
-        c.note(t(f"已领取的任务 {short(job_id)} 超过 deadline、租约过期 → recover_batch() → {old['status']}/"
-                 f"{old['error_code']}，死信 {letter and letter['reason']}",
-                 f"claimed job {short(job_id)} past its deadline, lease expired → recover_batch() → {old['status']}/"
-                 f"{old['error_code']}, dead letter {letter and letter['reason']}"))
-        assert old["status"] == "failed", t(f"超过 deadline 的任务应 failed，实际 {old['status']}",
-                                            f"a job past its deadline should be failed, got {old['status']}")
-        assert letter is not None, t("failed 任务没有 export_dead_letters 记录", "the failed job has no export_dead_letters row")
+        c.note(t("claimed job {job_id} past its deadline, lease expired → recover_batch() → {status}/{error_code}, "
+                 "dead letter {letter}", job_id=short(job_id), status=old['status'], error_code=old['error_code'],
+                 letter=letter and letter['reason']))
+        assert old["status"] == "failed", t("a job past its deadline should be failed, got {status}",
+                                            status=old['status'])
+        assert letter is not None, t("the failed job has no export_dead_letters row")
 
         code, output, lines = run_script(c, ["replay_job.py", job_id])
         tl["replay"] = time.time()
         found = re.findall(UUID_RE, lines[-1]) if lines else []
-        c.note(f"python replay_job.py {short(job_id)} → " + (lines[-1] if lines else t("（无输出）", "(no output)")))
+        c.note(f"python replay_job.py {short(job_id)} → " + (lines[-1] if lines else t("(no output)")))
         assert code == 0 and found and found[-1] != job_id, t(
-            "replay_job.py 应打印新任务的 id（见上方输出）", "replay_job.py should print the new job's id (see above)")
+            "replay_job.py should print the new job's id (see above)")
         new_id = found[-1]
         jobs.append(new_id)
         new = job_row(new_id)
-        assert new is not None, t("replay_job.py 打印的 id 在 export_jobs 里不存在", "the printed id is not in export_jobs")
+        assert new is not None, t("the printed id is not in export_jobs")
         new_events = unsent(new_id)
-        c.note(t(f"新任务 {short(new_id)}：{new['status']}，attempts={new['attempts']}，replay_of={short(new['replay_of'])}，"
-                 f"未发送事件 {len(new_events)} 条",
-                 f"new job {short(new_id)}: {new['status']}, attempts={new['attempts']}, replay_of="
-                 f"{short(new['replay_of'])}, {len(new_events)} unsent event(s)"))
+        c.note(t("new job {new_id}: {status}, attempts={attempts}, replay_of={replay_of}, {n_new_events} unsent "
+                 "event(s)", new_id=short(new_id), status=new['status'], attempts=new['attempts'],
+                 replay_of=short(new['replay_of']), n_new_events=len(new_events)))
         assert new["status"] == "queued" and new["attempts"] == 0, t(
-            f"重放任务应为 queued/0，实际 {new['status']}/{new['attempts']}",
-            f"the replay should be queued/0, got {new['status']}/{new['attempts']}")
-        assert new["replay_of"] == job_id, t("新任务的 replay_of 没有指向原任务", "the new job's replay_of does not "
-                                             "point at the failed job")
-        assert payload_of(new) == payload_of(old), t("重放任务的 payload 不是原任务的快照",
-                                                     "the replay's payload is not the failed job's snapshot")
+            "the replay should be queued/0, got {status}/{attempts}", status=new['status'], attempts=new['attempts'])
+        assert new["replay_of"] == job_id, t("the new job's replay_of does not point at the failed job")
+        assert payload_of(new) == payload_of(old), t("the replay's payload is not the failed job's snapshot")
         assert seconds_between(new["deadline_at"], new["now"]) > 60, t(
-            "重放任务应有新的 deadline（原任务的已过）", "the replay needs a fresh deadline (the old one has passed)")
-        assert len(new_events) == 1, t(f"重放应建立恰好 1 条未发送事件，实际 {len(new_events)} 条",
-                                       f"the replay should create exactly 1 unsent event, found {len(new_events)}")
+            "the replay needs a fresh deadline (the old one has passed)")
+        assert len(new_events) == 1, t("the replay should create exactly 1 unsent event, found {n_new_events}",
+                                       n_new_events=len(new_events))
         kept, letter_after = job_row(job_id), dead_letter(job_id)
         assert (kept["status"], kept["attempts"], kept["error_code"]) == (old["status"], old["attempts"], old["error_code"]), t(
-            f"重放改动了原任务（现在 {kept['status']}，attempts={kept['attempts']}）：原任务与它的证据必须保持不变",
-            f"the replay changed the failed job (now {kept['status']}, attempts={kept['attempts']}): the old job and "
-            "its evidence must stay as they were")
-        assert letter_after == letter, t("重放删除或改写了死信记录", "the replay removed or rewrote the dead letter")
-        c.note(t(f"原任务仍 failed，attempts={kept['attempts']}，死信 {letter['reason']} 原样保留",
-                 f"the old job is still failed, attempts={kept['attempts']}, dead letter {letter['reason']} intact"))
+            "the replay changed the failed job (now {status}, attempts={attempts}): the old job and its evidence "
+            "must stay as they were", status=kept['status'], attempts=kept['attempts'])
+        assert letter_after == letter, t("the replay removed or rewrote the dead letter")
+        c.note(t("the old job is still failed, attempts={attempts}, dead letter {reason} intact",
+                 attempts=kept['attempts'], reason=letter['reason']))
 
         queued = st.submit_snapshot([23])
         jobs.append(queued)
@@ -394,11 +364,10 @@ def check_dead_letter_replay(c) -> None:
         code, output, lines = run_script(c, ["replay_job.py", queued])
         tl.update(refused=time.time(), refused_code=code)
         after = sql("SELECT COUNT(*) AS n FROM export_jobs")[0]["n"]
-        c.note(t(f"对 queued 任务运行 replay_job.py → 退出码 {code}，任务数 {before} → {after}",
-                 f"replay_job.py on a queued job → exit code {code}, jobs {before} → {after}"))
-        assert code != 0 and after == before, t("只有 failed 任务可以重放：对 queued 任务应报错且不建新任务",
-                                                "only failed jobs can be replayed: a queued job must be refused "
-                                                "with nothing created")
+        c.note(t("replay_job.py on a queued job → exit code {code}, jobs {before} → {after}", code=code, before=before,
+                 after=after))
+        assert code != 0 and after == before, t("only failed jobs can be replayed: a queued job must be refused with "
+                                                "nothing created")
 
         limit = getattr(st, "ADMISSION_LIMIT", 100)
         limit = limit if type(limit) is int and 0 < limit <= 1000 else 100
@@ -415,10 +384,9 @@ def check_dead_letter_replay(c) -> None:
             refused = exc
         tl.update(gate_full=time.time(), gate_answer=type(refused).__name__ if refused else "ok")
         after = sql("SELECT COUNT(*) AS n FROM export_jobs WHERE replay_of=%s", (job_id,))[0]["n"]
-        c.note(t(f"准入门闩已满（{limit}）时 replay() → {type(refused).__name__ if refused else '成功'}",
-                 f"with the admission gate full ({limit}) replay() → {type(refused).__name__ if refused else 'succeeded'}"))
+        c.note(t("with the admission gate full ({limit}) replay() → {name}", limit=limit,
+                 name=type(refused).__name__ if refused else t('succeeded')))
         assert refused is not None and type(refused).__name__ == "CapacityExceeded" and after == before, t(
-            "容量已满时重放仍建立了任务：replay 要先在同一事务里调用 admit_export(cur)",
             "the replay created a job although capacity was full: call admit_export(cur) first in the same "
             "transaction")
         remove_jobs(fillers)
@@ -427,11 +395,10 @@ def check_dead_letter_replay(c) -> None:
         tl["pub"] = time.time()
         done = run_published(c, pub, celery_app(), new_id, new_events[0]["id"])
         tl.update(done=time.time(), status=done["status"])
-        assert done["status"] == "succeeded", t(f"重放任务结束于 {done['status']}", f"the replay ended {done['status']}")
+        assert done["status"] == "succeeded", t("the replay ended {status}", status=done['status'])
         path, written = published_payload(done)
-        assert same_rows(written, payload_of(old)), t("重放的结果文件不是原快照", "the replay's file is not the old snapshot")
-        c.note(t(f"重放任务发布后 succeeded，文件 {path.name} 是原快照", f"the replay, published, succeeded; file "
-                 f"{path.name} holds the old snapshot"))
+        assert same_rows(written, payload_of(old)), t("the replay's file is not the old snapshot")
+        c.note(t("the replay, published, succeeded; file {name} holds the old snapshot", name=path.name))
     finally:
         attach(c, lambda: dead_letter_lanes(job_id, new_id, tl))  # pass or fail: what happened so far
         if fillers:
@@ -457,10 +424,9 @@ def check_exhausted(c) -> None:
             job = st.claim(job_id)
             tl.update({f"claim{attempt}": time.time(), f"got{attempt}": job.get("attempts") if isinstance(job, dict)
                        else None})
-            assert token_of(job), t(f"第 {attempt} 次 claim 拿不到 token（应可领取）",
-                                    f"claim {attempt} got no token (the job should be claimable)")
-            assert job["attempts"] == attempt, t(f"第 {attempt} 次领取 attempts 应为 {attempt}，实际 {job['attempts']}",
-                                                 f"claim {attempt} should have attempts {attempt}, got {job['attempts']}")
+            assert token_of(job), t("claim {attempt} got no token (the job should be claimable)", attempt=attempt)
+            assert job["attempts"] == attempt, t("claim {attempt} should have attempts {attempt}, got {attempts}",
+                                                 attempt=attempt, attempts=job['attempts'])
             tl[f"expire{attempt}"] = time.time()
             expire_lease(job_id)
             scan(rec)
@@ -469,19 +435,15 @@ def check_exhausted(c) -> None:
             tl.update({f"status{attempt}": row["status"], f"error{attempt}": row["error_code"]})
             trail.append(f"{attempt}: {row['status']}/{row['error_code']}")
             if attempt < 3:
-                assert row["status"] == "queued", t(f"第 {attempt} 次租约过期后应回到 queued，实际 {row['status']}",
-                                                    f"after expired claim {attempt} the job should be queued again, "
-                                                    f"got {row['status']}")
-        c.note(t("三次领取、每次租约过期后扫描 → " + "；".join(trail), "three claims, each lease expired and scanned → "
-                 + "; ".join(trail)))
+                assert row["status"] == "queued", t("after expired claim {attempt} the job should be queued again, "
+                                                    "got {status}", attempt=attempt, status=row['status'])
+        c.note(t("three claims, each lease expired and scanned → {trail}", trail=t('; ').join(trail)))
         row, letter = job_row(job_id), dead_letter(job_id)
         assert row["status"] == "failed" and row["attempts"] == 3, t(
-            f"第三次过期后应 failed 且 attempts=3，实际 {row['status']}/{row['attempts']}：扫描要把 attempts>=3 的任务转为 "
-            "failed 并写死信",
-            f"after the third expiry the job should be failed with attempts 3, got {row['status']}/{row['attempts']}: "
-            "the scan must move jobs with attempts>=3 to failed with a dead letter")
+            "after the third expiry the job should be failed with attempts 3, got {status}/{attempts}: the scan must "
+            "move jobs with attempts>=3 to failed with a dead letter", status=row['status'], attempts=row['attempts'])
         tl["reason"] = letter and letter["reason"]
-        assert letter is not None, t("failed 任务没有死信记录", "the failed job has no dead letter")
+        assert letter is not None, t("the failed job has no dead letter")
         make_due(job_id)
         fourth = st.claim(job_id)
         tl.update(fourth=time.time(), fourth_answer="None" if fourth is None else "a job")
@@ -489,14 +451,11 @@ def check_exhausted(c) -> None:
         scan(rec)
         row = job_row(job_id)
         letters = sql("SELECT COUNT(*) AS n FROM export_dead_letters WHERE job_id=%s", (job_id,))[0]["n"]
-        c.note(t(f"死信 {letter['reason']}；第 4 次 claim() → {token_of(fourth)}，一条消息 → "
-                 f"{shown(end)}；之后 {row['status']}，attempts={row['attempts']}，"
-                 f"死信 {letters} 条",
-                 f"dead letter {letter['reason']}; a 4th claim() → {token_of(fourth)}, a message → "
-                 f"{shown(end)}; afterwards {row['status']}, "
-                 f"attempts={row['attempts']}, {letters} dead letter(s)"))
+        c.note(t("dead letter {reason}; a 4th claim() → {token_of}, a message → {shown}; afterwards {status}, "
+                 "attempts={attempts}, {letters} dead letter(s)", reason=letter['reason'], token_of=token_of(fourth),
+                 shown=shown(end), status=row['status'], attempts=row['attempts'], letters=letters))
         assert fourth is None and row["status"] == "failed" and row["attempts"] == 3 and letters == 1, t(
-            "耗尽后仍有第 4 次领取或状态被改动", "a 4th claim happened after exhaustion, or the failed job changed")
+            "a 4th claim happened after exhaustion, or the failed job changed")
     finally:
         attach(c, lambda: exhausted_lanes(tl))  # pass or fail: what happened so far
         retire(jobs)

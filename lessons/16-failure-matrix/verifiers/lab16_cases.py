@@ -93,8 +93,7 @@ def baseline(lab, row: Row) -> None:
         path.unlink(missing_ok=True)
     if lab.private and not lab.broker_ping():
         lab.broker_start()
-    assert lab.worker is not None and lab.worker.alive(), t("matrix 的 worker 已退出，见 lab16-worker.log",
-                                                            "the matrix worker has exited; see lab16-worker.log")
+    assert lab.worker is not None and lab.worker.alive(), t("the matrix worker has exited; see lab16-worker.log")
     lab.drain()
     row.known = {r["id"] for r in sql("SELECT id FROM export_jobs")}
     row.baseline = {"broker": "PONG" if (not lab.private or lab.broker_ping()) else "down",
@@ -127,8 +126,8 @@ def run_case(case: Case, lab) -> dict:
     try:
         baseline(lab, row)
         case.run(row, lab)
-        assert len(row.faults) == 1, t("这一行没有注入故障", "this row injected no fault")
-        assert row.recovery_seconds is not None, t("这一行没有记录恢复", "this row recorded no recovery")
+        assert len(row.faults) == 1, t("this row injected no fault")
+        assert row.recovery_seconds is not None, t("this row recorded no recovery")
         failed = False
     except AssertionError as exc:
         out["error"] = str(exc)

@@ -42,39 +42,33 @@ def backing_problems(row: dict) -> list[str]:
     name, job_id = row["case"], row.get("job_id")
     job = job_row(job_id) if job_id else None
     if job is None:
-        return [t(f"{name}：任务 {job_id} 不在 export_jobs 里", f"{name}: job {job_id} is not in export_jobs")]
+        return [t("{name}: job {job_id} is not in export_jobs", name=name, job_id=job_id)]
     problems = []
     if job["status"] != row.get("final_status"):
-        problems.append(t(f"{name}：记录的终态 {row.get('final_status')}，数据库里是 {job['status']}",
-                          f"{name}: the record's end state is {row.get('final_status')}, the database says "
-                          f"{job['status']}"))
+        problems.append(t("{name}: the record's end state is {final_status}, the database says {status}", name=name,
+                          final_status=row.get('final_status'), status=job['status']))
     if int(job["attempts"]) != row.get("attempts"):
-        problems.append(t(f"{name}：记录的 attempts {row.get('attempts')}，数据库里是 {job['attempts']}",
-                          f"{name}: the record's attempts are {row.get('attempts')}, the database says "
-                          f"{job['attempts']}"))
+        problems.append(t("{name}: the record's attempts are {attempts}, the database says {attempts2}", name=name,
+                          attempts=row.get('attempts'), attempts2=job['attempts']))
     delivered = deliveries(job_id)
     missing = set(row.get("message_ids") or []) - {d["task_id"] for d in delivered}
     if missing or len(delivered) < (row.get("deliveries") or 0):
-        problems.append(t(f"{name}：记录了 {row.get('deliveries')} 次投递，worker 只运行过 {len(delivered)} 次"
-                          f"（不在其中的消息 {sorted(short(m) for m in missing)}）",
-                          f"{name}: the record counts {row.get('deliveries')} deliveries, the worker ran "
-                          f"{len(delivered)} (messages not among them: {sorted(short(m) for m in missing)})"))
+        problems.append(t("{name}: the record counts {deliveries} deliveries, the worker ran {n_delivered} (messages "
+                          "not among them: {value})", name=name, deliveries=row.get('deliveries'),
+                          n_delivered=len(delivered), value=sorted(short(m) for m in missing)))
     committed = [(int(c["seq"]), c["status"], int(c["attempts"])) for c in transitions_of(job_id)]
     recorded = [(c["seq"], c["status"], c["attempts"]) for c in row.get("transitions") or []]
     if committed[:len(recorded)] != recorded:
-        problems.append(t(f"{name}：记录的状态变化与数据库提交的不同", f"{name}: the recorded state changes are not the "
-                          "ones the database committed"))
+        problems.append(t("{name}: the recorded state changes are not the ones the database committed", name=name))
     if collapse(real_statuses(row.get("observed_states"))) != collapse([c[1] for c in recorded]):
-        problems.append(t(f"{name}：observed_states 与提交的状态变化不符", f"{name}: observed_states do not match the "
-                          "committed state changes"))
+        problems.append(t("{name}: observed_states do not match the committed state changes", name=name))
     if row.get("artifact_sha256"):
         try:
             sha = artifact_evidence(job)[0]
         except AssertionError as exc:
             sha = str(exc)
         if sha != row["artifact_sha256"]:
-            problems.append(t(f"{name}：结果文件的 sha256 与记录不同", f"{name}: the artifact's sha256 differs from the "
-                              "record"))
+            problems.append(t("{name}: the artifact's sha256 differs from the record", name=name))
     return problems
 
 
@@ -98,15 +92,13 @@ def in_order(part: list[str], whole: list[str]) -> bool:
 def learner_record() -> tuple[list, str | None]:
     """The learner's case rows, or why there are none to judge."""
     if not LEARNER_RECORD.is_file():
-        return [], t("文件夹里没有 verification-record.json", "the folder has no verification-record.json")
+        return [], t("the folder has no verification-record.json")
     try:
         document = json.loads(LEARNER_RECORD.read_text(encoding="utf-8"))
     except ValueError as exc:
-        return [], t(f"verification-record.json 不是合法 JSON：{exc}",
-                     f"verification-record.json is not valid JSON: {exc}")
+        return [], t("verification-record.json is not valid JSON: {exc}", exc=exc)
     rows = rows_of(document)
-    return rows, None if rows else t("verification-record.json 没有任何故障案例行",
-                                     "verification-record.json holds no case rows")
+    return rows, None if rows else t("verification-record.json holds no case rows")
 
 
 def claimed_cases() -> list[str]:
@@ -118,14 +110,14 @@ def claimed_cases() -> list[str]:
 def why_not_backed(row) -> str:
     """Why a row that is not marked pass backs no claim (the message names each such row)."""
     if not isinstance(row, dict):
-        return t("不是 JSON 对象", "not a JSON object")
+        return t("not a JSON object")
     result, job_id = row.get("result"), row.get("job_id")
     text = str(result)
     if job_id is not None:
         try:
             UUID(str(job_id))
         except ValueError:
-            text += t(f"，job_id {job_id!r} 不是任务 id", f", job_id {job_id!r} is no job id")
+            text += t(", job_id {job_id!r} is no job id", job_id=job_id)
     return text
 
 
@@ -134,27 +126,23 @@ def claim_problems(mine: dict, run: dict, versions: set[int]) -> list[str]:
     name, problems = mine["case"], []
     if run["result"] != "pass":
         why = run.get("error") or run["result"]
-        return [t(f"{name}：你标了 pass，在你的代码上重新运行时它没有通过：{why}",
-                  f"{name}: you marked it pass; run again on your code it did not pass: {why}")]
+        return [t("{name}: you marked it pass; run again on your code it did not pass: {why}", name=name, why=why)]
     job = UUID(str(mine["job_id"]))
     if job.variant != UUID(run["job_id"]).variant or job.version not in versions:
-        problems.append(t(f"{name}：job_id {mine['job_id']} 不是你的代码会生成的 id（本次运行的任务 id 是第 "
-                          f"{'/'.join(map(str, sorted(versions)))} 版 UUID）：它来自哪次演练？",
-                          f"{name}: job_id {mine['job_id']} is not an id your code makes (this run's job ids are "
-                          f"version-{'/'.join(map(str, sorted(versions)))} UUIDs): which drill made it?"))
+        problems.append(t("{name}: job_id {job_id} is not an id your code makes (this run's job ids are "
+                          "version-{map} UUIDs): which drill made it?", name=name, job_id=mine['job_id'],
+                          map='/'.join(map(str, sorted(versions)))))
     seen = collapse(real_statuses(mine.get("observed_states")))
     happened = collapse(real_statuses(run["observed_states"]))
     if not in_order(seen, happened) or seen[-1:] != happened[-1:]:
-        problems.append(t(f"{name}：你记录的状态 {seen} 不是本次运行提交的状态 {happened}（可以漏掉一闪而过的状态，"
-                          "但顺序与终态必须一致）",
-                          f"{name}: the states you recorded, {seen}, are not what this run committed, {happened} (a "
-                          "poll may miss a brief state, but the order and the end state must agree)"))
+        problems.append(t("{name}: the states you recorded, {seen}, are not what this run committed, {happened} (a "
+                          "poll may miss a brief state, but the order and the end state must agree)", name=name,
+                          seen=seen, happened=happened))
     attempts = mine.get("attempts")
     if attempts is not None and attempts != run["attempts"]:
-        problems.append(t(f"{name}：你记录 attempts {attempts}，本次运行是 {run['attempts']}",
-                          f"{name}: you recorded attempts {attempts}, this run shows {run['attempts']}"))
+        problems.append(t("{name}: you recorded attempts {attempts}, this run shows {attempts2}", name=name,
+                          attempts=attempts, attempts2=run['attempts']))
     if bool(mine.get("artifact_sha256")) != (run["final_status"] == "succeeded"):
-        problems.append(t(f"{name}：artifact_sha256 只属于 succeeded 的任务（本次运行终态 {run['final_status']}）",
-                          f"{name}: an artifact_sha256 belongs to a succeeded job only (this run ended "
-                          f"{run['final_status']})"))
+        problems.append(t("{name}: an artifact_sha256 belongs to a succeeded job only (this run ended {final_status})",
+                          name=name, final_status=run['final_status']))
     return problems

@@ -14,9 +14,9 @@ from shared.i18n import t
 def matrix_columns() -> list[str]:
     """In this order (tests/figrules_16.py reads them by position): row, fault, expected, result, observed
     states, final status, attempts, deliveries, duplicate deliveries, recovery seconds, evidence."""
-    return [t("行", "row"), t("故障", "fault"), t("预期", "expected"), t("结果", "result"),
-            t("观察到的状态", "observed states"), t("终态", "final"), "attempts", t("投递", "deliveries"),
-            t("重复", "duplicates"), t("恢复秒数", "recovery s"), t("证据", "evidence")]
+    return [t("row"), t("fault"), t("expected"), t("result"),
+            t("observed states"), t("final"), "attempts", t("deliveries"),
+            t("duplicates"), t("recovery s"), t("evidence")]
 
 
 def clip(text, limit: int, tail: bool = False) -> str:
@@ -36,15 +36,15 @@ def evidence_text(row: dict) -> str:
     if row.get("artifact_sha256"):
         bits.append(f"sha256 {row['artifact_sha256'][:10]}…")
     if row.get("redispatches"):
-        bits.append(t(f"重新派发 {len(row['redispatches'])} 次", f"re-dispatched {len(row['redispatches'])}×"))
+        bits.append(t("re-dispatched {n_redispatches}×", n_redispatches=len(row['redispatches'])))
     if row.get("time_moved_seconds"):
-        bits.append(t(f"移动时间 {row['time_moved_seconds']} s", f"{row['time_moved_seconds']} s moved"))
+        bits.append(t("{time_moved_seconds} s moved", time_moved_seconds=row['time_moved_seconds']))
     if row.get("budget_seconds") is not None:
-        bits.append(t(f"预算 {row['budget_seconds']:g} s", f"budget {row['budget_seconds']:g} s"))
+        bits.append(t("budget {budget_seconds:g} s", budget_seconds=row['budget_seconds']))
     if row.get("error"):
         bits.append(redact(str(row["error"])))
     elif row.get("result") == "not_run":
-        bits.append(t("本次没有运行", "not run in this run"))
+        bits.append(t("not run in this run"))
     return clip(" · ".join(bits) or "-", 190)
 
 
@@ -67,9 +67,9 @@ def matrix_table(title: str, names: list[str], cases: list[dict], yours: dict[st
         cells.append(line)
     ran = [held[name] for name in order if held[name].get("result") != "not_run"]
     passed = sum(1 for row in ran if row.get("result") == "pass")
-    columns = matrix_columns() + ([t("你记录的状态", "your observed states"), t("你记录的 attempts", "your attempts")]
+    columns = matrix_columns() + ([t("your observed states"), t("your attempts")]
                                   if yours is not None else [])
-    caption = t(f"{len(order)} 行，运行 {len(ran)} 行，通过 {passed} 行；记录：{RECORD}",
-                f"{len(order)} rows, {len(ran)} run, {passed} pass; record: {RECORD}")
+    caption = t("{n_order} rows, {n_ran} run, {passed} pass; record: {record}", n_order=len(order), n_ran=len(ran),
+                passed=passed, record=RECORD)
     failed = [n for n, name in enumerate(order) if held[name].get("result") not in ("pass", "not_run")]
     return table(title, columns, cells, caption=caption, failed=failed)

@@ -130,20 +130,18 @@ def payload_of(row: dict):
 def artifact_evidence(job: dict) -> tuple[str, str]:
     """(sha256, path) of a succeeded job's file, after the kit's own checks: inside artifacts/, JSON == payload."""
     ref = job.get("result_ref")
-    assert ref, t(f"任务 {short(job['id'])} succeeded 却没有 result_ref",
-                  f"job {short(job['id'])} succeeded without result_ref")
+    assert ref, t("job {id} succeeded without result_ref", id=short(job['id']))
     root = (WORK / "artifacts").resolve()
     path = Path(ref)
     target = (path if path.is_absolute() else WORK / path).resolve()
-    assert target.is_relative_to(root), t(f"结果文件不在 artifacts 内：{ref}", f"the artifact is outside artifacts: {ref}")
-    assert target.is_file(), t(f"result_ref 指向的文件不存在：{ref}", f"result_ref points at no file: {ref}")
+    assert target.is_relative_to(root), t("the artifact is outside artifacts: {ref}", ref=ref)
+    assert target.is_file(), t("result_ref points at no file: {ref}", ref=ref)
     data = target.read_bytes()
     try:
         content = json.loads(data)
     except ValueError:
-        raise AssertionError(t(f"结果文件不是 JSON：{ref}", f"the artifact is not JSON: {ref}")) from None
-    assert content == payload_of(job), t(f"结果文件内容与 payload 不同：{ref}",
-                                         f"the artifact's content differs from the payload: {ref}")
+        raise AssertionError(t("the artifact is not JSON: {ref}", ref=ref)) from None
+    assert content == payload_of(job), t("the artifact's content differs from the payload: {ref}", ref=ref)
     return hashlib.sha256(data).hexdigest(), str(target.relative_to(WORK))
 
 
@@ -210,9 +208,8 @@ def install_transitions() -> None:
         try:
             sql(body)
         except pymysql.MySQLError as exc:
-            raise AssertionError(t(f"检查器无法创建触发器（错误 {exc.args[0]}）：账号需要 TRIGGER 权限",
-                                   f"the checker cannot create its trigger (error {exc.args[0]}): the account "
-                                   "needs the TRIGGER privilege")) from None
+            raise AssertionError(t("the checker cannot create its trigger (error {args}): the account needs the "
+                                   "TRIGGER privilege", args=exc.args[0])) from None
 
 
 def remove_transitions() -> None:
@@ -423,7 +420,7 @@ class Lab:
         else:  # docker/external services with no redis-server here: the slot's own broker database
             self.broker_url = setting("CELERY_BROKER_URL") or ""
             self.cache_url = ""
-        assert self.broker_url, t("没有 CELERY_BROKER_URL", "CELERY_BROKER_URL is missing")
+        assert self.broker_url, t("CELERY_BROKER_URL is missing")
         install_transitions()
         # The learner's celery_app reads the environment first (load_dotenv never overrides it).
         os.environ["CELERY_BROKER_URL"] = self.broker_url
@@ -454,9 +451,8 @@ class Lab:
         if self.cache_publisher is not None:
             ready = self.cache_folder / f"ready-{CACHE_PUBLISHER}"
             wait_until(lambda: ready.exists() or not self.cache_publisher.alive(), START_LIMIT,
-                       t("result-cache 行的 publisher 启动", "the result-cache row's publisher to start"), interval=0.05)
-            assert ready.exists(), t("result-cache 行的 publisher 没有启动：",
-                                     "the result-cache row's publisher did not start: ") + \
+                       t("the result-cache row's publisher to start"), interval=0.05)
+            assert ready.exists(), t("the result-cache row's publisher did not start: ") + \
                 redact(self.cache_publisher.log_tail(5))
         self._import_learner()
         self.setup_seconds = time.monotonic() - started
@@ -514,13 +510,13 @@ class Lab:
     def broker_start(self) -> None:
         self.redis = Process(self.redis_argv, cwd=WORK, log_path=LOG_DIR / "lab16-broker.log")
         self.redis.wait_ready(START_LIMIT, port=self.port)
-        wait_until(self.broker_ping, START_LIMIT, t("私有 broker 应答", "the private broker to answer"), interval=0.05)
+        wait_until(self.broker_ping, START_LIMIT, t("the private broker to answer"), interval=0.05)
 
     def broker_stop(self) -> int:
         assert self.redis is not None
         pid = self.redis.pid
         self.redis.stop(grace=5)
-        wait_until(lambda: not port_open(self.port), 30, t("私有 broker 停止监听", "the private broker to stop listening"),
+        wait_until(lambda: not port_open(self.port), 30, t("the private broker to stop listening"),
                    interval=0.05)
         return pid
 
@@ -550,7 +546,7 @@ class Lab:
     def wait_idle(self, seconds: float = 60) -> None:
         """Nothing waiting in the broker and no delivery under way (before a row: the worker is free)."""
         wait_until(lambda: self.broker_idle() and not open_deliveries(), seconds,
-                   t("worker 处理完它的消息", "the worker to finish its messages"), interval=0.05)
+                   t("the worker to finish its messages"), interval=0.05)
 
     def drain(self, seconds: float = 90) -> None:
         """Publish what is due and let the worker finish it, until nothing is left to do."""
@@ -560,7 +556,7 @@ class Lab:
             self.wait_idle(max(1.0, deadline - time.monotonic()))
             if not due_events():
                 return
-            assert time.monotonic() < deadline, t("事件一直在到期，无法排空", "events keep coming due; cannot drain")
+            assert time.monotonic() < deadline, t("events keep coming due; cannot drain")
 
     def wait_status(self, job_id: str, wanted, seconds: float = 60) -> dict:
         from shared.labdb import wait_status
@@ -571,10 +567,9 @@ class Lab:
         try:
             wait_until(lambda: len(ended(job_id)) >= n, seconds, f"{n} deliveries of {job_id}", interval=0.05)
         except WaitTimeout:
-            raise AssertionError(t(f"worker 在 {seconds:g} 秒内只执行完任务 {short(job_id)} 的 {len(ended(job_id))} 次投递"
-                                   f"（应至少 {n} 次）",
-                                   f"within {seconds:g}s the worker finished {len(ended(job_id))} deliveries of job "
-                                   f"{short(job_id)} (expected at least {n})")) from None
+            raise AssertionError(t("within {seconds:g}s the worker finished {n_ended} deliveries of job {job_id} "
+                                   "(expected at least {n})", seconds=seconds, n_ended=len(ended(job_id)), n=n,
+                                   job_id=short(job_id))) from None
         return ended(job_id)
 
     def product(self, n: int = 1) -> list[int]:

@@ -125,8 +125,7 @@ def run_monitor(cur, statements: list[str]) -> list[tuple[list[str], list[dict]]
             cur.execute(statement)
         except pymysql.MySQLError as exc:
             first = statement.strip().splitlines()[0][:80]
-            raise AssertionError(t(f"monitor_exports.sql 的语句运行失败（{first}）：{exc}",
-                                   f"a monitor_exports.sql statement failed ({first}): {exc}")) from None
+            raise AssertionError(t("a monitor_exports.sql statement failed ({first}): {exc}", first=first, exc=exc)) from None
         if cur.description:
             sets.append(([d[0] for d in cur.description], list(cur.fetchall())))
     return sets
@@ -137,7 +136,7 @@ def pick(sets, column: str) -> list[dict]:
     for columns, rows in sets:
         if column in columns:
             return rows
-    raise AssertionError(t(f"monitor_exports.sql 没有返回列 {column}", f"monitor_exports.sql returns no column {column}"))
+    raise AssertionError(t("monitor_exports.sql returns no column {column}", column=column))
 
 
 def number(value):

@@ -62,49 +62,45 @@ def rows_of(document) -> list:
 def row_problems(row) -> list[str]:
     """Why this row cannot be trusted as written (an empty list: it is consistent)."""
     if not isinstance(row, dict):
-        return [t("行不是 JSON 对象", "the row is not a JSON object")]
+        return [t("the row is not a JSON object")]
     case = row.get("case")
     name = case if isinstance(case, str) and case else "?"
     problems = []
     if not isinstance(case, str) or not case.strip():
-        problems.append(t("缺少 case 名称", "no case name"))
+        problems.append(t("no case name"))
     result = row.get("result")
     if result not in RESULTS:
-        return [*problems, t(f"{name}: result 只能是 pass/fail/not_run，实际 {result!r}",
-                             f"{name}: result must be pass, fail or not_run, got {result!r}")]
+        return [*problems, t("{name}: result must be pass, fail or not_run, got {result!r}", name=name, result=result)]
     if result == "not_run":
         return problems
     if not _is_time(row.get("operated_at")):
-        problems.append(t(f"{name}: {result} 需要实际操作时间 operated_at（ISO 8601）",
-                          f"{name}: {result} needs the real operation time operated_at (ISO 8601)"))
+        problems.append(t("{name}: {result} needs the real operation time operated_at (ISO 8601)", name=name,
+                          result=result))
     states = row.get("observed_states")
     if result == "pass":
         if not _is_uuid(row.get("job_id")):
-            problems.append(t(f"{name}: pass 需要本次真实的 job_id（UUID），实际 {row.get('job_id')!r}",
-                              f"{name}: pass needs this run's real job_id (a UUID), got {row.get('job_id')!r}"))
+            problems.append(t("{name}: pass needs this run's real job_id (a UUID), got {job_id!r}", name=name,
+                              job_id=row.get('job_id')))
         if not (isinstance(states, list) and states and all(isinstance(s, str) and s for s in states)):
-            problems.append(t(f"{name}: pass 需要读到的 observed_states（非空列表），不能留空",
-                              f"{name}: pass needs the observed_states actually read (a non-empty list)"))
+            problems.append(t("{name}: pass needs the observed_states actually read (a non-empty list)", name=name))
         elif not any(s in STATUSES for s in states):
-            problems.append(t(f"{name}: observed_states 里没有任何真实状态（{', '.join(STATUSES)}）",
-                              f"{name}: observed_states holds no real status ({', '.join(STATUSES)})"))
+            problems.append(t("{name}: observed_states holds no real status ({statuses})", name=name,
+                              statuses=', '.join(STATUSES)))
         seconds = row.get("recovery_seconds")
         if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds < 0:
-            problems.append(t(f"{name}: pass 需要实测的 recovery_seconds（>= 0 的数），实际 {seconds!r}",
-                              f"{name}: pass needs a measured recovery_seconds (a number >= 0), got {seconds!r}"))
+            problems.append(t("{name}: pass needs a measured recovery_seconds (a number >= 0), got {seconds!r}",
+                              name=name, seconds=seconds))
         deliveries = row.get("duplicate_deliveries")
         if isinstance(deliveries, bool) or not isinstance(deliveries, int) or deliveries < 0:
-            problems.append(t(f"{name}: pass 需要数出来的 duplicate_deliveries（整数），实际 {deliveries!r}",
-                              f"{name}: pass needs a counted duplicate_deliveries (an integer), got {deliveries!r}"))
+            problems.append(t("{name}: pass needs a counted duplicate_deliveries (an integer), got {deliveries!r}",
+                              name=name, deliveries=deliveries))
         digest = row.get("artifact_sha256")
         if digest is not None and not (isinstance(digest, str) and len(digest) == 64
                                        and all(ch in "0123456789abcdef" for ch in digest)):
-            problems.append(t(f"{name}: artifact_sha256 应为 64 位十六进制或 null",
-                              f"{name}: artifact_sha256 must be 64 hex digits or null"))
+            problems.append(t("{name}: artifact_sha256 must be 64 hex digits or null", name=name))
     else:  # fail: it ran; say what happened
         if not (states or row.get("notes") or row.get("error")):
-            problems.append(t(f"{name}: fail 需要看到的状态或失败原因（observed_states / notes）",
-                              f"{name}: fail needs what was seen or why (observed_states / notes)"))
+            problems.append(t("{name}: fail needs what was seen or why (observed_states / notes)", name=name))
     return problems
 
 

@@ -62,8 +62,8 @@ class Row:
 
     # --- the job(s) of this row
     def job(self, job_id: str) -> str:
-        assert job_id not in self.known, t(f"任务 {short(job_id)} 在本行开始前就存在（不是新任务）",
-                                           f"job {short(job_id)} existed before this row (not a fresh job)")
+        assert job_id not in self.known, t("job {job_id} existed before this row (not a fresh job)",
+                                           job_id=short(job_id))
         if job_id not in self.jobs:
             self.jobs.append(job_id)
         return job_id
@@ -78,7 +78,7 @@ class Row:
     # --- phases
     @contextlib.contextmanager
     def fault(self, text: str):
-        assert not self.faults, t("一行只能注入一个故障", "a row may inject one fault only")
+        assert not self.faults, t("a row may inject one fault only")
         self.faults.append(text)
         self.operated_at = self.phases["inject"] = now_iso()
         self.t_fault = self.t_clock = time.monotonic()
@@ -93,7 +93,7 @@ class Row:
         self.skipped = 0.0
 
     def recovered(self) -> None:
-        assert self.t_clock is not None, t("recovered() 在注入故障之前被调用", "recovered() before the fault")
+        assert self.t_clock is not None, t("recovered() before the fault")
         self.phases["recovered"] = now_iso()
         self.measured_seconds = round(time.monotonic() - self.t_clock, 3)
         self.recovery_seconds = round(self.measured_seconds + self.skipped, 3)
@@ -114,9 +114,9 @@ class Row:
     def note(self, text: str) -> None:
         self.notes.append(text)
 
-    def expect(self, condition, zh: str, en: str) -> None:
+    def expect(self, condition, message: str) -> None:
         if not condition:
-            raise AssertionError(t(zh, en))
+            raise AssertionError(message)
 
     def transitions(self) -> list[dict]:
         main = self.jobs[0] if self.jobs else None
@@ -152,10 +152,9 @@ def scan_until(lab, job_id: str, wanted: tuple[str, ...], seconds: float = 30) -
         return wait_until(step, seconds, f"recovery to make {job_id} {'/'.join(wanted)}", interval=0)
     except WaitTimeout:
         row = job_row(job_id)
-        raise AssertionError(t(f"recover_batch 运行 {seconds:g} 秒后任务 {short(job_id)} 仍是 {row and row['status']}"
-                               f"（应为 {'/'.join(wanted)}）",
-                               f"after {seconds:g}s of recover_batch job {short(job_id)} is still "
-                               f"{row and row['status']} (expected {'/'.join(wanted)})")) from None
+        raise AssertionError(t("after {seconds:g}s of recover_batch job {job_id} is still {row} (expected {wanted})",
+                               seconds=seconds, job_id=short(job_id), row=row and row['status'],
+                               wanted='/'.join(wanted))) from None
 
 
 def age_until_requeued(row: Row, job_id: str, start: float = 55.0, step: float = 1.0, limit: float = 300.0) -> float:
@@ -172,13 +171,11 @@ def age_until_requeued(row: Row, job_id: str, start: float = 55.0, step: float =
             return age
         now = job_row(job_id)
         if not now or now["status"] != "queued":
-            raise AssertionError(t(f"等待未领取恢复时任务 {short(job_id)} 已是 {now and now['status']}（不再是 queued）",
-                                   f"while waiting for the unclaimed recovery, job {short(job_id)} became "
-                                   f"{now and now['status']} (no longer queued)"))
+            raise AssertionError(t("while waiting for the unclaimed recovery, job {job_id} became {now} (no longer "
+                                   "queued)", job_id=short(job_id), now=now and now['status']))
         if age >= limit:
-            raise AssertionError(t(f"派发 {limit:g} 秒后恢复扫描仍没有给任务 {short(job_id)} 新事件",
-                                   f"{limit:g}s after the dispatch the recovery scan still gave job "
-                                   f"{short(job_id)} no new event"))
+            raise AssertionError(t("{limit:g}s after the dispatch the recovery scan still gave job {job_id} no new "
+                                   "event", limit=limit, job_id=short(job_id)))
         age += row.advance(job_id, step, setup=setup)
 
 
@@ -220,9 +217,8 @@ def redispatch_reason(job_id: str, log: list[dict], lost: set[str] = frozenset()
 
     The job's newest delivered event is the one that should have woken it; its last delivery decides."""
     sent = [e["id"] for e in events_of(job_id) if e["id"] not in lost]
-    assert sent, t(f"任务 {short(job_id)} 唯一的消息是这一行自己弄丢的：恢复应由这一行驱动",
-                   f"the only message of job {short(job_id)} is the one this row lost itself: the row must drive "
-                   "its recovery")
+    assert sent, t("the only message of job {job_id} is the one this row lost itself: the row must drive its recovery",
+                   job_id=short(job_id))
     last = [d for d in log if d["task_id"] == sent[-1]][-1]
     return last, unclaimed_reason(job_id, last)
 
@@ -233,21 +229,16 @@ def unclaimed_reason(job_id: str, last: dict) -> str:
     end = last["end"]
     how, facts = outcome(end), describe_end(end)
     if how == "database_error":
-        return t(f"投递 {short(last['task_id'])} 的 claim 被数据库拒绝（{facts}）：什么都没持有，只能再派发一次",
-                 f"delivery {short(last['task_id'])}'s claim was refused by the database ({facts}): nothing was "
-                 "held, so only another dispatch can wake the job")
+        return t("delivery {task_id}'s claim was refused by the database ({facts}): nothing was held, so only "
+                 "another dispatch can wake the job", task_id=short(last['task_id']), facts=facts)
     if how == "not_claimed":
-        raise AssertionError(t(
-            f"任务 {short(job_id)} 的投递 {short(last['task_id'])} 什么都没领取（{facts}），但它结束后任务仍是 queued、"
-            "已到期、没有其他消息在路上：claim 遇到短暂加锁的行要等待（FOR UPDATE，不要 SKIP LOCKED），并读取最新的行",
-            f"delivery {short(last['task_id'])} of job {short(job_id)} claimed nothing ({facts}), yet after it ended "
-            "the job was queued and due with no other message on its way: claim must wait for a briefly locked "
-            "row (FOR UPDATE, not SKIP LOCKED) and read the latest row"))
-    raise AssertionError(t(
-        f"任务 {short(job_id)} 的最后一次投递 {short(last['task_id'])} 结束于 {how}（{facts}），之后任务仍是 queued、"
-        "没有新事件：没有任何机制会再唤醒它",
-        f"the last delivery {short(last['task_id'])} of job {short(job_id)} ended {how} ({facts}) and left the job "
-        "queued with no new event: nothing will wake it again"))
+        raise AssertionError(t("delivery {task_id} of job {job_id} claimed nothing ({facts}), yet after it ended the "
+                               "job was queued and due with no other message on its way: claim must wait for a "
+                               "briefly locked row (FOR UPDATE, not SKIP LOCKED) and read the latest row", facts=facts,
+                               task_id=short(last['task_id']), job_id=short(job_id)))
+    raise AssertionError(t("the last delivery {task_id} of job {job_id} ended {how} ({facts}) and left the job "
+                           "queued with no new event: nothing will wake it again", task_id=short(last['task_id']),
+                           job_id=short(job_id), how=how, facts=facts))
 
 
 def redispatch(row: Row, job_id: str, log: list[dict]) -> None:
@@ -255,17 +246,17 @@ def redispatch(row: Row, job_id: str, log: list[dict]) -> None:
     re-dispatches it once the dispatch is 60 s old (moved, counted).  Recorded with its reason."""
     delivery, reason = redispatch_reason(job_id, log, row.lost_messages)
     done = [r for r in row.redispatches if r["job_id"] == job_id]
-    assert len(done) < MAX_REDISPATCHES, t(
-        f"任务 {short(job_id)} 已被重新派发 {len(done)} 次，claim 仍每次都被拒绝：{reason}",
-        f"job {short(job_id)} was re-dispatched {len(done)} times and its claim was refused every time: {reason}")
+    assert len(done) < MAX_REDISPATCHES, t("job {job_id} was re-dispatched {n_done} times and its claim was refused "
+                                           "every time: {reason}", job_id=short(job_id), n_done=len(done),
+                                           reason=reason)
     counted = row.t_clock is not None and row.recovery_seconds is None  # inside the row's measured recovery
     started = time.monotonic()
     age = age_until_requeued(row, job_id)
     row.redispatches.append({"job_id": job_id, "delivery": delivery["task_id"], "reason": reason,
                              "unclaimed_age_seconds": round(age, 3), "during_recovery": counted,
                              "seconds": round(age + time.monotonic() - started, 3)})
-    row.note(t(f"重新派发（第 {len(done) + 1} 次，派发 {age:.0f} 秒后，时间已计入）：{reason}",
-               f"re-dispatched (#{len(done) + 1}, {age:.0f} s after the dispatch, time counted): {reason}"))
+    row.note(t("re-dispatched (#{n_done}, {age:.0f} s after the dispatch, time counted): {reason}", age=age,
+               n_done=len(done) + 1, reason=reason))
 
 
 def _stuck(job_id: str, what: tuple[str, str], seconds: float) -> AssertionError:

@@ -50,14 +50,14 @@ class Shared:
             lab.start()
         except AssertionError as exc:
             lab.stop()
-            cls.lab_error = t("无法启动故障矩阵环境：", "cannot start the failure-matrix environment: ") + redact(str(exc))
+            cls.lab_error = t("cannot start the failure-matrix environment: ") + redact(str(exc))
             return
         cls.lab, cls.matrix = lab, Matrix(lab)
 
     @classmethod
     def get_lab(cls) -> Lab:
         if cls.lab is None:
-            raise AssertionError(cls.lab_error or t("故障矩阵环境没有启动", "the failure-matrix environment was not started"))
+            raise AssertionError(cls.lab_error or t("the failure-matrix environment was not started"))
         return cls.lab
 
     @classmethod
@@ -77,15 +77,14 @@ def describe(row: dict) -> str:
     states = "→".join(row.get("observed_states") or []) or "-"
     sha = (row.get("artifact_sha256") or "")[:10]
     job = short(row["job_id"]) if row.get("job_id") else "-"
-    text = t(f"{row['result']:<5} {row['case']}：任务 {job} [{states}] 投递 {row.get('deliveries')} 次"
-             f"（重复 {row.get('duplicate_deliveries')}）attempts {row.get('attempts')} 恢复 {row.get('recovery_seconds')} s",
-             f"{row['result']:<5} {row['case']}: job {job} [{states}] deliveries {row.get('deliveries')} "
-             f"(dup {row.get('duplicate_deliveries')}) attempts {row.get('attempts')} recovery "
-             f"{row.get('recovery_seconds')} s")
+    text = t("{result:<5} {case}: job {job} [{states}] deliveries {deliveries} (dup {duplicate_deliveries}) attempts "
+             "{attempts} recovery {recovery_seconds} s", result=row['result'], case=row['case'], job=job,
+             states=states, deliveries=row.get('deliveries'), duplicate_deliveries=row.get('duplicate_deliveries'),
+             attempts=row.get('attempts'), recovery_seconds=row.get('recovery_seconds'))
     if row.get("time_moved_seconds"):
-        text += t(f"（其中移动时间 {row['time_moved_seconds']} s）", f" (of which {row['time_moved_seconds']} s moved)")
+        text += t(" (of which {time_moved_seconds} s moved)", time_moved_seconds=row['time_moved_seconds'])
     if row.get("redispatches"):
-        text += t(f"；重新派发 {len(row['redispatches'])} 次", f"; re-dispatched {len(row['redispatches'])}×")
+        text += t("; re-dispatched {n_redispatches}×", n_redispatches=len(row['redispatches']))
     if sha:
         text += f" sha256 {sha}…"
     return text
@@ -107,5 +106,5 @@ def require_pass(c, rows: dict[str, dict], names: list[str]) -> None:
             c.note("    " + line)
     for name in names:
         row = rows[name]
-        assert row["result"] == "pass", t(f"矩阵行 {name} 没有通过：{row.get('error') or row['result']}",
-                                          f"matrix row {name} did not pass: {row.get('error') or row['result']}")
+        assert row["result"] == "pass", t("matrix row {name} did not pass: {error}", name=name,
+                                          error=row.get('error') or row['result'])

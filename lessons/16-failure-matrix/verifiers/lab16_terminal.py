@@ -47,21 +47,21 @@ def terminal_cases(job: str, payload: list[dict]) -> list[tuple[str, str, bool, 
     cases = []
     same = folder / f"lab16-{uuid4().hex[:8]}-same-values.json"
     same.write_text(reordered(payload), encoding="utf-8")
-    cases.append((t("真实任务", "the real job"), job, True, "artifact verified"))
-    cases.append((t("键顺序与空白不同、值相同", "other key order and spacing, same values"),
+    cases.append((t("the real job"), job, True, "artifact verified"))
+    cases.append((t("other key order and spacing, same values"),
                   forge("succeeded", payload, f"artifacts/{same.name}"), True, "artifact verified"))
     changed = json.loads(json.dumps(payload))
     changed[0]["price_cents"] = int(changed[0]["price_cents"]) + 1
     wrong = folder / f"lab16-{uuid4().hex[:8]}-other-values.json"
     wrong.write_text(json.dumps(changed, ensure_ascii=False, sort_keys=True), encoding="utf-8")
-    cases.append((t("文件里一个价格不同", "one price differs in the file"),
+    cases.append((t("one price differs in the file"),
                   forge("succeeded", payload, f"artifacts/{wrong.name}"), False, None))
     escape = WORK / f"lab16-{uuid4().hex[:8]}-escaped.json"
     escape.write_text(json.dumps(payload, ensure_ascii=False, sort_keys=True), encoding="utf-8")
-    cases.append((t("result_ref 跳出 artifacts（artifacts/../）", "result_ref escapes artifacts (artifacts/../)"),
+    cases.append((t("result_ref escapes artifacts (artifacts/../)"),
                   forge("succeeded", payload, f"artifacts/../{escape.name}"), False, None))
-    cases.append((t("failed 且没有 result_ref", "failed without result_ref"),
+    cases.append((t("failed without result_ref"),
                   forge("failed", payload, None), True, "terminal without published artifact"))
-    cases.append((t("cancelled 却留着 result_ref", "cancelled yet holding a result_ref"),
+    cases.append((t("cancelled yet holding a result_ref"),
                   forge("cancelled", payload, f"artifacts/{same.name}", cancel=True), False, None))
     return cases

@@ -49,7 +49,7 @@ def log_leaks(text: str) -> list[str]:
     leaks = []
     descriptions = DESCRIPTION.findall(text)
     if descriptions:
-        leaks.append(t(f"商品描述（如 “{descriptions[0]}”）", f"a product description (such as '{descriptions[0]}')"))
+        leaks.append(t("a product description (such as '{descriptions}')", descriptions=descriptions[0]))
     secrets = secrets_in(env_file_values()) + secrets_in({k: v for k, v in os.environ.items() if k in
                                                           ("CELERY_RESULT_BACKEND", "DATABASE_URL")})
     leaking = next((line for line in text.splitlines() if any(secret in line for secret in secrets)), None)
@@ -57,8 +57,7 @@ def log_leaks(text: str) -> list[str]:
         shown = redact(leaking)
         at = shown.find("***")
         excerpt = ("…" if at > 100 else "") + shown[max(0, at - 100): at + 60] + ("…" if len(shown) > at + 60 else "")
-        leaks.append(t(f"密码或带密码的连接 URL（这一行：{excerpt}）",
-                       f"a password or a connection URL with its password (this line: {excerpt})"))
+        leaks.append(t("a password or a connection URL with its password (this line: {excerpt})", excerpt=excerpt))
     if CREDENTIAL_URL.search(text):
-        leaks.append(t("带凭据的 URL（user:password@）", "a URL with credentials (user:password@)"))
+        leaks.append(t("a URL with credentials (user:password@)"))
     return leaks

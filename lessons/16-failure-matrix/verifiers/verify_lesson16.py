@@ -107,32 +107,30 @@ def check_record(c) -> None:
     claimed = [r for r in rows if isinstance(r, dict) and r.get("result") == "pass"]
     jobs = [str(r.get("job_id")) for r in claimed]
     shared_jobs = sorted({j for j in jobs if jobs.count(j) > 1})
-    c.note(t(f"{len(rows)} 行，其中 pass {len(claimed)} 行", f"{len(rows)} rows, {len(claimed)} of them pass"))
+    c.note(t("{n_rows} rows, {n_claimed} of them pass", n_rows=len(rows), n_claimed=len(claimed)))
     problems = [p for row in rows for p in row_problems(row)]
     for problem in problems[:6]:
         c.note("  " + problem)
-    assert not repeated, t(f"case 名称重复：{repeated}", f"repeated case names: {repeated}")
-    assert not problems, t("记录里有没有证据支撑的结论（见上）：pass 只能来自实际运行，没跑的行保持 not_run",
-                           "the record claims results its evidence does not support (above): pass only from a real "
+    assert not repeated, t("repeated case names: {repeated}", repeated=repeated)
+    assert not problems, t("the record claims results its evidence does not support (above): pass only from a real "
                            "run, rows not run stay not_run")
-    assert not shared_jobs, t(f"几行写了同一个 job_id {shared_jobs}：每次演练都用一个新任务",
-                              f"several rows name the same job_id {shared_jobs}: each drill runs on a fresh job")
+    assert not shared_jobs, t("several rows name the same job_id {shared_jobs}: each drill runs on a fresh job",
+                              shared_jobs=shared_jobs)
     unknown = sorted(r["case"] for r in claimed if r["case"] not in CASE_IDS)
-    assert not unknown, t(f"{unknown} 不是 failure-matrix.md 里的案例：无法重新运行来核对",
-                          f"{unknown} are not cases of failure-matrix.md: there is nothing to re-run them with")
+    assert not unknown, t("{unknown} are not cases of failure-matrix.md: there is nothing to re-run them with",
+                          unknown=unknown)
     listing = "; ".join(f"{r.get('case') if isinstance(r, dict) else '?'}: {why_not_backed(r)}" for r in rows)
-    assert claimed, t(f"没有任何一行有证据支撑：{listing}。做一次演练，写下读到的事实，再把这一行标为 pass",
-                      f"no row is backed by evidence: {listing}. Run a drill, write down what you read, then mark "
-                      "that row pass")
+    assert claimed, t("no row is backed by evidence: {listing}. Run a drill, write down what you read, then mark "
+                      "that row pass", listing=listing)
 
     # Your job ids name jobs of your own drills, in a database no check run sees: each claim is re-earned
     # instead — run again on your code, backed by this run's database and deliveries, and saying what it shows.
     run = run_rows(c, [r["case"] for r in claimed],
-                   t("你标为 pass 的行，在你的代码上重新运行", "the rows you marked pass, run again on your code"),
+                   t("the rows you marked pass, run again on your code"),
                    yours={r["case"]: r for r in claimed})
     versions = {UUID(r["job_id"]).version for r in run.values() if r.get("job_id")}
-    c.note(t(f"你标为 pass 的 {len(claimed)} 行已在你的代码上重新运行；本次记录：{RECORD}",
-             f"the {len(claimed)} rows you marked pass were run again on your code; this run's record: {RECORD}"))
+    c.note(t("the {n_claimed} rows you marked pass were run again on your code; this run's record: {record}",
+             n_claimed=len(claimed), record=RECORD))
     unbacked = []
     for mine in claimed:
         here = run[mine["case"]]
@@ -141,22 +139,20 @@ def check_record(c) -> None:
             found += backing_problems(here)
         states = "→".join(collapse(real_statuses(here["observed_states"])))
         this_job = short(here["job_id"]) if here.get("job_id") else "-"
-        c.note(t(f"  {'✓' if not found else '✗'} {mine['case']}：你的任务 {short(str(mine['job_id']))}；本次任务 "
-                 f"{this_job}：{states}，attempts {here['attempts']}",
-                 f"  {'✓' if not found else '✗'} {mine['case']}: your job {short(str(mine['job_id']))}; this run's "
-                 f"job {this_job}: {states}, attempts {here['attempts']}"))
+        c.note(t("  {value} {case}: your job {job_id}; this run's job {this_job}: {states}, attempts {attempts}",
+                 value='✓' if not found else '✗', case=mine['case'], job_id=short(str(mine['job_id'])),
+                 this_job=this_job, states=states, attempts=here['attempts']))
         unbacked += found
     for problem in unbacked[:6]:
         c.note("  " + problem)
-    assert not unbacked, t(f"{len(unbacked)} 处记录没有被本次运行的事实支撑：{unbacked[0]}",
-                           f"{len(unbacked)} claim(s) of the record are not backed by this run's facts: {unbacked[0]}")
+    assert not unbacked, t("{n_unbacked} claim(s) of the record are not backed by this run's facts: {unbacked}",
+                           n_unbacked=len(unbacked), unbacked=unbacked[0])
 
 
 # ---------------------------------------------------------------- 16.2
 
 def check_terminal(c) -> None:
-    assert (WORK / "verify_terminal.py").is_file(), t("文件夹里没有 verify_terminal.py",
-                                                      "the folder has no verify_terminal.py")
+    assert (WORK / "verify_terminal.py").is_file(), t("the folder has no verify_terminal.py")
     lab = Shared.get_lab()
     helper = Row(None, lab)
     job = lab.state_store.submit_snapshot(lab.product(3))
@@ -164,9 +160,8 @@ def check_terminal(c) -> None:
     for line in helper.notes:
         c.note(line)
     sha, where = artifact_evidence(real)  # the kit's own look first: inside artifacts/, JSON == payload
-    c.note(t(f"worker 完成的任务 {short(job)}：{where}（sha256 {sha[:10]}…）在 artifacts 内，内容等于 payload",
-             f"job {short(job)} run by the worker: {where} (sha256 {sha[:10]}…) inside artifacts, content == "
-             f"payload"))
+    c.note(t("job {job} run by the worker: {where} (sha256 {sha}…) inside artifacts, content == payload", where=where,
+             job=short(job), sha=sha[:10]))
     payload = payload_of(real)
     cases = terminal_cases(job, payload)
 
@@ -175,15 +170,13 @@ def check_terminal(c) -> None:
         code, output = run_terminal(job_id)
         verified = "artifact verified" in output
         last = (output.strip().splitlines() or [""])[-1][:120]
-        c.note(t(f"  {label}：退出码 {code} → {last}", f"  {label}: exit {code} → {last}"))
+        c.note(t("  {label}: exit {code} → {last}", label=label, code=code, last=last))
         if should_pass:
             if code != 0 or expected not in output:
-                wrong_answers.append(t(f"{label}：应退出 0 并打印 {expected}", f"{label}: should exit 0 and print {expected}"))
+                wrong_answers.append(t("{label}: should exit 0 and print {expected}", label=label, expected=expected))
         elif code == 0 or verified:
-            wrong_answers.append(t(f"{label}：应失败（非 0 退出、不打印 artifact verified）",
-                                   f"{label}: should fail (non-zero exit, no 'artifact verified')"))
+            wrong_answers.append(t("{label}: should fail (non-zero exit, no 'artifact verified')", label=label))
     assert not wrong_answers, "; ".join(wrong_answers) + t(
-        "。verify_terminal 要 resolve 后检查 is_relative_to(artifacts)，并用 decode_payload 的值与文件 JSON 比较",
         ". verify_terminal must resolve and check is_relative_to(artifacts), and compare the file's JSON with "
         "decode_payload's values")
 
@@ -191,73 +184,70 @@ def check_terminal(c) -> None:
 # ---------------------------------------------------------------- 16.3 / 16.4 / 16.8 / 16.9
 
 def check_rows(c, names: list[str]) -> None:
-    rows = run_rows(c, names, t(f"故障矩阵：{len(names)} 行", f"failure matrix: {len(names)} rows"))
+    rows = run_rows(c, names, t("failure matrix: {n_names} rows", n_names=len(names)))
     require_pass(c, rows, names)
 
 
 def check_all_rows(c) -> None:
-    run_rows(c, CASE_IDS, t(f"故障矩阵：全部 {len(CASE_IDS)} 行", f"failure matrix: all {len(CASE_IDS)} rows"))
+    run_rows(c, CASE_IDS, t("failure matrix: all {n_case_ids} rows", n_case_ids=len(CASE_IDS)))
     rows = Shared.matrix.record()["cases"]
-    c.note(t(f"记录：{RECORD}", f"record: {RECORD}"))
+    c.note(t("record: {record}", record=RECORD))
     for row in rows:
         c.note(describe(row) + (f" — {row['error'][:140]}" if row.get("error") else ""))
-    assert [r["case"] for r in rows] == CASE_IDS, t("记录应按矩阵顺序含 15 行", "the record must hold the 15 rows in order")
+    assert [r["case"] for r in rows] == CASE_IDS, t("the record must hold the 15 rows in order")
     failed = [r for r in rows if r["result"] != "pass"]
-    assert not failed, t(f"{15 - len(failed)}/15 通过；未通过：{', '.join(r['case'] for r in failed)}",
-                         f"{15 - len(failed)}/15 pass; not passed: {', '.join(r['case'] for r in failed)}")
+    assert not failed, t("{n_failed}/15 pass; not passed: {value}", n_failed=15 - len(failed),
+                         value=', '.join(r['case'] for r in failed))
     problems = [p for r in rows for p in row_problems(r)]
-    assert not problems, t(f"记录与规则不符：{problems[0]}", f"the record breaks the rules: {problems[0]}")
-    assert all(r.get("faults_injected") == 1 for r in rows), t("每行必须恰好注入一个故障", "each row must inject exactly one fault")
+    assert not problems, t("the record breaks the rules: {problems}", problems=problems[0])
+    assert all(r.get("faults_injected") == 1 for r in rows), t("each row must inject exactly one fault")
     mains = [r["job_id"] for r in rows]
     every = [j for r in rows for j in r.get("job_ids", [])]
-    assert len(set(every)) == len(every), t("不同的行共用了任务：每行要用新任务", "rows shared a job: each row needs fresh jobs")
+    assert len(set(every)) == len(every), t("rows shared a job: each row needs fresh jobs")
     unbacked = [p for row in rows for p in backing_problems(row)]  # still true now: database, deliveries, files
-    assert not unbacked, t(f"记录与数据库、投递或文件不一致：{unbacked[0]}",
-                           f"the record disagrees with the database, the deliveries or the files: {unbacked[0]}")
+    assert not unbacked, t("the record disagrees with the database, the deliveries or the files: {unbacked}",
+                           unbacked=unbacked[0])
     redispatched = [f"{r['case']}: {d['reason']}" for r in rows for d in r.get("redispatches") or []]
     for line in redispatched:
-        c.note(t("  重新派发 ", "  re-dispatched ") + line)
-    c.note(t(f"15/15 pass；15 个不同的主任务（{len(set(mains))}），每行一个故障；记录与数据库、文件一致；"
-             f"重新派发 {len(redispatched)} 次（只在数据库拒绝了 claim 之后）",
-             f"15/15 pass; 15 distinct main jobs ({len(set(mains))}), one fault per row; the record agrees with the "
-             f"database and the files; {len(redispatched)} re-dispatch(es) (only after the database refused a claim)"))
+        c.note(t("  re-dispatched ") + line)
+    c.note(t("15/15 pass; 15 distinct main jobs ({n_mains}), one fault per row; the record agrees with the database "
+             "and the files; {n_redispatched} re-dispatch(es) (only after the database refused a claim)",
+             n_mains=len(set(mains)), n_redispatched=len(redispatched)))
 
 
 def check_budgets(c) -> None:
     names = ROWS_FOR["16.9"]
-    rows = run_rows(c, names, t("故障矩阵：有恢复预算的行", "failure matrix: the rows with a recovery budget"))
+    rows = run_rows(c, names, t("failure matrix: the rows with a recovery budget"))
     over = []
     for name in names:
         row = rows[name]
         assert row["result"] == "pass" and row.get("recovery_seconds") is not None, t(
-            f"{name} 没有通过，无法核对恢复预算：{row.get('error') or row['result']}",
-            f"{name} did not pass, so its budget cannot be checked: {row.get('error') or row['result']}")
+            "{name} did not pass, so its budget cannot be checked: {error}", name=name,
+            error=row.get('error') or row['result'])
         budget = row["budget_seconds"]
-        detail = t(f"实测 {row['measured_seconds']} s + 移动的持久时间 {row['time_moved_seconds']} s",
-                   f"measured {row['measured_seconds']} s + durable time moved {row['time_moved_seconds']} s")
+        detail = t("measured {measured_seconds} s + durable time moved {time_moved_seconds} s",
+                   measured_seconds=row['measured_seconds'], time_moved_seconds=row['time_moved_seconds'])
         if name == "worker_exit_with_lease":
-            detail += t(f"（退避 {row.get('backoff_seconds')} s）", f" (backoff {row.get('backoff_seconds')} s)")
-            what = t("租约到期 → 重新领取", "lease expired → claimed again")
+            detail += t(" (backoff {backoff_seconds} s)", backoff_seconds=row.get('backoff_seconds'))
+            what = t("lease expired → claimed again")
         else:
-            what = t("派发 → 重新领取", "dispatch → claimed again")
+            what = t("dispatch → claimed again")
             if row.get("unclaimed_age_seconds") is not None:
-                detail += t(f"（扫描在派发 {row['unclaimed_age_seconds']:.0f} s 后补发）",
-                            f" (the scan resent {row['unclaimed_age_seconds']:.0f} s after the dispatch)")
+                detail += t(" (the scan resent {unclaimed_age_seconds:.0f} s after the dispatch)",
+                            unclaimed_age_seconds=row['unclaimed_age_seconds'])
         # A re-dispatch after the database refused a claim is a second fault, not the path this budget
         # measures: its seconds are shown, and left out of the comparison.
         extra = round(sum(r["seconds"] for r in row.get("redispatches") or [] if r.get("during_recovery")), 3)
         path = round(row["recovery_seconds"] - extra, 3)
         if extra:
-            detail += t(f"；其中 {extra} s 来自 claim 被数据库拒绝后的重新派发，不计入本路径",
-                        f"; {extra} s of it came from re-dispatching after the database refused a claim, left out of "
-                        "this path")
+            detail += t("; {extra} s of it came from re-dispatching after the database refused a claim, left out of "
+                        "this path", extra=extra)
         ok = path <= budget
         c.note(f"{name}: {what} {path} s {'≤' if ok else '>'} {budget:g} s — {detail}")
         if not ok:
             over.append(name)
-    assert not over, t(f"超出恢复预算：{', '.join(over)}。检查扫描周期、退避（过期租约 10 秒）、未领取阈值（60 秒）与队列等待",
-                       f"over the recovery budget: {', '.join(over)}. Check the scan period, the backoff (10 s for an "
-                       "expired lease), the unclaimed threshold (60 s) and the queue wait")
+    assert not over, t("over the recovery budget: {over}. Check the scan period, the backoff (10 s for an expired "
+                       "lease), the unclaimed threshold (60 s) and the queue wait", over=', '.join(over))
 
 
 # ---------------------------------------------------------------- 16.5
@@ -278,24 +268,21 @@ def check_durable_waits(c) -> None:
         recovery.recover_batch()
         after = job_row(lost)
         pending = pending_of(lost)
-        c.note(t(f"已派发 61 秒未领取 → 扫描 2 次：待发事件 {len(pending)}，attempts {after['attempts']}，{after['status']}",
-                 f"dispatched 61 s ago, unclaimed → 2 scans: {len(pending)} pending event(s), attempts "
-                 f"{after['attempts']}, {after['status']}"))
+        c.note(t("dispatched 61 s ago, unclaimed → 2 scans: {n_pending} pending event(s), attempts {attempts}, "
+                 "{status}", n_pending=len(pending), attempts=after['attempts'], status=after['status']))
         assert after["status"] == "queued" and len(pending) == 1, t(
-            "已派发未领取的任务应回到 queued 并恰好有 1 条新事件", "a sent-but-unclaimed job must be queued with exactly one new event")
-        assert after["attempts"] == 0, t(f"重新派发把 attempts 改成了 {after['attempts']}：只有真正的 claim 才能加一",
-                                         f"re-dispatching set attempts to {after['attempts']}: only a real claim "
-                                         f"may add one")
+            "a sent-but-unclaimed job must be queued with exactly one new event")
+        assert after["attempts"] == 0, t("re-dispatching set attempts to {attempts}: only a real claim may add one",
+                                         attempts=after['attempts'])
         got = store.claim(lost)
-        assert got is not None and got["attempts"] == 1, t("恢复后的第一次 claim 应成功且 attempts=1",
-                                                           "the first claim after recovery must work with attempts=1")
-        c.note(t("随后的 claim → attempts 1（只有领取计数）", "the next claim → attempts 1 (only claims count)"))
+        assert got is not None and got["attempts"] == 1, t("the first claim after recovery must work with attempts=1")
+        c.note(t("the next claim → attempts 1 (only claims count)"))
 
         # (b) an expired lease: requeued with a future next_attempt_at; its event waits for the same moment
         slow = store.submit_snapshot(product)
         made.append(slow)
         first = store.claim(slow)
-        assert first is not None, t("新任务应能被领取", "a fresh job must be claimable")
+        assert first is not None, t("a fresh job must be claimable")
         advance(slow, seconds_until(slow, "lease_until") + 0.001)
         recovery.recover_batch()
         row = job_row(slow)
@@ -305,25 +292,21 @@ def check_durable_waits(c) -> None:
                         "FROM export_outbox WHERE job_id=%s AND sent_at IS NULL ORDER BY created_at DESC, id LIMIT 1",
                         (slow, slow))
         early = store.claim(slow)
-        c.note(t(f"租约过期 → 扫描：{row['status']}，next_attempt_at 在 {wait:.1f} 秒后；新事件 available_at 相同："
-                 f"{bool(newest and newest[0]['same'])}；此时 claim → {early and early['attempts']}",
-                 f"lease expired → scan: {row['status']}, next_attempt_at {wait:.1f}s ahead; the new event's "
-                 f"available_at is the same: {bool(newest and newest[0]['same'])}; claim now → "
-                 f"{early and early['attempts']}"))
-        assert row["status"] == "queued" and wait > 0, t("过期租约应回到 queued，且 next_attempt_at 在未来",
-                                                         "an expired lease must come back queued with "
+        c.note(t("lease expired → scan: {status}, next_attempt_at {wait:.1f}s ahead; the new event's available_at is "
+                 "the same: {bool}; claim now → {early}", status=row['status'], wait=wait,
+                 bool=bool(newest and newest[0]['same']), early=early and early['attempts']))
+        assert row["status"] == "queued" and wait > 0, t("an expired lease must come back queued with "
                                                          "next_attempt_at ahead")
         assert newest and newest[0]["later"] and newest[0]["same"], t(
-            "恢复事件的 available_at 应等于 next_attempt_at（publisher 不会提前发送）",
             "the recovery event's available_at must equal next_attempt_at (the publisher must not send early)")
         assert early is None and job_row(slow)["attempts"] == 1, t(
-            "退避期内的 claim 不能成功，也不能增加 attempts", "a claim during the backoff must fail and leave attempts alone")
+            "a claim during the backoff must fail and leave attempts alone")
 
         # (c) past the deadline: a queued job and an expired running job both end failed, never re-sent
         queued_late = store.submit_snapshot(product)
         running_late = store.submit_snapshot(product)
         made += [queued_late, running_late]
-        assert store.claim(running_late) is not None, t("新任务应能被领取", "a fresh job must be claimable")
+        assert store.claim(running_late) is not None, t("a fresh job must be claimable")
         events_before = {j: len(events_of(j)) for j in (queued_late, running_late)}
         advance([queued_late, running_late], 601)  # ten minutes and a second pass
         recovery.recover_batch()
@@ -331,13 +314,11 @@ def check_durable_waits(c) -> None:
             row = job_row(job_id)
             letters = dead_letters(job_id)
             new_events = len(events_of(job_id)) - events_before[job_id]
-            c.note(t(f"{label} 任务超过 deadline → {row['status']}，dead letter {[d['reason'] for d in letters]}，"
-                     f"新事件 {new_events}", f"{label} job past its deadline → {row['status']}, dead letter "
-                     f"{[d['reason'] for d in letters]}, new events {new_events}"))
+            c.note(t("{label} job past its deadline → {status}, dead letter {value}, new events {new_events}",
+                     label=label, status=row['status'], value=[d['reason'] for d in letters], new_events=new_events))
             assert row["status"] == "failed" and letters and new_events == 0, t(
-                f"超过 deadline 的 {label} 任务应转为 failed 并写 dead letter，不再重新派发",
-                f"a {label} job past its deadline must become failed with a dead letter, never re-sent")
-            assert store.claim(job_id) is None, t("超过 deadline 的任务不能再被领取", "a job past its deadline cannot be claimed")
+                "a {label} job past its deadline must become failed with a dead letter, never re-sent", label=label)
+            assert store.claim(job_id) is None, t("a job past its deadline cannot be claimed")
     finally:
         park(made)
 
@@ -356,36 +337,30 @@ def check_phase_logs(c) -> None:
     lines = [p for p in phase_lines(lab.worker.log_text()) if p.get("job_id") == job]
     for line in lines[:4]:
         c.note("  " + json.dumps(line, ensure_ascii=False)[:220])
-    assert lines, t("worker 日志里没有这个任务的 JSON 阶段日志（event=export_phase）：在领取后和完成后调用 log_phase",
-                    "the worker log has no JSON phase line (event=export_phase) for the job: call log_phase after "
+    assert lines, t("the worker log has no JSON phase line (event=export_phase) for the job: call log_phase after "
                     "the claim and after finishing")
     keys = ("job_id", "phase", "message_id", "lease_token", "attempt")
     missing = sorted({k for line in lines for k in keys if k not in line})
-    assert not missing, t(f"阶段日志缺少字段：{missing}", f"phase lines lack the fields {missing}")
+    assert not missing, t("phase lines lack the fields {missing}", missing=missing)
     claimed = [line for line in lines if line.get("lease_token")]
-    assert claimed, t("没有一行带 lease_token：领取后的日志要写本次 token", "no line carries a lease_token: log the claim's token")
+    assert claimed, t("no line carries a lease_token: log the claim's token")
     first = claimed[0]
-    assert first["message_id"] in delivered, t(
-        f"message_id {first['message_id']!r} 不是 worker 实际收到的消息 id {delivered}：用 bind=True 和 self.request.id",
-        f"message_id {first['message_id']!r} is not the delivered message id {delivered}: use bind=True and "
-        "self.request.id")
+    assert first["message_id"] in delivered, t("message_id {message_id!r} is not the delivered message id "
+                                               "{delivered}: use bind=True and self.request.id", delivered=delivered,
+                                               message_id=first['message_id'])
     assert str(first["lease_token"]) == str(final["lease_token"]), t(
-        "日志里的 lease_token 与数据库中这次领取的 token 不同", "the logged lease_token differs from the claim's token in the database")
-    assert first["attempt"] == final["attempts"] == 1, t(
-        f"attempt 应为真实的 attempts（1），实际 "
-        f"{first['attempt']!r}", f"attempt must be the real attempts (1), got {first['attempt']!r}")
-    c.note(t(f"{len(lines)} 行；message_id = 投递的 task id，lease_token = 数据库 token，attempt = 1",
-             f"{len(lines)} lines; message_id = the delivered task id, lease_token = the database token, attempt = 1"))
+        "the logged lease_token differs from the claim's token in the database")
+    assert first["attempt"] == final["attempts"] == 1, t("attempt must be the real attempts (1), got {attempt!r}",
+                                                         attempt=first['attempt'])
+    c.note(t("{n_lines} lines; message_id = the delivered task id, lease_token = the database token, attempt = 1",
+             n_lines=len(lines)))
 
     text = worker_logs(lab)
     leaks = log_leaks(text)
-    c.note(t(f"扫描 worker 日志 {len(text.splitlines())} 行：商品描述、密码、带凭据 URL → {'发现' if leaks else '都没有'}",
-             f"scanned {len(text.splitlines())} worker log lines for descriptions, passwords, URLs with credentials → "
-             f"{'found' if leaks else 'none'}"))
-    assert not leaks, t(f"日志里出现了{'、'.join(leaks)}：log_phase 只记录编号和阶段，不放 payload 或连接信息",
-                        f"the logs contain {', '.join(leaks)}: log_phase records ids and phases only, never the "
-                        f"payload "
-                        "or connection details")
+    c.note(t("scanned {n_splitlines} worker log lines for descriptions, passwords, URLs with credentials → {found}",
+             n_splitlines=len(text.splitlines()), found=t('found') if leaks else t('none')))
+    assert not leaks, t("the logs contain {leaks}: log_phase records ids and phases only, never the payload or "
+                        "connection details", leaks=t(', ').join(leaks))
 
 
 # ---------------------------------------------------------------- 16.7
@@ -393,22 +368,20 @@ def check_phase_logs(c) -> None:
 def check_monitor(c) -> None:
     from shared.labctl import split_sql
     path = WORK / "monitor_exports.sql"
-    assert path.is_file(), t("文件夹里没有 monitor_exports.sql", "the folder has no monitor_exports.sql")
+    assert path.is_file(), t("the folder has no monitor_exports.sql")
     statements = split_sql(path.read_text(encoding="utf-8"))
     with scratch_schema() as cur:
         load_schemas(cur)
         empty = run_monitor(cur, statements)
         unpublished = pick(empty, "oldest_unpublished_seconds")[0]
         dispatch = pick(empty, "oldest_dispatch_age")[0]
-        c.note(t(f"空库：unpublished={unpublished['unpublished']} 年龄={unpublished['oldest_unpublished_seconds']}；"
-                 f"queued_without_pending={dispatch['queued_without_pending']} "
-                 f"年龄={dispatch['oldest_dispatch_age']}",
-                 f"empty: unpublished={unpublished['unpublished']} "
-                 f"age={unpublished['oldest_unpublished_seconds']}; "
-                 f"queued_without_pending={dispatch['queued_without_pending']} "
-                 f"age={dispatch['oldest_dispatch_age']}"))
+        c.note(t("empty: unpublished={unpublished} age={oldest_unpublished_seconds}; "
+                 "queued_without_pending={queued_without_pending} age={oldest_dispatch_age}",
+                 unpublished=unpublished['unpublished'],
+                 oldest_unpublished_seconds=unpublished['oldest_unpublished_seconds'],
+                 queued_without_pending=dispatch['queued_without_pending'],
+                 oldest_dispatch_age=dispatch['oldest_dispatch_age']))
         assert unpublished["oldest_unpublished_seconds"] is None and dispatch["oldest_dispatch_age"] is None, t(
-            "没有对应行时年龄必须是 NULL，不能写成 0（不要 COALESCE/IFNULL）",
             "with no matching rows the ages must be NULL, not 0 (no COALESCE/IFNULL)")
         assert int(unpublished["unpublished"]) == 0 and int(pick(empty, "expired_leases")[0]["expired_leases"]) == 0
 
@@ -425,29 +398,25 @@ def check_monitor(c) -> None:
     listing = [r["id"] for r in pick(full, "next_attempt_at")]
     age_new = number(unpublished["oldest_unpublished_seconds"])
     age_sent = number(dispatch["oldest_dispatch_age"])
-    c.note(t(f"已知数据：状态 {statuses}；未发 {unpublished['unpublished']} 个，最老 {age_new} s；过期租约 {expired}；"
-             f"失败原因 {reasons}；已派发无待发 {dispatch['queued_without_pending']} 个，最老 {age_sent} s；列表 {len(listing)} 行",
-             f"known rows: statuses {statuses}; unpublished {unpublished['unpublished']}, oldest {age_new} s; "
-             f"expired "
-             f"leases {expired}; reasons {reasons}; queued without pending {dispatch['queued_without_pending']}, "
-             f"oldest {age_sent} s; list {len(listing)} rows"))
-    assert statuses == {"queued": 2, "running": 1, "failed": 1}, t(f"状态计数不对：{statuses}",
-                                                                   f"wrong status counts: {statuses}")
+    c.note(t("known rows: statuses {statuses}; unpublished {unpublished}, oldest {age_new} s; expired leases "
+             "{expired}; reasons {reasons}; queued without pending {queued_without_pending}, oldest {age_sent} s; "
+             "list {n_listing} rows", statuses=statuses, unpublished=unpublished['unpublished'], age_new=age_new,
+             expired=expired, reasons=reasons, queued_without_pending=dispatch['queued_without_pending'],
+             age_sent=age_sent, n_listing=len(listing)))
+    assert statuses == {"queued": 2, "running": 1, "failed": 1}, t(
+        "wrong status counts: {statuses}", statuses=statuses)
     low, high = age_bounds(waiting, before, after)
     assert int(unpublished["unpublished"]) == 1 and age_new is not None and low <= age_new <= high, t(
-        f"未发事件应为 1 个、最老约 42 秒（{low:.3f}…{high:.3f}），实际 {unpublished['unpublished']} / {age_new}",
-        f"expected 1 unpublished event about 42 s old ({low:.3f}…{high:.3f}), got {unpublished['unpublished']} / "
-        f"{age_new}")
-    assert expired == 1, t(f"过期租约应为 1，实际 {expired}", f"expected 1 expired lease, got {expired}")
-    assert reasons == {"attempts_exhausted": 1}, t(f"失败原因计数不对：{reasons}", f"wrong failure reasons: {reasons}")
+        "expected 1 unpublished event about 42 s old ({low:.3f}…{high:.3f}), got {unpublished} / {age_new}", low=low,
+        high=high, unpublished=unpublished['unpublished'], age_new=age_new)
+    assert expired == 1, t("expected 1 expired lease, got {expired}", expired=expired)
+    assert reasons == {"attempts_exhausted": 1}, t("wrong failure reasons: {reasons}", reasons=reasons)
     low, high = age_bounds(dispatched, before, after)
     assert int(dispatch["queued_without_pending"]) == 1 and age_sent is not None and low <= age_sent <= high, t(
-        f"已派发无待发应为 1 个、约 75 秒（{low:.3f}…{high:.3f}），实际 {dispatch['queued_without_pending']} / "
-        f"{age_sent}",
-        f"expected 1 queued job without pending, about 75 s ({low:.3f}…{high:.3f}), got "
-        f"{dispatch['queued_without_pending']} / {age_sent}")
+        "expected 1 queued job without pending, about 75 s ({low:.3f}…{high:.3f}), got {queued_without_pending} / "
+        "{age_sent}", low=low, high=high, queued_without_pending=dispatch['queued_without_pending'], age_sent=age_sent)
     assert listing == [ids["q_sent"], ids["q_new"], ids["running"]], t(
-        "最后一个查询应按 created_at 列出 queued/running 任务", "the last query must list queued/running jobs by created_at")
+        "the last query must list queued/running jobs by created_at")
 
 
 # ---------------------------------------------------------------- 16.10
@@ -466,7 +435,7 @@ def check_two_deliveries(c) -> None:
                     with publishing():
                         lab.publisher.publish_one()
                 wait_until(lambda sent=sent: holds(job) or len(ended(job)) >= sent, 60,
-                           t("这次投递领取（停在写文件处）或结束", "the delivery to claim (hold its write) or end"),
+                           t("the delivery to claim (hold its write) or end"),
                            interval=0.05)
                 if holds(job):
                     break
@@ -474,9 +443,9 @@ def check_two_deliveries(c) -> None:
                 # the unconfirmed event goes out again once the publisher's claim runs out (moved).
                 reason = unclaimed_reason(job, {"task_id": event, "end": ended(job)[-1]})
                 assert sent == 1, reason
-                c.note(t("再次发送未确认的事件：", "the unconfirmed event is sent again: ") + reason)
+                c.note(t("the unconfirmed event is sent again: ") + reason)
                 advance(job, claim_seconds_left(job) + 0.001)
-        assert holds(job), t("worker 一直没有领取这个任务", "the worker never claimed the job")
+        assert holds(job), t("the worker never claimed the job")
         token_a = job_row(job)["lease_token"]
         # The first execution is slow: its lease runs out while it writes, recovery requeues the job and
         # the unmarked event goes out again once the publisher's claim is over (all moved, not waited).
@@ -496,21 +465,15 @@ def check_two_deliveries(c) -> None:
     claims = [p for p in lines if p.get("lease_token")]
     tokens = list(dict.fromkeys(str(p["lease_token"]) for p in claims))
     messages = {p.get("message_id") for p in claims}
-    c.note(t(f"投递 {len(starts)} 次（message id：{sorted({short(s['task_id']) for s in starts})}）；日志里的 token："
-             f"{[short(x) for x in tokens]}；数据库 result_ref 属于 token {short(final['lease_token'])}",
-             f"{len(starts)} deliveries (message ids {sorted({short(s['task_id']) for s in starts})}); tokens in "
-             f"the "
-             f"logs {[short(x) for x in tokens]}; the database result_ref belongs to token "
-             f"{short(final['lease_token'])}"))
+    c.note(t("{n_starts} deliveries (message ids {value}); tokens in the logs {value2}; the database result_ref "
+             "belongs to token {lease_token}", n_starts=len(starts), value2=[short(x) for x in tokens],
+             value=sorted({short(s['task_id']) for s in starts}), lease_token=short(final['lease_token'])))
     delivered = {d["task_id"] for d in starts}
     again = [d for d in starts if d["task_id"] == event]
-    assert len(tokens) >= 2, t("日志里应能看到两个不同的 lease_token（两次领取）",
-                               "the logs must show two different lease_tokens (two claims)")
-    assert len(again) >= 2, t(f"未确认的事件应送达两次，实际 {len(again)} 次",
-                              f"the unconfirmed event should arrive twice, got {len(again)}")
-    assert messages <= delivered, t(
-        f"日志里的 message_id {sorted(map(str, messages - delivered))} 不是 worker 实际收到的消息 id",
-        f"the logged message_id {sorted(map(str, messages - delivered))} is not a message id the worker received")
+    assert len(tokens) >= 2, t("the logs must show two different lease_tokens (two claims)")
+    assert len(again) >= 2, t("the unconfirmed event should arrive twice, got {n_again}", n_again=len(again))
+    assert messages <= delivered, t("the logged message_id {map} is not a message id the worker received",
+                                    map=sorted(map(str, messages - delivered)))
     for line in helper.notes:
         c.note(line)
 
@@ -520,22 +483,17 @@ def check_two_deliveries(c) -> None:
         return values[-1] if values else None
 
     old, new = outcome(str(token_a)), outcome(str(final["lease_token"]))
-    c.note(t(f"旧 token {short(token_a)} 的结果行：success={old}；新 token 的结果行：success={new}",
-             f"old token {short(token_a)}'s outcome line: success={old}; the new token's: success={new}"))
-    assert str(final["lease_token"]) != str(token_a), t("最终结果应属于新 token",
-                                                        "the final result must belong to the new token")
-    assert old is False, t("旧 token 的完成日志应报告没有发布（finish 返回 False）：记录 finish 的真实返回值",
-                           "the old token's completion line must report no publish (finish returned False): log "
-                           "finish's "
-                           "real return value")
-    assert new is True, t("新 token 的完成日志应报告发布成功", "the new token's completion line must report the publish")
+    c.note(t("old token {token_a}'s outcome line: success={old}; the new token's: success={new}", old=old, new=new,
+             token_a=short(token_a)))
+    assert str(final["lease_token"]) != str(token_a), t("the final result must belong to the new token")
+    assert old is False, t("the old token's completion line must report no publish (finish returned False): log "
+                           "finish's real return value")
+    assert new is True, t("the new token's completion line must report the publish")
     now = job_row(job)
     sha, where = artifact_evidence(now)
     assert now["lease_token"] == final["lease_token"] and str(token_a) not in where, t(
-        "result_ref 应是新 token "
-        "的文件，旧执行写的文件不被引用", "result_ref must be the new token's file; the old run's file stays unreferenced")
-    c.note(t(f"唯一的 result_ref：{where}（sha256 {sha[:10]}…，内容等于 payload）",
-             f"the one result_ref: {where} (sha256 {sha[:10]}…, content == payload)"))
+        "result_ref must be the new token's file; the old run's file stays unreferenced")
+    c.note(t("the one result_ref: {where} (sha256 {sha}…, content == payload)", where=where, sha=sha[:10]))
 
 
 # ---------------------------------------------------------------- main

@@ -1,0 +1,164 @@
+"""The kit's message catalogues: what the code says, and what zh.po translates.
+
+    python -m checks.tools.messages            # report: untranslated, unused, placeholder mismatches
+    python -m checks.tools.messages --update   # rewrite every zh.po from the code, keeping translations
+
+Every learner-facing message is a `t("English ...", name=value)` call whose first argument is a string
+literal (so a tool can find it, as xgettext does).  Each folder of code has its catalogue beside it:
+checks/zh.po, shared/zh.po, lessons/NN-*/verifiers/zh.po, keyed by the English.  --update is the msgmerge
+step: new messages get an empty translation, gone ones are dropped, the rest keep theirs, the "#:" lines
+say where each is used.  tests/test_messages.py runs the report and wants it empty.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import re
+import string
+import sys
+from pathlib import Path
+
+from shared.i18n import CATALOGUE_NAME, KIT_ROOT, quote, read_po
+
+CJK = re.compile(r"[\u3000-\u303f\u4e00-\u9fff\uff00-\uffef]")
+WRAP = 76  # .po lines, as msgmerge wraps them
+
+
+def code_folders(root: Path = KIT_ROOT) -> list[Path]:
+    """The folders that each keep one catalogue: checks/ (with its tools/), shared/, each lesson's verifiers/."""
+    return [root / "checks", root / "shared", *sorted(root.glob("lessons/*/verifiers"))]
+
+
+def sources(folder: Path) -> list[Path]:
+    return sorted(path for path in folder.rglob("*.py") if "__pycache__" not in path.parts)
+
+
+class Use:
+    def __init__(self, path: Path, line: int, formatted: bool):
+        self.path, self.line, self.formatted = path, line, formatted
+
+
+def messages_in(folder: Path) -> tuple[dict[str, list[Use]], list[str]]:
+    """msgid -> where it is used, in order of first use; and the t() calls whose message is not a literal."""
+    found: dict[str, list[Use]] = {}
+    loose = []
+    for path in sources(folder):
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "t"):
+                continue
+            first = node.args[0] if node.args else None
+            if not (isinstance(first, ast.Constant) and isinstance(first.value, str)) or len(node.args) != 1:
+                loose.append(f"{path.relative_to(KIT_ROOT)}:{node.lineno}: t() wants one literal English message")
+                continue
+            found.setdefault(first.value, []).append(Use(path, node.lineno, bool(node.keywords)))
+    for uses in found.values():
+        uses.sort(key=lambda use: (str(use.path), use.line))
+    return dict(sorted(found.items(), key=lambda item: (str(item[1][0].path), item[1][0].line))), loose
+
+
+def fields(text: str) -> list[str]:
+    """The {placeholders} of a message, as str.format reads them."""
+    try:
+        return sorted({name for _, name, _, _ in string.Formatter().parse(text) if name is not None})
+    except ValueError as exc:
+        return [f"<unreadable: {exc}>"]
+
+
+def problems(root: Path = KIT_ROOT) -> list[str]:
+    """Everything wrong between the code and its catalogues; empty when they agree."""
+    found, translations = [], {}
+    for folder in code_folders(root):
+        used, loose = messages_in(folder)
+        found += loose
+        catalogue = folder / CATALOGUE_NAME
+        entries = read_po(catalogue) if catalogue.exists() else {}
+        where = catalogue.relative_to(root)
+        for msgid, uses in used.items():
+            first = f"{uses[0].path.relative_to(root)}:{uses[0].line}"
+            msgstr = entries.get(msgid, "")
+            if not msgstr:
+                found.append(f"{where}: no translation for {msgid!r} ({first})")
+                continue
+            if any(use.formatted for use in uses) and fields(msgid) != fields(msgstr):
+                found.append(f"{where}: placeholders differ for {msgid!r}: {fields(msgid)} vs {fields(msgstr)}")
+            if translations.setdefault(msgid, msgstr) != msgstr:
+                found.append(f"{where}: {msgid!r} is translated two ways in the kit")
+            if CJK.search(msgid):
+                found.append(f"{first}: a message written in Chinese; write it in English, translate it in {where}")
+        for msgid in entries.keys() - used.keys():
+            found.append(f"{where}: {msgid!r} is no longer used (run --update)")
+    return found
+
+
+def chinese_in_code(root: Path = KIT_ROOT, allowed=()) -> list[str]:
+    """String literals in Chinese in the kit's code (the catalogues hold the Chinese)."""
+    import io
+    import tokenize
+    found = []
+    for folder in code_folders(root):
+        for path in sources(folder):
+            tokens = tokenize.generate_tokens(io.StringIO(path.read_text(encoding="utf-8")).readline)
+            for token in tokens:
+                if token.type == tokenize.STRING and CJK.search(token.string):
+                    place = f"{path.relative_to(root)}:{token.start[0]}"
+                    if not any(place.startswith(a) for a in allowed):
+                        found.append(place)
+    return found
+
+
+def _po_lines(keyword: str, text: str) -> list[str]:
+    if len(text) + len(keyword) + 3 <= WRAP and "\n" not in text[:-1]:
+        return [f"{keyword} {quote(text)}"]
+    pieces, rest = [], text
+    while rest:
+        cut = rest.find("\n") + 1 or len(rest)
+        cut = min(cut, WRAP - 2)
+        if cut < len(rest) and "\n" not in rest[:cut]:
+            space = rest.rfind(" ", 0, cut)
+            cut = space + 1 if space > WRAP // 3 else cut
+        pieces.append(rest[:cut])
+        rest = rest[cut:]
+    return [f'{keyword} ""'] + [quote(piece) for piece in pieces]
+
+
+def write_catalogue(folder: Path, used: dict[str, list[Use]], old: dict[str, str], root: Path = KIT_ROOT) -> None:
+    title = folder.relative_to(root)
+    lines = [f"# Task Lab: the Chinese of the messages in {title}/, keyed by the English in the code.",
+             "# python -m checks.tools.messages --update rewrites this file from the code; translations are kept.",
+             'msgid ""', 'msgstr ""', '"Content-Type: text/plain; charset=UTF-8\\n"', '"Language: zh_CN\\n"', ""]
+    for msgid, uses in used.items():
+        lines.append("#: " + " ".join(f"{use.path.relative_to(folder)}:{use.line}" for use in uses[:4]))
+        if any(use.formatted for use in uses):
+            lines.append("#, python-brace-format")
+        lines += _po_lines("msgid", msgid)
+        lines += _po_lines("msgstr", old.get(msgid, ""))
+        lines.append("")
+    (folder / CATALOGUE_NAME).write_text("\n".join(lines), encoding="utf-8")
+
+
+def update(root: Path = KIT_ROOT) -> None:
+    for folder in code_folders(root):
+        used, _ = messages_in(folder)
+        catalogue = folder / CATALOGUE_NAME
+        old = read_po(catalogue) if catalogue.exists() else {}
+        if used or old:
+            write_catalogue(folder, used, old, root)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m checks.tools.messages", description=__doc__.splitlines()[0])
+    parser.add_argument("--update", action="store_true", help="rewrite every zh.po from the code")
+    args = parser.parse_args(argv)
+    if args.update:
+        update()
+    found = problems()
+    for line in found:
+        print(line)
+    print(f"{len(found)} problem(s)" if found else "every message has its translation")
+    return 1 if found else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
