@@ -51,24 +51,14 @@ def redis_ok(secret: dict[str, str], timeout: float = 1.0) -> bool:
 
 
 def mysql_ok(secret: dict[str, str]) -> bool:
-    import pymysql
-    try:
-        conn = mysql_connect(secret["MYSQL_USER"], secret["MYSQL_PASSWORD"], timeout=1,
-                             host=secret["MYSQL_HOST"], port=secret["MYSQL_PORT"])
-    except pymysql.err.MySQLError:
-        return False
-    try:
-        with conn.cursor() as cur:
-            cur.execute("SELECT 1")
-        return True
-    finally:
-        conn.close()
+    return mysql_ready(secret["MYSQL_USER"], secret["MYSQL_PASSWORD"], secret["MYSQL_HOST"], secret["MYSQL_PORT"])
 
 
-def mysql_ready(user: str, password: str) -> bool:
+def mysql_ready(user: str, password: str, host: str = S.HOST, port: int = S.MYSQL_PORT) -> bool:
+    """The server answers SELECT 1 for this account within a second."""
     import pymysql
     try:
-        conn = mysql_connect(user, password, timeout=1)
+        conn = mysql_connect(user, password, timeout=1, host=host, port=port)
     except pymysql.err.MySQLError:
         return False
     try:
