@@ -12,14 +12,13 @@ from __future__ import annotations
 import os
 import sqlite3
 import sys
-import time
 from contextlib import contextmanager
 from pathlib import Path
 
 from lab07_loopback import HOLD_CAP, Loopback
 from shared.i18n import t
 from shared.probe import LearnerRaised, Probe
-from shared.proc import Process
+from shared.proc import Process, wait_until
 
 WORK = Path.cwd()
 LOGS = WORK / ".lab-logs" / "07"
@@ -128,15 +127,8 @@ def all_final(db: Path, ids) -> bool:
 # ---------------------------------------------------------------- waiting for a fact
 
 def until(predicate, timeout: float, what: str, interval: float = 0.01):
-    """Poll predicate() until it is truthy; fail the check after timeout."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(t("waited {timeout:g} s for {what}", timeout=timeout, what=what))
-        time.sleep(interval)
+    """Poll predicate() until it is truthy (the task center's steps take milliseconds: poll often)."""
+    return wait_until(predicate, timeout, what, interval=interval)
 
 
 # ---------------------------------------------------------------- 07.7: a cancel in flight
