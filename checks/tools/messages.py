@@ -2,6 +2,7 @@
 
     python -m checks.tools.messages            # report: untranslated, unused, placeholder mismatches
     python -m checks.tools.messages --update   # rewrite every zh.po from the code, keeping translations
+    python -m checks.tools.messages --update lessons/04-threads-lock-queue/verifiers   # just that one
 
 Every learner-facing message is a `t("English ...", name=value)` call whose first argument is a string
 literal (so a tool can find it, as xgettext does).  Each folder of code has its catalogue beside it:
@@ -138,8 +139,11 @@ def write_catalogue(folder: Path, used: dict[str, list[Use]], old: dict[str, str
     (folder / CATALOGUE_NAME).write_text("\n".join(lines), encoding="utf-8")
 
 
-def update(root: Path = KIT_ROOT) -> None:
+def update(root: Path = KIT_ROOT, only: list[Path] | None = None) -> None:
+    chosen = [path.resolve() for path in only or []]
     for folder in code_folders(root):
+        if chosen and folder.resolve() not in chosen:
+            continue
         used, _ = messages_in(folder)
         catalogue = folder / CATALOGUE_NAME
         old = read_po(catalogue) if catalogue.exists() else {}
@@ -149,10 +153,16 @@ def update(root: Path = KIT_ROOT) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m checks.tools.messages", description=__doc__.splitlines()[0])
-    parser.add_argument("--update", action="store_true", help="rewrite every zh.po from the code")
+    parser.add_argument("--update", action="store_true", help="rewrite the zh.po files from the code")
+    parser.add_argument("folders", nargs="*", type=Path, help="with --update: only these folders' zh.po")
     args = parser.parse_args(argv)
+    if args.folders and not args.update:
+        parser.error("folders are for --update")
+    unknown = [str(path) for path in args.folders if path.resolve() not in [f.resolve() for f in code_folders()]]
+    if unknown:
+        parser.error(f"not a folder with a catalogue: {', '.join(unknown)}")
     if args.update:
-        update()
+        update(only=args.folders)
     found = problems()
     for line in found:
         print(line)
