@@ -16,8 +16,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from checks.runner import PASS, run_lesson
+from checks.results import PASS
+from checks.runner import run_lesson
 from checks.workdir import materialise
+from shared.i18n import t_in
 
 VERIFIER = """
 from shared.tap import main_guard
@@ -33,7 +35,8 @@ def _lesson(root: Path, services: list[str]) -> dict:
     (folder / "verifiers").mkdir(parents=True, exist_ok=True)
     (folder / "verifiers" / "verify_bench.py").write_text(VERIFIER)
     return {"id": "00", "slug": "bench", "folder": str(folder), "status": "ready", "services": services,
-            "title": {"zh": "基准", "en": "bench"}, "group": {"zh": "组", "en": "g"}, "processes": [],
+            "title": {"zh": t_in("zh", "bench"), "en": "bench"}, "group": {"zh": t_in("zh", "group"), "en": "group"},
+            "processes": [],
             "checks": [{"id": "00.1", "kind": "core", "text": {"zh": "x", "en": "x"}, "verifier": "verify_bench.py",
                         "points": 1, "timeout": 120, "hint": {"zh": "x", "en": "x"}}]}
 

@@ -51,7 +51,8 @@ def check_packages():
         except metadata.PackageNotFoundError:
             have = None
         if have != pinned:
-            wrong.append(f"{name} {have or t('未安装', 'missing')} (≠ {pinned})")
+            wrong.append(f"{name} {have} (≠ {pinned})" if have else
+                         t("{name} missing (≠ {pinned})", name=name, pinned=pinned))
     if wrong:
         return BAD, "; ".join(wrong), "make venv"
     return OK, t("all {n_pins} pinned packages installed", n_pins=len(_pins())), None

@@ -39,7 +39,7 @@ from checks.drill_machines import DRILL_VISIBILITY, Broker, DrillError, Grader, 
 from checks.grade import student_names
 from checks.grade_remote import submit_and_collect
 from checks.packing import pack_folder
-from shared.i18n import t
+from shared.i18n import lang, t, t_in
 from shared.manifest import KIT_ROOT
 
 FULL = {"folders": 30, "lessons": ["01", "02", "03"], "machine_death": True, "timeout": 1800}
@@ -264,7 +264,8 @@ def ledger(drill: Drill, folders: list[Path], names: list[str], lesson_ids: list
 
 def print_ledger(result: dict) -> None:
     L = result["ledger"]
-    print(t("\n演练账本 / drill ledger", "\ndrill ledger / 演练账本"))
+    both = [t_in("zh", "drill ledger"), "drill ledger"]  # the heading in both languages, the learner's first
+    print("\n" + " / ".join(both if lang() == "zh" else both[::-1]))
     print(f"  {'student':<11} {'deliveries':>10}  {'graded by':<14} {'stored':<6} {'verdicts':<9} failed checks")
     for r in L["rows"]:
         print(f"  {r['student']:<11} {r['deliveries']:>10}  {(r['graded_by'] or '—'):<14} "

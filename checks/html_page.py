@@ -1,5 +1,6 @@
 """The frame every HTML page of the kit shares (a run's report, the gradebook, the soak page): its words in
-both languages, its CSS, a self-contained document forbidding every fetch, and escaping.
+either language (their Chinese in checks/zh.po), its CSS, a self-contained document forbidding every fetch,
+and escaping.
 
 A page is opened from a file:// URL, often on a machine with no network, and may show learner output:
 so everything is inline (no CDN, no fetch; a Content-Security-Policy forbids loading anything), every
@@ -11,48 +12,41 @@ from __future__ import annotations
 import html
 import os
 
+from shared.i18n import t_in
+
 MARKS = {"pass": "✓", "fail": "✗", "error": "!", "timeout": "⏱", "skipped": "–", "superseded": "↷", "not_reached": "○"}
 
-# UI words, both languages.  Statuses keep their English key in the data; only the label changes.
-WORDS = {
-    "en": {
-        "run_title": "Task Lab report", "source": "Source", "created": "Created", "status": "Status",
-        "score": "Score", "checks": "Checks", "bonus": "bonus", "tampering": "⚠ tampering suspected", "regressions": "Regressions",
-        "lesson": "Lesson {id}", "hint": "Hint", "output": "Output (tail)", "exercise": "exercise",
-        "no_checks": "No checks in this report.", "back": "← class gradebook", "run_error": "The run could not happen",
-        "pass": "pass", "fail": "fail", "error": "error", "timeout": "timeout", "skipped": "skipped",
-        "superseded": "superseded",
+
+def words(lang: str) -> dict[str, str]:
+    """The pages' UI words in `lang` (their Chinese in checks/zh.po).  Statuses keep their English key in the
+    data; only the label changes.  "Lesson {id}" is said with t_in(lang, "Lesson {id}", id=...)."""
+    return {
+        "run_title": t_in(lang, "Task Lab report"), "source": t_in(lang, "Source"), "created": t_in(lang, "Created"),
+        "status": t_in(lang, "Status"), "score": t_in(lang, "Score"), "checks": t_in(lang, "Checks"),
+        "bonus": t_in(lang, "bonus"), "tampering": t_in(lang, "⚠ tampering suspected"),
+        "regressions": t_in(lang, "Regressions"), "hint": t_in(lang, "Hint"), "output": t_in(lang, "Output (tail)"),
+        "exercise": t_in(lang, "exercise"), "no_checks": t_in(lang, "No checks in this report."),
+        "back": t_in(lang, "← class gradebook"), "run_error": t_in(lang, "The run could not happen"),
+        "pass": t_in(lang, "pass"), "fail": t_in(lang, "fail"), "error": t_in(lang, "error"),
+        "timeout": t_in(lang, "timeout"), "skipped": t_in(lang, "skipped"), "superseded": t_in(lang, "superseded"),
         # gradebook
-        "book_title": "Class gradebook", "students": "Students", "student": "Student", "total": "Total",
-        "not_reached": "not reached", "not_graded": "not graded", "hardest": "Hardest checks",
-        "check": "Check", "text": "What it checks", "did_not_pass": "Did not pass", "breakdown": "fail / error / timeout",
-        "common_message": "Most common message", "flags": "Flags", "sort_hint": "Click a column heading to sort.",
-        "regression_failed": "regression not passed", "regression": "regression",
-        "hardest_note": "Lessons a student did not reach are not counted here (see the “not reached” column).",
-        "nobody_failed": "Every check passed for every student who reached it.", "grid": "Scores by lesson",
-        "legend": "Cells: course score / maximum per lesson (core + exercise; extensions are the bonus). "
-                  "Grey “not reached”: the folder or the lesson's files are missing — not the same as failed.",
-        "tampering_short": "tampering suspected",
-    },
-    "zh": {
-        "run_title": "Task Lab 检查报告", "source": "检查对象", "created": "生成时间", "status": "状态",
-        "score": "得分", "checks": "检查", "bonus": "加分", "tampering": "⚠ 疑似篡改", "regressions": "回归检查",
-        "lesson": "第 {id} 课", "hint": "提示", "output": "输出（末尾）", "exercise": "练习",
-        "no_checks": "本报告没有检查项。", "back": "← 全班成绩册", "run_error": "本次运行未能进行",
-        "pass": "通过", "fail": "失败", "error": "出错", "timeout": "超时", "skipped": "跳过",
-        "superseded": "已被替换",
-        "book_title": "全班成绩册", "students": "学生数", "student": "学生", "total": "总分",
-        "not_reached": "未到达", "not_graded": "未批改", "hardest": "最难的检查",
-        "check": "检查", "text": "检查内容", "did_not_pass": "未通过", "breakdown": "失败 / 出错 / 超时",
-        "common_message": "最常见的信息", "flags": "标记", "sort_hint": "点击列标题可排序。",
-        "regression_failed": "回归检查未通过", "regression": "回归",
-        "hardest_note": "学生未到达的课程不计入此表（见“未到达”列）。",
-        "nobody_failed": "所有到达该检查的学生都通过了。", "grid": "各课得分",
-        "legend": "单元格：每课的课程得分 / 满分（核心 + 练习；扩展计为加分）。"
-                  "灰色“未到达”：文件夹或本课文件缺失——与失败不同。",
-        "tampering_short": "疑似篡改",
-    },
-}
+        "book_title": t_in(lang, "Class gradebook"), "students": t_in(lang, "Students"),
+        "student": t_in(lang, "Student"), "total": t_in(lang, "Total"), "not_reached": t_in(lang, "not reached"),
+        "not_graded": t_in(lang, "not graded"), "hardest": t_in(lang, "Hardest checks"),
+        "check": t_in(lang, "Check"), "text": t_in(lang, "What it checks"), "did_not_pass": t_in(lang, "Did not pass"),
+        "breakdown": t_in(lang, "fail / error / timeout"), "common_message": t_in(lang, "Most common message"),
+        "flags": t_in(lang, "Flags"), "sort_hint": t_in(lang, "Click a column heading to sort."),
+        "regression_failed": t_in(lang, "regression not passed"), "regression": t_in(lang, "regression"),
+        "hardest_note": t_in(lang, "Lessons a student did not reach are not counted here (see the “not reached” "
+                                   "column)."),
+        "nobody_failed": t_in(lang, "Every check passed for every student who reached it."),
+        "grid": t_in(lang, "Scores by lesson"),
+        "legend": t_in(lang, "Cells: course score / maximum per lesson (core + exercise; extensions are the bonus). "
+                             "Grey “not reached”: the folder or the lesson's files are missing — not the same as "
+                             "failed."),
+        "tampering_short": t_in(lang, "tampering suspected"),
+    }
+
 
 CSS = """
 body{font:15px/1.45 system-ui,-apple-system,"Segoe UI","Noto Sans CJK SC","PingFang SC",sans-serif,"Noto Color Emoji","Segoe UI Emoji","Apple Color Emoji";
@@ -91,7 +85,7 @@ td.nr{background:#e4e4e4;color:#666;font-style:italic}td.ng{color:#999}
 def resolve_lang(lang: str | None) -> str:
     """The page's language: the argument, else LAB_LANG, else English."""
     chosen = (lang or os.environ.get("LAB_LANG", "")).strip().lower()
-    return chosen if chosen in WORDS else "en"
+    return chosen if chosen in ("zh", "en") else "en"
 
 
 def esc(value) -> str:

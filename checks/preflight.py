@@ -108,52 +108,50 @@ def env_file_notice(lesson: dict, folder: Path) -> str | None:
 @dataclass(frozen=True)
 class Cause:
     """A mistake that breaks many checks at once, recognised from one of their failures (`seen`), so the
-    learner reads it once, with the fix, and the other checks it broke wait behind it (`signs`)."""
+    learner reads it once, with the fix, and the other checks it broke wait behind it (`signs`).  `seen` and
+    `signs` are phrases of the checks' own messages, in both languages (a check speaks the learner's)."""
     seen: tuple[str, ...]
     file: str
     signs: tuple[str, ...]
-    zh: str
-    en: str
+    message: str  # in the learner's language
     lessons: tuple[str, ...] = ()  # the lessons whose checks it speaks of (its words name them)
 
 
-CAUSES = (
-    # The course's connect() is MySQL's; the box's server is MariaDB 10.11 (lesson 11's guide says so first).
-    Cause(seen=("has no max_execution_time", "不认识 max_execution_time"), file="state_store.py",
-          signs=("max_execution_time", "Unknown system variable", "OperationalError", "1193"),
-          zh="这里的服务器是 MariaDB 10.11，没有 MySQL 的 max_execution_time，所以每次 connect() 都失败（1193）。"
-             "把 connect() 里那一行改成 cur.execute(\"SET SESSION max_statement_time = 3\")（秒），"
-             "或像本课指南那样按服务器版本二选一；下面连接数据库的检查都在等它",
-          en="the server here is MariaDB 10.11, which has no max_execution_time (MySQL's), so every connect() "
-             "fails (1193). Change that line in connect() to cur.execute(\"SET SESSION max_statement_time = 3\") "
-             "(seconds), or choose by server version as this lesson's guide shows; every check below that "
-             "connects waits behind it", lessons=("11", "12", "13", "14", "15", "16")),
-    # Lesson 13: `>` where `>=` belongs.  13.1 tells it apart (one past the limit with turns taken at the
-    # gate); 13.3's 202 at capacity and 13.6's overshoot are the same mistake seen from elsewhere.
-    Cause(seen=("the last place was given out twice", "最后一个位置被给了两次"), file="state_store.py",
-          signs=("must be 503, got 202", "应返回 503，实际 202", "pushed queued+running to", "让 queued+running 达到"),
-          zh="admit_export 的比较让计数等于容量时仍然放行：已有 limit 个时服务就满了，要在 count >= limit 时拒绝"
-             "（只有 count < limit 才有空位）。下面 13.3 的 202 和 13.6 的超出都是它",
-          en="admit_export's comparison lets a count equal to the limit through: with `limit` jobs in the service is "
-             "full, so refuse when count >= limit (a place is free only while count < limit). 13.3's 202 and "
-             "13.6's overshoot below are this same mistake", lessons=("13",)),
-    # Lesson 14's slot without the minute, met again in lesson 16's matrix: the row, the record's claim for
-    # it and the 15/15 count are one mistake in schedule_tasks.py, not three about how the drills were run.
-    Cause(seen=("must carry the minute of execution", "槽名要包含执行的分钟"), file="schedule_tasks.py",
-          signs=("cross_minute_redelivery",),
-          zh="schedule_tasks.py 的槽名没有包含执行的分钟：同一信号在下一分钟落回同一个槽，不会新建任务。"
-             "槽名格式要到分钟（%Y%m%dT%H%M）；下面矩阵的 cross_minute_redelivery 行和记录都是它",
-          en="the slot name in schedule_tasks.py does not carry the minute of execution: the same signal a minute "
-             "later lands in the same slot and makes no new job. Format the slot to the minute (%Y%m%dT%H%M); "
-             "the matrix's cross_minute_redelivery row and the record below are this same mistake", lessons=("16",)),
-)
+def causes() -> tuple[Cause, ...]:
+    """The known causes, their messages in the learner's language."""
+    return (
+        # The course's connect() is MySQL's; the box's server is MariaDB 10.11 (lesson 11's guide says so first).
+        Cause(seen=("has no max_execution_time", "不认识 max_execution_time"), file="state_store.py",
+              signs=("max_execution_time", "Unknown system variable", "OperationalError", "1193"),
+              message=t("the server here is MariaDB 10.11, which has no max_execution_time (MySQL's), so every "
+                        "connect() fails (1193). Change that line in connect() to cur.execute(\"SET SESSION "
+                        "max_statement_time = 3\") (seconds), or choose by server version as this lesson's guide "
+                        "shows; every check below that connects waits behind it"),
+              lessons=("11", "12", "13", "14", "15", "16")),
+        # Lesson 13: `>` where `>=` belongs.  13.1 tells it apart (one past the limit with turns taken at the
+        # gate); 13.3's 202 at capacity and 13.6's overshoot are the same mistake seen from elsewhere.
+        Cause(seen=("the last place was given out twice", "最后一个位置被给了两次"), file="state_store.py",
+              signs=("must be 503, got 202", "应返回 503，实际 202", "pushed queued+running to", "让 queued+running 达到"),
+              message=t("admit_export's comparison lets a count equal to the limit through: with `limit` jobs in the "
+                        "service is full, so refuse when count >= limit (a place is free only while count < limit). "
+                        "13.3's 202 and 13.6's overshoot below are this same mistake"),
+              lessons=("13",)),
+        # Lesson 14's slot without the minute, met again in lesson 16's matrix: the row, the record's claim for
+        # it and the 15/15 count are one mistake in schedule_tasks.py, not three about how the drills were run.
+        Cause(seen=("must carry the minute of execution", "槽名要包含执行的分钟"), file="schedule_tasks.py",
+              signs=("cross_minute_redelivery",),
+              message=t("the slot name in schedule_tasks.py does not carry the minute of execution: the same signal "
+                        "a minute later lands in the same slot and makes no new job. Format the slot to the minute "
+                        "(%Y%m%dT%H%M); the matrix's cross_minute_redelivery row and the record below are this same "
+                        "mistake"),
+              lessons=("16",)),
+    )
 
 
 def causes_seen(texts: list[str], lesson_id: str) -> list[Problem]:
     """The known causes of lesson `lesson_id` that one of these failing checks' texts shows, as problems to
     say once."""
-    from shared.i18n import t
-    return [Problem(cause.file, t(cause.zh, cause.en), kind="cause", signs=cause.signs) for cause in CAUSES
+    return [Problem(cause.file, cause.message, kind="cause", signs=cause.signs) for cause in causes()
             if lesson_id in cause.lessons and any(phrase in text for text in texts for phrase in cause.seen)]
 
 

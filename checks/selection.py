@@ -10,11 +10,11 @@ from checks.workdir import UsageError
 from shared import manifest
 from shared.i18n import t
 
-HOW_TO_GIVE_FOLDER = (
-    "还不知道你的文件夹在哪里。第一次请这样给出：make check LAB=~/shop-service/tasks_lab LESSON=01"
-    "（之后会记住；看参考答案请用 make lesson-01）",
-    "no folder of yours is known yet. Give it once: make check LAB=~/shop-service/tasks_lab LESSON=01 "
-    "(it is remembered; to see the reference work, use make lesson-01)")
+
+def how_to_give_folder() -> str:
+    """What to say when no folder of the learner's is known."""
+    return t("no folder of yours is known yet. Give it once: make check LAB=~/shop-service/tasks_lab LESSON=01 "
+             "(it is remembered; to see the reference work, use make lesson-01)")
 
 
 def load() -> dict:
@@ -57,7 +57,7 @@ def remembered_folder() -> Path:
     """The learner's folder remembered by an earlier `check --lab`, which must still exist."""
     lab = progress.learner_folder()
     if lab is None:
-        raise UsageError(t(*HOW_TO_GIVE_FOLDER))
+        raise UsageError(how_to_give_folder())
     if not lab.is_dir():
         raise UsageError(t("the remembered folder {lab} no longer exists: make check LAB=NEW_DIR, or make forget",
                            lab=lab))

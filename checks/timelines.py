@@ -14,6 +14,7 @@ from pathlib import Path
 
 from checks.html_page import esc, page, pick, resolve_lang
 from shared import figures as F
+from shared.i18n import t_in
 
 WIDTH, LABEL_W, LANE_H, AXIS_H, TOP = 760, 150, 24, 26, 8
 COLOURS = {
@@ -193,7 +194,7 @@ def render_steps(fig: dict, lang: str) -> str:
         at = next(px for px, py in points if py == peak)
         out.append(f'<circle class="over" cx="{x(at):.1f}" cy="{y(peak):.1f}" r="5" fill="#d23b3b"/>'
                    f'<text class="over" x="{x(at) - 8:.1f}" y="{y(peak) - 7:.1f}" text-anchor="end" fill="#d23b3b">'
-                   f'{esc(pick({"en": f"peak {peak:g} > limit {limit:g}", "zh": f"峰值 {peak:g} > 容量 {limit:g}"}, lang))}'
+                   f'{esc(t_in(lang, "peak {peak:g} > limit {limit:g}", peak=peak, limit=limit))}'
                    '</text>')
     out.append(_axis(span, TOP + plot_h, x))
     out.append("</svg>")
@@ -231,13 +232,12 @@ def render_check_figures(figs: list, reference: list | None, lang: str, *, learn
     mine = "".join(render_figure(f, lang) for f in figs)
     if not learner:
         return f'<div class="figs" data-source="reference">{mine}</div>'
-    yours, ref = (("你的文件夹", "参考实现") if lang == "zh" else ("your folder", "reference"))
+    yours, ref = t_in(lang, "your folder"), t_in(lang, "reference")
     if reference:
         theirs = "".join(render_figure(f, lang) for f in reference)
     else:
-        theirs = '<p class="small">' + esc(
-            f"参考实现的时间线尚未记录：运行一次 make lesson-{lesson} 即可对照。" if lang == "zh" else
-            f"The reference's timeline is not recorded yet: run make lesson-{lesson} once to compare.") + "</p>"
+        theirs = '<p class="small">' + esc(t_in(lang, "The reference's timeline is not recorded yet: run make "
+                                                "lesson-{lesson} once to compare.", lesson=lesson)) + "</p>"
     return (f'<div class="figpair"><div data-source="learner"><h4>{esc(yours)}</h4>{mine or "–"}</div>'
             f'<div data-source="reference"><h4>{esc(ref)}</h4>{theirs}</div></div>')
 

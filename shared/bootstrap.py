@@ -18,14 +18,12 @@ STAMP = VENV / ".installed"
 REQUIREMENTS = KIT_ROOT / "requirements-dev.txt"
 
 
-def _zh() -> bool:
-    sys.path.insert(0, str(KIT_ROOT))
-    from shared.i18n import lang
-    return lang() == "zh"
+sys.path.insert(0, str(KIT_ROOT))
+from shared.i18n import t  # noqa: E402 - the kit's own folder first: this runs as a script on the system Python
 
 
-def say(zh: str, en: str) -> None:
-    print(zh if _zh() else en, flush=True)
+def say(message: str) -> None:
+    print(message, flush=True)
 
 
 def pins_digest() -> str:
@@ -49,23 +47,21 @@ def main() -> int:
         return 0
     python = find_python()
     if python is None:
-        say("需要 Python 3.11 或更高版本。Debian/Ubuntu/WSL：sudo apt-get install -y python3.11 python3.11-venv",
-            "Python 3.11 or newer is needed. Debian/Ubuntu/WSL: sudo apt-get install -y python3.11 python3.11-venv")
+        say(t("Python 3.11 or newer is needed. Debian/Ubuntu/WSL: sudo apt-get install -y python3.11 python3.11-venv"))
         return 2
     venv_python = VENV / "bin" / "python"
     if not venv_python.exists():
-        say("正在创建 .venv …", "creating .venv …")
+        say(t("creating .venv …"))
         result = subprocess.run([python, "-m", "venv", str(VENV)])
         if result.returncode != 0:
-            say("无法创建 .venv。Debian/Ubuntu：sudo apt-get install -y python3-venv",
-                "could not create .venv. Debian/Ubuntu: sudo apt-get install -y python3-venv")
+            say(t("could not create .venv. Debian/Ubuntu: sudo apt-get install -y python3-venv"))
             return 2
-    say("正在安装固定版本的依赖（首次约 20 秒）…", "installing the pinned packages (about 20 s the first time) …")
+    say(t("installing the pinned packages (about 20 s the first time) …"))
     result = subprocess.run([str(venv_python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
                              "-r", str(REQUIREMENTS)])
     if result.returncode != 0:
-        say("依赖安装失败：检查网络或 PyPI 镜像后重新运行同一个 make 命令。",
-            "installing the packages failed: check the network or your PyPI mirror, then run the same make command again.")
+        say(t("installing the packages failed: check the network or your PyPI mirror, then run the same make "
+              "command again."))
         return 2
     STAMP.write_text(pins_digest() + "\n")
     return 0

@@ -4,12 +4,12 @@ A verifier attaches figures to a check with `c.figure(...)`; they travel with th
 verdict channel and the HTML report draws them (checks/timelines.py).  They are pictures of what the run
 recorded, never part of a verdict: times from different processes are drawn side by side as recorded.
 
-    c.figure(lanes(t("消费者与通行证", "consumers and permits"),
+    c.figure(lanes(t("consumers and permits"),
                    [lane("consumer-1", bars=[bar(0.00, 0.31, "read 1", "hold")]),
                     lane("consumer-2", bars=[bar(0.02, 0.33, "read 2", "hold")],
                          marks=[mark(0.40, "cancelled", "cancel")])],
                    lines=[mark(0.15, "deadline", "deadline")]))
-    c.figure(steps(t("排队 + 运行", "queued + running"), [(0.0, 0), (0.2, 3), (1.4, 1)], limit=4))
+    c.figure(steps(t("queued + running"), [(0.0, 0), (0.2, 3), (1.4, 1)], limit=4))
     c.figure(table("failure matrix", ["row", "expected", "observed"], [["a", "succeeded", "succeeded"]]))
 
 Times are seconds; each figure is shifted so it starts at 0.  `clean()` is the one validator: the runner

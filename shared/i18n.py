@@ -4,6 +4,8 @@ Messages are written once, in English, in the code:
 
     t("job {job} did not reach {status} within {seconds:g}s", job=short(job_id), status=wanted, seconds=15)
 
+and, for a page rendered in a language given to it (not the learner's), t_in(lang, "English {name}", name=value).
+
 The Chinese lives in GNU gettext catalogues beside the code (`zh.po` in checks/, shared/ and each lesson's
 verifiers/), keyed by that English text; Poedit, Weblate and Babel read them.  They are read here by a
 small reader (`read_po`) rather than the standard library's `gettext`, which only loads compiled `.mo` files:
@@ -43,6 +45,15 @@ def t(message: str, english: str | None = None, /, **values) -> str:
     if english is not None:
         return message if lang() == "zh" else english
     if lang() == "zh":
+        message = _catalogue().get(message) or message
+    return message.format(**values) if values else message
+
+
+def t_in(language: str, message: str, /, **values) -> str:
+    """t() for an explicit language rather than the learner's: a page rendered for `lang` (the HTML report,
+    the gradebook) or a text that shows both languages on purpose.  The same catalogues; "zh" is Chinese,
+    anything else English."""
+    if language == "zh":
         message = _catalogue().get(message) or message
     return message.format(**values) if values else message
 

@@ -324,12 +324,12 @@ def check_background(c, servers: Servers) -> None:
 
 # ---------------------------------------------------------------- 03.2
 
-NOT_REGISTERED = (
-    "task_registry.py：start() 没有把任务放进 running（running.add(task)）——没人持有它的强引用，registry_demo.py "
-    "也就找不到要等待或取消的任务，它只会在 asyncio.run 收尾时被取消。先修 task_registry.py 的 start()。",
-    "task_registry.py: start() did not put the task into running (running.add(task)) -- nothing holds a strong "
-    "reference to it, so registry_demo.py finds nothing to wait for or cancel, and it is only cancelled when "
-    "asyncio.run tears the loop down. Fix start() in task_registry.py first.")
+def not_registered() -> str:
+    """What is wrong when start() did not put a task into running (03.2, 03.3 and 03.5 all check it)."""
+    return t("task_registry.py: start() did not put the task into running (running.add(task)) -- nothing holds a "
+             "strong reference to it, so registry_demo.py finds nothing to wait for or cancel, and it is only "
+             "cancelled when asyncio.run tears the loop down. Fix start() in task_registry.py first.")
+
 
 _demo: dict = {}
 
@@ -362,7 +362,7 @@ def check_registry_demo(c) -> None:
     for line in out.splitlines()[-12:]:
         c.note("  " + line)
 
-    assert all(task["registered"] for task in run["started"]), t(*NOT_REGISTERED)
+    assert all(task["registered"] for task in run["started"]), not_registered()
     assert run["outcome"] == "ok", t("registry_demo.py should end cleanly, got {outcome}", outcome=run['outcome'])
     assert "cleanup" in lines, t("cleanup was never printed: work's finally did not run (the task was not cancelled "
                                  "and awaited to its end).")
@@ -395,7 +395,7 @@ def check_failure_logged(c) -> None:
                                returncode=done.returncode))
     report = json.loads(result_lines[-1][len("RESULT "):])
     logged, loop_messages = report["logged"], report["loop"]
-    assert report["registered"], t(*NOT_REGISTERED)
+    assert report["registered"], not_registered()
     c.note(t("start(a coroutine that raises ValueError('drill-03') after 0.05 s)"))
     c.note(t("errors logged by the done callback: {logged}", logged=logged or t('none')))
     c.note(t("tasks left in running afterwards: {left}", left=report['left']))
@@ -431,7 +431,7 @@ def check_exercise(c) -> None:
     assert raised, t("the task that raised ValueError was not started with task_registry.start: nobody read its "
                      "exception (asyncio reported Task exception was never retrieved). Start it with start(work()) "
                      "so the done callback deals with it.")
-    assert all(task["registered"] for task in run["started"]), t(*NOT_REGISTERED)
+    assert all(task["registered"] for task in run["started"]), not_registered()
     assert not any("Exception in callback" in message for message in run["loop"]), t(
         "the done callback raised (Exception in callback): log inside the callback, never re-raise.")
     said = [raised[0]["error"], raised[0].get("message") or "ValueError"]
@@ -474,8 +474,10 @@ def check_restart(c, servers: Servers) -> None:
 
     old_pid = proc.pid
     proc.kill()  # SIGKILL: no shutdown, no CancelledError, no finally — like a crash or OOM kill
-    c.note(t(f"SIGKILL 发给 pid {old_pid}" + (f"，当时 {running_id} 正在 running" if running_id else ""),
-             f"SIGKILL sent to pid {old_pid}" + (f" while {running_id} was running" if running_id else "")))
+    if running_id:
+        c.note(t("SIGKILL sent to pid {pid} while {job_id} was running", pid=old_pid, job_id=running_id))
+    else:
+        c.note(t("SIGKILL sent to pid {pid}", pid=old_pid))
 
     try:
         new_proc, _ = servers.start("uvicorn-restarted.log", port=port)

@@ -182,9 +182,11 @@ def check_join_and_exit(c) -> None:
     consumers.produce(range(IDS))
     consumers.send_stops()
     stuck, alive = consumers.wait_exit()
-    c.note(t(f"发出 {WORKERS} 个 None 后，存活消费线程 {alive} 个" + (f"：{where(stuck)}" if stuck else ""),
-             f"after {WORKERS} None stop signals, consumers still alive: {alive}"
-             + (f": {where(stuck)}" if stuck else "")))
+    if stuck:
+        c.note(t("after {workers} None stop signals, consumers still alive: {alive}: {where}", workers=WORKERS,
+                 alive=alive, where=where(stuck)))
+    else:
+        c.note(t("after {workers} None stop signals, consumers still alive: {alive}", workers=WORKERS, alive=alive))
     assert not stuck, t("the consumers did not exit after their None ({where}): consume() must return on None. "
                         "{crash_text}", where=where(stuck), crash_text=consumers.crash_text())
 

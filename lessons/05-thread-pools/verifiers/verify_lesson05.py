@@ -255,12 +255,11 @@ def check_timeout_and_cancel(c) -> None:
         "the wait should be bounded at about 0.2 s, got timeout={timeout}", timeout=waited['timeout'])
     later = [e for e in run.of("cancel", f=waited["f"]) if e["i"] > waited["i"]]
     c.note("cancel(): " + (", ".join(f"{e['before']} -> {e['value']}" for e in later) or t("never called")))
-    assert later, t(
-        "超时后没有对这个 Future 调用 cancel()（cancelled() 只是查询，不会请求取消）。"
-        + (f"脚本异常结束：\n{run.crash_tail()}" if run.outcome != "ok" and not run.of("print") else ""),
-        "cancel() was never called on this future after the timeout (cancelled() only asks, it requests "
-        "nothing)." + (f" The script crashed:\n{run.crash_tail()}" if run.outcome != "ok" and not run.of("print")
-                       else ""))
+    if not later:
+        crashed = run.outcome != "ok" and not run.of("print")
+        raise AssertionError(t("cancel() was never called on this future after the timeout (cancelled() only asks, "
+                               "it requests nothing).")
+                             + (t(" The script crashed:\n{tail}", tail=run.crash_tail()) if crashed else ""))
     first = later[0]
     assert first["before"] == "running", t("cancel() was called when the future was already {before}: call it right "
                                            "after the wait times out, while the job still runs, to see that a "

@@ -376,14 +376,15 @@ def check_local_function(c, probes: Probes) -> None:
     assert targets and any("<locals>" in name for name in targets), t(
         "the pool never received the local function: main() should hand score_text from cpu_work to the pool.")
     printed = [line for _, line in run["lines"]]
+    if error is None and printed:
+        raise AssertionError(t("the target was a local function, yet main() finished normally (it even printed "
+                               "{last!r}): the pickling error was swallowed or replaced by some other result. Let it "
+                               "propagate -- a function that cannot cross into a worker must not count as success.",
+                               last=printed[-1]))
     assert error is not None, t(
-        "目标是局部函数，main() 却正常结束了"
-        + (f"（还打印了 {printed[-1]!r}）" if printed else "")
-        + "：序列化错误被吞掉或换成了别的结果。让它抛出来——不能跨进程的函数就不能算成功。",
-        "the target was a local function, yet main() finished normally"
-        + (f" (it even printed {printed[-1]!r})" if printed else "")
-        + ": the pickling error was swallowed or replaced by some other result. Let it propagate -- a "
-          "function that cannot cross into a worker must not count as success.")
+        "the target was a local function, yet main() finished normally: the pickling error was swallowed or "
+        "replaced by some other result. Let it propagate -- a function that cannot cross into a worker must not "
+        "count as success.")
     assert error["pickle"], t("expected a pickling error, got {error_text}", error_text=_error_text(error))
     assert not run["pool_results"], t("the pool still handed back {n_pool_results} result(s).",
                                       n_pool_results=len(run['pool_results']))
@@ -433,10 +434,12 @@ def check_exercise(c, probes: Probes) -> None:
                        for label, run in runs if run["serial"] or run.get("worker_calls")])
     for label, run in runs:
         serial_rounds, pool_rounds = _rounds_seen(run)
-        c.note(t(f"{label}：串行 rounds {sorted(serial_rounds, key=str)}，进程池 rounds {sorted(pool_rounds, key=str)}"
-                 + (f"，结束于 {_error_text(run['error'])}" if run["error"] else ""),
-                 f"{label}: serial rounds {sorted(serial_rounds, key=str)}, pool rounds {sorted(pool_rounds, key=str)}"
-                 + (f", ended with {_error_text(run['error'])}" if run["error"] else "")))
+        serial, pool = sorted(serial_rounds, key=str), sorted(pool_rounds, key=str)
+        if run["error"]:
+            c.note(t("{label}: serial rounds {serial}, pool rounds {pool}, ended with {error_text}", label=label,
+                     serial=serial, pool=pool, error_text=_error_text(run['error'])))
+        else:
+            c.note(t("{label}: serial rounds {serial}, pool rounds {pool}", label=label, serial=serial, pool=pool))
     if not any(ROUNDS_EXERCISE[0] in side for _, run in runs for side in _rounds_seen(run)):
         c.skip(t("neither run used rounds={rounds_exercise}: exercise not attempted (set rounds to 10 and to 2000 "
                  "and compare; e.g. python process_export.py 10 runs 10 and no argument runs 2000, or one run does "

@@ -77,6 +77,7 @@ def markdown_tables(text: str) -> list[dict]:
     return tables
 
 
+COURSE_HEADER = "工作 | 主要约束 | 起点"  # the header of the course's decision.md table, as the learner writes it
 COLUMN_KINDS = [  # checked in this order: "执行位置" must count as a place, not as work
     ("constraint", re.compile(r"约束|边界|限制|constraint|boundary|bound|limit", re.I)),
     ("place", re.compile(r"起点|位置|执行|方式|执行器|方案|选择|place|where|executor|start|run|choice|option", re.I)),
@@ -92,10 +93,6 @@ PLACE_KINDS = [  # first match wins: "asyncio + 有界队列" is a coroutine, no
     ("thread", re.compile(r"线程|thread", re.I)),
     ("process", re.compile(r"进程|process", re.I)),
 ]
-PLACE_NAMES = {
-    "queue": ("任务队列", "a task queue"), "coroutine": ("协程/asyncio", "coroutines/asyncio"),
-    "thread": ("线程池", "a thread pool"), "process": ("进程池", "a process pool"),
-}
 STATE_WORDS = re.compile(r"状态|export_jobs|mysql|数据库|status|state|database|table|\bdb\b|持久|durable", re.I)
 OUTLIVES_API = re.compile(r"关闭|重启|退出|停止|停掉|持久|独立消费者|outlive|surviv|restart|shut\s*down|stops|"
                           r"after the api|durable|persist|independent consumer", re.I)
@@ -104,6 +101,20 @@ BLOCKING = re.compile(r"阻塞|blocking|同步\s*sdk|sync(hronous)?\s*sdk", re.I
 REPEATS = re.compile(r"重复|重投|多次|至少一次|幂等|at[\s-]*least[\s-]*once|duplicate|repeat|redeliver|"
                      r"more than once|twice|idempoten", re.I)
 TEMPORARY = re.compile(r"临时|缓存|短期|过期|ttl|cache|temporar|expir|short[\s-]*lived", re.I)
+
+
+def place_name(kind: str) -> str:
+    """A PLACE_KINDS kind (or "outlives") in the learner's language."""
+    return {"queue": t("a task queue"), "coroutine": t("coroutines/asyncio"), "thread": t("a thread pool"),
+            "process": t("a process pool"), "outlives": t("must outlive the API")}[kind]
+
+
+def listed(items: list[str]) -> str:
+    """The items as "a; b; c" in the learner's language (the catalogue says how its language separates them)."""
+    text = items[0]
+    for item in items[1:]:
+        text = t("{items}; {item}", items=text, item=item)
+    return text
 
 
 def plain(cell: str) -> str:
@@ -140,10 +151,8 @@ def workload_table(text: str):
             return table, {"work": 0, "constraint": 1, "place": 2}, t(
                 "header {header} not recognised as work/constraint/place; reading the first three columns",
                 header=table['header'])
-    raise AssertionError(t(
-        "找不到工作选型表：表头应含“工作 | 主要约束 | 起点”（或 Work | Constraint | Where it runs）",
-        "no workload table found: its header should read 工作 | 主要约束 | 起点 "
-        "(or Work | Constraint | Where it runs)"))
+    raise AssertionError(t("no workload table found: its header should read {course_header} (or Work | Constraint "
+                           "| Where it runs)", course_header=COURSE_HEADER))
 
 
 def key_lines(text: str) -> list[tuple[str, str, str]]:
@@ -231,18 +240,18 @@ def exercise_answer(text: str) -> str | None:
     return "\n".join(body)
 
 
-ANSWER_CONCEPTS = [  # (what, pattern, hint zh, hint en)
+ANSWER_CONCEPTS = [  # (what, pattern, the hint in the learner's language)
     ("timeout", re.compile(r"超时|时限|timeout|time[\s-]*out|time\s*limit|deadline", re.I),
-     "超时（给每次 SDK 调用设上限）", "a timeout (a limit on each SDK call)"),
+     lambda: t("a timeout (a limit on each SDK call)")),
     ("idempotency key", re.compile(r"幂等|去重|idempoten|dedup", re.I),
-     "幂等键（重复交付不重复上传）", "an idempotency key (a redelivery must not upload twice)"),
+     lambda: t("an idempotency key (a redelivery must not upload twice)")),
     ("durable state", re.compile(r"持久状态|持久化|状态表|状态真源|export_jobs|mysql|sqlite|postgres|数据库|"
                                  r"durable\s+(state|status|record)|persist|status\s+(table|row)|database", re.I),
-     "持久状态（例如 MySQL export_jobs）", "durable state (e.g. MySQL export_jobs)"),
+     lambda: t("durable state (e.g. MySQL export_jobs)")),
     ("queue", re.compile(r"队列|queue|celery|worker|broker|dramatiq|\brq\b", re.I),
-     "独立任务队列/worker（负责跨重启）", "an independent task queue/worker (it survives the restart)"),
+     lambda: t("an independent task queue/worker (it survives the restart)")),
     ("execution", re.compile(r"同步|线程|sync|thread|executor", re.I),
-     "worker 内部如何调用 SDK（同步调用或受限线程）", "how the worker calls the SDK (directly or in a bounded thread)"),
+     lambda: t("how the worker calls the SDK (directly or in a bounded thread)")),
 ]
 
 
@@ -295,10 +304,10 @@ def expect_accepted(c, name, function, label, message) -> None:
         c.note(t("{label}: accepted (returned {name})", label=label, name=type(result).__name__))
 
 
-def expect_refused(c, name, function, label, message, why_zh, why_en) -> None:
+def expect_refused(c, name, function, label, message, why) -> None:
+    """`why`: what is wrong with the message, already in the learner's language."""
     accepted, result = try_checker(function, message)
-    assert not accepted, t(f"{name}() 接受了{why_zh}（{label}），应抛出异常",
-                           f"{name}() accepted {why_en} ({label}); it should raise")
+    assert not accepted, t("{name}() accepted {why} ({label}); it should raise", name=name, why=why, label=label)
     reason = str(result).strip()
     assert reason, t("{name}() refused {label} but the exception says nothing ({name2}()); raise "
                      "ValueError(\"...why...\")", name=name, label=label, name2=type(result).__name__)
@@ -374,10 +383,8 @@ def check_table(c) -> None:
                 problems.append(t("\"{work}\" must outlive the API, so it needs a task queue plus a durable status "
                                   "table, not \"{place}\"", work=plain(work), place=plain(place)))
         if CPU_BOUND.search(need) and kind not in ("process", "queue"):
-            problems.append(t(
-                f"“{plain(work)}”受 CPU 约束，放在{PLACE_NAMES[kind][0]}里会被 GIL 串行化，应放进程池",
-                f"\"{plain(work)}\" is CPU-bound; in {PLACE_NAMES[kind][1]} the GIL serialises it - "
-                "use a process pool"))
+            problems.append(t("\"{work}\" is CPU-bound; in {place} the GIL serialises it - use a process pool",
+                              work=plain(work), place=place_name(kind)))
         if BLOCKING.search(need) and kind == "coroutine":
             problems.append(t("\"{work}\" blocks; on the event loop it stalls every coroutine - use a thread pool",
                               work=plain(work)))
@@ -385,11 +392,9 @@ def check_table(c) -> None:
     assert "outlives" in kinds, t("no row is the work that must finish after the API stops (durable state, "
                                   "independent consumer)")
     missing = [kind for kind in ("coroutine", "thread", "process", "queue") if kind not in kinds]
-    assert not missing, t(
-        "四类工作没有都出现：缺少放在" + "、".join(PLACE_NAMES[k][0] for k in missing) + "的那一行",
-        "the four workloads are not all there: no row runs in " + ", ".join(PLACE_NAMES[k][1] for k in missing))
-    names = {**PLACE_NAMES, "outlives": ("须在 API 停止后完成", "must outlive the API")}
-    c.note(t("places: ") + "; ".join(f"{t(*names[k])}: {', '.join(v)}" for k, v in kinds.items()))
+    assert not missing, t("the four workloads are not all there: no row runs in {places}",
+                          places=t(", ").join(place_name(k) for k in missing))
+    c.note(t("places: ") + "; ".join(f"{place_name(k)}: {', '.join(v)}" for k, v in kinds.items()))
 
 
 def check_records(c) -> None:
@@ -464,22 +469,21 @@ def check_message(c) -> None:
     expect_accepted(c, name, function, t("{n_filler} rows, about 48 KB", n_filler=len(filler)),
                     good_message(filler))
     shape_cases = [
-        ("price_cents=19.99", good_message([row(price_cents=19.99)]), "小数价格", "a float price"),
-        ("price_cents=True", good_message([row(price_cents=True)]), "布尔值价格", "a bool price"),
-        ("price_cents='1999'", good_message([row(price_cents="1999")]), "字符串价格", "a string price"),
+        ("price_cents=19.99", good_message([row(price_cents=19.99)]), t("a float price")),
+        ("price_cents=True", good_message([row(price_cents=True)]), t("a bool price")),
+        ("price_cents='1999'", good_message([row(price_cents="1999")]), t("a string price")),
         (t("row with extra created_at"), good_message([row(created_at="2024-05-01T10:00:00")]),
-         "多出字段的行", "a row with an extra field"),
+         t("a row with an extra field")),
         (t("row without description"), good_message([{k: v for k, v in row().items() if k != "description"}]),
-         "缺字段的行", "a row missing a field"),
-        (t("extra top-level user_id"), {**good_message(), "user_id": 42}, "多出的顶层键", "an extra top-level key"),
+         t("a row missing a field")),
+        (t("extra top-level user_id"), {**good_message(), "user_id": 42}, t("an extra top-level key")),
         (t("1000 rows, about 100 KB"), good_message([row(id=i, description="y" * 60) for i in range(1000)]),
-         "超过 64 KiB 的消息", "a message over 64 KiB"),
+         t("a message over 64 KiB")),
         (t("25000 Chinese characters (75 KB in UTF-8)"), good_message([row(description="商" * 25000)]),
-         "按字节超过 64 KiB 的消息（只数字符会漏掉）",
-         "a message over 64 KiB in bytes (counting characters misses it)"),
+         t("a message over 64 KiB in bytes (counting characters misses it)")),
     ]
-    for label, bad, why_zh, why_en in shape_cases:
-        expect_refused(c, name, function, label, bad, why_zh, why_en)
+    for label, bad, why in shape_cases:
+        expect_refused(c, name, function, label, bad, why)
 
 
 def check_refusals(c) -> None:
@@ -512,8 +516,8 @@ def check_refusals(c) -> None:
         (t("description=connection object"), good_message([row(description=Connection())])),
     ]
     for label, bad in non_json:
-        expect_refused(c, name, function, label, bad, "不能 JSON 编码的值（不要用 default=str 硬转）",
-                       "a value JSON cannot encode (do not force it through default=str)")
+        expect_refused(c, name, function, label, bad,
+                       t("a value JSON cannot encode (do not force it through default=str)"))
     secrets = [
         ("description='mysql://shop:hunter2@db:3306/shop'",
          good_message([row(description="mysql://shop:hunter2@db:3306/shop")])),
@@ -524,7 +528,7 @@ def check_refusals(c) -> None:
         (t("top-level key token"), {**good_message(), "token": "ghp_4f9a1c2b7d8e"}),
     ]
     for label, bad in secrets:
-        expect_refused(c, name, function, label, bad, "像凭据的内容", "credential-looking content")
+        expect_refused(c, name, function, label, bad, t("credential-looking content"))
 
 
 def check_exercise(c) -> None:
@@ -535,10 +539,8 @@ def check_exercise(c) -> None:
     for line in lines[:8]:
         c.note(line)
     assert lines, t("the exercise section is empty")
-    missing = [(zh, en) for _, pattern, zh, en in ANSWER_CONCEPTS if not pattern.search(answer)]
-    assert not missing, t(
-        "练习答案缺少：" + "；".join(zh for zh, _ in missing),
-        "the exercise answer does not name: " + "; ".join(en for _, en in missing))
+    missing = [hint() for _, pattern, hint in ANSWER_CONCEPTS if not pattern.search(answer)]
+    assert not missing, t("the exercise answer does not name: {missing}", missing=listed(missing))
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ decide.
 from __future__ import annotations
 
 import ast
+import functools
 import subprocess
 import time
 from pathlib import Path
@@ -321,10 +322,11 @@ def check_delays(c, worker: DeclaredWorker) -> None:
         delays.append(f"n={n}: {when:.4f} ≤ {cap:g}")
         assert 0 <= when <= cap, t("retry {n} planned a {when:.4f} s wait, outside [0, {cap:g}]: use delay = "
                                    "random.uniform(0, cap)", n=n, when=when, cap=cap)
-    formula = "cap(n) = min(backoff_max, backoff_base × 2^n)"
-    c.note(t(formula + ("（探针缩小了 backoff_base/backoff_max）" if shrunk else "（课程默认值 8 与 1）"),
-             formula + (" (the probe shrank backoff_base/backoff_max)" if shrunk else " (the course's 8 and 1)")))
-    c.note(t("fail_until=10：" + "；".join(delays), "fail_until=10: " + "; ".join(delays)))
+    if shrunk:
+        c.note(t("cap(n) = min(backoff_max, backoff_base × 2^n) (the probe shrank backoff_base/backoff_max)"))
+    else:
+        c.note(t("cap(n) = min(backoff_max, backoff_base × 2^n) (the course's 8 and 1)"))
+    c.note(t("fail_until=10: {delays}", delays=functools.reduce(lambda a, b: t("{a}; {b}", a=a, b=b), delays)))
     starts = run.events("start")
     deadlines = sorted({e["args"][1] for e in starts if len(e.get("args", [])) > 1})
     c.note(t("  deadline_epoch carried by {n_starts} executions: {deadlines} (submitted {deadline})",

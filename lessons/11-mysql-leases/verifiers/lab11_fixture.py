@@ -108,8 +108,7 @@ def claimed_token(job) -> str | None:
     if job is None:
         return None
     assert isinstance(job, dict) and job.get("lease_token"), t(
-        f"claim 应返回含 lease_token 的行或 None，实际 {job!r}"[:200],
-        f"claim must return a row with lease_token or None, got {job!r}"[:200])
+        "claim must return a row with lease_token or None, got {job!r}", job=job)[:200]
     return str(job["lease_token"])
 
 

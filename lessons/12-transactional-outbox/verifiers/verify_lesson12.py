@@ -360,12 +360,11 @@ def all_locked_message(plan: dict, locked: int, pending: int) -> str:
     if plan["key"]:
         how = t("It reads through {index}{value}", index=plan['index'],
                 value=t(' — the index the course text gives') if plan['key'] == course else '')
+    elif course:
+        how = t("It reads the whole table; the table's {course_text}, the index the course text gives, cannot "
+                "return that order, so the server does not even use it", course_text=course_text)
     else:
-        how = t("它读整张表" + (f"；表上的 {course_text} 是课程原文给的索引，它排不出这个顺序，服务器干脆不用它"
-                              if course else ""),
-                "It reads the whole table" + (f"; the table's {course_text}, the index the course text gives, "
-                                              "cannot return that order, so the server does not even use it"
-                                              if course else ""))
+        how = t("It reads the whole table")
     drop = plan["key"] or ("export_outbox_pending" if "export_outbox_pending" in indexes else None)
     alter = f"ALTER TABLE export_outbox {f'DROP INDEX {drop}, ' if drop else ''}ADD {FIXED_INDEX};"
     return seen + t("{value}EXPLAIN of A's SELECT … FOR UPDATE SKIP LOCKED: {line}. {how}. Using filesort: no index "
@@ -428,10 +427,10 @@ def check_skip_locked(c) -> None:
         assert got_a and got_a[0].get("event") == oldest, t(
             "publisher A should claim the oldest event, got {got_a}", got_a=got_a)
         assert got_b is not None, t(
-            "publisher A 持有领取事务时，publisher B 没有返回：它在等 A 的锁"
-            + (f"（innodb_trx：{waits[0]}）" if waits else "") + "。用 FOR UPDATE SKIP LOCKED",
-            "publisher B did not return while A held its claim transaction: it is waiting for A's lock"
-            + (f" (innodb_trx: {waits[0]})" if waits else "") + ". Use FOR UPDATE SKIP LOCKED")
+            "publisher B did not return while A held its claim transaction: it is waiting for A's lock (innodb_trx: "
+            "{wait}). Use FOR UPDATE SKIP LOCKED", wait=waits[0]) if waits else t(
+            "publisher B did not return while A held its claim transaction: it is waiting for A's lock. Use FOR "
+            "UPDATE SKIP LOCKED")
         b = got_b[0]
         c.note(t("with A still holding its locks, B → {event}", event=b.get('event') or b.get('error')))
         assert not b.get("error"), t("publisher B failed: {error} (waiting for A's lock? use SKIP LOCKED)",

@@ -13,7 +13,7 @@ import contextlib
 import sys
 from uuid import uuid4
 
-from lab13_fixture import TOOLS, TRIGGER, active_count, add_filler, reset
+from lab13_fixture import TOOLS, TRIGGER, active_count, add_filler, comma_list, reset
 
 from shared import handshake
 from shared.celerylab import LOG_DIR, WORK, redact, short
@@ -187,21 +187,12 @@ def burst_near_edge(producers: Producers, limit: int, running: int, bare: int) -
 
 
 def outcome_text(o: dict) -> str:
-    parts = [f"{len(o['ok'])} admitted", f"{o['capacity']} CapacityExceeded"]
+    parts = [t("{n} admitted", n=len(o['ok'])), t("{n} CapacityExceeded", n=o['capacity'])]
     if o["lock_wait"]:
-        parts.append(f"{o['lock_wait']} lock wait timeout")
+        parts.append(t("{n} lock wait timeout", n=o['lock_wait']))
     if o["errors"]:
-        parts.append(f"{len(o['errors'])} errors")
-    return ", ".join(parts)
-
-
-def outcome_zh(o: dict) -> str:
-    parts = [f"受理 {len(o['ok'])}", f"CapacityExceeded {o['capacity']}"]
-    if o["lock_wait"]:
-        parts.append(f"锁等待超时 {o['lock_wait']}")
-    if o["errors"]:
-        parts.append(f"错误 {len(o['errors'])}")
-    return "，".join(parts)
+        parts.append(t("{n} errors", n=len(o['errors'])))
+    return comma_list(parts)
 
 
 def assert_no_errors(o: dict) -> None:

@@ -65,13 +65,13 @@ import signal
 import time
 
 from lab13_figures import admission_steps, isolation_lanes
-from lab13_fixture import (EVENTS, TERMINAL, active_count, add_filler, age_jobs, backlog, body_of, configured_limit,
-                           counts, delivered, event_of, first_held, hold, http_app, http_full_freed_full, learner,
-                           oldest_queued, pause, publisher_loop, release, released, reset, serve, server_now, show,
-                           show_zh, starts, stop_workers, store, stuck_reason, submit_quietly, tool, wait_confirmed,
-                           wait_done, waits_elsewhere, workers)
+from lab13_fixture import (EVENTS, TERMINAL, active_count, add_filler, age_jobs, backlog, body_of, comma_list,
+                           configured_limit, counts, delivered, event_of, first_held, hold, http_app,
+                           http_full_freed_full, learner, oldest_queued, pause, publisher_loop, release, released,
+                           reset, semicolon_list, serve, server_now, show, starts, stop_workers, store, stuck_reason,
+                           submit_quietly, tool, wait_confirmed, wait_done, waits_elsewhere, workers)
 from lab13_gate import (Producers, answer_after_waiting, assert_no_errors, burst_near_edge, claim_once_more,
-                        claim_while_confirm_holds, classify, describe_claim, helpers_ready, outcome_text, outcome_zh,
+                        claim_while_confirm_holds, classify, describe_claim, helpers_ready, outcome_text,
                         race_at_edge, start_claimer)
 from lab13_tools import WAIT_TIMEOUTS  # errors that end a wait by time, not by what the statement found
 
@@ -118,8 +118,7 @@ def check_concurrent_limit(c) -> None:
         c.note(t("3 processes submit at once, the first INSERT held: {insert} waiting inside the INSERT, {waiting} "
                  "waiting for a lock in {statements}", insert=race['seen']['insert'], waiting=race['seen']['waiting'],
                  statements=t('; ').join(race['seen']['statements']) or t('(none)')))
-        c.note(t(f"放行后 → {outcome_zh(race)}；queued+running = {race['active']}",
-                 f"released → {outcome_text(race)}; queued+running = {race['active']}"))
+        c.note(t("released → {outcome}; queued+running = {active}", outcome=outcome_text(race), active=race['active']))
         took_turns = race["seen"]["insert"] == 1 and race["seen"]["waiting"] >= 1
         assert race["active"] <= limit or took_turns, t("queued+running reached {active}, past the limit {limit}: "
                                                         "with one place left, {n_ok} concurrent submits were all "
@@ -143,9 +142,8 @@ def check_concurrent_limit(c) -> None:
 
         burst = burst_near_edge(producers, limit, running=running, bare=bare)
         active = burst["active"]
-        c.note(t(f"不加触发器、剩 3 个位置：3 个进程各提交 4 次 → {outcome_zh(burst)}；queued+running = {active}",
-                 f"no trigger, 3 places left: 3 processes × 4 submits → {outcome_text(burst)}; "
-                 f"queued+running = {active}"))
+        c.note(t("no trigger, 3 places left: 3 processes × 4 submits → {outcome}; queued+running = {active}",
+                 outcome=outcome_text(burst), active=active))
         assert active <= limit, t("queued+running reached {active}, past the limit {limit}", active=active,
                                   limit=limit)
         assert_no_errors(burst)
@@ -188,24 +186,24 @@ def check_routing(c) -> None:
             raise AssertionError(t("no worker ran the {size}-product job's message to its end within 30 s: "
                                    "{stuck_reason}", size=size, stuck_reason=stuck_reason(job))) from None
     rows = {job: job_row(job) for job, *_ in jobs}
-    c.note(t("任务结束状态：" + "，".join(f"{n} 行 {rows[j] and rows[j]['status']}" for j, n, *_ in jobs),
-             "the jobs ended: " + ", ".join(f"{n} rows {rows[j] and rows[j]['status']}" for j, n, *_ in jobs)))
+    ended = [t("{n} rows {status}", n=n, status=rows[j] and rows[j]['status']) for j, n, *_ in jobs]
+    c.note(t("the jobs ended: {jobs}", jobs=comma_list(ended)))
     for job, size, *_ in jobs:
         if not (rows[job] and rows[job]["status"] == "succeeded"):
             c.note(f"  {size}: {stuck_reason(job)}")
-    lines_zh, lines_en = [], []
+    lines = []
     for job, size, queue, _ in jobs:
         seen = starts(job)
         expected = queue.split(".")[1] + "@"
         nodes = sorted({str(e.get("node")) for e in seen})
-        lines_zh.append(f"{size} 行 → {', '.join(nodes)}（{', '.join(sorted({str(e.get('queue')) for e in seen}))}）")
-        lines_en.append(f"{size} rows → {', '.join(nodes)} ({', '.join(sorted({str(e.get('queue')) for e in seen}))})")
+        lines.append(t("{size} rows → {nodes} ({queues})", size=size, nodes=', '.join(nodes),
+                       queues=', '.join(sorted({str(e.get('queue')) for e in seen}))))
         assert seen, t("the {size}-product job's message ran to its end, but no start of it was recorded", size=size)
         wrong = [e for e in seen if not str(e.get("node")).startswith(expected) or e.get("queue") != queue]
         assert not wrong, t("the {size}-product job was consumed by {node} from {queue}; only {expected}… from "
                             "{queue2} may consume it", size=size, node=wrong[0].get('node'), expected=expected,
                             queue=wrong[0].get('queue'), queue2=queue)
-    c.note(t("执行者：" + "；".join(lines_zh), "consumed by: " + "; ".join(lines_en)))
+    c.note(t("consumed by: {lines}", lines=semicolon_list(lines)))
     c.note(t("two workers, concurrency=1 and prefetch 1 each (pid {pid} / {pid2})", pid=procs['fast'].pid,
              pid2=procs['bulk'].pid))
 
@@ -273,17 +271,15 @@ def check_backlog(c) -> None:
         c.note(t("workers paused (SIGSTOP); {short_jobs} short and 1 long job submitted, created_at moved {ages}…10 "
                  "s back by UPDATE; plus one running row left over from an hour ago", short_jobs=short_jobs,
                  ages=ages[0]))
-        c.note(t(f"积压（暂停中）：{show_zh(before_jobs)}；未发布：{show_zh(before_outbox)}",
-                 f"backlog (paused): {show(before_jobs)}; unpublished: {show(before_outbox)}"))
+        c.note(t("backlog (paused): {jobs}; unpublished: {outbox}", jobs=show(before_jobs), outbox=show(before_outbox)))
         assert before_jobs.get("queued", (0, 0))[0] == len(jobs), t(
             "{n_jobs} jobs should be queued while paused, found {queued}", n_jobs=len(jobs),
             queued=before_jobs.get('queued', (0, 0))[0])
         with publisher_loop() as publisher:
             wait_confirmed(c, jobs, publisher)
         sent_jobs, sent_outbox = backlog()
-        c.note(t(f"worker 仍暂停，publisher 发完全部事件：{show_zh(sent_jobs)}；未发布：{show_zh(sent_outbox)}",
-                 f"workers still paused, the publisher sent every event: {show(sent_jobs)}; unpublished: "
-                 f"{show(sent_outbox)}"))
+        c.note(t("workers still paused, the publisher sent every event: {jobs}; unpublished: {outbox}",
+                 jobs=show(sent_jobs), outbox=show(sent_outbox)))
         start_age, oldest_before = sent_jobs["queued"][1], oldest_queued()
         pause(procs, signal.SIGCONT)
         first = first_held(jobs[:short_jobs], 30, "fast")  # a short job's first file write, held
@@ -299,8 +295,8 @@ def check_backlog(c) -> None:
         release(jobs)
         rows = wait_done(jobs, 30)
         after_jobs, after_outbox = backlog()
-        c.note(t(f"放开后排空：{show_zh(after_jobs)}；未发布：{show_zh(after_outbox)}",
-                 f"released and drained: {show(after_jobs)}; unpublished: {show(after_outbox)}"))
+        c.note(t("released and drained: {jobs}; unpublished: {outbox}", jobs=show(after_jobs),
+                 outbox=show(after_outbox)))
         unfinished = [j for j in jobs if not rows[j] or rows[j]["status"] != "succeeded"]
         assert not unfinished, t("{n_unfinished} jobs did not complete after the resume: {stuck_reason}",
                                  n_unfinished=len(unfinished), stuck_reason=stuck_reason(unfinished[0]))
@@ -389,10 +385,9 @@ def check_exercise(c) -> None:
     try:
         fill = classify(producers.results(producers.go(4, [6]), 20))
         active = active_count()
-        c.note(t(f"EXPORT_ADMISSION_LIMIT=5：admit_export 的默认 limit = {default!r}；两个 producer 从 0 开始各提交 4 次 → "
-                 f"{outcome_zh(fill)}；queued+running = {active}",
-                 f"EXPORT_ADMISSION_LIMIT=5: admit_export's default limit = {default!r}; two producers from empty, "
-                 f"4 submits each → {outcome_text(fill)}; queued+running = {active}"))
+        c.note(t("EXPORT_ADMISSION_LIMIT=5: admit_export's default limit = {default!r}; two producers from empty, 4 "
+                 "submits each → {outcome}; queued+running = {active}", default=default, outcome=outcome_text(fill),
+                 active=active))
         assert_no_errors(fill)
         if default != 5 and fill["capacity"] == 0 and fill["lock_wait"] == 0:
             c.skip(t("the limit is still above 5 (no submit was refused): exercise not attempted. Set admit_export's "
@@ -425,10 +420,8 @@ def check_exercise(c) -> None:
             "the HTTP submit must use the same limit 5: 503 when full, 202 once a place is free, 503 when full again")
 
         race = race_at_edge(c, producers, 5, running=1, bare=1)
-        c.note(t(f"边界：已有 4 行（1 个 running），两个 producer 同时提交 → {outcome_zh(race)}；queued+running = "
-                 f"{race['active']}",
-                 f"at the edge: 4 rows (1 running), two producers at once → {outcome_text(race)}; queued+running = "
-                 f"{race['active']}"))
+        c.note(t("at the edge: 4 rows (1 running), two producers at once → {outcome}; queued+running = {active}",
+                 outcome=outcome_text(race), active=race['active']))
         assert race["active"] <= 5, t("two producers at once pushed queued+running to {active}, past 5: lock the "
                                       "gate row before counting", active=race['active'])
         assert_no_errors(race)

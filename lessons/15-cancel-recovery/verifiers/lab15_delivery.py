@@ -98,9 +98,9 @@ def check_unclaimed(c) -> None:
                  "them, scanner B → {shown_b}; then A → {got_a}", locked=locked, shown_b=shown_b,
                  got_a=got_a and got_a.get('value', got_a.get('error'))))
         assert got_b is not None, t(
-            "扫描器 A 持有批次时，扫描器 B 没有返回：它在等 A 的锁" + (f"（innodb_trx：{waits[0]}）" if waits else "")
-            + "。用 FOR UPDATE SKIP LOCKED", "scanner B did not return while A held its batch: it is waiting for A's "
-            "locks" + (f" (innodb_trx: {waits[0]})" if waits else "") + ". Use FOR UPDATE SKIP LOCKED")
+            "scanner B did not return while A held its batch: it is waiting for A's locks (innodb_trx: {wait}). Use "
+            "FOR UPDATE SKIP LOCKED", wait=waits[0]) if waits else t(
+            "scanner B did not return while A held its batch: it is waiting for A's locks. Use FOR UPDATE SKIP LOCKED")
         assert "error" not in got_b, t("scanner B failed: {error} (waiting for A's locks? use FOR UPDATE SKIP LOCKED)",
                                        error=got_b['error'])
         assert isinstance(got_b["value"], int), t("recover_batch() should return how many jobs it changed, got "

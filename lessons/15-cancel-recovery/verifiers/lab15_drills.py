@@ -6,6 +6,7 @@ kit's own warm-shutdown worker command (15.7).
 
 from __future__ import annotations
 
+import functools
 import re
 from uuid import uuid4
 
@@ -107,31 +108,22 @@ def all_locked_message(statement: str, plan: dict, locked: int, overdue: int) ->
     has_index = ["status", "updated_at", "id"] in index_columns("export_jobs").values()
     how = (t("It reads through {index}", index=plan['index']) if plan["key"]
            else t("It reads the whole table"))
-    steps_zh, steps_en = [], []
+    steps = []
     if not has_index:
-        steps_zh.append(f"schema_recovery.sql 的 ALTER TABLE export_jobs 里加一行 ADD {SCAN_INDEX}（已建好的表执行 "
-                        f"ALTER TABLE export_jobs ADD {SCAN_INDEX};）")
-        steps_en.append(f"in schema_recovery.sql's ALTER TABLE export_jobs add the line ADD {SCAN_INDEX} (on the table "
-                        f"you already have: ALTER TABLE export_jobs ADD {SCAN_INDEX};)")
+        steps.append(t("in schema_recovery.sql's ALTER TABLE export_jobs add the line ADD {index} (on the table you "
+                       "already have: ALTER TABLE export_jobs ADD {index};)", index=SCAN_INDEX))
     if not forced:
-        steps_zh.append("recovery.py 里写 FROM export_jobs AS j FORCE INDEX (export_jobs_recovery_scan)")
-        steps_en.append("in recovery.py write FROM export_jobs AS j FORCE INDEX (export_jobs_recovery_scan)")
+        steps.append(t("in recovery.py write FROM export_jobs AS j FORCE INDEX (export_jobs_recovery_scan)"))
     if not ordered:
-        steps_zh.append("排序改成 ORDER BY j.status, j.updated_at, j.id")
-        steps_en.append("write ORDER BY j.status, j.updated_at, j.id")
-    return seen + t(
-        ("原因在课程原文的扫描，不是你打错了。" if course else "原因在扫描用的索引。")
-        + f"A 的 SELECT … FOR UPDATE SKIP LOCKED 的 EXPLAIN：{plan['line']}。{how}。Using filesort：WHERE 允许两个 "
-        "status，没有索引能直接按排序给出候选行，服务器先读出并排序全部候选行，再取 LIMIT 50——FOR UPDATE 锁住了它读过的"
-        "每一行。修改（索引、FORCE INDEX 与 ORDER BY 缺一不可）：" + "；".join(f"（{k}）{step}" for k, step in enumerate(steps_zh, 1))
-        + "（见本课指南“让 SKIP LOCKED 真的跳过”）",
-        ("The cause is the course's scan, not your typing. " if course else "The cause is the scan's index. ")
-        + f"EXPLAIN of A's SELECT … FOR UPDATE SKIP LOCKED: {plan['line']}. {how}. Using filesort: the WHERE allows "
-        "two statuses and no index hands out the candidates in the ORDER BY, so the server reads and sorts every "
-        "candidate before LIMIT 50, and FOR UPDATE locks every row it read. Fix (the index, FORCE INDEX and the "
-        "ORDER BY work only together): "
-        + "; ".join(f"({k}) {step}" for k, step in enumerate(steps_en, 1))
-        + " (this lesson's guide: 'Making SKIP LOCKED really skip')")
+        steps.append(t("write ORDER BY j.status, j.updated_at, j.id"))
+    numbered = [t("({k}) {step}", k=k, step=step) for k, step in enumerate(steps, 1)]
+    cause = t("The cause is the course's scan, not your typing. ") if course else t("The cause is the scan's index. ")
+    return seen + cause + t(
+        "EXPLAIN of A's SELECT … FOR UPDATE SKIP LOCKED: {line}. {how}. Using filesort: the WHERE allows two statuses "
+        "and no index hands out the candidates in the ORDER BY, so the server reads and sorts every candidate before "
+        "LIMIT 50, and FOR UPDATE locks every row it read. Fix (the index, FORCE INDEX and the ORDER BY work only "
+        "together): {steps} (this lesson's guide: 'Making SKIP LOCKED really skip')", line=plan['line'], how=how,
+        steps=functools.reduce(lambda a, b: t("{a}; {b}", a=a, b=b), numbered) if numbered else "")
 
 
 # ---------------------------------------------------------------- the kit's own worker (15.7)

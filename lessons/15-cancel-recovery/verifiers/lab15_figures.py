@@ -41,7 +41,7 @@ def recovery_lanes(job_id: str, tl: dict) -> dict:
     """15.2: a lane per actor — the worker, the job's row (leases and the backoff), the recovery scan, the
     outbox and publisher — from the claim that was killed to the claim after the backoff."""
     now = time.time()
-    worker, row, scans, outbox, lines = lane(t("worker", "worker")), lane(t("job row")), \
+    worker, row, scans, outbox, lines = lane("worker"), lane(t("job row")), \
         lane("recover_batch()"), lane(t("outbox and publisher")), []
     starts, _ = _runs(job_id)
     first = [s for s in starts if s.get("pid") == tl.get("child") and s["at"] <= tl.get("kill", now)][-1:]

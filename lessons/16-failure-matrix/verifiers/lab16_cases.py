@@ -30,54 +30,53 @@ from shared.labdb import job_row, sql
 # ================================================================ the catalogue
 
 class Case:
-    def __init__(self, case_id: str, point: tuple[str, str], operation: tuple[str, str], expect: tuple[str, str], run):
-        self.id, self.point, self.operation, self.expect, self.run = case_id, point, operation, expect, run
+    """A row of the matrix: its id, the drill that runs it, and its texts -- fault point, operation, expected
+    result -- made in the learner's language when asked (texts())."""
+
+    def __init__(self, case_id: str, run, texts):
+        self.id, self.run, self.texts = case_id, run, texts
         self.index = 0  # its place in the catalogue: each row exports a product of its own
 
 
 CASES = [
-    Case("commit_fault_rollback", ("DB事务提交前", "before the DB commit"),
-         ("本次提交主动抛异常", "this submit raises before commit"), ("job与outbox同时回滚", "job and outbox roll back together"),
-         case_commit_fault),
-    Case("broker_unavailable", ("broker不可用", "broker unavailable"), ("停止私有Redis后提交",
-                                                                     "submit with the private Redis stopped"),
-         ("job与outbox保留，sent_at为空", "job and outbox kept, sent_at NULL"), case_broker_down),
-    Case("publish_after_send_before_mark", ("发布后未标sent", "published, not marked sent"),
-         ("跳过一次确认写回", "lose one confirm write"),
-         ("可重复发布，业务结果仍受CAS保护", "published again; the result stays CAS-protected"), case_publish_before_mark),
-    Case("worker_exit_with_lease", ("worker持租约退出", "worker exits holding the lease"),
-         ("SIGKILL本次执行进程", "SIGKILL this job's pool process"), ("到期恢复，attempts增加",
-                                                                "recovered after expiry, attempts up"),
-         case_worker_exit),
-    Case("stale_token_late_finish", ("旧token晚到", "old token arrives late"), ("新领取后用旧token完成",
-                                                                             "finish with the old token after a new "
-                                                                             "claim"),
-         ("finish=False，不改result_ref", "finish=False, result_ref untouched"), case_stale_token),
-    Case("cancel_requested", ("取消", "cancel"), ("执行中设置cancel_requested", "set cancel_requested mid-run"),
-         ("最终cancelled，不发布成功结果", "ends cancelled, no success published"), case_cancel),
-    Case("attempts_exhausted", ("次数耗尽", "attempts exhausted"), ("3次领取均过期", "three claims all expire"),
-         ("failed及dead letter，无第4次领取", "failed with a dead letter, no fourth claim"), case_exhausted),
-    Case("result_cache_expired", ("结果缓存过期", "result cache expired"), ("缩短本地result_expires", "shorten result_expires"),
-         ("MySQL状态仍可查询", "the MySQL state still answers"), case_result_cache),
-    Case("queue_full", ("队列满", "queue full"), ("小余量下并发提交", "concurrent submits with little room left"),
-         ("503，无虚假202", "503, no false 202"), case_queue_full),
-    Case("same_slot_concurrent", ("同槽周期重复", "same slot twice"), ("相同slot并发调度", "same slot scheduled concurrently"),
-         ("只创建一个周期job", "one scheduled job only"), case_same_slot),
-    Case("cross_minute_redelivery", ("周期跨分钟重投", "schedule redelivered across minutes"),
-         ("同一模拟信号用两个执行分钟", "one simulated signal, two execution minutes"),
-         ("当前模型创建两个槽", "this model creates two slots"), case_cross_minute),
-    Case("sent_not_claimed", ("已派发但未领取", "sent but never claimed"), ("标记sent且不发送，时间超过阈值",
-                                                                     "marked sent, never sent, past the threshold"),
-         ("扫描生成新outbox，恢复后完成", "the scan adds an event; the job completes"), case_sent_unclaimed),
-    Case("fail_before_claim", ("claim之前失败", "failure before claim"), ("worker进入claim前连接失败",
-                                                                      "the worker's DB connection fails before claim"),
-         ("queued路径能重新派发", "the queued path dispatches again"), case_fail_before_claim),
-    Case("duplicate_during_backoff", ("退避期间重复消息", "duplicates during backoff"),
-         ("next_attempt_at未来时重复消息与claim", "duplicates and claims while next_attempt_at is ahead"),
-         ("均返回None，attempts不增加", "all None, attempts unchanged"), case_backoff_duplicates),
-    Case("pending_event_rescan", ("pending事件仍在", "pending event still there"), ("同一个queued重复运行扫描器",
-                                                                                "scan one queued job repeatedly"),
-         ("不为已有pending事件继续新增恢复事件", "no extra recovery event while one is pending"), case_pending_rescan),
+    Case("commit_fault_rollback", case_commit_fault, lambda: (
+        t("before the DB commit"), t("this submit raises before commit"), t("job and outbox roll back together"))),
+    Case("broker_unavailable", case_broker_down, lambda: (
+        t("broker unavailable"), t("submit with the private Redis stopped"), t("job and outbox kept, sent_at NULL"))),
+    Case("publish_after_send_before_mark", case_publish_before_mark, lambda: (
+        t("published, not marked sent"), t("lose one confirm write"),
+        t("published again; the result stays CAS-protected"))),
+    Case("worker_exit_with_lease", case_worker_exit, lambda: (
+        t("worker exits holding the lease"), t("SIGKILL this job's pool process"),
+        t("recovered after expiry, attempts up"))),
+    Case("stale_token_late_finish", case_stale_token, lambda: (
+        t("old token arrives late"), t("finish with the old token after a new claim"),
+        t("finish=False, result_ref untouched"))),
+    Case("cancel_requested", case_cancel, lambda: (
+        t("cancel"), t("set cancel_requested mid-run"), t("ends cancelled, no success published"))),
+    Case("attempts_exhausted", case_exhausted, lambda: (
+        t("attempts exhausted"), t("three claims all expire"), t("failed with a dead letter, no fourth claim"))),
+    Case("result_cache_expired", case_result_cache, lambda: (
+        t("result cache expired"), t("shorten result_expires"), t("the MySQL state still answers"))),
+    Case("queue_full", case_queue_full, lambda: (
+        t("queue full"), t("concurrent submits with little room left"), t("503, no false 202"))),
+    Case("same_slot_concurrent", case_same_slot, lambda: (
+        t("same slot twice"), t("same slot scheduled concurrently"), t("one scheduled job only"))),
+    Case("cross_minute_redelivery", case_cross_minute, lambda: (
+        t("schedule redelivered across minutes"), t("one simulated signal, two execution minutes"),
+        t("this model creates two slots"))),
+    Case("sent_not_claimed", case_sent_unclaimed, lambda: (
+        t("sent but never claimed"), t("marked sent, never sent, past the threshold"),
+        t("the scan adds an event; the job completes"))),
+    Case("fail_before_claim", case_fail_before_claim, lambda: (
+        t("failure before claim"), t("the worker's DB connection fails before claim"),
+        t("the queued path dispatches again"))),
+    Case("duplicate_during_backoff", case_backoff_duplicates, lambda: (
+        t("duplicates during backoff"), t("duplicates and claims while next_attempt_at is ahead"),
+        t("all None, attempts unchanged"))),
+    Case("pending_event_rescan", case_pending_rescan, lambda: (
+        t("pending event still there"), t("scan one queued job repeatedly"),
+        t("no extra recovery event while one is pending"))),
 ]
 for _index, _case in enumerate(CASES):
     _case.index = _index

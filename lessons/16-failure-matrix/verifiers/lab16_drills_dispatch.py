@@ -142,10 +142,12 @@ def case_same_slot(row: Row, lab) -> None:
                 errors.append(f"{call['raised']}: {redact(str(call['message']))[:160]}")
         row.expect(not any(call.get("alive") for call in calls), t("a schedule_once call never returned"))
         made = [r for r in results if r]
-        row.note(t(f"schedule_once × 4 → {[short(r) if r else None for r in results]}"
-                   + (f"；数据库拒绝 {refusals}" if refusals else ""),
-                   f"schedule_once × 4 → {[short(r) if r else None for r in results]}"
-                   + (f"; refused by the database: {refusals}" if refusals else "")))
+        shown = [short(r) if r else None for r in results]
+        if refusals:
+            row.note(t("schedule_once × 4 → {shown}; refused by the database: {refusals}", shown=shown,
+                       refusals=refusals))
+        else:
+            row.note(t("schedule_once × 4 → {shown}", shown=shown))
         row.expect(not errors, t("a call failed: {errors}", errors=errors[:1]))
         row.expect(len(made) == 1, t("one slot must create one job, got {n_made}", n_made=len(made)))
         job = row.job(made[0])

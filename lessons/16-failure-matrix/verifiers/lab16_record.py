@@ -107,8 +107,9 @@ def row_problems(row) -> list[str]:
 # ================================================================ the kit's record
 
 def empty_row(case) -> dict:
-    """A catalogue row nobody has run (case: the matrix's Case, with its bilingual texts)."""
-    return {"case": case.id, "fault_point": t(*case.point), "operation": t(*case.operation), "expect": t(*case.expect),
+    """A catalogue row nobody has run (case: the matrix's Case, whose texts() are in the learner's language)."""
+    point, operation, expect = case.texts()
+    return {"case": case.id, "fault_point": point, "operation": operation, "expect": expect,
             "job_id": None, "operated_at": None, "observed_states": [], "transitions": [], "message_ids": [],
             "deliveries": None, "duplicate_deliveries": None, "attempts": None, "recovery_seconds": None,
             "redispatches": [], "artifact_sha256": None, "result": "not_run", "notes": []}

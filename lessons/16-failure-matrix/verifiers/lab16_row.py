@@ -259,20 +259,23 @@ def redispatch(row: Row, job_id: str, log: list[dict]) -> None:
                n_done=len(done) + 1, reason=reason))
 
 
-def _stuck(job_id: str, what: tuple[str, str], seconds: float) -> AssertionError:
+def _stuck(job_id: str, what: str, seconds: float) -> AssertionError:
     current = job_row(job_id)
     seen = "; ".join(f"{short(d['task_id'])}: {describe_end(d['end']) if d['end'] else 'no end'}"
                      for d in delivery_log(job_id)[-4:]) or "-"
-    return AssertionError(t(
-        f"任务 {short(job_id)} 在 {seconds:g} 秒内没有{what[0]}（现在 {current and current['status']}，attempts "
-        f"{current and current['attempts']}，待发事件 {len(pending_of(job_id))}；投递：{seen}）",
-        f"job {short(job_id)} did not {what[1]} within {seconds:g}s (now {current and current['status']}, attempts "
-        f"{current and current['attempts']}, pending events {len(pending_of(job_id))}; deliveries: {seen})"))
+    values = {"job_id": short(job_id), "seconds": seconds, "status": current and current["status"],
+              "attempts": current and current["attempts"], "pending": len(pending_of(job_id)), "seen": seen}
+    if what == "hold":
+        return AssertionError(t("job {job_id} did not start writing its file within {seconds:g}s (now {status}, "
+                                "attempts {attempts}, pending events {pending}; deliveries: {seen})", **values))
+    return AssertionError(t("job {job_id} did not reach the expected state within {seconds:g}s (now {status}, "
+                            "attempts {attempts}, pending events {pending}; deliveries: {seen})", **values))
 
 
-def _drive(row: Row, job_id: str, reached, what: tuple[str, str], seconds: float):
+def _drive(row: Row, job_id: str, reached, what: str, seconds: float):
     """Publish what is due until reached() gives a value; a job its messages left behind goes through
-    the unclaimed recovery (see redispatch).  Each dispatch gets its own bound."""
+    the unclaimed recovery (see redispatch).  Each dispatch gets its own bound.  what: "state" (settle) or
+    "hold" (await_hold), the wait the message names if the job stays stuck."""
     deadline = time.monotonic() + seconds
     while True:
         row.lab.pump()
@@ -297,7 +300,7 @@ def settle(row: Row, job_id: str, wanted=("succeeded",), seconds: float = WAIT_L
     def reached():
         current = job_row(job_id)
         return current if current and done(current) else None
-    return _drive(row, job_id, reached, ("到达预期状态", "reach the expected state"), seconds)
+    return _drive(row, job_id, reached, "state", seconds)
 
 
 def await_hold(row: Row, job_id: str, seconds: float = WAIT_LIMIT) -> dict:
@@ -305,4 +308,4 @@ def await_hold(row: Row, job_id: str, seconds: float = WAIT_LIMIT) -> dict:
     def reached():
         held = holds(job_id)
         return held[0] if held else None
-    return _drive(row, job_id, reached, ("开始写文件", "start writing its file"), seconds)
+    return _drive(row, job_id, reached, "hold", seconds)
