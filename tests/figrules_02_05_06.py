@@ -8,7 +8,6 @@ an order of events, a ceiling the verdict proved, the presence of what the run r
 
 from __future__ import annotations
 
-from collections import Counter
 
 
 def _text(value) -> str:

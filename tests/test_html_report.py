@@ -5,15 +5,13 @@ import html
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
 
-import pytest
 from pathlib import Path
 
-from checks import gradebook, html_report
+from checks import gradebook
 from checks.html_page import MARKS
 from checks.html_report import render_run, write_run
 from tests import webdriver

@@ -4,7 +4,6 @@ import json
 import os
 import textwrap
 import xml.etree.ElementTree as ET
-from pathlib import Path
 
 import pytest
 
