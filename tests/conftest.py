@@ -45,6 +45,11 @@ def pytest_sessionfinish(session, exitstatus):
         labctl.down()
 
 
+def pytest_report_header(config):
+    from tests import daily
+    return daily.header()
+
+
 def pytest_configure(config):
     # Once, in the controller, before any worker: the browser tests need Chromium (installed when root).
     if _controller():

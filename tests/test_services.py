@@ -5,6 +5,7 @@ import socket
 import stat
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -181,42 +182,48 @@ def test_stop_service_for_drills_and_up_brings_it_back(running_alone, monkeypatc
         labctl.stop_service("redis")
 
 
+def _we_wait_for(path) -> bool:
+    """This process has a lock request on `path` that the kernel holds back (a `->` line in /proc/locks)."""
+    inode = str(os.stat(path).st_ino)
+    for line in Path("/proc/locks").read_text().splitlines():
+        fields = line.split()
+        if len(fields) > 6 and fields[1] == "->" and fields[5] == str(os.getpid()) \
+                and fields[6].rsplit(":", 1)[-1] == inode:
+            return True
+    return False
+
+
 def test_a_waiting_exclusive_run_goes_before_later_shared_runs():
     import threading
-    import time
-    order = []
-    first = threading.Event()
 
-    def shared(name, hold):
+    from shared.proc import wait_until
+    order = []
+    held, release = threading.Event(), threading.Event()
+
+    def first_shared():
         with labctl.in_use():
-            order.append(name)
-            first.set()
-            time.sleep(hold)
+            order.append("first shared")
+            held.set()
+            release.wait(60)  # holds the services until the others are seen waiting
 
     def exclusive():
         with labctl.in_use(exclusive=True):
             order.append("exclusive")
 
-    holder = threading.Thread(target=shared, args=("first shared", 0.6))
+    def late_shared():
+        with labctl.in_use():
+            order.append("late shared")
+
+    holder = threading.Thread(target=first_shared)
     holder.start()
-    first.wait(5)
+    assert held.wait(60)
     waiter = threading.Thread(target=exclusive)
     waiter.start()
-
-    def turnstile_held():  # the exclusive run now waits at the turnstile (we cannot take it)
-        import fcntl
-        with open(S.SERVICES_DIR / "turnstile.lock", "a") as probe:
-            try:
-                fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                return True
-            fcntl.flock(probe, fcntl.LOCK_UN)
-            return False
-
-    from shared.proc import wait_until
-    wait_until(turnstile_held, 10, "the exclusive run to wait at the turnstile")
-    late = threading.Thread(target=shared, args=("late shared", 0))
+    wait_until(lambda: _we_wait_for(S.SERVICES_DIR / "in-use.lock"), 10, "the exclusive run to wait for the services")
+    late = threading.Thread(target=late_shared)
     late.start()
+    wait_until(lambda: _we_wait_for(S.SERVICES_DIR / "turnstile.lock"), 10, "the late run to wait at the turnstile")
+    release.set()
     for thread in (holder, waiter, late):
         thread.join(180)  # other parallel runs may hold the services for a while
     assert order == ["first shared", "exclusive", "late shared"]
