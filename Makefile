@@ -32,8 +32,10 @@ list:
 
 # make check [LAB=DIR] [LESSON=NN|all] [REPORT=FILE.json] [JUNIT=FILE.xml] [HTML=FILE.html]: YOUR folder, given once with
 # LAB= and remembered; without LESSON, the lesson you are on.  (make lesson-NN shows the reference.)
+# make check REPEAT=N [BURN=C] [PARALLEL=K] [SEED=S]: N runs under load, each check's passes counted (checks/repeat.py).
 check: $(VENV_READY)
-	+@$(VPY) -m checks check $(LESSON) $(if $(LAB),--lab "$(LAB)") $(if $(REPORT),--report "$(REPORT)") $(if $(JUNIT),--junit "$(JUNIT)") $(if $(HTML),--html "$(HTML)")
+	+@$(VPY) -m checks check $(LESSON) $(if $(LAB),--lab "$(LAB)") $(if $(REPORT),--report "$(REPORT)") $(if $(JUNIT),--junit "$(JUNIT)") $(if $(HTML),--html "$(HTML)") \
+	  $(if $(REPEAT),--repeat $(REPEAT)) $(if $(PARALLEL),--parallel $(PARALLEL)) $(if $(BURN),--burn $(BURN)) $(if $(SEED),--seed $(SEED))
 
 forget:
 	+@$(PYTHON) -m checks check --forget
@@ -50,7 +52,7 @@ doctor:
 # slot for the tests that use the shared servers; --maxschedchunk 1: tests are handed out one at a time,
 # longest first (tests/conftest.py), so no worker is left with a queue at the end.
 test: $(VENV_READY)
-	+@$(VPY) -m pytest -n 4 --maxschedchunk 1
+	+@$(if $(DAY),LAB_TEST_DAY=$(DAY)) $(VPY) -m pytest -n 4 --maxschedchunk 1
 
 # Everything make test samples, whole: every mutant, every check alone, every lesson graded as finished.
 test-all: $(VENV_READY)
@@ -76,7 +78,7 @@ monitor: $(VENV_READY)
 # make flake [LESSON=NN] [ROUNDS=N] [PARALLEL=K] [BURN=C]: the reference, N rounds of K isolated copies side by
 # side, C processes burning CPU meanwhile; every non-pass is printed and written to .lab/flake/flake.json.
 flake: $(VENV_READY)
-	+@$(VPY) -m checks flake $(or $(LESSON),all) --rounds $(or $(ROUNDS),3) --parallel $(or $(PARALLEL),2) --burn $(or $(BURN),0)
+	+@$(VPY) -m checks flake $(or $(LESSON),all) --rounds $(or $(ROUNDS),3) --parallel $(or $(PARALLEL),2) --burn $(or $(BURN),0) $(if $(SEED),--seed $(SEED))
 
 # make grade-drill: class grading spread over three Celery workers while one is killed, one stopped and the
 # broker restarted; the ledger must show every folder graded once and verdicts equal to a local grade.

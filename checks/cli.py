@@ -11,7 +11,7 @@ from pathlib import Path
 
 from checks import console, progress, report
 from checks.results import FAIL, NOT_REACHED, LessonResult
-from checks.selection import HOW_TO_GIVE_FOLDER, lab_path, load, next_lesson, remembered_folder, select
+from checks.selection import how_to_give_folder, lab_path, load, next_lesson, remembered_folder, select
 from checks.session import run_many
 from checks.workdir import LAB_DIR, UsageError, lesson_files, reference_files
 from shared.i18n import t
@@ -85,7 +85,26 @@ def cmd_check(args) -> int:
                 why=why))
         lessons = [chosen]
     args.lessons, args.lab = lessons, str(lab)
+    if args.repeat is not None:
+        return _repeat_series(args, lab)
+    if args.burn is not None or args.parallel is not None or args.seed is not None:
+        raise UsageError(t("BURN, PARALLEL and SEED go with REPEAT=N (make check REPEAT=20 BURN=2)"))
     return cmd_run(args)
+
+
+def _repeat_series(args, lab: Path) -> int:
+    """make check REPEAT=N: the learner's folder N times under load; which checks pass only by chance."""
+    from checks import repeat
+    if args.report or args.junit or args.html:
+        raise UsageError(t("REPORT, JUNIT and HTML are for one run; a series writes its own table (REPEAT=N)"))
+    lesson_ids = [l["id"] for l in select(load(), args.lessons, allow_planned=False)]
+    out = LAB_DIR / "repeat" / "-".join(lesson_ids)
+    try:
+        series, rows = repeat.repeat(lesson_ids, args.repeat, args.parallel or 2, args.burn or 0, out, lab=lab,
+                                     seed=args.seed)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    return repeat.exit_code(series, rows)
 
 
 def cmd_grade(args) -> int:
@@ -102,12 +121,17 @@ def cmd_grade(args) -> int:
                                availability=availability()[1]))
         print(t("warning: --unsafe: learner code runs unboxed, one folder at a time"), file=sys.stderr)
         args.jobs = 1  # unboxed runs share the kit's servers: one at a time
+    if args.repeat < 1:
+        raise UsageError(t("--repeat must be 1 or more"))
+    if args.broker and args.repeat > 1:
+        raise UsageError(t("--repeat grades on this machine; it does not go with --broker yet"))
     if args.broker:  # spread over grading machines (checks/grade_remote.py); each grades in boxes
         from checks.grade_remote import submit_and_collect
         students = submit_and_collect([Path(p) for p in args.lab], [l["id"] for l in lessons], out, args.broker,
                                       at=args.at)
     else:
-        students = grade.grade(args.lab, lessons, data, out, args.jobs, at=args.at, keep=args.keep)
+        students = grade.grade(args.lab, lessons, data, out, args.jobs, at=args.at, keep=args.keep,
+                               times=args.repeat)
     grade.print_table(students)
     if args.html:
         import json
@@ -151,7 +175,7 @@ def cmd_watch(args) -> int:
     data = load()
     lab = lab_path(args.lab) if args.lab else progress.learner_folder()
     if lab is None:
-        raise UsageError(t(*HOW_TO_GIVE_FOLDER))
+        raise UsageError(how_to_give_folder())
     lesson_id = args.lesson or next_lesson(data, lab)[0]
     if lesson_id is None:
         raise UsageError(t("give LESSON=NN"))
@@ -193,7 +217,7 @@ def cmd_flake(args) -> int:
     lessons = [l for l in select(data, args.lessons, allow_planned=False) if l["status"] == "ready"]
     out = Path(args.out) if args.out else LAB_DIR / "flake" / "flake.json"
     try:
-        return flake.hunt([l["id"] for l in lessons], args.rounds, args.parallel, args.burn, out)
+        return flake.hunt([l["id"] for l in lessons], args.rounds, args.parallel, args.burn, out, seed=args.seed)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
 
@@ -228,6 +252,12 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("lessons", nargs="*", metavar="NN", help="lesson ids, or all (default: the lesson you are on)")
     check.add_argument("--lab", metavar="DIR", help="your tasks_lab folder (remembered)")
     check.add_argument("--forget", action="store_true", help="forget the remembered folder")
+    check.add_argument("--repeat", type=int, metavar="N", help="run the lesson N times and count each check's "
+                       "passes: which pass only by chance (flaky in your code)")
+    check.add_argument("--parallel", type=int, metavar="K", help="with --repeat: K runs side by side (default 2)")
+    check.add_argument("--burn", type=int, metavar="C", help="with --repeat: C processes burning CPU meanwhile")
+    check.add_argument("--seed", type=int, metavar="S", help="with --repeat: replay a series' conditions (its seed "
+                       "is printed)")
     reports(check)
 
     lesson = sub.add_parser("lesson", help="run one lesson's reference files and checks, showing the evidence")
@@ -244,6 +274,8 @@ def build_parser() -> argparse.ArgumentParser:
     grade.add_argument("--broker", metavar="URL", default=os.environ.get("LAB_GRADE_BROKER"),
                        help="grade on the machines running grade-worker, through this Redis broker "
                             "(or LAB_GRADE_BROKER, which keeps the password out of ps)")
+    grade.add_argument("--repeat", type=int, default=1, metavar="N", help="grade each folder N times per lesson; "
+                       "a check's points count only if it passed every run (its pass rate is reported)")
     grade.add_argument("--at", metavar="REF", help="grade each folder's git history at REF (lesson-{NN}: a tag per lesson)")
     grade.add_argument("--keep", action="store_true", help="keep each folder's work copies and logs under .lab/ "
                                                           "(removed when its grading ends otherwise)")
@@ -279,6 +311,7 @@ def build_parser() -> argparse.ArgumentParser:
     flake.add_argument("--parallel", type=int, default=2)
     flake.add_argument("--burn", type=int, default=0, metavar="C", help="C extra processes burning CPU meanwhile")
     flake.add_argument("--out", metavar="FILE.json")
+    flake.add_argument("--seed", type=int, metavar="S", help="replay a hunt's conditions (its seed is printed)")
     return parser
 
 

@@ -11,11 +11,16 @@ from checks.box import availability
 from checks.results import ERROR, FAIL, NOT_PASSED, NOT_REACHED, PASS, SKIPPED, SUPERSEDED, TIMEOUT, LessonResult
 from checks.sandbox import boxing
 from shared import manifest
-from shared.i18n import pick, t
+from shared.i18n import pick, t, t_in
 
 MARKS = {PASS: "✓", FAIL: "✗", ERROR: "!", TIMEOUT: "⏱", SKIPPED: "–", SUPERSEDED: "↷", NOT_REACHED: "○"}
-LABELS = {PASS: ("", ""), FAIL: ("", ""), ERROR: (" 出错", " ERROR"), TIMEOUT: (" 超时", " TIMEOUT"),
-          SKIPPED: (" 未尝试", " SKIP"), SUPERSEDED: (" 已被替换", " SUPERSEDED"), NOT_REACHED: (" 未到达", " NOT REACHED")}
+
+
+def status_label(status: str) -> str:
+    """The word after a check's time: none for pass and fail (the mark says it), else its status."""
+    labels = {ERROR: t("ERROR"), TIMEOUT: t("TIMEOUT"), SKIPPED: t("SKIP"), SUPERSEDED: t("SUPERSEDED"),
+              NOT_REACHED: t("NOT REACHED")}
+    return " " + labels[status] if status in labels else ""
 
 
 def regression_cause(lesson: dict, earlier_id: str) -> str:
@@ -32,7 +37,7 @@ def regression_cause(lesson: dict, earlier_id: str) -> str:
 
 def print_lesson(result: LessonResult, evidence: bool = False, first_failure_only: bool = False) -> None:
     lesson = result.lesson
-    print(f"\n{t('第 ', 'Lesson ')}{lesson['id']}{t(' 课', '')} — {pick(lesson['title'])}")
+    print("\n" + t("Lesson {id} — {title}", id=lesson['id'], title=pick(lesson['title'])))
     if result.source == "planned":
         print("  " + t("(planned, not built yet: not counted as passed)"))
         return
@@ -51,7 +56,7 @@ def print_lesson(result: LessonResult, evidence: bool = False, first_failure_onl
         if heading and group:
             print(f"  {heading}")
         for c in group:
-            label = t(" BLOCKED ({blocked})", blocked=c.blocked) if c.blocked else t(*LABELS[c.status])
+            label = t(" BLOCKED ({blocked})", blocked=c.blocked) if c.blocked else status_label(c.status)
             print(f"  {MARKS[c.status]} {c.id:<6} {pick(c.text)}  ({c.seconds:.2f}s){label}")
             if c.status in NOT_PASSED and c.blocked:
                 pass  # the problem is said once, above the checks
@@ -61,12 +66,12 @@ def print_lesson(result: LessonResult, evidence: bool = False, first_failure_onl
                 shown_failure = True
                 explained.setdefault(c.message, c.id)
                 if c.message:
-                    print(f"      {t('原因：', 'why: ')}{c.message}")
+                    print("      " + t("why: {message}", message=c.message))
                 for line in [n for n in c.notes if n != c.message][-10:]:
                     print(f"      | {line}")
                 if c.regression:
                     print("      " + regression_cause(result.lesson, c.lesson))
-                print(f"      {t('提示：', 'hint: ')}{pick(c.hint)}")
+                print("      " + t("hint: {hint}", hint=pick(c.hint)))
             elif c.status in (SKIPPED, SUPERSEDED, NOT_REACHED) and c.message and c.message not in explained:
                 explained.setdefault(c.message, c.id)
                 print(f"      {c.message}")
@@ -137,6 +142,7 @@ def print_help(data: dict) -> None:
         ("make lesson-NN", t("run lesson NN's reference files and checks (creates .venv on first use)")),
         ("make check LAB=DIR [LESSON=NN]", t("check your own folder (DIR is remembered: later just make check)")),
         ("make check LESSON=all", t("check every lesson on your folder")),
+        ("make check REPEAT=20 BURN=2", t("run your lesson 20 times under load: which checks pass only by chance")),
         ("make forget", t("forget the remembered folder")),
         ("make list", t("lessons with the last result of the reference and of your folder")),
         ("make watch LESSON=NN LAB=DIR", t("re-check whenever you save")),
@@ -167,7 +173,7 @@ def print_help(data: dict) -> None:
 
 def lesson_table(data: dict) -> str:
     """The README's lesson table, generated from tasks.json (tests keep the README in step)."""
-    lines = ["| # | Lesson | 课程 | Checks | Status |", "|---|---|---|---|---|"]
+    lines = [f"| # | Lesson | {t_in('zh', 'Lesson')} | Checks | Status |", "|---|---|---|---|---|"]
     for lesson in data["lessons"]:
         lines.append(f"| {lesson['id']} | [{lesson['title']['en']}]({lesson['folder']}/) | {lesson['title']['zh']} "
                      f"| {len(lesson['checks'])} | {lesson['status']} |")

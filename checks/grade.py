@@ -1,6 +1,9 @@
 """Grade a class: many learner folders, N boxes at a time, progress while it works.
 
-    python -m checks grade --lab DIR... [--lessons NN...|all] [--out DIR] [-j N] [--unsafe]
+    python -m checks grade --lab DIR... [--lessons NN...|all] [--out DIR] [-j N] [--unsafe] [--repeat N]
+
+--repeat N grades each folder N times per lesson: a check's points count only if it passed every run, and
+its report carries how many runs it passed (checks.results.combine).
 
 Each folder is graded on its own (its own boxes, its own work and log folders, its own report); one that
 crashes, hangs or floods output costs only its own result.  Every mistake inside a folder (a missing
@@ -23,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from checks import boxfiles, gitread, report
-from checks.results import ERROR, FAIL, LessonResult, errored
+from checks.results import ERROR, FAIL, LessonResult, combine, errored
 from checks.sandbox import STOP
 from checks.session import run_many
 from checks.workdir import LAB_DIR, UsageError
@@ -38,6 +41,7 @@ class Student:
     results: list[LessonResult] = field(default_factory=list)
     error: str | None = None
     lesson: str = ""              # the lesson being graded now
+    run: str = ""                 # grade --repeat: which of the N runs, e.g. " (3/20)"
     seconds: float = 0.0
     parts: list = field(default_factory=list)  # distributed grading: its tasks (checks.grade_remote.Part)
 
@@ -111,17 +115,26 @@ def folder_as_given(raw: str) -> Path:
     return path
 
 
-def grade_one(student: Student, lessons: list[dict], data: dict, at: str | None = None, keep: bool = False) -> None:
+def grade_one(student: Student, lessons: list[dict], data: dict, at: str | None = None, keep: bool = False,
+              times: int = 1) -> None:
     started = time.monotonic()
     scope = scope_of(student, keep)
     try:
         student.folder = folder_as_given(student.raw)
 
         def starting(lesson):
-            student.lesson = lesson["id"]
+            student.lesson = lesson["id"] + student.run
+
+        def graded(lessons_now: list[dict], folder: Path) -> list[LessonResult]:
+            """The lessons run `times` times; a check's points only if it passed every run."""
+            series = []
+            for number in range(1, times + 1):
+                student.run = f" ({number}/{times})" if times > 1 else ""
+                series.append(run_many(lessons_now, data, folder, f"grade/{scope}", on_start=starting,
+                                       skip_unreached=True))
+            return combine(series) if times > 1 else series[0]
         if at is None:
-            student.results = run_many(lessons, data, student.folder, f"grade/{scope}", on_start=starting,
-                                       skip_unreached=True)
+            student.results = graded(lessons, student.folder)
             return
         for lesson in lessons:  # each lesson from the commit the learner made for it
             ref = at.replace("{NN}", lesson["id"])
@@ -130,8 +143,7 @@ def grade_one(student: Student, lessons: list[dict], data: dict, at: str | None 
             except UsageError as exc:
                 student.results += errored([lesson], str(exc))
                 continue
-            student.results += run_many([lesson], data, folder, f"grade/{scope}", on_start=starting,
-                                        skip_unreached=True)
+            student.results += graded([lesson], folder)
     except UsageError as exc:  # a folder that is missing, not a folder, or refused as data: its own error
         student.error = str(exc)
         student.results = errored(lessons, str(exc))
@@ -158,7 +170,7 @@ def _progress_line(students: list[Student], started: float) -> str:
 
 
 def grade(raws: list[str], lessons: list[dict], data: dict, out: Path, jobs: int, stream=sys.stderr,
-          at: str | None = None, keep: bool = False) -> list[Student]:
+          at: str | None = None, keep: bool = False, times: int = 1) -> list[Student]:
     """Grade every folder, `jobs` at a time.  TERM or Ctrl-C at any moment stops every box under way
     (sandbox.STOP), grades nothing more and leaves no process behind; what was finished is reported."""
     names = student_names(raws)
@@ -179,7 +191,7 @@ def grade(raws: list[str], lessons: list[dict], data: dict, out: Path, jobs: int
     ticker.start()
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs))
     try:
-        futures = {pool.submit(grade_one, s, lessons, data, at, keep): s for s in students}
+        futures = {pool.submit(grade_one, s, lessons, data, at, keep, times): s for s in students}
         for future in concurrent.futures.as_completed(futures):
             s = futures[future]
             future.result()
@@ -220,4 +232,6 @@ def print_table(students: list[Student]) -> None:
     for s in students:
         m = report.marks([c for r in s.results for c in r.checks])
         flag = t("  tampering suspected") if any(c.tampered for r in s.results for c in r.checks) else ""
+        flaky = [f"{c.id} {c.runs[0]}/{c.runs[1]}" for r in s.results for c in r.checks if c.runs and 0 < c.runs[0] < c.runs[1]]
+        flag += t("  flaky: {checks}", checks=", ".join(flaky)) if flaky else ""
         print(f"{s.name:<20} {m['score']:>3}/{m['max_score']:<5} {status_of(s):<7} +{m['bonus']}{flag}")

@@ -16,9 +16,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from urllib.parse import quote
 
-from checks.html_page import MARKS, WORDS, esc, page, pick, resolve_lang
+from checks.html_page import MARKS, esc, page, pick, resolve_lang, words
 from checks.html_report import group_tests, render_run
+from checks.report import flaky_checks
 from checks.results import NOT_PASSED
+from shared.i18n import t_in
 
 # Words in a check's message that say the folder or the lesson's files are absent (English and Chinese,
 # since the runner writes messages in the grader's language).
@@ -104,7 +106,7 @@ def _cell(lesson: dict | None, tests: list[dict], w: dict) -> str:
 
 
 def _grid(names: list[str], reports: dict[str, dict], cols: list[dict], lang: str) -> str:
-    w = WORDS[lang]
+    w = words(lang)
     head = [f'<th>{esc(w["student"])}</th>', f'<th>{esc(w["status"])}</th>']
     head += [f'<th title="{esc(pick(c["title"], lang))}">{esc(c["id"])}</th>' for c in cols]
     head += [f'<th>{esc(w["total"])}</th>', f'<th>{esc(w["bonus"])}</th>', f'<th>{esc(w["flags"])}</th>']
@@ -119,6 +121,9 @@ def _grid(names: list[str], reports: dict[str, dict], cols: list[dict], lang: st
         bad = sorted({t["id"] for t in r.get("tests", []) if t.get("regression") and t.get("status") in NOT_PASSED})
         if bad:
             flags.append(f'<span class="badge warn">{esc(w["regression_failed"])}: {esc(", ".join(bad))}</span>')
+        flaky = flaky_checks(r.get("tests", []))
+        if flaky:
+            flags.append(f'<span class="badge warn">{esc(t_in(lang, "flaky: {checks}", checks=", ".join(flaky)))}</span>')
         gone = sum(t.get("status") == "superseded" for t in r.get("tests", []))
         if gone:
             flags.append(f'<span class="small">{MARKS["superseded"]} {esc(w["superseded"])}: {gone}</span>')
@@ -178,7 +183,7 @@ def hardest(reports: dict[str, dict]) -> list[dict]:
 
 
 def _hardest_table(rows: list[dict], lang: str) -> str:
-    w = WORDS[lang]
+    w = words(lang)
     shown = [h for h in rows if h["count"] or h["superseded"]]
     if not shown:
         return f'<p>{esc(w["nobody_failed"])}</p>'
@@ -189,7 +194,7 @@ def _hardest_table(rows: list[dict], lang: str) -> str:
     for h in shown:
         badges = ""
         if h["regression"]:
-            badges += f' <span class="badge warn">{esc(w["regression"])} · {esc(w["lesson"].format(id=h["in"]))}</span>'
+            badges += f' <span class="badge warn">{esc(w["regression"])} · {esc(t_in(lang, "Lesson {id}", id=h["in"]))}</span>'
         if h["kind"] == "extension":
             badges += f' <span class="badge">{esc(w["bonus"])}</span>'
         message = h["message"] if len(h["message"]) <= 300 else h["message"][:299] + "…"
@@ -204,7 +209,7 @@ def _hardest_table(rows: list[dict], lang: str) -> str:
 
 
 def render_index(reports: dict[str, dict], lessons: list[dict], lang: str) -> str:
-    w = WORDS[lang]
+    w = words(lang)
     names = sorted(reports)
     cols = _columns(reports, lessons)
     created = datetime.now(timezone.utc).isoformat(timespec="seconds")
@@ -227,16 +232,20 @@ def cell(value) -> object:
 
 def write_csv(path: Path, reports: dict[str, dict], lessons: list[dict]) -> None:
     """One row per student: the course score of each lesson, total, max_total, bonus.  Numbers only in
-    the score columns (a lesson not graded or not reached is 0), so an LMS imports it as it is."""
+    the score columns (a lesson not graded or not reached is 0), so an LMS imports it as it is.  Graded N
+    times (grade --repeat): a last column, flaky, lists the checks that passed only some runs (`04.1 13/20`)."""
     cols = _columns(reports, lessons)
     with open(path, "w", encoding="utf-8", newline="") as f:
         out = csv.writer(f)
-        out.writerow(["student", *(c["id"] for c in cols), "total", "max_total", "bonus"])
+        repeated = any(test.get("runs") for r in reports.values() for test in r.get("tests", []))
+        out.writerow(["student", *(c["id"] for c in cols), "total", "max_total", "bonus",
+                      *(["flaky"] if repeated else [])])
         for name in sorted(reports):
             r = reports[name]
             by_id = {l["id"]: l for l in r.get("lessons", [])}
+            flaky = ["; ".join(flaky_checks(r.get("tests", [])))] if repeated else []
             out.writerow([cell(v) for v in [name, *(by_id.get(c["id"], {}).get("score", 0) for c in cols),
-                                            r.get("score", 0), r.get("max_score", 0), r.get("bonus", 0)]])
+                                            r.get("score", 0), r.get("max_score", 0), r.get("bonus", 0), *flaky]])
 
 
 def write_gradebook(out_dir: Path, reports: dict[str, dict], lessons: list[dict], lang: str | None = None) -> None:

@@ -6,9 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from checks import timelines
-from checks.html_page import MARKS, WORDS, esc, page, pick, resolve_lang
+from checks.html_page import MARKS, esc, page, pick, resolve_lang, words
 from checks.report import count_tests, count_text
 from checks.results import NOT_PASSED
+from shared.i18n import t_in
 
 OUTPUT_LINES, OUTPUT_CHARS = 40, 4000  # the tail of a check's output shown under a failure
 
@@ -37,7 +38,7 @@ def output_tail(output: str) -> str:
 
 
 def render_check(test: dict, lang: str, reference: dict | None = None, learner: bool = False) -> str:
-    w = WORDS[lang]
+    w = words(lang)
     status = test.get("status", "error")
     badges = ""
     if test.get("bonus") or test.get("kind") == "extension":
@@ -46,6 +47,11 @@ def render_check(test: dict, lang: str, reference: dict | None = None, learner: 
         badges += f'<span class="badge">{esc(w["exercise"])}</span>'
     if test.get("tampering"):
         badges += f'<span class="badge warn">{esc(w["tampering"])}</span>'
+    runs = test.get("runs")
+    if runs and runs["tried"] > 1:
+        flaky = 0 < runs["passed"] < runs["tried"]
+        badges += (f'<span class="badge{" warn" if flaky else ""}">'
+                   f'{esc(t_in(lang, "passed {passed}/{tried} runs", passed=runs["passed"], tried=runs["tried"]))}</span>')
     parts = [f'<li class="check st-{esc(status)}" data-status="{esc(status)}">'
              f'<span class="mark" title="{esc(w.get(status, status))}">{MARKS.get(status, "?")}</span> '
              f'<span class="cid">{esc(test.get("id"))}</span> {esc(pick(test.get("text"), lang))}{badges} '
@@ -65,14 +71,14 @@ def render_check(test: dict, lang: str, reference: dict | None = None, learner: 
 
 def render_lesson(lesson: dict, tests: list[dict], lang: str, reference: dict | None = None,
                   learner: bool = False) -> str:
-    w = WORDS[lang]
+    w = words(lang)
     own = [t for t in tests if not t.get("regression")]
     again = [t for t in tests if t.get("regression")]
     score = f'{esc(w["score"])} {lesson.get("score", 0)}/{lesson.get("max_score", 0)}'
     if lesson.get("max_bonus"):
         score += f' · {esc(w["bonus"])} {lesson.get("bonus", 0)}/{lesson["max_bonus"]}'
     out = [f'<section class="lesson" id="lesson-{esc(lesson["id"])}">',
-           f'<h2>{esc(w["lesson"].format(id=lesson["id"]))} — {esc(pick(lesson.get("title"), lang))}</h2>',
+           f'<h2>{esc(t_in(lang, "Lesson {id}", id=lesson["id"]))} — {esc(pick(lesson.get("title"), lang))}</h2>',
            f'<p>{status_label(lesson.get("status", ""), w)} · {score} · '
            f'<span class="counts">{esc(count_text(count_tests(tests), lang))}</span> · '
            f'<span class="secs">{float(lesson.get("seconds") or 0):.1f} s</span></p>',
@@ -88,7 +94,7 @@ def render_run(report: dict, lang: str, *, back: str | None = None, reference: d
     top (the gradebook's per-student pages point at its index).  `reference`: check id -> the reference's
     figures, drawn beside a learner's own (see checks/timelines.py)."""
     lang = resolve_lang(lang)
-    w = WORDS[lang]
+    w = words(lang)
     score = f'{report.get("score", 0)}/{report.get("max_score", 0)}'
     bonus = f'{report.get("bonus", 0)}/{report.get("max_bonus", 0)}'
     head = [f'<p><a href="{esc(back)}">{esc(w["back"])}</a></p>' if back else "",

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from checks.results import ERROR, FAIL, NOT_PASSED, NOT_REACHED, PASS, SKIPPED, SUPERSEDED, TIMEOUT, LessonResult
 from shared.i18n import lang as current_lang
-from shared.i18n import pick
+from shared.i18n import pick, t_in
 
 REPORT_VERSION = 1
 
@@ -62,24 +62,27 @@ def count_tests(tests: list[dict]) -> dict:
     return counts((t.get("status"), bool(t.get("regression"))) for t in tests)
 
 
-COUNT_WORDS = {
-    "en": {"passed": "{} passed", "failed": "{} failed", "not_attempted": "{} not attempted",
-           "not_reached": "{} not reached", "regressions": "regressions: {} of {} passed", "sep": ", ", "then": "; "},
-    "zh": {"passed": "通过 {} 项", "failed": "失败 {} 项", "not_attempted": "未尝试 {} 项",
-           "not_reached": "未到达 {} 项", "regressions": "回归：{1} 项中通过 {0} 项", "sep": "，", "then": "；"},
-}
-
-
 def count_text(n: dict, lang: str | None = None, regressions: bool = True) -> str:
     """`5 passed, 1 failed, 2 not attempted; regressions: 2 of 2 passed` (zero parts left out, passed
     always said), in the learner's language or `lang`; `regressions=False` leaves their part out."""
-    w = COUNT_WORDS.get(lang or current_lang(), COUNT_WORDS["en"])
-    parts = [w["passed"].format(n["passed"])]
-    parts += [w[key].format(n[key]) for key in ("failed", "not_attempted", "not_reached") if n[key]]
-    text = w["sep"].join(parts)
+    lang = lang or current_lang()
+    text = t_in(lang, "{n} passed", n=n["passed"])
+    for more in (t_in(lang, "{n} failed", n=n["failed"]) if n["failed"] else None,
+                 t_in(lang, "{n} not attempted", n=n["not_attempted"]) if n["not_attempted"] else None,
+                 t_in(lang, "{n} not reached", n=n["not_reached"]) if n["not_reached"] else None):
+        if more:
+            text = t_in(lang, "{counts}, {more}", counts=text, more=more)
     if regressions and n["regressions"]:
-        text += w["then"] + w["regressions"].format(n["regressions_passed"], n["regressions"])
+        text = t_in(lang, "{counts}; regressions: {passed} of {total} passed", counts=text,
+                    passed=n["regressions_passed"], total=n["regressions"])
     return text
+
+
+def flaky_checks(tests: list[dict]) -> list[str]:
+    """`04.1 13/20` for each check of a report graded N times (grade --repeat) that passed some runs and
+    failed others: it earned no points, and the pass rate says it was luck, not a steady mistake."""
+    return [f'{test["id"]} {test["runs"]["passed"]}/{test["runs"]["tried"]}' for test in tests
+            if test.get("runs") and 0 < test["runs"]["passed"] < test["runs"]["tried"]]
 
 
 def to_dict(lessons: list[LessonResult], source: str, error: str | None = None) -> dict:
@@ -93,6 +96,7 @@ def to_dict(lessons: list[LessonResult], source: str, error: str | None = None) 
                 "seconds": round(c.seconds, 3), "message": c.message or None,
                 "hint": c.hint if c.status not in (PASS, SKIPPED, SUPERSEDED, NOT_REACHED) else None, "output": c.output or None,
                 **({"figures": c.figures} if c.figures else {}),
+                **({"runs": {"passed": c.runs[0], "tried": c.runs[1]}} if c.runs else {}),
             })
     return {
         "version": REPORT_VERSION,

@@ -32,6 +32,7 @@ class CheckResult:
     message: str = ""
     notes: list[str] = field(default_factory=list)
     figures: list[dict] = field(default_factory=list)  # pictures of the evidence (shared/figures.py)
+    runs: tuple[int, int] | None = None  # graded N times (grade --repeat): (runs passed, runs tried)
 
     @property
     def score(self) -> int:
@@ -123,3 +124,26 @@ def errored(lessons: list[dict], message: str, tampering: bool = False) -> list[
     for result in results:
         result.problems = [message]
     return results
+
+
+def combine(series: list[list[LessonResult]]) -> list[LessonResult]:
+    """The same lessons run N times, as one result (grade --repeat): a check passes only if it passed
+    every run it was tried in; it carries (runs passed, runs tried), and a failure shows the first
+    failing run's words.  A check any run saw tampering with stays tampered."""
+    first = series[0]
+    combined = []
+    for index, lesson in enumerate(first):
+        runs = [results[index] for results in series]
+        checks = []
+        for position, check in enumerate(lesson.checks):
+            seen = [run.checks[position] for run in runs if position < len(run.checks)
+                    and run.checks[position].id == check.id]
+            tried = [c for c in seen if c.status == PASS or c.status in NOT_PASSED]
+            passed = sum(c.status == PASS for c in tried)
+            chosen = next((c for c in tried if c.status != PASS), check)
+            chosen.runs = (passed, len(tried)) if tried else None
+            chosen.tampered = any(c.tampered for c in seen)
+            checks.append(chosen)
+        combined.append(LessonResult(lesson.lesson, lesson.source, checks, sum(r.seconds for r in runs),
+                                     lesson.logs, lesson.notices, lesson.problems))
+    return combined

@@ -66,28 +66,27 @@ def test_watch_runs_the_checks_and_stops_cleanly_on_ctrl_c(tmp_path):
     assert proc.returncode == 0 and "stopped watching" in out
 
 
-def test_flake_hunt_lists_every_non_pass_and_stops_its_burners(tmp_path, monkeypatch):
+def test_flake_hunt_lists_every_non_pass(tmp_path):
+    """The hunt's runs are commands writing a report, as `checks run` does: the second run of 04 has one
+    non-pass, and flake.json lists it with its words."""
+    import io
     import json as _json
 
     from checks import flake
-    calls = []
-
-    def fake_run(lesson_id, slot, home, report):
-        calls.append((lesson_id, slot))
-        status = "fail" if len(calls) == 2 else "pass"  # the second run of eight has one non-pass
-        return [{"id": f"{lesson_id}.1", "status": status, "message": "boom", "output": "evidence"}], 0.1, ""
-
-    monkeypatch.setattr(flake, "_one_run", fake_run)
-    started = []
-    real_burners = flake._burners
-    monkeypatch.setattr(flake, "_burners", lambda n, d: started.extend(real_burners(n, d)) or started)
+    script = ('import json, sys; report, lesson, number = sys.argv[1:]; '
+              'bad = lesson == "04" and number == "2"; '
+              'open(report, "w").write(json.dumps({"tests": [{"id": lesson + ".1", "status": "fail" if bad else "pass", '
+              '"message": "boom", "output": "evidence"}]}))')
+    stream = io.StringIO()
     out = tmp_path / "flake.json"
-    assert flake.hunt(["01", "02"], rounds=2, parallel=2, burn=1, out=out) == 1
+    code = flake.hunt(["01", "04"], rounds=2, parallel=2, burn=1, out=out, seed=5, stream=stream,
+                      command=lambda run, lab: [sys.executable, "-c", script, str(run.report), run.lesson,
+                                                str(run.number)])
+    assert code == 1
     summary = _json.loads(out.read_text())
-    assert summary["check_runs"] == 8 and len(summary["non_passes"]) == 1  # 2 rounds × 2 lessons × 2 copies
-    assert summary["non_passes"][0]["message"] == "boom"
-    assert {slot for _, slot in calls} <= {1, 2}
-    assert len(started) == 1 and not started[0].alive()
+    assert summary["check_runs"] == 8 and summary["lesson_runs"] == 8  # 2 rounds × 2 lessons × 2 copies
+    assert [(x["lesson"], x["run"], x["message"]) for x in summary["non_passes"]] == [("04", 2, "boom")]
+    assert "04.1 fail: boom" in stream.getvalue() and "seed 5" in stream.getvalue()
 
 
 def _lab_cli(home, *args):

@@ -1,0 +1,68 @@
+"""A series' table as one self-contained HTML page (checks/repeat.py): per check, passed k/N, its
+distinct failures with their runs; for a flaky check, one failing run beside one passing run, each drawn
+as the run's own report draws it (message, notes, timelines)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from checks.html_page import esc, page, pick, resolve_lang
+from checks.html_report import output_tail, render_check
+from shared.i18n import t
+
+CSS = """
+table.tally{border-collapse:collapse;margin:.6rem 0}table.tally td,table.tally th{border:1px solid #ddd;padding:.25rem .5rem;
+ vertical-align:top;text-align:left}tr.flaky td:first-child{border-left:4px solid #c77700}
+tr.failed td:first-child{border-left:4px solid #b3261e}tr.passed td:first-child{border-left:4px solid #1a7f37}
+.pair{display:grid;grid-template-columns:1fr 1fr;gap:1rem}.pair h4{margin:.3rem 0}.pair ul{padding-left:1rem}
+"""
+
+
+def kind_words() -> dict[str, str]:
+    return {"flaky": t("flaky in your code"), "failed": t("failed every run"), "passed": t("passed every run"),
+            "skipped": t("not attempted")}
+
+
+def evidence(test: dict, lang: str) -> str:
+    """One run's check as its report draws it; a passing run's notes too (a report shows them only under
+    a failure), since they are what the failing run is compared with."""
+    notes = f"<pre>{esc(output_tail(test['output']))}</pre>" if test.get("status") == "pass" and test.get("output") else ""
+    return f"<ul class='checks'>{render_check(test, lang)}</ul>{notes}"
+
+
+def render(series, rows, lang: str) -> str:
+    words = kind_words()
+    source = str(series.lab) if series.lab else t("the reference")
+    head = [f"<h1>{esc(t('Task Lab: {times} runs of lesson {lessons}', times=series.times, lessons=', '.join(series.lessons)))}</h1>",
+            f"<p>{esc(source)} · {esc(t('{parallel} side by side, {burn} CPU burners, seed {seed}', parallel=series.parallel, burn=series.burn, seed=series.seed))}"
+            f" · {esc(t('{done} of {planned} runs finished', done=len(series.runs), planned=series.planned))}</p>"]
+    if series.stopped:
+        head.append(f"<p class='msg'>{esc(t('stopped part-way: the table counts the finished runs only'))}</p>")
+    table = [f"<table class='tally'><tr><th>{esc(t('check'))}</th><th>{esc(t('verdict'))}</th>"
+             f"<th>{esc(t('passed'))}</th><th>{esc(t('failures (how often, which runs)'))}</th></tr>"]
+    for row in rows:
+        failures = "".join(f"<div>{len(f.runs)}× {esc(f.message)} <span class='secs'>"
+                           f"{esc(t('runs {runs}', runs=', '.join(map(str, f.runs))))}</span></div>"
+                           for f in sorted(row.failures.values(), key=lambda f: -len(f.runs)))
+        name = row.id + (f" ({t('regression')})" if row.regression else "")
+        table.append(f"<tr class='{row.kind}'><td><b>{esc(name)}</b> {esc(pick(row.text, lang))}</td>"
+                     f"<td>{esc(words[row.kind])}</td><td>{len(row.passed)}/{row.attempts}</td><td>{failures}</td></tr>")
+    table.append("</table>")
+    pairs = []
+    for row in rows:
+        if row.kind != "flaky":
+            continue
+        bad_no, good_no = row.failed[0], row.passed[0]
+        pairs.append(f"<h2>{esc(row.id)} — {esc(t('run {bad_no} failed, run {good_no} passed', bad_no=bad_no, good_no=good_no))}</h2>"
+                     "<div class='pair'>"
+                     f"<div><h4>{esc(t('run {n}', n=bad_no))} ✗</h4>{evidence(row.tests[bad_no], lang)}</div>"
+                     f"<div><h4>{esc(t('run {n}', n=good_no))} ✓</h4>{evidence(row.tests[good_no], lang)}</div>"
+                     "</div>")
+    title = t("Task Lab: repeated runs")
+    from checks import timelines
+    return page(title, "\n".join(head + table + pairs), lang, extra_css=timelines.CSS + CSS)
+
+
+def write(path: Path, series, rows, lang: str | None = None) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(render(series, rows, resolve_lang(lang)), encoding="utf-8")
