@@ -38,22 +38,10 @@ def lang() -> str:
     return "en"
 
 
-def t(message: str, english: str | None = None, /, **values) -> str:
+def t(message: str, /, **values) -> str:
     """The message in the learner's language, its {placeholders} filled from `values` (str.format rules;
-    a message given no values is returned as written, braces and all).  Not yet moved to a catalogue:
-    t(chinese, english) -- python -m checks.tools.messages lists those calls."""
-    if english is not None:
-        return message if lang() == "zh" else english
+    a message given no values is returned as written, braces and all)."""
     if lang() == "zh":
-        message = _catalogue().get(message) or message
-    return message.format(**values) if values else message
-
-
-def t_in(language: str, message: str, /, **values) -> str:
-    """t() for an explicit language rather than the learner's: a page rendered for `lang` (the HTML report,
-    the gradebook) or a text that shows both languages on purpose.  The same catalogues; "zh" is Chinese,
-    anything else English."""
-    if language == "zh":
         message = _catalogue().get(message) or message
     return message.format(**values) if values else message
 

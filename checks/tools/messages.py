@@ -41,7 +41,7 @@ class Use:
         self.path, self.line, self.formatted = path, line, formatted
 
 
-def messages_in(folder: Path) -> tuple[dict[str, list[Use]], list[str]]:
+def messages_in(folder: Path, root: Path = KIT_ROOT) -> tuple[dict[str, list[Use]], list[str]]:
     """msgid -> where it is used, in order of first use; and the t() calls whose message is not a literal."""
     found: dict[str, list[Use]] = {}
     loose = []
@@ -50,10 +50,10 @@ def messages_in(folder: Path) -> tuple[dict[str, list[Use]], list[str]]:
         for node in ast.walk(tree):
             if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("t", "t_in")):
                 continue
-            where = f"{path.relative_to(KIT_ROOT)}:{node.lineno}"
+            where = f"{path.relative_to(root)}:{node.lineno}"
             message = _literal_message(node)
             if message is None:
-                loose.append(f"{where}: {_WANTS[node.func.id] if not _legacy(node) else LEGACY}")
+                loose.append(f"{where}: {_WANTS[node.func.id]}")
                 continue
             found.setdefault(message, []).append(Use(path, node.lineno, bool(node.keywords)))
     for uses in found.values():
@@ -61,9 +61,7 @@ def messages_in(folder: Path) -> tuple[dict[str, list[Use]], list[str]]:
     return dict(sorted(found.items(), key=lambda item: (str(item[1][0].path), item[1][0].line))), loose
 
 
-# A call not yet moved to a catalogue: t(chinese, english), or t(*pair).  tests/test_messages.py lets their
-# number per file only shrink.  Any other call whose message is not one string literal is an error outright.
-LEGACY = "t() wants one literal English message"
+# A call whose message is not one string literal: no tool can find it to translate.
 _WANTS = {"t": "t() wants its message as one string literal, not an expression (a tool cannot find it)",
           "t_in": "t_in() wants a language and its message as one string literal, not an expression"}
 
@@ -78,12 +76,6 @@ def _literal_message(node: ast.Call) -> str | None:
     return message.value if isinstance(message, ast.Constant) and isinstance(message.value, str) else None
 
 
-def _legacy(node: ast.Call) -> bool:
-    """t(chinese, english) or t(*pair): the two-language call of before the catalogues."""
-    args = node.args
-    return node.func.id == "t" and (len(args) == 2 or (len(args) == 1 and isinstance(args[0], ast.Starred)))
-
-
 def fields(text: str) -> list[str]:
     """The {placeholders} of a message, as str.format reads them."""
     try:
@@ -96,7 +88,7 @@ def problems(root: Path = KIT_ROOT) -> list[str]:
     """Everything wrong between the code and its catalogues; empty when they agree."""
     found, translations = [], {}
     for folder in code_folders(root):
-        used, loose = messages_in(folder)
+        used, loose = messages_in(folder, root)
         found += loose
         catalogue = folder / CATALOGUE_NAME
         entries = read_po(catalogue) if catalogue.exists() else {}
@@ -118,20 +110,27 @@ def problems(root: Path = KIT_ROOT) -> list[str]:
     return found
 
 
-def chinese_in_code(root: Path = KIT_ROOT, allowed=()) -> list[str]:
-    """String literals in Chinese in the kit's code (the catalogues hold the Chinese)."""
-    import io
-    import tokenize
+def chinese_in_code(root: Path = KIT_ROOT) -> list[str]:
+    """Where the kit's code still holds Chinese text: `path::name` of each top-level function, class or
+    constant with a string literal in Chinese (the catalogues hold the Chinese of every message, so what is
+    left should be data: words the checks look for in a learner's text, or text they send to learner code)."""
     found = []
     for folder in code_folders(root):
         for path in sources(folder):
-            tokens = tokenize.generate_tokens(io.StringIO(path.read_text(encoding="utf-8")).readline)
-            for token in tokens:
-                if token.type == tokenize.STRING and CJK.search(token.string):
-                    place = f"{path.relative_to(root)}:{token.start[0]}"
-                    if not any(place.startswith(a) for a in allowed):
-                        found.append(place)
+            tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+            for statement in tree.body:
+                if any(isinstance(node, ast.Constant) and isinstance(node.value, str) and CJK.search(node.value)
+                       for node in ast.walk(statement)):
+                    found.append(f"{path.relative_to(root)}::{_name_of(statement)}")
     return found
+
+
+def _name_of(statement: ast.stmt) -> str:
+    if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return statement.name
+    targets = getattr(statement, "targets", None) or [getattr(statement, "target", None)]
+    names = [target.id for target in targets if isinstance(target, ast.Name)]
+    return names[0] if names else f"line {statement.lineno}"
 
 
 def _po_lines(keyword: str, text: str) -> list[str]:
