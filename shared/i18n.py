@@ -46,6 +46,15 @@ def t(message: str, /, **values) -> str:
     return message.format(**values) if values else message
 
 
+def t_in(language: str, message: str, /, **values) -> str:
+    """t() for an explicit language rather than the learner's: a page rendered for `lang` (the HTML report,
+    the gradebook) or a text that shows both languages on purpose.  The same catalogues; "zh" is Chinese,
+    anything else English."""
+    if language == "zh":
+        message = _catalogue().get(message) or message
+    return message.format(**values) if values else message
+
+
 def pick(texts: dict) -> str:
     """Pick from a {"zh": ..., "en": ...} mapping, as stored in tasks.json."""
     return texts.get(lang()) or texts.get("en") or texts.get("zh") or ""

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import os
 import signal
 import sys
@@ -226,12 +227,17 @@ class Check:
         self.id, self.prove, self.needs = id, prove, needs
 
 
-def run(checks: list[Check], around=None, setup=None, teardown=None) -> None:
+def run(checks: list[Check], around=None, setup=None, teardown=None, skip_all: str | None = None) -> None:
     """A verifier's whole main: the table checked against tasks.json (every check of this verifier there,
     nothing else), then each check in order, with selection and skipping; exits with the TAP status.
     `around()`: a context entered around each check's body (a lesson's way of explaining one known error);
     `setup()`: called once before the first check (starting what every check shares); `teardown()`: called
-    once at the end, however setup and the checks went (stopping what the lesson started)."""
+    once at the end, however setup and the checks went (stopping what the lesson started).
+    `skip_all`: every check is skipped with this reason, selected or not (an extension not taken up).
+    `verify_lessonNN.py --list` prints the table's ids as JSON and runs nothing (tests read it)."""
+    if sys.argv[1:] == ["--list"]:
+        print(json.dumps([row.id for row in checks]))
+        sys.exit(0)
     def every_check(tap: Tap) -> None:
         mine = Path(sys.argv[0]).name
         planned = [c["id"] for c in tap._texts.values() if c.get("verifier") == mine]
@@ -239,6 +245,11 @@ def run(checks: list[Check], around=None, setup=None, teardown=None) -> None:
         if tap._texts and sorted(listed) != sorted(planned):
             print(f"Bail out! {mine}: the table lists {listed}, tasks.json {planned}", flush=True)
             sys.exit(2)
+        if skip_all is not None:
+            for row in checks:
+                with tap.check(row.id) as c:
+                    c.skip(skip_all)
+            return
         try:
             if setup:
                 setup()

@@ -1,5 +1,7 @@
 """tasks.json, the lesson folders, the README and make help must agree."""
 
+import os
+import json
 import subprocess
 import sys
 from unittest import mock
@@ -25,7 +27,18 @@ def test_ready_lessons_have_guide_files_and_verifiers():
         for check in lesson["checks"]:
             verifier = folder / "verifiers" / check["verifier"]
             assert verifier.is_file(), f"{check['id']}: {verifier} missing"
-            assert f'"{check["id"]}"' in verifier.read_text(), f"{check['id']}: its verifier never reports it"
+
+
+def test_each_verifiers_table_lists_exactly_its_checks_in_tasks_json():
+    """What the harness itself holds at run time (shared/tap.run), read through `verify_*.py --list`."""
+    for lesson in READY:
+        verifiers = manifest.KIT_ROOT / lesson["folder"] / "verifiers"
+        for name in sorted({check["verifier"] for check in lesson["checks"]}):
+            listed = subprocess.run([sys.executable, name, "--list"], cwd=verifiers, capture_output=True, text=True,
+                                    timeout=60, env=dict(os.environ, PYTHONPATH=str(manifest.KIT_ROOT)))
+            assert listed.returncode == 0, listed.stderr
+            planned = [c["id"] for c in lesson["checks"] if c["verifier"] == name]
+            assert json.loads(listed.stdout) == planned, f"{name}: its table is not tasks.json's list, in order"
 
 
 def test_every_check_of_a_ready_lesson_has_a_mutant():

@@ -49,7 +49,7 @@ from lab07_taskcenter_fixture import (BOUND, CALL_TIMEOUT, PROBE, SLACK, WORK, a
 from shared.celerylab import short
 from shared.i18n import t
 from shared.proc import Process, free_port, wait_until
-from shared.tap import Check, main_guard, run
+from shared.tap import Check, run
 
 TASKCENTER = WORK / "taskcenter" / "__init__.py"
 LAB: Loopback | None = None  # the loopback downstream: started in main, before the checks
@@ -470,14 +470,6 @@ def check_http(c) -> None:
 
 # ---------------------------------------------------------------- main
 
-def not_taken_up(tap) -> None:
-    """The task center is the kit's own design study beside the curriculum: a learner's folder without it has
-    not taken up this extension (the reference always has it).  Every check says so, selected or not."""
-    for row in checks():
-        with tap.check(row.id) as c:
-            c.skip(t("extension not taken up: no taskcenter/ package in the folder (see the lesson's reference)"))
-
-
 def stop_all() -> None:
     try:
         LAB.stop()
@@ -487,6 +479,9 @@ def stop_all() -> None:
 
 if __name__ == "__main__":
     if not TASKCENTER.exists():
-        main_guard(not_taken_up)
+        # The task center is the kit's own design study beside the curriculum: a folder without it has not
+        # taken up this extension (the reference always has it).
+        run(checks(), skip_all=t("extension not taken up: no taskcenter/ package in the folder (see the "
+                                 "lesson's reference)"))
     LAB = Loopback()
     run(checks(), teardown=stop_all)
