@@ -142,6 +142,17 @@ def record_delivery(key: str, delivery: dict) -> None:
     _patient(push)
 
 
+def stored_result(key: str) -> dict | None:
+    """The grading stored for `key`, as the instructor's side collects it; None while there is none."""
+    raw = _patient(lambda: results_store().get(RESULTS + key))
+    return json.loads(raw) if raw else None
+
+
+def deliveries_of(key: str) -> list[dict]:
+    """Every execution of `key`'s task that started, oldest first (redeliveries included)."""
+    return [json.loads(line) for line in _patient(lambda: results_store().lrange(DELIVERIES + key, 0, -1))]
+
+
 def grade_packed(name: str, packed: bytes, lesson_ids: list[str], key: str) -> dict:
     """Unpack into a fresh folder and grade it the local way; return the results on the wire."""
     data = load()

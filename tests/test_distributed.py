@@ -134,7 +134,7 @@ def broker(tmp_path):
 def test_the_store_is_write_once_so_a_second_writer_keeps_the_first(broker):
     assert W.store_result("k1", {"n": 1}) is True
     assert W.store_result("k1", {"n": 2}) is False
-    assert json.loads(W.results_store().get(W.RESULTS + "k1")) == {"n": 1}
+    assert W.stored_result("k1") == {"n": 1}
 
 
 def test_a_redelivery_after_the_result_was_stored_grades_nothing_and_is_counted(broker, tmp_path):
@@ -144,9 +144,9 @@ def test_a_redelivery_after_the_result_was_stored_grades_nothing_and_is_counted(
     packed = base64.b64encode(pack_folder(tmp_path / "lab")).decode()
     outcome = W.grade_folder.apply(args=(key, "alice", packed, ["01"])).get()
     assert outcome == {"key": key, "graded": False}
-    runs = [json.loads(x) for x in W.results_store().lrange(W.DELIVERIES + key, 0, -1)]
+    runs = W.deliveries_of(key)
     assert len(runs) == 1 and runs[0]["pid"] == os.getpid()
-    assert json.loads(W.results_store().get(W.RESULTS + key)) == {"n": 1}
+    assert W.stored_result(key) == {"n": 1}
 
 
 def test_short_drill_loses_nothing_and_matches_the_local_verdicts(tmp_path):
@@ -231,7 +231,7 @@ def test_a_folder_whose_grading_dies_every_time_is_stopped_with_an_error(broker,
     packed = base64.b64encode(pack_folder(tmp_path / "lab")).decode()
     outcome = W.grade_folder.apply(args=(key, "mallory", packed, ["01"])).get()
     assert outcome["graded"] and outcome["stored"]
-    stored = json.loads(W.results_store().get(W.RESULTS + key))
+    stored = W.stored_result(key)
     assert stored["result"]["lessons"] == [] and f"started {W.MAX_EXECUTIONS} times" in stored["result"]["error"]
 
 

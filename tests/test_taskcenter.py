@@ -233,14 +233,21 @@ def test_worker_retries_a_503_and_logs_the_fields(store):
     assert mine[3]["state"] == "success" and mine[3]["http_status"] == 200
 
 
-def test_claim_query_uses_the_index_without_sorting_the_queue(store):
+def test_claim_query_uses_the_index_without_sorting_the_queue(db):
     statements = []
-    store._c.set_trace_callback(statements.append)
+    conn = connect(db)  # the store over a connection we watch (Store takes any connection)
+    conn.set_trace_callback(statements.append)
+    store = Store(conn)
     try:
         store.submit("http://x/", b"{}", "k")
         store.claim_one()
     finally:
-        store._c.set_trace_callback(None)
+        conn.set_trace_callback(None)
     select = next(s for s in statements if s.lstrip().upper().startswith("SELECT ID FROM TASKS WHERE STATE"))
-    plan = " | ".join(row[3] for row in store._c.execute("EXPLAIN QUERY PLAN " + select))
+    reader = sqlite3.connect(db)  # the plan, read through a connection of its own
+    try:
+        plan = " | ".join(row[3] for row in reader.execute("EXPLAIN QUERY PLAN " + select))
+    finally:
+        reader.close()
+    store.close()
     assert "USING INDEX" in plan and "TEMP B-TREE" not in plan, plan
