@@ -152,15 +152,13 @@ class Producers:
             proc.stop(grace=3)
 
 
-def race_at_edge(c, producers: Producers, limit: int, running: int, bare: int) -> dict:
-    """limit-1 places taken; every producer submits once at the same moment; the first INSERT is held
+def race_now(c, producers: Producers, n: int, ids: list[int]) -> dict:
+    """Every producer submits n times at the same moment on the rows already there; the first INSERT is held
     until the server shows every producer held in its INSERT, waiting for a lock (the gate) or done.
-    Returns the outcomes and what the kit saw waiting."""
-    reset()
-    add_filler(limit - 1, running=running, with_events=max(0, limit - 1 - running - bare))
+    Returns the outcomes and what the kit saw waiting (`seen`, for took_turns)."""
     size = len(producers.names)
     with insert_hold() as release:
-        round_no = producers.go(1, [2])
+        round_no = producers.go(n, ids)
 
         def all_arrived():
             now = waiting_sessions()
@@ -173,7 +171,28 @@ def race_at_edge(c, producers: Producers, limit: int, running: int, bare: int) -
         seen = waiting_sessions()
         release()
         outcome = classify(producers.results(round_no, 30))
-    return {**outcome, "seen": seen, "active": active_count()}
+    return {**outcome, "seen": seen}
+
+
+def took_turns(seen: dict) -> bool:
+    """What the kit saw while it held the first INSERT: one submit inside its INSERT and another waiting for
+    a lock (the gate) — they took turns.  Two inside their INSERTs had both counted before either inserted."""
+    return seen["insert"] == 1 and seen["waiting"] >= 1
+
+
+def race_at_edge(c, producers: Producers, limit: int, running: int, bare: int) -> dict:
+    """limit-1 places taken; every producer submits once at the same moment (race_now(): the first INSERT held
+    until every producer has reached the database).  Returns the outcomes, what the kit saw waiting and
+    queued+running afterwards."""
+    reset()
+    add_filler(limit - 1, running=running, with_events=max(0, limit - 1 - running - bare))
+    return {**race_now(c, producers, 1, [2]), "active": active_count()}
+
+
+def combined(*outcomes: dict) -> dict:
+    """Outcomes of several rounds (classify()) as one."""
+    return {"ok": [ok for o in outcomes for ok in o["ok"]], "capacity": sum(o["capacity"] for o in outcomes),
+            "lock_wait": sum(o["lock_wait"] for o in outcomes), "errors": [e for o in outcomes for e in o["errors"]]}
 
 
 def burst_near_edge(producers: Producers, limit: int, running: int, bare: int) -> dict:

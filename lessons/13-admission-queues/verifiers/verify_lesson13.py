@@ -28,10 +28,13 @@ every path that calls admit_export(cur) uses; the course's default is 100).
       A short job is submitted and confirmed, the fast worker resumes, and the job completes on fast@
       while the long job is still held (no "release" event, its row still running)
 13.6  exercise, with EXPORT_ADMISSION_LIMIT=5 in the environment of every process the kit starts
-      (or a limit of 5 written in the code): admit_export's default is 5; two producers from empty
-      admit exactly 5; at 5 the direct admit_export(cur) call, the HTTP submit and python
-      submit_db_export.py all refuse, and one place freed lets the HTTP submit in again; finally two
-      producers at the edge (4 rows, one of them running, first INSERT held) admit exactly one.
+      (or a limit of 5 written in the code): admit_export's default is 5; two producers from empty,
+      4 submits each, admit exactly 5 (2 each, then the last 2 each at once with the first INSERT held,
+      so the last place is always raced for: past 5 without taking turns at the gate is the gate's
+      fault, past 5 with turns taken the count's or the limit's); at 5 the direct admit_export(cur)
+      call, the HTTP submit and python submit_db_export.py all refuse, and one place freed lets the
+      HTTP submit in again; finally two producers at the edge (4 rows, one of them running, first
+      INSERT held) admit exactly one.
       SKIP when nothing refuses below 100 (the limit was not lowered)
 13.7  claim(job_id) of one known job, called in a helper process while a kit transaction holds what the
       publisher's confirm holds (UPDATE export_outbox SET sent_at …, whose foreign-key check share-locks
@@ -71,8 +74,8 @@ from lab13_fixture import (EVENTS, TERMINAL, active_count, add_filler, age_jobs,
                            reset, semicolon_list, serve, server_now, show, starts, stop_workers, store, stuck_reason,
                            submit_quietly, tool, wait_confirmed, wait_done, waits_elsewhere, workers)
 from lab13_gate import (Producers, answer_after_waiting, assert_no_errors, burst_near_edge, claim_once_more,
-                        claim_while_confirm_holds, classify, describe_claim, helpers_ready, outcome_text,
-                        race_at_edge, start_claimer)
+                        claim_while_confirm_holds, classify, combined, describe_claim, helpers_ready, outcome_text,
+                        race_at_edge, race_now, start_claimer, took_turns)
 from lab13_tools import WAIT_TIMEOUTS  # errors that end a wait by time, not by what the statement found
 
 from shared import handshake
@@ -119,12 +122,12 @@ def check_concurrent_limit(c) -> None:
                  "waiting for a lock in {statements}", insert=race['seen']['insert'], waiting=race['seen']['waiting'],
                  statements=t('; ').join(race['seen']['statements']) or t('(none)')))
         c.note(t("released → {outcome}; queued+running = {active}", outcome=outcome_text(race), active=race['active']))
-        took_turns = race["seen"]["insert"] == 1 and race["seen"]["waiting"] >= 1
-        assert race["active"] <= limit or took_turns, t("queued+running reached {active}, past the limit {limit}: "
-                                                        "with one place left, {n_ok} concurrent submits were all "
-                                                        "admitted. Lock export_admission_gate id=1 with SELECT … FOR "
-                                                        "UPDATE first, then count and insert, in the same transaction",
-                                                        active=race['active'], limit=limit, n_ok=len(race['ok']))
+        took = took_turns(race["seen"])
+        assert race["active"] <= limit or took, t("queued+running reached {active}, past the limit {limit}: with one "
+                                                  "place left, {n_ok} concurrent submits were all admitted. Lock "
+                                                  "export_admission_gate id=1 with SELECT … FOR UPDATE first, then "
+                                                  "count and insert, in the same transaction",
+                                                  active=race['active'], limit=limit, n_ok=len(race['ok']))
         # Turns were taken and exactly one got in too many: the count was right, the comparison let the
         # count equal to the limit through (with the running jobs left out, every submit would get in).
         assert race["active"] != limit + 1, t("queued+running reached {active}, past the limit {limit}: the submits "
@@ -383,11 +386,17 @@ def check_exercise(c) -> None:
     reset()
     producers = Producers(["A", "B"], env=env5)
     try:
-        fill = classify(producers.results(producers.go(4, [6]), 20))
-        active = active_count()
+        # Two producers from empty, 4 submits each: 2 each first (4 places of 5, no count can reach the
+        # limit), then 2 each at once with the first INSERT held until both reached the database.  So the
+        # last place is always raced for, and the kit sees whether the two took turns at the gate.
+        first = classify(producers.results(producers.go(2, [6]), 20))
+        last = race_now(c, producers, 2, [6])
+        fill, active = combined(first, last), active_count()
         c.note(t("EXPORT_ADMISSION_LIMIT=5: admit_export's default limit = {default!r}; two producers from empty, 4 "
-                 "submits each → {outcome}; queued+running = {active}", default=default, outcome=outcome_text(fill),
-                 active=active))
+                 "submits each (2 each, then the last 2 each at once, the first INSERT held: {insert} waiting "
+                 "inside the INSERT, {waiting} waiting for a lock) → {outcome}; queued+running = {active}",
+                 default=default, insert=last["seen"]["insert"], waiting=last["seen"]["waiting"],
+                 outcome=outcome_text(fill), active=active))
         assert_no_errors(fill)
         if default != 5 and fill["capacity"] == 0 and fill["lock_wait"] == 0:
             c.skip(t("the limit is still above 5 (no submit was refused): exercise not attempted. Set admit_export's "
@@ -395,6 +404,13 @@ def check_exercise(c) -> None:
         assert default == 5, t("the submit path refused at 5 but admit_export's default limit is {default!r}: "
                                "schedules and replays (lessons 14, 15) call admit_export(cur) and would keep "
                                "admitting. Define the limit once, as admit_export's default", default=default)
+        # Past 5 with both inside their INSERTs: both counted 4 before either inserted (the gate); past 5
+        # though they took turns: the count or the limit it is compared with.
+        assert active <= 5 or took_turns(last["seen"]), t(
+            "two producers pushed queued+running to {active}, past the 5 that admit_export's default says: with one "
+            "place left both counted 4 and both inserted (while the kit held the first INSERT, the other submit "
+            "was inside its own INSERT, not waiting for the gate). Lock the gate row with SELECT … FOR UPDATE "
+            "before counting, in the submit's transaction", active=active)
         assert active <= 5, t("two producers pushed queued+running to {active}, past the 5 that admit_export's "
                               "default says: compare the count with the limit parameter, counted in the shared "
                               "database (not per process)", active=active)
