@@ -87,13 +87,14 @@ def start_order(lessons: list[str], times: int, seed: int) -> list[Run]:
 
 
 def burner_cpus(burn: int, seed: int) -> list[int | None]:
-    """The CPU each burner is pinned to (None where this machine cannot pin), chosen by the seed."""
+    """The CPU each burner is pinned to (None where this machine cannot pin): the CPUs in an order the
+    seed shuffles, taken in turn, so C burners load min(C, CPUs) different cores."""
     try:
         cpus = sorted(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         return [None] * burn
-    chooser = random.Random(seed * 7919 + 1)
-    return [chooser.choice(cpus) for _ in range(burn)]
+    random.Random(seed).shuffle(cpus)
+    return [cpus[i % len(cpus)] for i in range(burn)]
 
 
 def start_burners(burn: int, seed: int, log_dir: Path) -> list[Process]:

@@ -91,6 +91,8 @@ def test_the_seed_decides_the_start_order_and_the_burners_places():
     assert first != [(r.lesson, r.number) for r in repeat.start_order(["01", "02"], 5, seed=43)]
     assert sorted(first) == [(lesson, n) for lesson in ("01", "02") for n in range(1, 6)]
     assert repeat.burner_cpus(3, 42) == repeat.burner_cpus(3, 42)
+    cpus = len(os.sched_getaffinity(0))
+    assert len(set(repeat.burner_cpus(cpus, 42))) == cpus  # C burners load C different cores
 
 
 def test_failures_that_differ_only_in_numbers_ids_and_paths_count_as_one():
