@@ -43,7 +43,7 @@ RECORD_LIMIT = 1024 * 1024         # one record on the verdict channel (a check'
 CHANNEL_LIMIT = 16 * 1024 * 1024   # the verdict channel in all (a whole lesson's records, figures included)
 ETC_FILES = ("passwd", "group", "hosts", "nsswitch.conf", "localtime", "ld.so.cache", "ld.so.conf",
              "ld.so.conf.d", "ssl", "ca-certificates", "alternatives", "mime.types", "host.conf", "gai.conf")
-TEMPLATES = "templates"            # under LAB_DIR: the MariaDB data dir every box copies
+TEMPLATES = "templates"            # under STATE_DIR: the MariaDB data dir every box copies
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 KIT_PARTS = ("checks", "shared", "lessons", "tasks.json")  # what of the kit a box sees (read-only)
 

@@ -13,7 +13,7 @@ from checks import console, progress, report
 from checks.results import FAIL, NOT_REACHED, LessonResult
 from checks.selection import how_to_give_folder, lab_path, load, next_lesson, remembered_folder, select
 from checks.session import run_many
-from checks.workdir import LAB_DIR, UsageError, lesson_files, reference_files
+from checks.workdir import STATE_DIR, UsageError, lesson_files, reference_files
 from shared.i18n import t
 
 
@@ -56,7 +56,7 @@ def cmd_lesson(args) -> int:
     args.lessons, args.lab = [args.lesson], None
     code = cmd_run(args, evidence=True)
     lesson_id = args.lesson.zfill(2)
-    where = os.path.relpath(LAB_DIR / "work" / "reference" / lesson_id)
+    where = os.path.relpath(STATE_DIR / "work" / "reference" / lesson_id)
     print(t("\nThe reference files are in {where}/. Check your own folder: make check LESSON={lesson_id} "
             "LAB=~/shop-service/tasks_lab", where=where, lesson_id=lesson_id))
     return code
@@ -98,7 +98,7 @@ def _repeat_series(args, lab: Path) -> int:
     if args.report or args.junit or args.html:
         raise UsageError(t("REPORT, JUNIT and HTML are for one run; a series writes its own table (REPEAT=N)"))
     lesson_ids = [l["id"] for l in select(load(), args.lessons, allow_planned=False)]
-    out = LAB_DIR / "repeat" / "-".join(lesson_ids)
+    out = STATE_DIR / "repeat" / "-".join(lesson_ids)
     try:
         series, rows = repeat.repeat(lesson_ids, args.repeat, args.parallel or 2, args.burn or 0, out, lab=lab,
                                      seed=args.seed)
@@ -215,7 +215,7 @@ def cmd_flake(args) -> int:
     from checks import flake
     data = load()
     lessons = [l for l in select(data, args.lessons, allow_planned=False) if l["status"] == "ready"]
-    out = Path(args.out) if args.out else LAB_DIR / "flake" / "flake.json"
+    out = Path(args.out) if args.out else STATE_DIR / "flake" / "flake.json"
     try:
         return flake.hunt([l["id"] for l in lessons], args.rounds, args.parallel, args.burn, out, seed=args.seed)
     except ValueError as exc:
@@ -227,8 +227,8 @@ def cmd_clean(args) -> int:
 
     from shared import labctl
     labctl.down()  # the native servers keep their data under .lab/services: stop them first, by PID
-    if LAB_DIR.exists():
-        shutil.rmtree(LAB_DIR)
+    if STATE_DIR.exists():
+        shutil.rmtree(STATE_DIR)
     print(t("removed .lab/"))
     return 0
 

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from checks.box import TEMPLATES
-from checks.workdir import LAB_DIR, reference_files
+from checks.workdir import STATE_DIR, reference_files
 from shared import manifest
 from shared.i18n import t
 from shared.manifest import KIT_ROOT
@@ -161,8 +161,8 @@ def lab_env(home: Path) -> dict:
     lab = home / "lab"
     if not lab.exists():
         lab.mkdir()
-        (LAB_DIR / TEMPLATES).mkdir(parents=True, exist_ok=True)
-        (lab / TEMPLATES).symlink_to(LAB_DIR / TEMPLATES)
+        (STATE_DIR / TEMPLATES).mkdir(parents=True, exist_ok=True)
+        (lab / TEMPLATES).symlink_to(STATE_DIR / TEMPLATES)
     return dict(os.environ, LAB_HOME=str(lab))
 
 

@@ -29,7 +29,7 @@ from checks import boxfiles, gitread, report
 from checks.results import ERROR, FAIL, LessonResult, combine, errored
 from checks.sandbox import STOP
 from checks.session import run_many
-from checks.workdir import LAB_DIR, UsageError
+from checks.workdir import STATE_DIR, UsageError
 from shared.i18n import t
 
 
@@ -76,11 +76,11 @@ def student_names(raws: list[str]) -> list[str]:
 
 
 TEMP_PREFIX = "tasklab-grade-"  # + pid: a grading's copies, exports, work and log folders (swept once it is gone)
-SCRATCH = ("work", "logs", "intake", "grade-src")  # LAB_DIR/<kind>/grade/<scope>: what grading one folder leaves
+SCRATCH = ("work", "logs", "intake", "grade-src")  # STATE_DIR/<kind>/grade/<scope>: what grading one folder leaves
 
 
 def scope_of(student: Student, keep: bool) -> str:
-    """The folder name under LAB_DIR/*/grade/ for this student's grading: plain when kept (--keep), else
+    """The folder name under STATE_DIR/*/grade/ for this student's grading: plain when kept (--keep), else
     named after this process, so a grader that was killed leaves folders the next one can tell are gone."""
     return student.name if keep else f"{TEMP_PREFIX}{os.getpid()}-{student.name}"
 
@@ -89,14 +89,14 @@ def clean_up(scope: str) -> None:
     """A folder's copies gone (what cannot be removed now, a later grade start sweeps: never a lost grade)."""
     for kind in SCRATCH:
         with contextlib.suppress(OSError):
-            boxfiles.remove(LAB_DIR / kind / "grade" / scope)
+            boxfiles.remove(STATE_DIR / kind / "grade" / scope)
 
 
 def sweep_leftovers(places: list[Path] | None = None) -> list[Path]:
     """Folders of graders (or pool children) killed before their clean-up: removed when the process
     named in them is gone (this machine's only), never a live one's."""
     removed = []
-    for place in places or [LAB_DIR / kind / "grade" for kind in SCRATCH]:
+    for place in places or [STATE_DIR / kind / "grade" for kind in SCRATCH]:
         for path in place.glob(f"{TEMP_PREFIX}*") if place.is_dir() else []:
             pid = path.name[len(TEMP_PREFIX):].split("-", 1)[0]
             if pid.isdigit() and not Path(f"/proc/{pid}").exists():
@@ -139,7 +139,7 @@ def grade_one(student: Student, lessons: list[dict], data: dict, at: str | None 
         for lesson in lessons:  # each lesson from the commit the learner made for it
             ref = at.replace("{NN}", lesson["id"])
             try:
-                folder = gitread.export_commit(student.folder, ref, LAB_DIR / "grade-src" / "grade" / scope / lesson["id"])
+                folder = gitread.export_commit(student.folder, ref, STATE_DIR / "grade-src" / "grade" / scope / lesson["id"])
             except UsageError as exc:
                 student.results += errored([lesson], str(exc))
                 continue

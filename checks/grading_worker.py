@@ -30,7 +30,7 @@ from checks.packing import PackRefused, results_to_wire, unpack
 from checks.results import errored
 from checks.sandbox import boxing
 from checks.selection import load, select
-from checks.workdir import LAB_DIR, UsageError
+from checks.workdir import STATE_DIR, UsageError
 from shared.i18n import t
 from shared.manifest import KIT_ROOT, MANIFEST
 
@@ -185,7 +185,7 @@ TEMP_PREFIX = grade.TEMP_PREFIX  # + pid: a grading's temporary copy, work and l
 def sweep_leftovers() -> list[Path]:
     """A SIGKILLed pool child never ran its cleanup: remove the folders named after processes that are
     gone (this machine's only; the pid in the name says whose)."""
-    return grade.sweep_leftovers([Path(tempfile.gettempdir()), *(LAB_DIR / kind / "grade" for kind in grade.SCRATCH)])
+    return grade.sweep_leftovers([Path(tempfile.gettempdir()), *(STATE_DIR / kind / "grade" for kind in grade.SCRATCH)])
 
 
 @app.task(name="tasklab.grade_folder", bind=True, acks_late=True, reject_on_worker_lost=True)

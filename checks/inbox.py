@@ -44,9 +44,9 @@ def main() -> int:
     # read this one's memory or descriptors, nor those of the judges it forks (checks/judge.py).
     judge.make_undumpable()
     spec = json.loads(Path(sys.argv[1]).read_text(encoding="utf-8"))
-    key = read_key(int(os.environ.pop("LAB_VERDICT_KEY_FD")))
-    channel = int(os.environ.pop("LAB_VERDICT_FD"))
-    run = os.environ.pop("LAB_VERDICT_RUN")
+    key = read_key(int(os.environ.pop("TASKLAB_VERDICT_KEY_FD")))
+    channel = int(os.environ.pop("TASKLAB_VERDICT_FD"))
+    run = os.environ.pop("TASKLAB_VERDICT_RUN")
     signer = Signer(channel, key, run)
     signer.send({"type": "inbox"})  # before any verifier exists: the runner learns which process is this one
     set_limits(spec.get("nproc"))
@@ -93,7 +93,7 @@ def main() -> int:
                 continue
             with open(log_dir / f"{Path(verifier).stem}.log", "ab") as log:
                 fd = key_pipe(key)
-                proc_env = dict(env, LAB_VERDICT_KEY_FD=str(fd), LAB_VERDICT_FD=str(channel), LAB_VERDICT_RUN=run)
+                proc_env = dict(env, TASKLAB_VERDICT_KEY_FD=str(fd), TASKLAB_VERDICT_FD=str(channel), TASKLAB_VERDICT_RUN=run)
                 # Output to the box's own stdout (read and capped by the runner) and to the verifier's log.
                 proc = subprocess.Popen([sys.executable, "-I", str(KIT / "checks" / "launch.py"), verifier],
                                         cwd=workdir, env=proc_env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,

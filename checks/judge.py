@@ -82,7 +82,7 @@ def _judge(verifier: str, verifiers: Path, signer, env: dict, workdir: Path) -> 
     os.chdir(workdir)
     os.environ.clear()
     os.environ.update(env)
-    os.environ["LAB_JUDGE_VERIFIERS"] = str(verifiers)
+    os.environ["TASKLAB_JUDGE_VERIFIERS"] = str(verifiers)
     sys.stdout = os.fdopen(1, "w", buffering=1, encoding="utf-8", errors="replace", closefd=False)
     sys.stderr = sys.stdout
     # A child forked from here (multiprocessing) runs whatever it is given: it never holds the channel.

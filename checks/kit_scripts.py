@@ -12,7 +12,7 @@ from checks import boxfiles, timelines
 from checks.monitor import HISTORY_NAME, read_history
 from checks.sandbox import boxing, run_script
 from checks.selection import load, select
-from checks.workdir import LAB_DIR, materialise
+from checks.workdir import STATE_DIR, materialise
 from shared import labctl
 from shared.i18n import t
 
@@ -35,8 +35,8 @@ def run_kit_script(lesson_id: str, script: str, args: list[str], exclusive: bool
     [lesson] = select(data, [lesson_id], allow_planned=False)
     name = script.rsplit(".", 1)[-1] if not script.endswith(".py") else Path(script).stem
     command = [script] if script.endswith(".py") else ["-m", script]
-    workdir = materialise(data["lessons"], lesson, LAB_DIR / "work" / name)
-    log_dir = LAB_DIR / "logs" / name
+    workdir = materialise(data["lessons"], lesson, STATE_DIR / "work" / name)
+    log_dir = STATE_DIR / "logs" / name
     if log_dir.exists():
         shutil.rmtree(log_dir)
     log_dir.mkdir(parents=True)
@@ -65,7 +65,7 @@ def bench(quick: bool) -> int:
     """Benchmarks that teach: each prints a table and writes JSON; nothing is asserted."""
     worst = 0
     for lesson_id, script, out_name in BENCHMARKS:
-        out = LAB_DIR / "bench" / out_name
+        out = STATE_DIR / "bench" / out_name
         out.parent.mkdir(parents=True, exist_ok=True)
         code = run_kit_script(lesson_id, script, ["--out", str(out)] + (["--quick"] if quick else []))
         print(t("results JSON: {relpath}", relpath=os.path.relpath(out)))
@@ -76,7 +76,7 @@ def bench(quick: bool) -> int:
 def soak(jobs: int, seed: int | None) -> int:
     """The soak: many jobs through the whole durable path while a chaos loop kills workers and
     restarts both servers; then every acknowledged submit is accounted for (lost must be 0)."""
-    out = LAB_DIR / "soak" / "ledger.json"
+    out = STATE_DIR / "soak" / "ledger.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     argv = ["--jobs", str(jobs), "--out", str(out)]
     if seed is not None:
@@ -85,7 +85,7 @@ def soak(jobs: int, seed: int | None) -> int:
     print(t("ledger JSON: {relpath}", relpath=os.path.relpath(out)))
     if out.is_file():  # and a page: the ledger, the backlog over time (the monitor's feed), the chaos
         page = out.with_suffix(".html")
-        history = read_history(LAB_DIR / "logs" / "soak" / HISTORY_NAME)
+        history = read_history(STATE_DIR / "logs" / "soak" / HISTORY_NAME)
         timelines.write_soak_page(page, json.loads(out.read_text(encoding="utf-8")), history)
         print(t("ledger page: {relpath}", relpath=os.path.relpath(page)))
     return 0 if code == 0 else 1

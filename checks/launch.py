@@ -1,6 +1,6 @@
 """Start one verifier so that nothing in the learner's folder can stand in for the kit.
 
-    python -I checks/launch.py verify_lessonNN.py   (cwd: the work dir; started by checks/inbox.py)
+    python -I checks/launch.py labNN_verify.py   (cwd: the work dir; started by checks/inbox.py)
 
 `-I` keeps PYTHONPATH, the user's site-packages and the work dir off the path while this file sets up.
 The verdict key is read from its pipe and the channel is opened before the folder joins sys.path, and the
@@ -22,10 +22,10 @@ from shared import tap  # noqa: E402  (and with it everything tap needs, before 
 
 
 def main() -> None:
-    key = read_key(int(os.environ.pop("LAB_VERDICT_KEY_FD")))
-    channel = int(os.environ.pop("LAB_VERDICT_FD"))
+    key = read_key(int(os.environ.pop("TASKLAB_VERDICT_KEY_FD")))
+    channel = int(os.environ.pop("TASKLAB_VERDICT_FD"))
     os.set_inheritable(channel, False)  # the learner's processes started from here never get it
-    signer = Signer(channel, key, os.environ.pop("LAB_VERDICT_RUN"))
+    signer = Signer(channel, key, os.environ.pop("TASKLAB_VERDICT_RUN"))
     del key
     verifier = sys.argv[1]
     # This process is the verifier: only its own records count (a fork of it, made by learner code, has
@@ -35,7 +35,7 @@ def main() -> None:
     work = str(Path.cwd())
     stdlib = {sysconfig.get_path(name) for name in ("stdlib", "platstdlib")}
     # After the kit and the standard library, before site-packages: where the verifier finds its own
-    # helper modules and the learner's files, as `python verify_lessonNN.py` would in the folder.
+    # helper modules and the learner's files, as `python labNN_verify.py` would in the folder.
     after = max((i for i, p in enumerate(sys.path) if p in stdlib or p.endswith("lib-dynload")), default=0)
     sys.path.insert(after + 1, work)
     sys.argv = [str(Path(work) / verifier), *sys.argv[2:]]

@@ -165,8 +165,8 @@ def read_history(path: Path) -> list[tuple[float, int]]:
 # --- the page ----------------------------------------------------------------------------------------
 
 def soak_feed() -> Path:
-    from checks.workdir import LAB_DIR
-    return LAB_DIR / "logs" / "soak" / FEED_NAME
+    from checks.workdir import STATE_DIR
+    return STATE_DIR / "logs" / "soak" / FEED_NAME
 
 
 def read_feed(path: Path) -> dict | None:

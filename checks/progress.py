@@ -10,9 +10,9 @@ from pathlib import Path
 
 from checks.report import count_checks
 from checks.results import LessonResult
-from checks.workdir import LAB_DIR
+from checks.workdir import STATE_DIR
 
-PROGRESS = LAB_DIR / "progress.json"
+PROGRESS = STATE_DIR / "progress.json"
 REFERENCE = "reference"
 
 

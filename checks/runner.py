@@ -62,7 +62,7 @@ def _run_round(lesson: dict, workdir: Path, log_dir: Path, pending: list[str], l
         lesson = dict(lesson, processes=[])  # none of these checks uses the lesson's worker: start none
     spec = {"lesson": lesson, "schema_upto": schema_upto, "verifiers": verifiers, "log_dir": str(log_dir),
             "verifiers_dir": str(verifiers_dir(lesson)),
-            "env": {"LAB_LOG_DIR": str(log_dir), "LAB_LESSON": lesson["id"], "LAB_CHECKS": ",".join(pending)}}
+            "env": {"TASKLAB_LOG_DIR": str(log_dir), "TASKLAB_LESSON": lesson["id"], "TASKLAB_CHECKS": ",".join(pending)}}
     started = start_inbox(lesson, workdir, log_dir, spec, boxed, subprocess.PIPE, staged)
     proc, key, token, channel_r, cgroups, spec_path = started
     reader = Reader(key, token, B.RECORD_LIMIT, B.CHANNEL_LIMIT)

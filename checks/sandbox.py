@@ -17,7 +17,7 @@ from pathlib import Path
 from checks import box as B
 from checks import boxfiles
 from checks.verdicts import KEY_BYTES, key_pipe
-from checks.workdir import LAB_DIR, verifier_files
+from checks.workdir import STATE_DIR, verifier_files
 from shared.manifest import KIT_ROOT
 
 
@@ -28,7 +28,7 @@ class Stopped(BaseException):
 
 STOP = threading.Event()  # set once by whoever handles TERM/Ctrl-C: every running box stops within 0.1 s
 
-RUN_MARK = "LAB_RUN_ID"  # every process of a run inherits this mark; leftovers are found by it
+RUN_MARK = "TASKLAB_RUN_ID"  # every process of a run inherits this mark; leftovers are found by it
 
 
 def _processes_marked(token: str) -> list[int]:
@@ -107,13 +107,13 @@ def start_inbox(lesson: dict, workdir: Path, log_dir: Path, spec: dict, boxed: b
     token = secrets.token_hex(8)
     key = secrets.token_bytes(KEY_BYTES)
     spec = dict(spec, nproc=None)
-    spec_path = boxfiles.private_dir(LAB_DIR / "run") / f"{token}.spec.json"  # where no box can write
+    spec_path = boxfiles.private_dir(STATE_DIR / "run") / f"{token}.spec.json"  # where no box can write
     channel_r, channel_w = os.pipe()
     key_fd = key_pipe(key)
     os.set_inheritable(channel_w, True)
     inbox = [sys.executable, "-I", str(KIT_ROOT / "checks" / "inbox.py")]
     cgroups: list[Path] = []
-    verdict_env = {"LAB_VERDICT_KEY_FD": str(key_fd), "LAB_VERDICT_FD": str(channel_w), "LAB_VERDICT_RUN": token}
+    verdict_env = {"TASKLAB_VERDICT_KEY_FD": str(key_fd), "TASKLAB_VERDICT_FD": str(channel_w), "TASKLAB_VERDICT_RUN": token}
     if boxed:
         if lesson.get("services"):
             from shared.services_native import ensure_binaries
@@ -128,14 +128,14 @@ def start_inbox(lesson: dict, workdir: Path, log_dir: Path, spec: dict, boxed: b
                    "HOME": "/tmp/home", "LANG": os.environ.get("LANG", "C.UTF-8"), "TMPDIR": "/tmp",
                    "LAB_LANG": os.environ.get("LAB_LANG", ""), "PYTHONPATH": str(KIT_ROOT),
                    "PYTHONNOUSERSITE": "1", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1",
-                   "LAB_SERVICES": "native", "LAB_PRIVATE_SERVICES": "/tmp/lab", "LAB_SLOT": "0",
-                   "LAB_BOXED": "1", RUN_MARK: token, **verdict_env}
+                   "LAB_SERVICES": "native", "TASKLAB_PRIVATE_SERVICES": "/tmp/lab", "LAB_SLOT": "0",
+                   "TASKLAB_BOXED": "1", RUN_MARK: token, **verdict_env}
         # The lesson's verifiers, read-only where a judge (checks/judge.py) imports them from.
         files = {"/box/spec.json": spec_path, "/box/verifiers": verifiers_dir(lesson)}
         spec["verifiers_dir"] = "/box/verifiers"
         if lesson.get("services") and "mysql" in lesson["services"]:
-            files["/box/mariadb"] = B.mariadb_template(LAB_DIR)
-            box_env["LAB_MARIADB_TEMPLATE"] = "/box/mariadb"
+            files["/box/mariadb"] = B.mariadb_template(STATE_DIR)
+            box_env["TASKLAB_MARIADB_TEMPLATE"] = "/box/mariadb"
         argv = B.Box(workdir, log_dir, overlays, files, box_env, cgroups).popen_argv([*inbox, "/box/spec.json"])
         child_env = None
     else:
@@ -158,7 +158,7 @@ def run_script(lesson: dict, workdir: Path, log_dir: Path, argv: list[str], moni
     `monitor`: the box also feeds `make monitor` its numbers (checks/monitor.py)."""
     log_dir.mkdir(parents=True, exist_ok=True)
     spec = {"lesson": dict(lesson, processes=[]), "schema_upto": lesson["id"], "script": argv, "monitor": monitor,
-            "log_dir": str(log_dir), "env": {"LAB_LOG_DIR": str(log_dir), "LAB_LESSON": lesson["id"]}}
+            "log_dir": str(log_dir), "env": {"TASKLAB_LOG_DIR": str(log_dir), "TASKLAB_LESSON": lesson["id"]}}
     proc, _key, token, channel_r, cgroups, spec_path = start_inbox(lesson, workdir, log_dir, spec,
                                                                     boxing() == "on", None, staged)
     try:
@@ -197,6 +197,6 @@ def _my_process_count() -> int:
 
 
 def _empty_dir() -> Path:
-    empty = LAB_DIR / "empty"
+    empty = STATE_DIR / "empty"
     empty.mkdir(parents=True, exist_ok=True)
     return empty

@@ -97,9 +97,9 @@ def start_processes(lesson: dict, workdir: Path, log_dir: Path, env: dict) -> li
             proc.wait_ready(spec.get("ready_timeout", 20), port=ready.get("port"), log_contains=ready.get("log"))
             # Verifiers learn each process's pid, command and log (e.g. to SIGKILL a worker and start it again).
             key = re.sub(r"\W", "_", spec["name"]).upper()
-            env[f"LAB_PROC_{key}_PID"] = str(proc.pid)
-            env[f"LAB_PROC_{key}_ARGV"] = json.dumps(argv)
-            env[f"LAB_PROC_{key}_LOG"] = str(proc.log_path)
+            env[f"TASKLAB_PROC_{key}_PID"] = str(proc.pid)
+            env[f"TASKLAB_PROC_{key}_ARGV"] = json.dumps(argv)
+            env[f"TASKLAB_PROC_{key}_LOG"] = str(proc.log_path)
     except BaseException:
         stop_processes(started)
         raise

@@ -11,7 +11,7 @@ from checks import boxfiles, intake, preflight, tamper
 from checks.results import ERROR, NOT_PASSED, NOT_REACHED, SKIPPED, LessonResult, errored, every_check
 from checks.runner import run_lesson
 from checks.selection import reached_lesson, where_the_folder_is
-from checks.workdir import LAB_DIR, UsageError, materialise
+from checks.workdir import STATE_DIR, UsageError, materialise
 from shared import manifest
 from shared.i18n import t
 from shared.services import ServiceError
@@ -33,7 +33,7 @@ def run_many(lessons: list[dict], data: dict, lab: Path | None, scope: str, show
     if lab is None:
         return _run_lessons(lessons, data, None, None, scope, show, on_start, False)
     # A copy of this run's own: two runs at once (a check beside a watch, parallel tests) never share one.
-    copy = boxfiles.private_dir(LAB_DIR / "intake" / scope) / f"{os.getpid()}-{secrets.token_hex(4)}"
+    copy = boxfiles.private_dir(STATE_DIR / "intake" / scope) / f"{os.getpid()}-{secrets.token_hex(4)}"
     try:
         intake.take_in(lab, copy)
         findings = tamper.scan(copy)
@@ -62,8 +62,8 @@ def _run_lessons(lessons, data, lab: Path | None, copy: Path | None, scope: str,
         elif ahead and skip_unreached:
             result = every_check(lesson, NOT_REACHED, where_the_folder_is(lesson, data, reached), str(lab))
         else:
-            workdir = LAB_DIR / "work" / scope / lesson["id"]
-            log_dir = LAB_DIR / "logs" / scope / lesson["id"]
+            workdir = STATE_DIR / "work" / scope / lesson["id"]
+            log_dir = STATE_DIR / "logs" / scope / lesson["id"]
             materialise(data["lessons"], lesson, workdir, copy)
             problems = preflight.diagnose(lesson, data["lessons"], copy) if copy else []
             try:

@@ -26,7 +26,7 @@ from shared.i18n import t
 PATTERNS = {
     r"\b(?:from|import)\s+(?:shared|checks)\b": "imports the kit's own modules",
     r"\bshared\.tap\b|\b_Check\b|\bmain_guard\b|\b_emit\b|\b_intact\b": "names the checker's internals",
-    r"LAB_VERDICT|LAB_RUN_ID|verdicts\.py|\bSigner\b": "names the verdict channel",
+    r"TASKLAB_VERDICT|TASKLAB_RUN_ID|verdicts\.py|\bSigner\b": "names the verdict channel",
     r"\bsys\.modules\s*\[|\bsys\._getframe\b|\bf_back\b|\bf_globals\b|\bf_locals\b|\b__closure__\b|\bgc\.get_(?:objects|referrers|referents)\b":
         "reaches into other modules' or frames' objects",
     r"/proc/(?:self|\d+|\{)[^\"']*/(?:mem|fd|environ)|\bptrace\b|\bctypes\b": "reaches into process memory or file descriptors",

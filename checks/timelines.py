@@ -2,7 +2,7 @@
 
 Only the lane layout is drawn by hand: x is time, one row per lane, bars and marks placed on it.  Every
 text is escaped; every element carries data- attributes, so a browser test can read what was drawn.
-The reference's figures are kept after each reference run (LAB_DIR/figures/NN.json), so a report on a
+The reference's figures are kept after each reference run (STATE_DIR/figures/NN.json), so a report on a
 learner's folder can show their timeline next to the reference's without running the reference again.
 """
 
@@ -39,8 +39,8 @@ table.figtable td,table.figtable th{font-size:.85em}.figlegend{font-size:.8em;co
 # --- the reference's figures, kept for comparison ---------------------------------------------------
 
 def _store() -> Path:
-    from checks.workdir import LAB_DIR
-    return LAB_DIR / "figures"
+    from checks.workdir import STATE_DIR
+    return STATE_DIR / "figures"
 
 
 def save_reference(report: dict) -> None:

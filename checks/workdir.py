@@ -9,10 +9,10 @@ from pathlib import Path
 from shared.manifest import KIT_ROOT
 
 # Work folders, logs and progress. LAB_HOME moves them (tests give each run its own).
-LAB_DIR = Path(os.environ.get("LAB_HOME") or KIT_ROOT / ".lab")
+STATE_DIR = Path(os.environ.get("LAB_HOME") or KIT_ROOT / ".lab")
 NOT_LESSON_FILES = {"README.md", "verifiers", "__pycache__"}
 # What never comes along from a learner's folder: environments, caches, VCS data.
-LAB_IGNORE = shutil.ignore_patterns(".venv", "venv", "__pycache__", "*.pyc", ".git", ".lab",
+COPY_IGNORE = shutil.ignore_patterns(".venv", "venv", "__pycache__", "*.pyc", ".git", ".lab",
                                     ".pytest_cache", "node_modules", ".mypy_cache", ".ruff_cache")
 
 
@@ -60,7 +60,7 @@ def materialise(lessons: list[dict], lesson: dict, dest: Path, lab: Path | None 
         if dest.exists():
             shutil.rmtree(dest)
         dest.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copytree(lab, dest, ignore=LAB_IGNORE, symlinks=True)
+        shutil.copytree(lab, dest, ignore=COPY_IGNORE, symlinks=True)
     else:
         _fresh(dest)
         for rel, src in reference_files(lessons, lesson["id"]).items():

@@ -2,7 +2,7 @@
 
 - the broker settings, read the way the learner's celery_app reads them (environment first,
   then .env.tasks), and never printed;
-- the worker the runner declared in tasks.json (LAB_PROC_WORKER_*): stop it by its PID;
+- the worker the runner declared in tasks.json (TASKLAB_PROC_WORKER_PID, _ARGV, _LOG): stop it by its PID;
 - extra workers the verifier owns (shared.proc.Process), stopped by their PID;
 - a look into the broker's queue list without consuming anything;
 - for the probes that run inside workers: append_event, one JSON line per event to a shared file;
@@ -26,7 +26,7 @@ from shared.i18n import t
 from shared.proc import Process, WaitTimeout, proc_stat, wait_until
 
 WORK = Path.cwd()
-LOG_DIR = Path(os.environ.get("LAB_LOG_DIR") or WORK / ".lab-logs")
+LOG_DIR = Path(os.environ.get("TASKLAB_LOG_DIR") or WORK / ".lab-logs")
 READY_MARK = " ready."  # celery's "<nodename> ready." log line
 
 
@@ -166,14 +166,14 @@ class DeclaredWorker:
     """The worker the runner started from tasks.json; the runner reaps it, we may stop it early."""
 
     def __init__(self, name: str = "WORKER"):
-        pid = os.environ.get(f"LAB_PROC_{name}_PID")
-        argv = os.environ.get(f"LAB_PROC_{name}_ARGV")
+        pid = os.environ.get(f"TASKLAB_PROC_{name}_PID")
+        argv = os.environ.get(f"TASKLAB_PROC_{name}_ARGV")
         if not pid or not argv:
-            raise AssertionError(t("LAB_PROC_{name}_PID is not set: run the checks through make lesson-NN (python -m "
+            raise AssertionError(t("TASKLAB_PROC_{name}_PID is not set: run the checks through make lesson-NN (python -m "
                                    "checks), which starts the worker", name=name))
         self.pid = int(pid)
         self.argv: list[str] = json.loads(argv)
-        self.log_path = Path(os.environ.get(f"LAB_PROC_{name}_LOG") or LOG_DIR / "worker.log")
+        self.log_path = Path(os.environ.get(f"TASKLAB_PROC_{name}_LOG") or LOG_DIR / "worker.log")
         self.nodename = nodename_from_argv(self.argv)
 
     def alive(self) -> bool:
@@ -201,7 +201,7 @@ class DeclaredWorker:
 
 
 def start_worker(argv: list[str], log_name: str, timeout: float = 30.0, env: dict | None = None) -> Process:
-    """Start a worker we own (in its own session, log in LAB_LOG_DIR) and wait for 'ready.'."""
+    """Start a worker we own (in its own session, log in TASKLAB_LOG_DIR) and wait for 'ready.'."""
     log_path = LOG_DIR / log_name
     log_path.parent.mkdir(parents=True, exist_ok=True)
     log_path.unlink(missing_ok=True)

@@ -72,7 +72,7 @@ class Probe:
         req_r, req_w = os.pipe()
         ans_r, ans_w = os.pipe()
         # What learner code prints goes to the run's probe.log (never into the judge's own output).
-        logs = (self.env or os.environ).get("LAB_LOG_DIR")
+        logs = (self.env or os.environ).get("TASKLAB_LOG_DIR")
         output = open(os.path.join(logs, "probe.log"), "ab") if logs else subprocess.DEVNULL
         try:
             self._proc = subprocess.Popen(
@@ -268,7 +268,7 @@ class ModuleStandIn:
 
 def _verifiers_dir() -> Path:
     """The kit's verifiers folder of the judge running now (its helper modules run in probes too)."""
-    here = os.environ.get("LAB_JUDGE_VERIFIERS")
+    here = os.environ.get("TASKLAB_JUDGE_VERIFIERS")
     return Path(here) if here else KIT
 
 

@@ -31,9 +31,9 @@ REDIS_SETTINGS = [
     ("maxmemory-policy", "noeviction"),
 ]
 
-# Inside a box (checks/box.py) the servers are the box's own: LAB_PRIVATE_SERVICES names the box-private
+# Inside a box (checks/box.py) the servers are the box's own: TASKLAB_PRIVATE_SERVICES names the box-private
 # folder that holds them and their credentials; the kit's own files are not even visible there.
-_PRIVATE = os.environ.get("LAB_PRIVATE_SERVICES")
+_PRIVATE = os.environ.get("TASKLAB_PRIVATE_SERVICES")
 ENV_FILE = Path(_PRIVATE) / ".env.tasks" if _PRIVATE else KIT_ROOT / ".env.tasks"  # URLs with the app passwords
 SERVICES_DIR = Path(_PRIVATE) / "services" if _PRIVATE else KIT_ROOT / ".lab" / "services"  # data, pids, logs
 SAMPLE_PRODUCTS = 60                          # > 30, so both the fast (≤ 30) and bulk queues have work

@@ -76,7 +76,7 @@ class NativeService:
         log = open(self.log_file, "ab")
         # The kit's servers outlive the run that started them: without the run's mark (see
         # checks.sandbox.RUN_MARK) the runner's clean-up after that run never takes them for leftovers.
-        env = {k: v for k, v in os.environ.items() if k != "LAB_RUN_ID"}
+        env = {k: v for k, v in os.environ.items() if k != "TASKLAB_RUN_ID"}
         proc = subprocess.Popen(argv, cwd=self.dir, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True, env=env)
         log.close()
@@ -147,7 +147,7 @@ def _mysql_argv() -> list[str]:
             "--innodb-flush-log-at-trx-commit=2", f"--log-error={MYSQL.log_file}"]
     if os.geteuid() == 0:
         argv.append("--user=root")  # mariadbd refuses to run as root unless told to
-    if os.environ.get("LAB_MARIADB_TEMPLATE"):
+    if os.environ.get("TASKLAB_MARIADB_TEMPLATE"):
         argv.append(f"--innodb-log-file-size={TEMPLATE_LOG_FILE_SIZE}")  # as the template was made
     return argv
 
@@ -196,7 +196,7 @@ def mysql_up(secret: dict) -> None:
     MYSQL.stop()
     MYSQL.check_port_free()
     data = MYSQL.dir / "data"
-    template = os.environ.get("LAB_MARIADB_TEMPLATE")
+    template = os.environ.get("TASKLAB_MARIADB_TEMPLATE")
     if not (MYSQL.dir / "bootstrapped").exists() and template:
         # A box's private server: a copy of a data dir made once by mariadb-install-db (checks/box.py)
         # starts in a fraction of a second; the bootstrap below gives it this box's own passwords.

@@ -11,7 +11,7 @@
 Messages are written in English, t("English {name}", name=value); their Chinese is in the lesson's
 verifiers/zh.po (see shared/i18n.py).
 
-A run can ask for some checks only (LAB_CHECKS=11.2,11.5, set by the runner for mutant
+A run can ask for some checks only (TASKLAB_CHECKS=11.2,11.5, set by the runner for mutant
 tests): each check's body starts with `c.skip_unless_selected()`, so the others cost nothing.
 Checks therefore never depend on what an earlier check left behind.
 
@@ -62,8 +62,8 @@ class _Check:
         raise Skipped(reason)
 
     def skip_unless_selected(self) -> None:
-        """Skip this check when the run asked for other checks only (see LAB_CHECKS above)."""
-        selected = os.environ.get("LAB_CHECKS")
+        """Skip this check when the run asked for other checks only (see TASKLAB_CHECKS above)."""
+        selected = os.environ.get("TASKLAB_CHECKS")
         if selected and self.id not in selected.split(","):
             raise Skipped("not selected")
 
@@ -234,7 +234,7 @@ def run(checks: list[Check], around=None, setup=None, teardown=None, skip_all: s
     `setup()`: called once before the first check (starting what every check shares); `teardown()`: called
     once at the end, however setup and the checks went (stopping what the lesson started).
     `skip_all`: every check is skipped with this reason, selected or not (an extension not taken up).
-    `verify_lessonNN.py --list` prints the table's ids as JSON and runs nothing (tests read it)."""
+    `labNN_verify.py --list` prints the table's ids as JSON and runs nothing (tests read it)."""
     if sys.argv[1:] == ["--list"]:
         print(json.dumps([row.id for row in checks]))
         sys.exit(0)

@@ -5,10 +5,10 @@ shared.figures.clean: a title, caption or cell may be a str or a {"zh","en"} dic
 figure's essential property.  Figures are pictures, never verdicts: these rules only say the picture
 is the one the check means to draw.
 
-Every matrix table's columns are, by position (verify_lesson16.matrix_columns): row, fault, expected,
+Every matrix table's columns are, by position (lab16_verify.matrix_columns): row, fault, expected,
 result, observed states, final, attempts, deliveries, duplicates, recovery s, evidence — and 16.1's two
 more, the learner's own observed states and attempts.  Which rows a check runs comes from the lesson's own
-definition (verify_lesson16.ROWS_FOR; for 16.1 the rows the reference's verification-record.json marks
+definition (lab16_verify.ROWS_FOR; for 16.1 the rows the reference's verification-record.json marks
 pass); which of them ran is what the figure itself says (its result column and its caption).
 """
 
@@ -30,8 +30,8 @@ def _lesson():
     """The verifier module (imported lazily: loading these rules costs nothing)."""
     if str(VERIFIERS) not in sys.path:
         sys.path.insert(0, str(VERIFIERS))
-    import verify_lesson16
-    return verify_lesson16
+    import lab16_verify
+    return lab16_verify
 
 
 def _text(value) -> str:

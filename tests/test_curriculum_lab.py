@@ -1,7 +1,7 @@
 """Opt-in: a folder typed from the curriculum as written passes `--lab`.
 
 The curriculum is not part of the kit. A maintainer who has it points
-TASKLAB_CURRICULUM at its JSON (a list of lessons whose steps carry `filename`
+LAB_TEST_CURRICULUM at its JSON (a list of lessons whose steps carry `filename`
 and `code`); this test then assembles a learner's folder from those steps —
 steps of one lesson that name the same file are appended, a later lesson's
 file replaces the earlier one — and checks it with `--lab`. Without the
@@ -18,12 +18,13 @@ from pathlib import Path
 import pytest
 
 from shared import manifest
+from tests import switches
 
-CURRICULUM = os.environ.get("TASKLAB_CURRICULUM")
+CURRICULUM = switches.curriculum()
 DATA = manifest.load()
 READY = [lesson["id"] for lesson in DATA["lessons"] if lesson["status"] == "ready"]
 
-pytestmark = pytest.mark.skipif(not CURRICULUM, reason="set TASKLAB_CURRICULUM=/path/to/curriculum.json")
+pytestmark = pytest.mark.skipif(not CURRICULUM, reason="set LAB_TEST_CURRICULUM=/path/to/curriculum.json")
 
 
 # Edits the curriculum asks for in prose only ("add the module to celery_app.py's include list"), and the

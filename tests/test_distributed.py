@@ -239,7 +239,7 @@ def test_folders_of_a_killed_grading_process_are_swept(tmp_path, monkeypatch):
     """A SIGKILLed pool child leaves its temporary copy, work and log folders: the next task removes the
     ones named after processes that are gone, never a live one's."""
     lab = tmp_path / "lab"
-    monkeypatch.setattr(W, "LAB_DIR", lab)
+    monkeypatch.setattr(W, "STATE_DIR", lab)
     monkeypatch.setattr(W.tempfile, "tempdir", str(tmp_path / "tmp"))
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     dead_pid = int(dead.stdout)

@@ -162,7 +162,7 @@ def test_overwriting_the_verifier_in_the_copy_fails(tmp_path):
     attack = """
         import pathlib
         fake = "from shared.tap import Tap\\nt = Tap()\\nwith t.check('01.1'): pass\\n"
-        for name in ("verify_lesson01.py",):
+        for name in ("lab01_verify.py",):
             try:
                 pathlib.Path(name).write_text(fake)
                 print("OVERWROTE", name)
@@ -172,7 +172,7 @@ def test_overwriting_the_verifier_in_the_copy_fails(tmp_path):
     """
     result, work = _lesson01_with(tmp_path, attack)
     _no_pass(result)
-    assert "with t.check" not in (work / "verify_lesson01.py").read_text()
+    assert "with t.check" not in (work / "lab01_verify.py").read_text()
 
 
 # --- reaching outside ----------------------------------------------------------------------------

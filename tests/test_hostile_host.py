@@ -27,7 +27,7 @@ import pytest
 from checks import box, cli, grade
 from checks.results import PASS
 from checks.sandbox import boxing
-from checks.workdir import LAB_DIR
+from checks.workdir import STATE_DIR
 from shared import manifest
 from tests.folders import learner_folder
 from tests.processes import alive_with, marker
@@ -84,7 +84,7 @@ def test_links_special_and_sparse_files_are_refused_and_the_class_still_graded(t
     secret, content = _host_file(tmp_path)
     folders = {name: _good(tmp_path / "class" / name / "tasks_lab") for name in
                ("good", "verifier-link", "fifo", "kmsg", "secret-link", "sparse")}
-    (folders["verifier-link"] / "verify_lesson01.py").symlink_to(secret)
+    (folders["verifier-link"] / "lab01_verify.py").symlink_to(secret)
     os.mkfifo(folders["fifo"] / "notes.py")
     (folders["kmsg"] / "notes.py").symlink_to("/proc/kmsg")
     (folders["secret-link"] / "notes.py").symlink_to(secret)
@@ -94,7 +94,7 @@ def test_links_special_and_sparse_files_are_refused_and_the_class_still_graded(t
     reports = _grade(tmp_path, list(folders.values()))
     assert time.monotonic() - started < 60
     assert _full(reports["good"])
-    for name, path in (("verifier-link", "verify_lesson01.py"), ("fifo", "notes.py"), ("kmsg", "notes.py"),
+    for name, path in (("verifier-link", "lab01_verify.py"), ("fifo", "notes.py"), ("kmsg", "notes.py"),
                        ("secret-link", "notes.py"), ("sparse", "data.bin")):
         r = reports[name]
         assert r["score"] == 0 and r["max_score"] == reports["good"]["max_score"], name
@@ -102,7 +102,7 @@ def test_links_special_and_sparse_files_are_refused_and_the_class_still_graded(t
     _untouched(secret, content, 0o600)
     text = "".join(p.read_text() for p in (tmp_path / "grades").iterdir())
     assert "SECRET-LINE" not in text and "hunter2" not in text
-    assert not list((LAB_DIR / "work" / "grade").glob(f"{grade.TEMP_PREFIX}{os.getpid()}-*"))  # cleaned
+    assert not list((STATE_DIR / "work" / "grade").glob(f"{grade.TEMP_PREFIX}{os.getpid()}-*"))  # cleaned
 
 
 # --- 1, 2: --at reads the learner's objects and nothing else -------------------------------------------
@@ -144,9 +144,9 @@ def test_links_planted_in_the_log_and_work_folders_reach_no_host_file(tmp_path):
     target, content = _host_file(tmp_path, "host-file.txt")
     attack = f"""
         import os
-        logs = os.environ.get("LAB_LOG_DIR", ".")
-        for folder, name in ((logs, "box.log"), (logs, "import-probe.json"), (".", "verify_lesson01.py"),
-                             (".", "api_states.py"), (logs, "verify_lesson01.log")):
+        logs = os.environ.get("TASKLAB_LOG_DIR", ".")
+        for folder, name in ((logs, "box.log"), (logs, "import-probe.json"), (".", "lab01_verify.py"),
+                             (".", "api_states.py"), (logs, "lab01_verify.log")):
             path = os.path.join(folder, name)
             try:
                 os.unlink(path)
@@ -256,16 +256,16 @@ def test_names_stay_unique_after_cleaning_and_csv_cells_are_never_formulas(tmp_p
 
 def test_work_copies_are_removed_kept_with_keep_and_swept_after_a_killed_grader(tmp_path):
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    left = LAB_DIR / "work" / "grade" / f"{grade.TEMP_PREFIX}{int(dead.stdout)}-ghost" / "01"
+    left = STATE_DIR / "work" / "grade" / f"{grade.TEMP_PREFIX}{int(dead.stdout)}-ghost" / "01"
     left.mkdir(parents=True)
     good = _good(tmp_path / "class" / "keeper" / "tasks_lab")
     reports = _grade(tmp_path, [good], "--keep")
     assert _full(reports["keeper"])
     assert not left.parent.exists()  # swept at the grade's start
-    kept = LAB_DIR / "work" / "grade" / "keeper" / "01"
+    kept = STATE_DIR / "work" / "grade" / "keeper" / "01"
     assert (kept / "api_states.py").is_file()
     shutil.rmtree(kept.parent)
-    shutil.rmtree(LAB_DIR / "logs" / "grade" / "keeper", ignore_errors=True)
+    shutil.rmtree(STATE_DIR / "logs" / "grade" / "keeper", ignore_errors=True)
 
 
 def test_a_unix_socket_in_the_folder_is_refused(tmp_path):

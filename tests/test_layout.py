@@ -8,6 +8,7 @@ into a function is still a circle, only a hidden one.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 KIT_ROOT = Path(__file__).resolve().parent.parent
@@ -235,3 +236,39 @@ def test_no_module_of_the_tooling_is_over_the_line_limit():
     over = sorted((n, path) for path, n in sizes.items() if n > MAX_LINES)
     assert over == [], f"modules over {MAX_LINES} lines (split them by responsibility): " + \
         ", ".join(f"{path} ({n})" for n, path in reversed(over))
+
+
+ENV_NAME = re.compile(r"(?<![A-Za-z0-9_])((?:TASKLAB|LAB)_[A-Z0-9_]*[A-Z0-9])(?![A-Za-z0-9])")
+
+
+def _glossary() -> dict[str, set[str]]:
+    """README "Names": family (`LAB_*`, …) -> the variable names its row lists."""
+    text = (KIT_ROOT / "README.md").read_text(encoding="utf-8")
+    section = text[text.index("### Names / 名称"):]
+    families: dict[str, set[str]] = {}
+    for line in section.splitlines():
+        if line.startswith("| `"):
+            cells = line.split("|")
+            family = cells[1].strip().split()[0].strip("`")
+            tokens = (token.split()[0].split("=")[0] for token in re.findall(r"`([^`]+)`", cells[3]))
+            families[family] = {word for word in tokens if ENV_NAME.fullmatch(word.replace("<NAME>", "X"))}
+    return families
+
+
+def test_every_environment_variable_is_in_the_glossary_under_its_family():
+    """LAB_* are settings people type, LAB_TEST_* the test suite's switches, TASKLAB_* what the kit tells its
+    own child processes: each name the code uses is in README's table, in the row its prefix says."""
+    families = _glossary()
+    listed = set().union(*families.values())
+    patterns = [re.compile(re.escape(name).replace("<NAME>", "[A-Z0-9_]+") + "$") for name in listed]
+    used: dict[str, str] = {}
+    for path in [*_sources(), KIT_ROOT / "Makefile", KIT_ROOT / ".ci" / "run"]:
+        for name in ENV_NAME.findall(path.read_text(encoding="utf-8")):
+            used.setdefault(name, _rel(path) if path.suffix == ".py" else path.name)
+    unknown = {name: where for name, where in used.items()
+               if not any(p.match(name) for p in patterns) and not any(n.startswith(name + "_") for n in listed)}
+    assert unknown == {}, "name each variable in README's Names table (or rename it to its family's prefix)"
+    for family, names in families.items():
+        prefix = family.rstrip("*")
+        wrong = [n for n in names if not n.startswith(prefix) or (prefix == "LAB_" and n.startswith("LAB_TEST_"))]
+        assert wrong == [], f"{family}: {wrong} have another family's prefix"

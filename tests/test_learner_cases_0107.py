@@ -5,7 +5,7 @@
   - an equivalent answer: a valid way of writing the lesson other than the reference's passes the check;
   - not done: the reference with an exercise taken back out shows that exercise as SKIP, never as passed.
 
-With TASKLAB_CURRICULUM set (see test_curriculum_lab.py), a folder typed from the course for lessons 01–03,
+With LAB_TEST_CURRICULUM set (see test_curriculum_lab.py), a folder typed from the course for lessons 01–03,
 with each exercise done as the course's answer says, gets the full course marks in JSON and the terminal.
 """
 
@@ -22,6 +22,7 @@ import pytest
 from checks.runner import run_lesson
 from checks.workdir import materialise
 from shared import manifest
+from tests import switches
 from tests.mutants import all_mutants
 
 DATA = manifest.load()
@@ -179,7 +180,7 @@ def test_the_asyncio_note_is_an_extension_and_its_skip_points_at_the_guide(tmp_p
 
 # ---------------------------------------------------------------- the course typed, with its exercises
 
-CURRICULUM = os.environ.get("TASKLAB_CURRICULUM")
+CURRICULUM = switches.curriculum()
 
 # Each exercise of lessons 01–03 done as the course's answer says, the way a learner types it.
 COURSE_EXERCISES = {
@@ -197,7 +198,7 @@ COURSE_EXERCISES = {
 }
 
 
-@pytest.mark.skipif(not CURRICULUM, reason="set TASKLAB_CURRICULUM=/path/to/curriculum.json")
+@pytest.mark.skipif(not CURRICULUM, reason="set LAB_TEST_CURRICULUM=/path/to/curriculum.json")
 def test_course_folder_with_its_exercises_scores_full_marks(tmp_path):
     from tests.test_curriculum_lab import assemble
     lab = assemble("03", tmp_path / "tasks_lab")

@@ -8,7 +8,7 @@ from checks.tools import messages
 from shared import i18n
 from shared.manifest import KIT_ROOT
 
-L07 = "lessons/07-choose-executor/verifiers/verify_lesson07.py::"
+L07 = "lessons/07-choose-executor/verifiers/lab07_verify.py::"
 # The only Chinese left in code is data, never a message: words the checks look for in a learner's text or
 # output, and text they hand to learner code.  A new entry here needs the same reason.
 DATA_IN_CHINESE = {
@@ -20,9 +20,9 @@ DATA_IN_CHINESE = {
                               "RECORD_KEYS", "EXERCISE_WORD", "SDK_QUESTION", "exercise_start", "ANSWER_CONCEPTS")),
     # text sent to learner code: product names and non-ASCII input that must round-trip
     *(L07 + name for name in ("row", "good_message", "check_message", "check_refusals")),
-    "lessons/08-celery-broker/verifiers/verify_lesson08.py::_snapshot",
-    "lessons/09-ack-idempotency/verifiers/verify_lesson09.py::_rows",
-    "lessons/14-time-slots/verifiers/verify_lesson14.py::check_bad_keys",
+    "lessons/08-celery-broker/verifiers/lab08_verify.py::_snapshot",
+    "lessons/09-ack-idempotency/verifiers/lab09_verify.py::_rows",
+    "lessons/14-time-slots/verifiers/lab14_verify.py::check_bad_keys",
 }
 
 

@@ -215,10 +215,10 @@ def test_declared_processes_start_before_and_stop_after(tmp_path):
         from shared.tap import Tap
         tap = Tap()
         with tap.check("01.1"):
-            log = pathlib.Path(os.environ["LAB_PROC_HELPER_LOG"]).read_text()
+            log = pathlib.Path(os.environ["TASKLAB_PROC_HELPER_LOG"]).read_text()
             assert "ready" in log
             pid = int(log.split()[-1])
-            assert pid == int(os.environ["LAB_PROC_HELPER_PID"])
+            assert pid == int(os.environ["TASKLAB_PROC_HELPER_PID"])
             os.kill(pid, 0)
         raise SystemExit(tap.finish())
     """

@@ -47,7 +47,7 @@ def test_the_manifest_says_what_supersedes_what():
 
 @pytest.mark.parametrize("lesson", _chosen(), ids=lambda l: l["id"])
 def test_a_finished_folder_earns_every_counted_mark(lesson, tmp_path, monkeypatch):
-    monkeypatch.setattr(session, "LAB_DIR", tmp_path / "home")
+    monkeypatch.setattr(session, "STATE_DIR", tmp_path / "home")
     folder = _finished_folder(tmp_path)
     [result] = session.run_many([lesson], DATA, folder, "finished")
     wrong = [(c.id, c.status, c.message) for c in result.checks if c.counted and c.status != PASS]

@@ -41,7 +41,7 @@ from shared.labdb import sql as rows
 from shared.proc import Process
 
 WORK = Path.cwd()
-LOG_DIR = Path(os.environ.get("LAB_LOG_DIR") or WORK / "logs")
+LOG_DIR = Path(os.environ.get("TASKLAB_LOG_DIR") or WORK / "logs")
 DELIVERIES = LOG_DIR / "soak-deliveries.jsonl"
 TERMINAL = ("succeeded", "failed", "cancelled")
 
@@ -56,7 +56,7 @@ class Fleet:
     """The long-running processes, each restartable: a stand-in for a supervisor."""
 
     def __init__(self, delay: float):
-        self.env = dict(os.environ, LAB_LOG_DIR=str(LOG_DIR), SOAK_TASK_DELAY=str(delay))
+        self.env = dict(os.environ, TASKLAB_LOG_DIR=str(LOG_DIR), SOAK_TASK_DELAY=str(delay))
         self.specs = {
             "fast": [sys.executable, "-m", "celery", "-A", "checks.tools.soak_probe:app", "worker", "-l", "INFO",
                      "-Q", "exports.fast", "--concurrency=2", "-n", "soakfast@%h",

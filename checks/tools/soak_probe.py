@@ -1,7 +1,7 @@
 """Kit probe for the soak (not a lesson file): the learner's Celery app, observed and slowed a little.
 
 The soak starts its workers as `celery -A checks.tools.soak_probe:app worker ...`.  Every task start and end is
-appended to $LAB_LOG_DIR/soak-deliveries.jsonl (pid, message id, job id): the starts are how the
+appended to $TASKLAB_LOG_DIR/soak-deliveries.jsonl (pid, message id, job id): the starts are how the
 ledger counts deliveries per job.  SOAK_TASK_DELAY (seconds, e.g. 0.2) makes each execution hold its lease that
 long before finish() — as a slow file write would — so a chaos kill lands on a job that is really
 `running` with a live lease, not only between tasks.
@@ -13,7 +13,7 @@ import time
 from shared.celerylab import append_event
 from shared.worker_events import record_task_runs
 
-DELIVERIES = os.path.join(os.environ.get("LAB_LOG_DIR") or ".", "soak-deliveries.jsonl")
+DELIVERIES = os.path.join(os.environ.get("TASKLAB_LOG_DIR") or ".", "soak-deliveries.jsonl")
 DELAY = float(os.environ.get("SOAK_TASK_DELAY", "0"))
 
 

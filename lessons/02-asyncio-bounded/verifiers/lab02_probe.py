@@ -1,5 +1,5 @@
 """Runs in a child process (a "probe") next to the learner's bounded_async.py: lesson 02's scenarios for
-checks 02.1–02.5.  The judge (verify_lesson02.py) starts one per scenario:
+checks 02.1–02.5.  The judge (lab02_verify.py) starts one per scenario:
 
     python lab02_probe.py KIND        (KIND: normal, timeout or error; cwd: the work folder)
 

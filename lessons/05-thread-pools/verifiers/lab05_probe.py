@@ -4,7 +4,7 @@ lesson 05's scenarios for 05.2 (read_sync on its own), 05.3 (export_batches) and
 Each scenario loads a fresh copy of the learner's module (its own globals to replace), instruments it,
 runs it and answers with what it saw -- slices begun before and after stop.set(), what the call
 returned, submits and futures outstanding, reads running at once, threads left -- as plain data.
-Observations, never verdicts: the judge (verify_lesson05.py) decides and says everything the learner
+Observations, never verdicts: the judge (lab05_verify.py) decides and says everything the learner
 reads.  An exception the learner's code raised is kept under the run's number; the judge asks for it
 (`reraise`) once its own earlier findings are said, and gets it rebuilt by the probe.
 

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 import subprocess
 import time
 from pathlib import Path
@@ -427,8 +428,8 @@ def exercise_scripts() -> list[str]:
     """The learner's other scripts that may hold the exercise: they submit to a pool and cancel a future."""
     found = []
     for path in sorted(HERE.glob("*.py")):
-        if path.name == "pool_io.py" or path.name.startswith(("lab0", "verify_lesson")):
-            continue  # pool_io.py is looked at first; the others are the kit's
+        if path.name == "pool_io.py" or re.match(r"lab\d\d_", path.name):
+            continue  # pool_io.py is looked at first; labNN_*.py are the kit's
         source = path.read_text(encoding="utf-8", errors="replace")
         if "ThreadPoolExecutor" in source and ".submit(" in source and ".cancel(" in source:
             found.append(path.name)

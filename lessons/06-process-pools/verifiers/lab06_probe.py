@@ -1,5 +1,5 @@
 """Runs in a probe interpreter next to the learner's cpu_work.py, process_export.py and verify_process.py:
-lesson 06's scenarios.  The judge (verify_lesson06.py) starts one fresh interpreter per scenario:
+lesson 06's scenarios.  The judge (lab06_verify.py) starts one fresh interpreter per scenario:
 
     python -c 'import lab06_probe as p; p.probe()' MODE ARGS...     (cwd: the work folder)
 

@@ -1,6 +1,6 @@
 """Lesson 07's task-center judge, its side of the bridge (judge-side kit module, not a lesson file).
 
-What verify_taskcenter.py's checks share: the probe where the taskcenter/ package runs (`learner`; the steps
+What lab07_verify_taskcenter.py's checks share: the probe where the taskcenter/ package runs (`learner`; the steps
 of lab07_taskcenter_probe.py, asked one at a time), a worker or a log capture around a block, the SQLite
 files read through the judge's own connection (never the learner's store), polling for a fact, the in-flight
 cancel of 07.7 (layer 3) and 07.8's `python -m taskcenter.main serve` processes.  This module never imports

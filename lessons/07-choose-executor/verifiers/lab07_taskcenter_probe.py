@@ -1,6 +1,6 @@
 """Runs in a probe next to the learner's taskcenter/ package (shared/probe.py): lesson 07's task-center steps.
 
-The judge (verify_taskcenter.py) never imports taskcenter; it drives each scenario step by step through
+The judge (lab07_verify_taskcenter.py) never imports taskcenter; it drives each scenario step by step through
 these functions and answers them with plain data: task views, ids, the log records the package wrote,
 what the worker's side of the port counted.  Observations, never verdicts: the judge decides, and reads
 the SQLite file and the loopback downstream (a server thread of the judge) itself.

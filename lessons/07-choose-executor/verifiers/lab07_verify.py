@@ -4,7 +4,7 @@ decision.md is parsed, not grepped: the workload table (header row, separator, d
 and the `key: value` lines are read by structure, so a learner's own wording in Chinese or
 English passes as long as each row and line says what the check asks for.
 message_contract.py is imported and run; its checker function is called with good and bad
-messages.  The task-center checks (07.5–07.10) live in verify_taskcenter.py.
+messages.  The task-center checks (07.5–07.10) live in lab07_verify_taskcenter.py.
 """
 
 from __future__ import annotations

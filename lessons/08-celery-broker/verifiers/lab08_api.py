@@ -2,7 +2,7 @@
 
 The check starts `uvicorn lab08_api:app` instead of `api_submit:app`: the same FastAPI app, plus one
 thing in this process only — every call that waits for a Celery result (AsyncResult.get / wait,
-ResultSet.get / join) appends a "wait" event to $LAB_LOG_DIR/api-waits.jsonl before it waits.  So
+ResultSet.get / join) appends a "wait" event to $TASKLAB_LOG_DIR/api-waits.jsonl before it waits.  So
 "the submit path never waits on result.get" is a recorded fact, not a guess from how long the
 answer took.
 """
@@ -14,7 +14,7 @@ from celery.result import AsyncResult, ResultSet
 
 from shared.celerylab import append_event
 
-EVENTS = Path(os.environ.get("LAB_LOG_DIR") or ".") / "api-waits.jsonl"
+EVENTS = Path(os.environ.get("TASKLAB_LOG_DIR") or ".") / "api-waits.jsonl"
 
 
 def _recorded(cls, name: str) -> None:

@@ -4,13 +4,13 @@ A worker started as `celery -A lab09_drill:app worker ...` runs the learner's ow
 settings.  Two things are added, both in this process and its pool children only:
 
 - os.replace is wrapped: right after the real rename onto a file whose name holds
-  LAB_DRILL_JOB, the first execution (across processes) records a "held" event and waits for
-  the verifier's word (shared.handshake, in LAB_DRILL_DIR).  The word to go never comes on the
+  TASKLAB_DRILL_JOB, the first execution (across processes) records a "held" event and waits for
+  the verifier's word (shared.handshake, in TASKLAB_DRILL_DIR).  The word to go never comes on the
   drill's path: the verifier SIGKILLs the held process between the side effect and the ack.  On a
   failed check it says stop instead, and a lifetime bounds the wait whatever happens;
 - every task start and end is recorded (pid, message id, redelivered flag).
 
-Events are JSON lines appended to LAB_DRILL_DIR/events.jsonl.  Nothing here touches the broker.
+Events are JSON lines appended to TASKLAB_DRILL_DIR/events.jsonl.  Nothing here touches the broker.
 """
 
 import os
@@ -21,9 +21,9 @@ from shared import handshake
 from shared.celerylab import append_event
 from shared.worker_events import record_task_runs
 
-DRILL_DIR = Path(os.environ["LAB_DRILL_DIR"])
+DRILL_DIR = Path(os.environ["TASKLAB_DRILL_DIR"])
 EVENTS = DRILL_DIR / "events.jsonl"
-HOLD_JOB = os.environ["LAB_DRILL_JOB"]
+HOLD_JOB = os.environ["TASKLAB_DRILL_JOB"]
 HELD_ONCE = DRILL_DIR / "held"  # created with O_EXCL: only the first execution ever pauses
 HOLD_LIFETIME = 300.0  # a bound for a verifier that vanished, far beyond the check's own limit
 

@@ -404,7 +404,7 @@ def check_redelivery(c, worker: DeclaredWorker) -> None:
     else:
         argv += ["-Q", queue]
     argv += ["--concurrency=1"]
-    env = dict(os.environ, LAB_DRILL_DIR=str(drill_dir), LAB_DRILL_JOB=job_id)
+    env = dict(os.environ, TASKLAB_DRILL_DIR=str(drill_dir), TASKLAB_DRILL_JOB=job_id)
 
     def events(kind: str) -> list[dict]:
         return [e for e in read_events(events_path) if e.get("kind") == kind]

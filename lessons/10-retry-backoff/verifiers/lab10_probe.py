@@ -4,14 +4,14 @@ tasks.json starts the lesson's worker as `celery -A lab10_probe:app worker ...`:
 own app, settings and tasks, plus, in this process and its pool children only:
 
 - every execution, read and planned retry of products.retry_demo is recorded as JSON lines in
-  $LAB_LOG_DIR/retry-events.jsonl, each with the attempt it belongs to (self.request.retries):
+  $TASKLAB_LOG_DIR/retry-events.jsonl, each with the attempt it belongs to (self.request.retries):
   the verifier counts by attempt number, never by the order of lines in the file;
 - an execution for attempt n > 0 starts only once attempt n - 1 has ended: `self.retry()`
   publishes the next attempt *before* its own RETRY state reaches the result backend, so without
   this the next attempt could end (SUCCESS, FAILURE) first and the late RETRY overwrite it;
 - fetch_snapshot raises ValueError("invalid export request") for the job ids listed in
-  $LAB_LOG_DIR/retry-permanent.txt (the course's "temporarily raise ValueError" step);
-- for the job ids listed in $LAB_LOG_DIR/retry-budget.txt the read uses up the budget: after it
+  $TASKLAB_LOG_DIR/retry-permanent.txt (the course's "temporarily raise ValueError" step);
+- for the job ids listed in $TASKLAB_LOG_DIR/retry-budget.txt the read uses up the budget: after it
   the task module's clock (`time.time()`) reads deadline_epoch - 0.05 s, as if the read had been
   that slow, so the retry decision meets the exercise's 0.05 s budget however late the message
   arrived — nothing waits the time out;
@@ -34,7 +34,7 @@ from shared.proc import WaitTimeout, wait_until
 from shared.worker_events import record_task_runs
 
 TASK_NAME = "products.retry_demo"
-FOLDER = Path(os.environ.get("LAB_LOG_DIR") or ".")
+FOLDER = Path(os.environ.get("TASKLAB_LOG_DIR") or ".")
 EVENTS = FOLDER / "retry-events.jsonl"
 PERMANENT = FOLDER / "retry-permanent.txt"
 BUDGET = FOLDER / "retry-budget.txt"

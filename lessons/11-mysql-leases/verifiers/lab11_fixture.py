@@ -2,7 +2,7 @@
 learner's modules, the worker the runner declared (and the one 11.1 starts after stopping it), the probe's
 events, the database server restarted through shared.labctl, and the server's view of open transactions.
 
-The checks (verify_lesson11.py, lab11_interfaces.py) judge by what these return; an assert here only stops
+The checks (lab11_verify.py, lab11_interfaces.py) judge by what these return; an assert here only stops
 a helper that cannot go on (a result file that is missing, a database that did not restart).
 """
 

@@ -1,6 +1,6 @@
 """Lesson 11's checks of the lesson's edges (not a lesson file): the HTTP read path (11.7), submit's input
 checks (11.8), connect()'s DATABASE_URL checks (11.9, run in lab11_urlprobe.py) and the renewal
-exercise (11.10).  verify_lesson11.py runs them; the lab they use is lab11_fixture.py.
+exercise (11.10).  lab11_verify.py runs them; the lab they use is lab11_fixture.py.
 """
 
 from __future__ import annotations

@@ -4,10 +4,10 @@ tasks.json starts the lesson's worker as `celery -A lab11_probe:app worker ...`:
 own app, settings and tasks, plus, in this process and its pool children only:
 
 - every task start and end is recorded (pid, message id, arguments, return value) as JSON lines
-  in $LAB_LOG_DIR/lab11-events.jsonl;
+  in $TASKLAB_LOG_DIR/lab11-events.jsonl;
 - a deliberately slow job: the first write-mode open() of a file whose path holds a job id
-  listed in $LAB_LOG_DIR/lab11-hold.txt records a "hold" event and waits (at most 25 s) until
-  $LAB_LOG_DIR/lab11-release-<job_id> exists, then writes as usual.  The verifier looks at
+  listed in $TASKLAB_LOG_DIR/lab11-hold.txt records a "hold" event and waits (at most 25 s) until
+  $TASKLAB_LOG_DIR/lab11-release-<job_id> exists, then writes as usual.  The verifier looks at
   information_schema.innodb_trx during that wait.
 
 Path.write_text / write_bytes / open() all go through io.open, which is what gets wrapped.
@@ -21,7 +21,7 @@ from shared.celerylab import append_event
 from shared.worker_events import record_task_runs
 from shared.hold_gate import Gate
 
-FOLDER = os.environ.get("LAB_LOG_DIR") or "."
+FOLDER = os.environ.get("TASKLAB_LOG_DIR") or "."
 EVENTS = os.path.join(FOLDER, "lab11-events.jsonl")
 HOLD_LIST = os.path.join(FOLDER, "lab11-hold.txt")
 HOLD_SECONDS = 25.0

@@ -3,7 +3,7 @@
 tasks.json starts the lesson's worker as `celery -A lab12_probe:app worker ...`: the learner's own
 app, settings and tasks, plus one addition in this process and its pool children — every task
 start and end is appended (pid, message id, arguments, return value) as a JSON line to
-$LAB_LOG_DIR/lab12-events.jsonl.  That is how the checks count deliveries of one outbox event.
+$TASKLAB_LOG_DIR/lab12-events.jsonl.  That is how the checks count deliveries of one outbox event.
 """
 
 import os
@@ -12,7 +12,7 @@ import os
 from shared.celerylab import append_event
 from shared.worker_events import record_task_runs
 
-EVENTS = os.path.join(os.environ.get("LAB_LOG_DIR") or ".", "lab12-events.jsonl")
+EVENTS = os.path.join(os.environ.get("TASKLAB_LOG_DIR") or ".", "lab12-events.jsonl")
 
 
 def record(kind: str, **fields) -> None:

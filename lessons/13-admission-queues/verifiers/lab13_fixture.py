@@ -3,7 +3,7 @@ course's backlog queries, ages moved back) and a clean backlog, the learner's mo
 workers (paused and resumed by PID), the publisher loop, the probe's events (who consumed what, which job is
 held), the HTTP submit, and one-shot calls of the kit's helper (lab13_tools.py limit / admit).
 
-Nothing here decides a check: these are the facts and the fixtures verify_lesson13.py judges by.
+Nothing here decides a check: these are the facts and the fixtures lab13_verify.py judges by.
 """
 
 from __future__ import annotations

@@ -9,9 +9,9 @@ in place of celery_app:
 It is the learner's own app, settings and tasks, plus, in these processes only:
 
 - every task start and end is recorded with the worker's node name and the queue the message came
-  from, as JSON lines in $LAB_LOG_DIR/lab13-events.jsonl (how the checks see who consumed what);
+  from, as JSON lines in $TASKLAB_LOG_DIR/lab13-events.jsonl (how the checks see who consumed what);
 - a long job on demand: the first write-mode open() of a file whose path holds a job id listed in
-  $LAB_LOG_DIR/lab13-hold.txt records a "hold" event and waits until $LAB_LOG_DIR/lab13-release-<job_id>
+  $TASKLAB_LOG_DIR/lab13-hold.txt records a "hold" event and waits until $TASKLAB_LOG_DIR/lab13-release-<job_id>
   exists, then records a "release" event.  That keeps a worker provably busy (checks 13.4 and 13.5): the
   checker writes the release file only after its verdict.  The backstop of 5 minutes outlasts every
   check, so a hold never ends by time while a check is watching it.
@@ -24,7 +24,7 @@ from shared.celerylab import append_event
 from shared.worker_events import record_task_runs
 from shared.hold_gate import Gate
 
-FOLDER = os.environ.get("LAB_LOG_DIR") or "."
+FOLDER = os.environ.get("TASKLAB_LOG_DIR") or "."
 EVENTS = os.path.join(FOLDER, "lab13-events.jsonl")
 HOLD_LIST = os.path.join(FOLDER, "lab13-hold.txt")
 HOLD_BACKSTOP = 300.0  # seconds: longer than any check's timeout

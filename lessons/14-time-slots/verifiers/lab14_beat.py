@@ -3,7 +3,7 @@ bulk workers, started with lab14_probe.py in place of celery_app (every event ma
 LAB14_RUN), the first slot a tick creates, `python publisher.py` until the job's event is sent, the job's
 end, what the probe recorded of the ticks and the export, and the ticks left in exports.fast.
 
-verify_lesson14.py judges by what these return; an assert here is a chain that cannot go on (no slot, a
+lab14_verify.py judges by what these return; an assert here is a chain that cannot go on (no slot, a
 process gone, a job that never ends), said with its reason.
 """
 

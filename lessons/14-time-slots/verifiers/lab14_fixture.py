@@ -4,7 +4,7 @@ and lab14_learner.py, never in this process) and what one of their calls did, th
 schedule_tick (14.4), the time-zone processes (14.3, lab14_zones.py), and the admission gate: its limit, a
 call at capacity (14.7), the kit's hold on it (14.8).
 
-Nothing here decides a check: these are the facts and the fixtures verify_lesson14.py judges by.
+Nothing here decides a check: these are the facts and the fixtures lab14_verify.py judges by.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Check 14.2 starts the workers and the one beat as `celery -A lab14_probe:app ...`: the learner's own
 app, settings and tasks, plus two kit additions in those processes only:
 
-- every task start and end is appended as a JSON line to $LAB_LOG_DIR/lab14-events.jsonl (pid,
+- every task start and end is appended as a JSON line to $TASKLAB_LOG_DIR/lab14-events.jsonl (pid,
   worker name, the queue the message came from, message id, arguments, return value), marked with
   $LAB14_RUN: the check that started these processes reads only its own run's events;
 - in the beat process, when LAB14_TICK_SECONDS is set, every beat_schedule entry that sends
@@ -17,7 +17,7 @@ import os
 from shared.celerylab import append_event
 from shared.worker_events import record_task_runs
 
-EVENTS = os.path.join(os.environ.get("LAB_LOG_DIR") or ".", "lab14-events.jsonl")
+EVENTS = os.path.join(os.environ.get("TASKLAB_LOG_DIR") or ".", "lab14-events.jsonl")
 TICK_TASK = "products.schedule_tick"
 RUN = os.environ.get("LAB14_RUN")
 

@@ -1,6 +1,6 @@
 """Lesson 15's checks of the delivery side (not a lesson file): a sent but never claimed job re-dispatched
 once, with two scanners at once (15.4); duplicate deliveries during the backoff (15.5); the publisher's
-confirm (15.6); a worker's warm shutdown with a job in flight (15.7).  verify_lesson15.py runs them; the lab
+confirm (15.6); a worker's warm shutdown with a job in flight (15.7).  lab15_verify.py runs them; the lab
 is lab15_fixture.py, the drills lab15_drills.py.
 """
 

@@ -1,7 +1,7 @@
 """Lesson 15's timeline figures (not a lesson file; pictures, never a verdict): 15.2's lease expiry and
 recovery, 15.3's dead letter and replay, 15.8's three claims to exhaustion.
 
-The checks (verify_lesson15.py) stamp their own steps with time.time() (the `tl` dicts); the worker's starts and
+The checks (lab15_verify.py) stamp their own steps with time.time() (the `tl` dicts); the worker's starts and
 ends come from the probe's events (time.time() in the worker).  Times the kit moves with UPDATEs are drawn where
 the move happened: a lease or a backoff ends when the kit moved it into the past.
 """

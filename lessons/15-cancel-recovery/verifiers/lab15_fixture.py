@@ -3,7 +3,7 @@ dead letters, times moved with UPDATEs, a check's jobs retired or removed), the 
 the probe, shared/probe.py and lab15_learner.py, never in this process), and the worker's deliveries and
 pauses as lab15_probe.py records them.
 
-The checks (verify_lesson15.py, lab15_delivery.py) judge by what these return; an assert here only stops a
+The checks (lab15_verify.py, lab15_delivery.py) judge by what these return; an assert here only stops a
 helper that cannot go on (a pause that never came, a message the worker never finished).
 """
 

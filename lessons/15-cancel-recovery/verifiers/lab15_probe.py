@@ -4,13 +4,13 @@ tasks.json starts the lesson's worker as `celery -A lab15_probe:app worker ...`:
 settings and tasks, plus, in this process and its pool children only:
 
 - every task start and end is appended (pid, message id, arguments, return value) as a JSON line to
-  $LAB_LOG_DIR/lab15-events.jsonl;
-- two pauses a check can ask for, per job id, by a line in $LAB_LOG_DIR/lab15-hold.txt:
+  $TASKLAB_LOG_DIR/lab15-events.jsonl;
+- two pauses a check can ask for, per job id, by a line in $TASKLAB_LOG_DIR/lab15-hold.txt:
     `claim <job_id>`  right after state_store.claim() returned that job (the lease is committed, the
                       task has not reached its work boundary yet);
     `write <job_id>`  at the first write-mode open() of a file whose path holds the job id (the task
                       has passed its boundary check and is writing).
-  A pause records a "hold" event and waits, at most 60 s, until $LAB_LOG_DIR/lab15-release-<phase>-<job_id>
+  A pause records a "hold" event and waits, at most 60 s, until $TASKLAB_LOG_DIR/lab15-release-<phase>-<job_id>
   exists.  Only the first pause of each phase and job waits (across pool children).
 
 claim() is wrapped on the state_store module before the learner's task module imports it; the
@@ -24,7 +24,7 @@ from shared.celerylab import append_event
 from shared.worker_events import record_task_runs
 from shared.hold_gate import Gate
 
-FOLDER = os.environ.get("LAB_LOG_DIR") or "."
+FOLDER = os.environ.get("TASKLAB_LOG_DIR") or "."
 EVENTS = os.path.join(FOLDER, "lab15-events.jsonl")
 HOLD_LIST = os.path.join(FOLDER, "lab15-hold.txt")
 HOLD_SECONDS = 60.0

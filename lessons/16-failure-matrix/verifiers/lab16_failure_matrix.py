@@ -1,6 +1,6 @@
 """Lesson 16's failure matrix, automated (kit script, not a lesson file).
 
-    python failure_matrix.py [case …]     in a work dir made by the checker (it needs .env.tasks)
+    python lab16_failure_matrix.py [case …]     in a work dir made by the checker (it needs .env.tasks)
 
 Each of the 15 rows of failure-matrix.md runs on a job of its own, created inside the row, and
 injects exactly one fault:
@@ -16,7 +16,7 @@ and every re-dispatch the system's unclaimed recovery made, with the fact that a
 times that can be set are moved into the past instead of waited for; the seconds moved are added to
 the measured wall time, so recovery_seconds is what a real clock would have shown.  Rows not run are
 written as not_run; a row that raised or whose claim did not hold is fail.  The record goes to
-$LAB_LOG_DIR/verification-record.json.
+$TASKLAB_LOG_DIR/verification-record.json.
 
 Everything runs against the learner's code: state_store, publisher.publish_one, recovery.recover_batch,
 schedule_store.schedule_once, schedule_tasks.execution_slot, admission_adapter.accept_export,

@@ -4,20 +4,20 @@ The matrix starts its workers as `celery -A lab16_probe:app worker ...`: the lea
 settings and tasks, plus, in the worker process and its pool children only:
 
 - every task start and end is appended (pid, message id, arguments, state, return value) as a
-  JSON line to $LAB_LOG_DIR/lab16-events.jsonl: how the matrix counts deliveries of one job.  A task
+  JSON line to $TASKLAB_LOG_DIR/lab16-events.jsonl: how the matrix counts deliveries of one job.  A task
   that raised is recorded with the exception's type, its first argument (a MySQL error number) and
   whether it was a database error (pymysql.OperationalError: the database refused or dropped it);
 - a held write: the first write-mode open() of a path holding a job id listed in
-  $LAB_LOG_DIR/lab16-hold.txt records a "hold" event and waits for $LAB_LOG_DIR/lab16-release-<job_id>
+  $TASKLAB_LOG_DIR/lab16-hold.txt records a "hold" event and waits for $TASKLAB_LOG_DIR/lab16-release-<job_id>
   (the matrix kills, cancels or overtakes the job meanwhile).  The release event says whether the
   matrix released it; a hold never outlasts HOLD_SECONDS, so a worker whose matrix died goes on;
-- a database outage before claim: for a job listed in $LAB_LOG_DIR/lab16-fail-claim.txt, the
+- a database outage before claim: for a job listed in $TASKLAB_LOG_DIR/lab16-fail-claim.txt, the
   first call of state_store.claim raises OperationalError(2003) before it touches the database,
   once per job — the worker loses its database as it enters claim (whether its connections are
   new per transaction or reused, this is where the outage shows);
 - LAB16_RESULT_EXPIRES=N (environment): this worker keeps Celery results N seconds, the
   "shortened result_expires" of the result-cache row;
-- a claim waits while the matrix's own publish_one runs ($LAB_LOG_DIR/lab16-publishing-<pid>, see
+- a claim waits while the matrix's own publish_one runs ($TASKLAB_LOG_DIR/lab16-publishing-<pid>, see
   lab16_publishing.publishing): the publisher's confirm locks the job row (a foreign-key check) until it
   commits, and a claim that met that lock would put luck into a row.  Lesson 13 forces that race in a
   check of its own, with a message that teaches the fix; here each row judges what it states.
@@ -34,7 +34,7 @@ from shared.celerylab import append_event
 from shared.worker_events import record_task_runs
 from shared.hold_gate import Gate, read_list
 
-FOLDER = os.environ.get("LAB_LOG_DIR") or "."
+FOLDER = os.environ.get("TASKLAB_LOG_DIR") or "."
 EVENTS = os.path.join(FOLDER, "lab16-events.jsonl")
 HOLD_LIST = os.path.join(FOLDER, "lab16-hold.txt")
 FAIL_LIST = os.path.join(FOLDER, "lab16-fail-claim.txt")

@@ -1,5 +1,5 @@
 """Lesson 16's verification record (kit module, not a lesson file): the rules a row must obey and the
-writer of the kit's own record, $LAB_LOG_DIR/verification-record.json.
+writer of the kit's own record, $TASKLAB_LOG_DIR/verification-record.json.
 
 The same form rules judge the learner's hand-written record (16.1) and the kit's automated one (16.8);
 whether a row is also backed by facts is lab16_evidence's question:
@@ -139,7 +139,7 @@ def build_record(cases: list, rows: dict[str, dict], broker: str, extra: dict | 
     found = [rows.get(case.id) or empty_row(case) for case in cases]
     return {
         "record": "lesson 16 failure matrix",
-        "generated_by": "verifiers/failure_matrix.py",
+        "generated_by": "verifiers/lab16_failure_matrix.py",
         "generated_at": now_iso(),
         "broker": broker,
         **(extra or {}),

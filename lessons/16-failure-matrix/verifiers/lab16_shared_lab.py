@@ -1,7 +1,7 @@
 """What lesson 16's checks share in one verifier run (judge-side kit module, not a lesson file).
 
 Shared: the matrix's lab (private broker, workers: lab16_fixture.Lab), started once before the first check
-when a selected check needs it, and the failure matrix run on it (failure_matrix.Matrix), each row at most
+when a selected check needs it, and the failure matrix run on it (lab16_failure_matrix.Matrix), each row at most
 once, when the first check that needs it asks.  And how a check shows its rows: one line per row
 (describe), the rows' table attached as a figure however the run ends (run_rows), and every row pass
 (require_pass).
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 
-from failure_matrix import Matrix
+from lab16_failure_matrix import Matrix
 from lab16_evidence import claimed_cases
 from lab16_figure import matrix_table
 from lab16_fixture import Lab
@@ -22,8 +22,8 @@ from shared.i18n import t
 
 
 def selected() -> set[str] | None:
-    """The checks this run was asked for (LAB_CHECKS), or None: all of them."""
-    raw = os.environ.get("LAB_CHECKS")
+    """The checks this run was asked for (TASKLAB_CHECKS), or None: all of them."""
+    raw = os.environ.get("TASKLAB_CHECKS")
     return set(raw.split(",")) if raw else None
 
 

@@ -32,14 +32,14 @@
 The matrix's lab (private broker, workers) starts once, before the first check, when a selected check
 needs it; each matrix row runs at most once per verifier run, when the first check that needs it asks
 (16.1 the rows the learner's record marks pass, 16.3 and 16.4 their own rows, 16.8 the rest); its record
-is $LAB_LOG_DIR/verification-record.json.
+is $TASKLAB_LOG_DIR/verification-record.json.
 Times that can be set are moved, never waited out; waits poll facts (rows, the probe's events, files a
 helper writes) within generous bounds.  Credentials are never printed.
 
 This file holds the table and one function per check; their helpers are judge-side modules beside it:
 lab16_shared_lab (the lab and the matrix the checks share, a check's rows shown), lab16_evidence (16.1),
 lab16_terminal (16.2), lab16_worker_log (16.6, 16.10), lab16_monitor (16.7), and the matrix's own parts
-(failure_matrix and the modules it names).  None of them imports learner code: that runs in the probe
+(lab16_failure_matrix and the modules it names).  None of them imports learner code: that runs in the probe
 (lab16_learner.py), in the worker (lab16_probe.py) and in the learner's own scripts.
 """
 
