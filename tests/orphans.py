@@ -1,11 +1,14 @@
-"""Processes a test leaves behind, found without names: the test process becomes a child subreaper
-(Linux prctl), so every orphan of what it starts is re-parented to it and can be counted."""
+"""Processes a test starts: what they leave behind, found without names (the test process becomes a child
+subreaper, Linux prctl, so every orphan of what it starts is re-parented to it and can be counted), and
+an interrupt sent once one has got to a given point."""
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
 import os
+import signal
+import subprocess
 from pathlib import Path
 
 PR_SET_CHILD_SUBREAPER = 36
@@ -54,3 +57,16 @@ def _cmdline(pid: int) -> bytes:
         return Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return b"?"
+
+
+def interrupt_once(proc: subprocess.Popen, marker: str, timeout: float) -> tuple[str, int]:
+    """Read `proc`'s output until a line holds `marker`, send it SIGINT (Ctrl-C), and wait for it to end
+    (bounded): everything it printed, and its exit code."""
+    seen = ""
+    while marker not in seen:
+        line = proc.stdout.readline()
+        assert line, f"ended before {marker!r}:\n{seen}"
+        seen += line
+    proc.send_signal(signal.SIGINT)
+    rest, _ = proc.communicate(timeout=timeout)
+    return seen + rest, proc.returncode

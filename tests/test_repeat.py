@@ -7,7 +7,6 @@ from __future__ import annotations
 import io
 import json
 import os
-import signal
 import subprocess
 import sys
 import textwrap
@@ -126,15 +125,9 @@ def test_ctrl_c_stops_the_series_prints_what_was_seen_and_leaves_no_process(tmp_
     with orphans.adopting() as left:
         proc = subprocess.Popen([sys.executable, "-c", HANG_SERIES, str(tmp_path)], cwd=KIT_ROOT, text=True,
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=dict(os.environ, LAB_LANG="en"))
-        seen = ""
-        while "[1/6]" not in seen:  # run 1 has finished: the series is under way, runs hang in both slots
-            line = proc.stdout.readline()
-            assert line, seen
-            seen += line
-        proc.send_signal(signal.SIGINT)
-        rest, _ = proc.communicate(timeout=60)
-        out = seen + rest
-        assert proc.returncode == 130, out
+        # "[1/6]": run 1 has finished, so the series is under way and runs hang in both slots
+        out, code = orphans.interrupt_once(proc, "[1/6]", timeout=60)
+        assert code == 130, out
         assert "stopping" in out and "stopped after 1 of 6 runs" in out and "01.1" in out and "passed 1/1" in out
         assert left() == {}
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -78,14 +77,7 @@ def test_correct_code_passes_every_run(tmp_path):
 def test_ctrl_c_in_a_real_series_stops_it_shows_what_was_seen_and_leaves_no_process(tmp_path):
     with orphans.adopting() as left:
         proc = check_repeat(tmp_path, lesson04_folder(tmp_path, racy=False), "--repeat", "6", "--burn", "1")
-        seen = ""
-        while "[1/6]" not in seen:  # one run has finished, the next two are under way
-            line = proc.stdout.readline()
-            assert line, seen
-            seen += line
-        proc.send_signal(signal.SIGINT)
-        rest, _ = proc.communicate(timeout=120)
-        out = seen + rest
-        assert proc.returncode == 130, out
+        out, code = orphans.interrupt_once(proc, "[1/6]", timeout=120)  # one run done, two under way
+        assert code == 130, out
         assert "stopped after" in out and "of 6 runs" in out and "04.1" in out, out
         assert left() == {}
