@@ -14,13 +14,20 @@ CSS = """
 table.tally{border-collapse:collapse;margin:.6rem 0}table.tally td,table.tally th{border:1px solid #ddd;padding:.25rem .5rem;
  vertical-align:top;text-align:left}tr.flaky td:first-child{border-left:4px solid #c77700}
 tr.failed td:first-child{border-left:4px solid #b3261e}tr.passed td:first-child{border-left:4px solid #1a7f37}
-.pair{display:grid;grid-template-columns:1fr 1fr;gap:1rem}.pair h4{margin:.3rem 0}.pair ul{padding-left:1rem}
+.fmsg{white-space:pre-wrap}.pair{display:grid;grid-template-columns:1fr 1fr;gap:1rem}.pair h4{margin:.3rem 0}.pair ul{padding-left:1rem}
 """
 
 
 def kind_words() -> dict[str, str]:
     return {"flaky": t("flaky in your code"), "failed": t("failed every run"), "passed": t("passed every run"),
             "skipped": t("not attempted")}
+
+
+def runs_text(failure) -> str:
+    text = t("runs {runs}", runs=", ".join(map(str, failure.runs)))
+    if len(failure.wordings) > 1:
+        text += " · " + t("{n} wordings (numbers differ)", n=len(failure.wordings))
+    return text
 
 
 def evidence(test: dict, lang: str) -> str:
@@ -41,8 +48,8 @@ def render(series, rows, lang: str) -> str:
     table = [f"<table class='tally'><tr><th>{esc(t('check'))}</th><th>{esc(t('verdict'))}</th>"
              f"<th>{esc(t('passed'))}</th><th>{esc(t('failures (how often, which runs)'))}</th></tr>"]
     for row in rows:
-        failures = "".join(f"<div>{len(f.runs)}× {esc(f.message)} <span class='secs'>"
-                           f"{esc(t('runs {runs}', runs=', '.join(map(str, f.runs))))}</span></div>"
+        failures = "".join(f"<div>{len(f.runs)}× <span class='fmsg'>{esc(f.message.strip())}</span> "
+                           f"<span class='secs'>{esc(runs_text(f))}</span></div>"
                            for f in sorted(row.failures.values(), key=lambda f: -len(f.runs)))
         name = row.id + (f" ({t('regression')})" if row.regression else "")
         table.append(f"<tr class='{row.kind}'><td><b>{esc(name)}</b> {esc(pick(row.text, lang))}</td>"
