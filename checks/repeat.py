@@ -184,7 +184,8 @@ class Runner:
             self.run_one(run, slot)
 
     def stop_children(self) -> None:
-        """SIGINT to every run's process group (the runner ends its boxes), then KILL what is still there."""
+        """SIGINT to every run's process group (the runner ends its boxes and servers, as on a Ctrl-C of its
+        own); a run still there after STOP_GRACE has its group killed."""
         with self.lock:
             self.stopping.set()
             children = list(self.children.values())
@@ -195,8 +196,8 @@ class Runner:
             try:
                 proc.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                pass
-            _signal_group(proc, signal.SIGKILL)  # the group may outlive its leader: end what is left of it
+                _signal_group(proc, signal.SIGKILL)  # its leader still runs, so the group id is still its own
+                proc.wait()
 
     def go(self) -> Series:
         series = self.series
