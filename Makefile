@@ -87,10 +87,10 @@ grade-drill: $(VENV_READY)
 
 # Redis + MySQL for lessons 08–16 (lessons start them on their own; these are for poking around).
 services: $(VENV_READY)
-	+@$(VPY) -m shared.labctl up
+	+@$(VPY) -m shared.servicectl up
 
 services-down: $(VENV_READY)
-	+@$(VPY) -m shared.labctl down
+	+@$(VPY) -m shared.servicectl down
 
 services-status: $(VENV_READY)
-	+@$(VPY) -m shared.labctl status
+	+@$(VPY) -m shared.servicectl status

@@ -51,9 +51,9 @@ def measure(services: list[str], boxed: bool, rounds: int) -> list[float]:
             work = materialise([lesson], lesson, root / f"work{n}")
             started = time.monotonic()
             if services and not boxed:
-                from shared import labctl
-                with labctl.in_use():
-                    labctl.up(services)
+                from shared import servicectl
+                with servicectl.in_use():
+                    servicectl.up(services)
                     result = run_lesson(lesson, work, root / f"logs{n}", lessons=[lesson])
             else:
                 result = run_lesson(lesson, work, root / f"logs{n}", lessons=[lesson])

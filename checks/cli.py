@@ -225,8 +225,8 @@ def cmd_flake(args) -> int:
 def cmd_clean(args) -> int:
     import shutil
 
-    from shared import labctl
-    labctl.down()  # the native servers keep their data under .lab/services: stop them first, by PID
+    from shared import servicectl
+    servicectl.down()  # the native servers keep their data under .lab/services: stop them first, by PID
     if STATE_DIR.exists():
         shutil.rmtree(STATE_DIR)
     print(t("removed .lab/"))

@@ -123,8 +123,8 @@ def _next_lesson_needs_services() -> bool:
 
 
 def check_ports():
-    from shared import labctl
-    with labctl.starting():  # never look half-way through a start
+    from shared import servicectl
+    with servicectl.starting():  # never look half-way through a start
         taken = [f"{port} ({name})" for name, port in SERVICE_PORTS.items()
                  if not _port_free(port) and not _ours(name)]
     if taken:

@@ -13,7 +13,7 @@ from checks.monitor import HISTORY_NAME, read_history
 from checks.sandbox import boxing, run_script
 from checks.selection import load, select
 from checks.workdir import STATE_DIR, materialise
-from shared import labctl
+from shared import servicectl
 from shared.i18n import t
 
 BENCHMARKS = [("07", "bench_taskcenter.py", "taskcenter.json"),
@@ -45,8 +45,8 @@ def run_kit_script(lesson_id: str, script: str, args: list[str], exclusive: bool
         at = args.index("--out") + 1
         wanted, args = Path(args[at]), [*args[:at], str(log_dir / Path(args[at]).name), *args[at + 1:]]
     if lesson.get("services") and boxing() != "on":
-        with labctl.in_use(exclusive=exclusive):
-            labctl.up(lesson["services"])
+        with servicectl.in_use(exclusive=exclusive):
+            servicectl.up(lesson["services"])
             code = run_script(lesson, workdir, log_dir, [*command, *args], monitor)
     else:
         code = run_script(lesson, workdir, log_dir, [*command, *args], monitor)

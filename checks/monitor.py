@@ -6,7 +6,7 @@ What it shows, the numbers lesson 16's monitor_exports.sql teaches: jobs by stat
 and running jobs' ages, the outbox lag (unsent events and the oldest one's age), expired leases, dead
 letters by reason, and each Redis queue's depth (plus messages delivered but not yet acknowledged).
 
-The database is read through `monitor_ro`, an account that can only SELECT (labctl makes it, its
+The database is read through `monitor_ro`, an account that can only SELECT (servicectl makes it, its
 password in .lab/services/monitor.env, 0600).  Two sources:
 
   services  the kit's servers on this machine (make services): for your own worker and publisher;

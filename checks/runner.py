@@ -20,7 +20,7 @@ from checks.servers import needs_exclusive
 from checks.supersede import checks_to_run, lesson_by_id, mark_superseded, regressions_of, superseded
 from checks.verdicts import Reader, foreign
 from checks.workdir import verifier_files
-from shared import figures, labctl
+from shared import figures, servicectl
 from shared.i18n import t
 
 SETUP_LIMIT = 60.0     # seconds a lesson may take before its first check starts (servers, processes, imports)
@@ -309,8 +309,8 @@ def _run_guarded(lesson: dict, workdir: Path, log_dir: Path, results: list, only
         return LessonResult(lesson, "", results, 0.0)
     boxed = boxing() == "on"
     if lesson.get("services") and not boxed:
-        with labctl.in_use(exclusive=needs_exclusive(lesson, selected)):
-            labctl.up(lesson["services"])  # ServiceError (a service that cannot start) propagates
+        with servicectl.in_use(exclusive=needs_exclusive(lesson, selected)):
+            servicectl.up(lesson["services"])  # ServiceError (a service that cannot start) propagates
             return _run_lesson(lesson, workdir, log_dir, "", started, results, selected, schema_upto, boxed, staged)
     return _run_lesson(lesson, workdir, log_dir, "", started, results, selected, schema_upto, boxed, staged)
 

@@ -9,7 +9,7 @@ import re
 import sys
 from pathlib import Path
 
-from shared import labctl
+from shared import servicectl
 from shared import services as S
 from shared.credentials import ensure_credentials, task_env_text
 from shared.i18n import t
@@ -45,7 +45,7 @@ def prepare_services(lesson: dict, workdir: Path, schema_files: list[str] | None
     if not services:
         return notices
     slot = lab_slot()
-    labctl.up(services)
+    servicectl.up(services)
     secret = ensure_credentials()
     env_copy = workdir / ".env.tasks"
     env_copy.unlink(missing_ok=True)  # the kit's credentials replace a learner's own file in the scratch copy
@@ -54,7 +54,7 @@ def prepare_services(lesson: dict, workdir: Path, schema_files: list[str] | None
         stream.write(S.slot_env(task_env_text(secret), slot))
     if "mysql" not in services:
         return notices
-    labctl.reset_database(S.slot_database(slot))
+    servicectl.reset_database(S.slot_database(slot))
     schema_files = schema_files if schema_files is not None else [
         name for item in load()["lessons"] if item["id"] <= (schema_upto or lesson["id"])
         for name in item.get("files", []) if name.startswith("schema_") and name.endswith(".sql")]
@@ -67,7 +67,7 @@ def prepare_services(lesson: dict, workdir: Path, schema_files: list[str] | None
                 if not path.is_file():
                     raise SchemaError(t("{name} is missing from the folder: this lesson's tables are made by it",
                                         name=name))
-                for statement in labctl.split_sql(path.read_text(encoding="utf-8", errors="replace")):
+                for statement in servicectl.split_sql(path.read_text(encoding="utf-8", errors="replace")):
                     try:
                         cur.execute(statement)
                     except Exception as exc:

@@ -126,7 +126,7 @@ class HelperGroup:
     def __init__(self, argv: list[str], names: list[str], folder: Path, what: str):
         import sys
 
-        from shared.celerylab import WORK, redact
+        from shared.lesson_celery import WORK, redact
         from shared.i18n import t
         from shared.proc import Process
         self.folder, self.what = folder, what
@@ -168,7 +168,7 @@ class HelperGroup:
 
     def result(self, name: str, seconds: float):
         """The helper's result; None if it has not finished within `seconds`."""
-        from shared.celerylab import redact
+        from shared.lesson_celery import redact
         from shared.i18n import t
         from shared.proc import WaitTimeout
         try:

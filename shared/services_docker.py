@@ -1,5 +1,5 @@
 """Docker mode: the lab's servers from docker/compose.yaml, and the docker files written from
-shared/services.py (`python -m shared.labctl compose`)."""
+shared/services.py (`python -m shared.servicectl compose`)."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def write_compose(check: bool) -> int:
     stale = [path for path, text in targets.items() if not path.exists() or path.read_text() != text]
     if check:
         for path in stale:
-            print(t("{path} differs from shared/services.py: run python -m shared.labctl compose", path=path))
+            print(t("{path} differs from shared/services.py: run python -m shared.servicectl compose", path=path))
         return 1 if stale else 0
     for path, text in targets.items():
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -41,8 +41,8 @@ def pytest_sessionfinish(session, exitstatus):
         print("\nno tests were collected — failing the run", file=sys.stderr)
     # The machine as the run found it: servers the tests started are stopped; a learner's are left alone.
     if _controller() and _SERVERS_WERE_UP == [False] and _own_servers_running():
-        from shared import labctl
-        labctl.down()
+        from shared import servicectl
+        servicectl.down()
 
 
 def pytest_report_header(config):

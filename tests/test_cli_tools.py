@@ -14,11 +14,11 @@ from shared.manifest import KIT_ROOT
 
 
 def test_doctor_reports_each_area_and_passes_here():
-    from shared import labctl
+    from shared import servicectl
     # The kit's own servers, fully started (in a child process: they outlive it): doctor must call them ours.
-    subprocess.run([sys.executable, "-m", "shared.labctl", "up"], cwd=KIT_ROOT, capture_output=True, timeout=300,
+    subprocess.run([sys.executable, "-m", "shared.servicectl", "up"], cwd=KIT_ROOT, capture_output=True, timeout=300,
                    check=True)
-    with labctl.in_use():  # no lesson may be restarting a server (and its pid file) while doctor looks
+    with servicectl.in_use():  # no lesson may be restarting a server (and its pid file) while doctor looks
         run = subprocess.run([sys.executable, "-m", "checks", "doctor"], cwd=KIT_ROOT, capture_output=True,
                              text=True, env=dict(os.environ, LAB_LANG="en"), timeout=60)
     assert run.returncode == 0, run.stdout

@@ -202,7 +202,7 @@ def test_no_module_imports_another_modules_private_names():
 
 
 def test_every_name_a_lesson_takes_from_the_kit_is_there():
-    """A lesson's verifiers use the kit's modules by name (`from shared.probe import Probe`, `labctl.up`):
+    """A lesson's verifiers use the kit's modules by name (`from shared.probe import Probe`, `servicectl.up`):
     moving code between the kit's modules must leave each of those names where the lessons look."""
     import importlib
     missing = []

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from shared import credentials, labctl
+from shared import credentials, servicectl
 from shared import services as S
 from shared.manifest import KIT_ROOT
 from shared.services_clients import mysql_connect, redis_ok, redis_ping
@@ -18,13 +18,13 @@ from shared.services_native import MYSQL, NativeService
 
 
 
-def _labctl(*args):
-    return subprocess.run([sys.executable, "-m", "shared.labctl", *args], cwd=KIT_ROOT, capture_output=True,
+def _servicectl(*args):
+    return subprocess.run([sys.executable, "-m", "shared.servicectl", *args], cwd=KIT_ROOT, capture_output=True,
                           text=True, timeout=300, env=dict(os.environ, LAB_LANG="en"))
 
 
 def test_compose_files_agree_with_native_settings():
-    assert write_compose(check=True) == 0, "run: python -m shared.labctl compose"
+    assert write_compose(check=True) == 0, "run: python -m shared.servicectl compose"
     compose = (KIT_ROOT / "docker" / "compose.yaml").read_text()
     assert f"{S.HOST}:{S.REDIS_PORT}:6379" in compose and f"{S.HOST}:{S.MYSQL_PORT}:3306" in compose
     assert S.REDIS_IMAGE in compose and S.MYSQL_IMAGE in compose and "--default-time-zone=+00:00" in compose
@@ -33,8 +33,8 @@ def test_compose_files_agree_with_native_settings():
 
 
 def _up_holding(exclusive: bool):
-    with labctl.in_use(exclusive=exclusive):
-        result = _labctl("up")
+    with servicectl.in_use(exclusive=exclusive):
+        result = _servicectl("up")
         assert result.returncode == 0, result.stdout + result.stderr
         yield result
 
@@ -53,9 +53,9 @@ def running_alone():
 
 
 def test_up_is_ready_and_idempotent(running):
-    again = _labctl("up")
+    again = _servicectl("up")
     assert again.returncode == 0 and "ready" in again.stdout
-    assert "redis" in _labctl("status").stdout
+    assert "redis" in _servicectl("status").stdout
 
 
 def test_credentials_private_and_never_printed(running):
@@ -64,7 +64,7 @@ def test_credentials_private_and_never_printed(running):
     secret = credentials.ensure_credentials()
     outputs = [running.stdout, running.stderr]
     for args in (["status"], ["up"], ["reset"]):
-        result = _labctl(*args)
+        result = _servicectl(*args)
         outputs += [result.stdout, result.stderr]
     for log in S.SERVICES_DIR.rglob("*.log"):
         outputs.append(log.read_text(errors="replace"))
@@ -82,7 +82,7 @@ def test_redis_requires_the_password(running):
 
 
 def test_mysql_is_utc_has_products_and_no_passwordless_accounts(running):
-    assert _labctl("reset").returncode == 0
+    assert _servicectl("reset").returncode == 0
     secret = credentials.ensure_credentials()
     conn = mysql_connect(S.DB_USER, secret["MYSQL_PASSWORD"], S.DATABASE)
     try:
@@ -153,7 +153,7 @@ def test_external_mode_uses_your_urls_and_writes_nothing(running, tmp_path, monk
     env = dict(os.environ, LAB_SERVICES="external", LAB_LANG="en",
                **{key: secret[key] for key in credentials.URL_KEYS})
     for args in (["up"], ["status"]):
-        result = subprocess.run([sys.executable, "-m", "shared.labctl", *args], cwd=KIT_ROOT, capture_output=True,
+        result = subprocess.run([sys.executable, "-m", "shared.servicectl", *args], cwd=KIT_ROOT, capture_output=True,
                                 text=True, timeout=60, env=env)
         assert result.returncode == 0, result.stdout + result.stderr
         assert all(secret[key] not in result.stdout + result.stderr for key in credentials.URL_KEYS)
@@ -162,7 +162,7 @@ def test_external_mode_uses_your_urls_and_writes_nothing(running, tmp_path, monk
     monkeypatch.setenv("LAB_SERVICES", "external")
     monkeypatch.setenv("LAB_LANG", "en")
     with pytest.raises(S.ServiceError, match="LAB_SLOT"):
-        labctl.reset_database(S.DATABASE)
+        servicectl.reset_database(S.DATABASE)
     for key in credentials.URL_KEYS:
         monkeypatch.delenv(key, raising=False)
     monkeypatch.setattr(S, "ENV_FILE", tmp_path / "missing.env")
@@ -172,14 +172,14 @@ def test_external_mode_uses_your_urls_and_writes_nothing(running, tmp_path, monk
 
 def test_stop_service_for_drills_and_up_brings_it_back(running_alone, monkeypatch):
     secret = credentials.ensure_credentials()
-    assert "stopped" in labctl.stop_service("redis")
+    assert "stopped" in servicectl.stop_service("redis")
     assert not redis_ok(secret)
-    labctl.up(["redis"])
+    servicectl.up(["redis"])
     assert redis_ok(secret)
     monkeypatch.setenv("LAB_SERVICES", "external")
     monkeypatch.setenv("LAB_LANG", "en")
     with pytest.raises(S.ServiceError, match="cannot stop"):
-        labctl.stop_service("redis")
+        servicectl.stop_service("redis")
 
 
 def _we_wait_for(path) -> bool:
@@ -201,17 +201,17 @@ def test_a_waiting_exclusive_run_goes_before_later_shared_runs():
     held, release = threading.Event(), threading.Event()
 
     def first_shared():
-        with labctl.in_use():
+        with servicectl.in_use():
             order.append("first shared")
             held.set()
             release.wait(60)  # holds the services until the others are seen waiting
 
     def exclusive():
-        with labctl.in_use(exclusive=True):
+        with servicectl.in_use(exclusive=True):
             order.append("exclusive")
 
     def late_shared():
-        with labctl.in_use():
+        with servicectl.in_use():
             order.append("late shared")
 
     holder = threading.Thread(target=first_shared)

@@ -7,7 +7,7 @@ import sys
 import textwrap
 
 from shared import handshake
-from shared.celerylab import read_events, short
+from shared.lesson_celery import read_events, short
 from shared.credentials import read_env_file
 from shared.manifest import KIT_ROOT
 from shared.proc import is_zombie, proc_stat

@@ -111,7 +111,7 @@ def test_the_ledger_reports_loss_when_nothing_is_really_sent(tmp_path):
     from checks.sandbox import verifier_env
     from checks.servers import prepare_services
     from checks.workdir import materialise
-    from shared.labctl import in_use
+    from shared.servicectl import in_use
 
     data = manifest.load()
     work = materialise(data["lessons"], LESSON, tmp_path / "work")

@@ -34,10 +34,10 @@ from pathlib import Path
 
 import pymysql
 
-from shared import labctl
-from shared.celerylab import children_of, read_events
-from shared.labdb import kit_db
-from shared.labdb import sql as rows
+from shared import servicectl
+from shared.lesson_celery import children_of, read_events
+from shared.lesson_db import kit_db
+from shared.lesson_db import sql as rows
 from shared.proc import Process
 
 WORK = Path.cwd()
@@ -99,7 +99,7 @@ class Fleet:
 
 # --------------------------------------------------------------------------------- database
 
-# The soak's own look at the database goes through the kit's connection (shared.labdb), never the
+# The soak's own look at the database goes through the kit's connection (shared.lesson_db), never the
 # learner's code: the ledger must not depend on what it is auditing.
 
 def product_ids() -> list[int]:
@@ -202,9 +202,9 @@ def chaos(fleet: Fleet, rng: random.Random, seconds: float, kills: int) -> list[
                 fleet.restarts += 1
         else:
             service = "redis" if action == "restart_redis" else "mysql"
-            how = labctl.stop_service(service)
+            how = servicectl.stop_service(service)
             time.sleep(0.5)  # a real outage, however short: clients see refused connections
-            labctl.up([service])
+            servicectl.up([service])
             target = how
         events.append({"at": at, "action": action, "target": target, "done": True,
                        "seconds": round(time.time() - at, 2)})

@@ -46,7 +46,7 @@ from lab07_loopback import HOLD_CAP, Loopback
 from lab07_taskcenter_fixture import (BOUND, CALL_TIMEOUT, PROBE, SLACK, WORK, all_final, ask, cancel_in_flight,
                                       captured, close_stores, events_of, fresh_db, learner, load_package, row_count,
                                       row_on_disk, serve, stored_tasks, until, working)
-from shared.celerylab import short
+from shared.lesson_celery import short
 from shared.i18n import t
 from shared.proc import Process, free_port, wait_until
 from shared.tap import Check, run

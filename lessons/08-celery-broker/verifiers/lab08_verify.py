@@ -37,7 +37,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 from uuid import uuid4
 
-from shared.celerylab import (
+from shared.lesson_celery import (
     LOG_DIR,
     WORK,
     DeclaredWorker,

@@ -18,7 +18,7 @@ from pathlib import Path
 
 
 from shared import handshake
-from shared.celerylab import append_event
+from shared.lesson_celery import append_event
 from shared.worker_events import record_task_runs
 
 DRILL_DIR = Path(os.environ["TASKLAB_DRILL_DIR"])

@@ -38,7 +38,7 @@ from pathlib import Path
 from uuid import uuid4
 
 from shared import handshake
-from shared.celerylab import (LOG_DIR, WORK, DeclaredWorker, children_of, log_lines, read_events, redact, short,
+from shared.lesson_celery import (LOG_DIR, WORK, DeclaredWorker, children_of, log_lines, read_events, redact, short,
                               start_worker, with_nodename)
 from shared.figures import attach, bar, lane, lanes, mark
 from shared.i18n import t

@@ -29,7 +29,7 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from shared.celerylab import append_event, read_events
+from shared.lesson_celery import append_event, read_events
 from shared.proc import WaitTimeout, wait_until
 from shared.worker_events import record_task_runs
 

@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 from uuid import uuid4
 
-from shared.celerylab import LOG_DIR, WORK, DeclaredWorker, log_lines, read_events, redact
+from shared.lesson_celery import LOG_DIR, WORK, DeclaredWorker, log_lines, read_events, redact
 from shared.figures import attach, bar, lane, lanes, mark
 from shared.i18n import t
 from shared.probe import Probe

@@ -1,6 +1,6 @@
 """Lesson 11's lab as its checks use it (not a lesson file): the kit's own view of the database, the
 learner's modules, the worker the runner declared (and the one 11.1 starts after stopping it), the probe's
-events, the database server restarted through shared.labctl, and the server's view of open transactions.
+events, the database server restarted through shared.servicectl, and the server's view of open transactions.
 
 The checks (lab11_verify.py, lab11_interfaces.py) judge by what these return; an assert here only stops
 a helper that cannot go on (a result file that is missing, a database that did not restart).
@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pymysql
 
-from shared.celerylab import LOG_DIR, WORK, DeclaredWorker, read_events, short, start_worker
+from shared.lesson_celery import LOG_DIR, WORK, DeclaredWorker, read_events, short, start_worker
 from shared.i18n import t
-from shared.labdb import db_settings, kit_db, sql
+from shared.lesson_db import db_settings, kit_db, sql
 from shared.probe import Probe
 from shared.proc import Process, WaitTimeout, wait_until
 
@@ -188,17 +188,17 @@ def database_answers() -> bool:
 
 
 def restart_database() -> str:
-    """Stop and start the lab's database server through shared.labctl; return what shows it happened."""
-    from shared import labctl
-    before, old_pid = server_state(), labctl.MYSQL.pid()
+    """Stop and start the lab's database server through shared.servicectl; return what shows it happened."""
+    from shared import servicectl
+    before, old_pid = server_state(), servicectl.MYSQL.pid()
     try:
-        how = labctl.stop_service("mysql")
-        labctl.up(["mysql"])
-    except labctl.ServiceError as exc:  # external mode: a server the learner runs is never stopped
+        how = servicectl.stop_service("mysql")
+        servicectl.up(["mysql"])
+    except servicectl.ServiceError as exc:  # external mode: a server the learner runs is never stopped
         raise AssertionError(t("this item cannot be proved: {exc}", exc=exc)) from None
     wait_until(database_answers, 60, "the database to answer again", interval=0.2)
     after = server_state()
-    new_pid = labctl.MYSQL.pid()
+    new_pid = servicectl.MYSQL.pid()
     assert after["uptime"] < before["uptime"] or (old_pid and new_pid and new_pid != old_pid), t(
         "the database server does not look restarted")
     return f"{how}, uptime {before['uptime']} s → {after['uptime']} s ({after['version']})"

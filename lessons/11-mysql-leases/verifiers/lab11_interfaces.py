@@ -14,9 +14,9 @@ from uuid import uuid4
 
 from lab11_fixture import claimed_token, expire_lease, export_task, job_count, learner, store
 
-from shared.celerylab import LOG_DIR, WORK, redact, setting, short
+from shared.lesson_celery import LOG_DIR, WORK, redact, setting, short
 from shared.i18n import t
-from shared.labdb import job_row, sql
+from shared.lesson_db import job_row, sql
 from shared.proc import Process, free_port, run_python
 
 

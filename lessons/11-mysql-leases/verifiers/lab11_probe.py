@@ -17,7 +17,7 @@ Nothing is imported ahead of the worker: a module missing from include stays mis
 import os
 
 
-from shared.celerylab import append_event
+from shared.lesson_celery import append_event
 from shared.worker_events import record_task_runs
 from shared.hold_gate import Gate
 

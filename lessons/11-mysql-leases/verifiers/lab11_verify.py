@@ -54,9 +54,9 @@ from lab11_fixture import (HOLD_LIST, TERMINAL, Workers, claimed_token, events, 
 from lab11_interfaces import check_bad_input, check_http, check_renew, check_url
 
 from shared import handshake
-from shared.celerylab import LOG_DIR, WORK, redact, short
+from shared.lesson_celery import LOG_DIR, WORK, redact, short
 from shared.i18n import t
-from shared.labdb import job_row, sql, wait_status
+from shared.lesson_db import job_row, sql, wait_status
 from shared.proc import Process, WaitTimeout, run_python, wait_until
 from shared.tap import Check, run
 

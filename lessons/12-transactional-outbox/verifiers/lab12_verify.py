@@ -5,7 +5,7 @@
       port (a submitter that still sends fails), prints "ready for publisher: <id>" and leaves the same
       state; python publisher.py then sends both, and the worker receives each job only as its outbox
       event (task id == event id)
-12.2  Redis is stopped (shared.labctl, by PID): a submit still records job + event; python
+12.2  Redis is stopped (shared.servicectl, by PID): a submit still records job + event; python
       publisher.py fails and sent_at stays NULL.  Redis comes back; the claim is moved into the past
       (an UPDATE, never a wait); python publisher.py prints "published True" and the worker completes it
 12.3  skip-confirm drill: the confirm UPDATE of one event is made to fail (a kit trigger, after the
@@ -36,9 +36,9 @@ from pathlib import Path
 from uuid import uuid4
 
 from shared import handshake
-from shared.celerylab import LOG_DIR, WORK, read_events, redact, short
+from shared.lesson_celery import LOG_DIR, WORK, read_events, redact, short
 from shared.i18n import t
-from shared.labdb import (held_by_others, index_columns, job_row, kit_db, lock_waits, make_marks_table, one_line,
+from shared.lesson_db import (held_by_others, index_columns, job_row, kit_db, lock_waits, make_marks_table, one_line,
                           plan_of, remove_jobs, sql, trigger, wait_status)
 from shared.probe import Probe
 from shared.proc import WaitTimeout, free_port, run_python, wait_until
@@ -93,7 +93,7 @@ def expire_claims(job_id: str) -> int:
                            "WHERE job_id=%s AND sent_at IS NULL AND claim_until IS NOT NULL", (job_id,))
 
 
-# Kit triggers (faults) fire only for the rows marked in this kit-owned table (shared.labdb.trigger).
+# Kit triggers (faults) fire only for the rows marked in this kit-owned table (shared.lesson_db.trigger).
 MARKS = "lab12_kit_marks"
 
 
@@ -164,26 +164,26 @@ def wait_deliveries(job_id: str, n: int, seconds: float) -> list[dict]:
     return ended(job_id)
 
 
-# ---------------------------------------------------------------- Redis, stopped and started through labctl
+# ---------------------------------------------------------------- Redis, stopped and started through servicectl
 
 def redis_up() -> bool:
-    from shared import labctl
-    return labctl.redis_ok(labctl.ensure_credentials(), timeout=0.5)
+    from shared import servicectl
+    return servicectl.redis_ok(servicectl.ensure_credentials(), timeout=0.5)
 
 
 def stop_redis() -> str:
-    from shared import labctl
+    from shared import servicectl
     try:
-        how = labctl.stop_service("redis")
-    except labctl.ServiceError as exc:  # external mode: a Redis the learner runs is never stopped
+        how = servicectl.stop_service("redis")
+    except servicectl.ServiceError as exc:  # external mode: a Redis the learner runs is never stopped
         raise AssertionError(t("this item cannot be proved: {exc}", exc=exc)) from None
     wait_until(lambda: not redis_up(), 15, "Redis to stop answering", interval=0.1)
     return how
 
 
 def start_redis() -> None:
-    from shared import labctl
-    labctl.up(["redis"])
+    from shared import servicectl
+    servicectl.up(["redis"])
     wait_until(redis_up, 30, "Redis to answer again", interval=0.1)
 
 

@@ -12,7 +12,7 @@ from lab13_fixture import events, server_now
 
 from shared.figures import bar, lane, lanes, mark, steps
 from shared.i18n import t
-from shared.labdb import sql
+from shared.lesson_db import sql
 
 
 def admission_steps(since: datetime, limit: int) -> dict:

@@ -16,10 +16,10 @@ import sys
 from datetime import datetime
 from uuid import uuid4
 
-from shared.celerylab import LOG_DIR, WORK, read_events, redact, redis_client
+from shared.lesson_celery import LOG_DIR, WORK, read_events, redact, redis_client
 from shared.i18n import t
 from shared.probe import Probe
-from shared.labdb import job_row, kit_db, sql
+from shared.lesson_db import job_row, kit_db, sql
 from shared.proc import Process, WaitTimeout, free_port, run_python, wait_until
 
 EVENTS = LOG_DIR / "lab13-events.jsonl"
@@ -309,7 +309,7 @@ def wait_done(job_ids: list[str], seconds: float) -> dict[str, dict]:
 
 def queue_holding(event_id: str) -> str | None:
     """The Redis queue in which this event's message waits (LRANGE: nothing is consumed), if any."""
-    from shared.celerylab import queued_task_ids
+    from shared.lesson_celery import queued_task_ids
     return next((q for q in ("exports", *QUEUES) if event_id in queued_task_ids(q)), None)
 
 

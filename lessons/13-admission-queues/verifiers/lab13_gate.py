@@ -16,9 +16,9 @@ from uuid import uuid4
 from lab13_fixture import TOOLS, TRIGGER, active_count, add_filler, comma_list, reset
 
 from shared import handshake
-from shared.celerylab import LOG_DIR, WORK, redact, short
+from shared.lesson_celery import LOG_DIR, WORK, redact, short
 from shared.i18n import t
-from shared.labdb import db_settings, gate_lock_name, kit_db, lock_waits, make_marks_table, sql, trigger
+from shared.lesson_db import db_settings, gate_lock_name, kit_db, lock_waits, make_marks_table, sql, trigger
 from shared.proc import Process, WaitTimeout, wait_until
 
 LOCK_WAIT_TIMEOUT = 1205  # both servers: a gate waiter that ran out of innodb_lock_wait_timeout

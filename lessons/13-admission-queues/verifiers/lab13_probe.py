@@ -20,7 +20,7 @@ It is the learner's own app, settings and tasks, plus, in these processes only:
 import os
 
 
-from shared.celerylab import append_event
+from shared.lesson_celery import append_event
 from shared.worker_events import record_task_runs
 from shared.hold_gate import Gate
 

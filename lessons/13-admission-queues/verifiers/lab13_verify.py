@@ -79,10 +79,10 @@ from lab13_gate import (Producers, answer_after_waiting, assert_no_errors, burst
 from lab13_tools import WAIT_TIMEOUTS  # errors that end a wait by time, not by what the statement found
 
 from shared import handshake
-from shared.celerylab import WORK
+from shared.lesson_celery import WORK
 from shared.figures import attach
 from shared.i18n import t
-from shared.labdb import job_row
+from shared.lesson_db import job_row
 from shared.proc import WaitTimeout, run_python, wait_until
 from shared.tap import Check, run
 

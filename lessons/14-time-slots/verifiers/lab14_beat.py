@@ -14,9 +14,9 @@ import json
 import os
 import sys
 
-from shared.celerylab import LOG_DIR, READY_MARK, WORK, log_lines, read_events, redact, redis_client, short
+from shared.lesson_celery import LOG_DIR, READY_MARK, WORK, log_lines, read_events, redact, redis_client, short
 from shared.i18n import t
-from shared.labdb import job_row, sql
+from shared.lesson_db import job_row, sql
 from shared.proc import Process, WaitTimeout, run_python, wait_until
 
 EVENTS = LOG_DIR / "lab14-events.jsonl"

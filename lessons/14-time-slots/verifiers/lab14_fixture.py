@@ -16,10 +16,10 @@ import re
 import sys
 from uuid import uuid4
 
-from shared.celerylab import LOG_DIR, WORK, redact, short
+from shared.lesson_celery import LOG_DIR, WORK, redact, short
 from shared.i18n import t
-from shared import labdb
-from shared.labdb import db_settings, kit_db, sql
+from shared import lesson_db
+from shared.lesson_db import db_settings, kit_db, sql
 from shared.probe import Probe
 from shared.proc import Process
 
@@ -65,7 +65,7 @@ def first_product() -> int:
 
 def remove_jobs(ids) -> None:
     """The kit's cleanup: the rows a check created (slots, events, jobs), in foreign-key order."""
-    labdb.remove_jobs(ids, tables=("export_schedule_slots", "export_outbox"))
+    lesson_db.remove_jobs(ids, tables=("export_schedule_slots", "export_outbox"))
 
 
 @contextlib.contextmanager

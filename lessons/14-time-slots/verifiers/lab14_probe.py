@@ -14,7 +14,7 @@ app, settings and tasks, plus two kit additions in those processes only:
 import os
 
 
-from shared.celerylab import append_event
+from shared.lesson_celery import append_event
 from shared.worker_events import record_task_runs
 
 EVENTS = os.path.join(os.environ.get("TASKLAB_LOG_DIR") or ".", "lab14-events.jsonl")

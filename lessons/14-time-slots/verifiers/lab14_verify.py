@@ -54,9 +54,9 @@ from lab14_fixture import (UTC, admission_limit, at_capacity, celery_app, counts
                            waiting_at_gate, zone_run)
 
 from shared import handshake
-from shared.celerylab import LOG_DIR, WORK, log_lines, redact, short
+from shared.lesson_celery import LOG_DIR, WORK, log_lines, redact, short
 from shared.i18n import t
-from shared.labdb import job_row, kit_db, sql
+from shared.lesson_db import job_row, kit_db, sql
 from shared.proc import Process, WaitTimeout, run_python, wait_until
 from shared.tap import Check, run
 

@@ -19,9 +19,9 @@ from lab15_fixture import (TERMINAL, UUID_RE, celery_app, hold, make_due, parked
                            run_script, same_rows, scan, send, server_now, shown, store, task_end, token_of, unsent,
                            wait_end, wait_hold)
 
-from shared.celerylab import DeclaredWorker, children_of, short, start_worker
+from shared.lesson_celery import DeclaredWorker, children_of, short, start_worker
 from shared.i18n import t
-from shared.labdb import (held_by_others, job_row, lock_waits, make_marks_table, one_line, plan_of, sql, trigger,
+from shared.lesson_db import (held_by_others, job_row, lock_waits, make_marks_table, one_line, plan_of, sql, trigger,
                           wait_status)
 from shared.proc import WaitTimeout, wait_until
 

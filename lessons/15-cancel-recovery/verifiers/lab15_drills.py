@@ -13,9 +13,9 @@ from uuid import uuid4
 import pymysql
 
 from shared import handshake
-from shared.celerylab import LOG_DIR, DeclaredWorker
+from shared.lesson_celery import LOG_DIR, DeclaredWorker
 from shared.i18n import t
-from shared.labdb import index_columns, kit_db, sql
+from shared.lesson_db import index_columns, kit_db, sql
 
 
 # ---------------------------------------------------------------- times moved back, overdue jobs

@@ -12,7 +12,7 @@ import time
 
 from lab15_fixture import events
 
-from shared.celerylab import short
+from shared.lesson_celery import short
 from shared.figures import bar, lane, lanes, mark
 from shared.i18n import t
 

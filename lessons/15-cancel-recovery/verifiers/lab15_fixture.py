@@ -16,10 +16,10 @@ from uuid import uuid4
 
 import pymysql
 
-from shared.celerylab import LOG_DIR, WORK, read_events, redact, short
+from shared.lesson_celery import LOG_DIR, WORK, read_events, redact, short
 from shared.i18n import t
-from shared import labdb
-from shared.labdb import job_row, kit_db, sql, wait_status
+from shared import lesson_db
+from shared.lesson_db import job_row, kit_db, sql, wait_status
 from shared.probe import Probe
 from shared.proc import WaitTimeout, run_python, wait_until
 
@@ -110,7 +110,7 @@ def retire(job_ids: list[str]) -> None:
 
 def remove_jobs(jobs) -> None:
     """The kit's cleanup: the rows a check created (events, dead letters, jobs), in foreign-key order."""
-    labdb.remove_jobs(jobs, tables=("export_outbox", "export_dead_letters"))
+    lesson_db.remove_jobs(jobs, tables=("export_outbox", "export_dead_letters"))
 
 
 @contextlib.contextmanager

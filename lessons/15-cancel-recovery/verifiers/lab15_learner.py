@@ -24,7 +24,7 @@ def publish_after_takeover(event_id: str):
     sent.  publish_one's return value; claim_event is put back afterwards."""
     import publisher
 
-    from shared.labdb import sql
+    from shared.lesson_db import sql
     real_claim = publisher.claim_event
 
     def claim_then_lose():

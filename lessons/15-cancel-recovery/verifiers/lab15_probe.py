@@ -20,7 +20,7 @@ wrapper returns exactly what the learner's claim returned.  Nothing else is chan
 import os
 
 
-from shared.celerylab import append_event
+from shared.lesson_celery import append_event
 from shared.worker_events import record_task_runs
 from shared.hold_gate import Gate
 

@@ -68,7 +68,7 @@ def publish(folder: str, name: str) -> None:
 def fast_forward() -> None:
     import state_store
 
-    from shared.labdb import kit_db
+    from shared.lesson_db import kit_db
     created, skipped = [], [0.0]
     real_submit, real_sleep = state_store.submit_snapshot, time.sleep
 

@@ -65,10 +65,10 @@ from lab15_fixture import (UUID_RE, cancel, celery_app, dead_letter, events, exp
                            scan, seconds_between, send, server_now, shown, store, task_end, token_of, unsent, wait_end,
                            wait_hold)
 
-from shared.celerylab import LOG_DIR, DeclaredWorker, children_of, pid_running, short
+from shared.lesson_celery import LOG_DIR, DeclaredWorker, children_of, pid_running, short
 from shared.figures import attach
 from shared.i18n import t
-from shared.labdb import job_row, kit_db, sql
+from shared.lesson_db import job_row, kit_db, sql
 from shared.proc import WaitTimeout, wait_until
 from shared.tap import Check, run
 

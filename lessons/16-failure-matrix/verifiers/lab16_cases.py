@@ -22,9 +22,9 @@ from lab16_fixture import (FAIL_LIST, HOLD_LIST, active_jobs, artifact_evidence,
 from lab16_record import empty_row, now_iso
 from lab16_row import Row
 
-from shared.celerylab import redact
+from shared.lesson_celery import redact
 from shared.i18n import t
-from shared.labdb import job_row, sql
+from shared.lesson_db import job_row, sql
 
 
 # ================================================================ the catalogue

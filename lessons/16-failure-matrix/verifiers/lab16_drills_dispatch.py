@@ -22,9 +22,9 @@ from lab16_fixture import (QUEUES, active_jobs, ask, counts, delivery_log, ended
                            pending_of, seconds_until)
 from lab16_row import QUEUED_BUDGET, Row, age_until_requeued, settle
 
-from shared.celerylab import WORK, redact, short
+from shared.lesson_celery import WORK, redact, short
 from shared.i18n import t
-from shared.labdb import job_row, kept_db, remove_jobs, sql
+from shared.lesson_db import job_row, kept_db, remove_jobs, sql
 
 
 def capacity_limit() -> int:

@@ -24,9 +24,9 @@ from lab16_publishing import CACHE_PUBLISHER, publishing
 from lab16_row import LEASE_BUDGET, Row, await_hold, scan_until, settle
 
 from shared import handshake
-from shared.celerylab import WORK, pid_running, redact, setting, short
+from shared.lesson_celery import WORK, pid_running, redact, setting, short
 from shared.i18n import t
-from shared.labdb import job_row, sql
+from shared.lesson_db import job_row, sql
 from shared.proc import free_port, run_python, wait_until
 
 

@@ -24,9 +24,9 @@ from lab16_cases import CASE_IDS
 from lab16_fixture import artifact_evidence, deliveries, transitions_of
 from lab16_record import STATUSES, rows_of
 
-from shared.celerylab import WORK, short
+from shared.lesson_celery import WORK, short
 from shared.i18n import t
-from shared.labdb import job_row
+from shared.lesson_db import job_row
 
 LEARNER_RECORD = WORK / "verification-record.json"
 

@@ -39,7 +39,7 @@ from lab16_fixture import Lab
 from lab16_record import RECORD, build_record, write_record
 from lab16_row import LEASE_BUDGET, MAX_REDISPATCHES, QUEUED_BUDGET, SCAN_PERIOD
 
-from shared.celerylab import short
+from shared.lesson_celery import short
 
 
 class Matrix:

@@ -6,7 +6,7 @@ kit's view of what happened.
   row's publisher (lab16_cache_publisher, a file handshake), and the learner's state_store, publisher
   and recovery, reached through the judge's probe (shared/probe.py; lab16_learner.py runs there): no
   learner module is ever imported into this process.  Every process is owned and stopped by its PID.
-- The database as the kit reads it (shared.labdb): jobs, outbox events, dead letters, and the job's
+- The database as the kit reads it (shared.lesson_db): jobs, outbox events, dead letters, and the job's
   committed state changes, which a kit trigger writes into lab16_kit_transitions inside the very
   transaction that makes them — facts in commit order, not a poll's guess.
 - The worker as the kit sees it: lab16_probe's start/end events per delivery, with how each ended
@@ -28,9 +28,9 @@ from pathlib import Path
 from lab16_publishing import CACHE_PUBLISHER, publishing
 
 from shared import handshake
-from shared.celerylab import LOG_DIR, WORK, pid_running, read_events, redact, setting, short
+from shared.lesson_celery import LOG_DIR, WORK, pid_running, read_events, redact, setting, short
 from shared.i18n import t
-from shared.labdb import close_kit_connection, job_row, kept_db, make_marks_table, sql, trigger
+from shared.lesson_db import close_kit_connection, job_row, kept_db, make_marks_table, sql, trigger
 from shared.probe import LearnerRaised, Probe
 from shared.proc import Process, WaitTimeout, free_port, port_open, wait_until
 
@@ -559,7 +559,7 @@ class Lab:
             assert time.monotonic() < deadline, t("events keep coming due; cannot drain")
 
     def wait_status(self, job_id: str, wanted, seconds: float = 60) -> dict:
-        from shared.labdb import wait_status
+        from shared.lesson_db import wait_status
         return wait_status(job_id, (wanted,) if isinstance(wanted, str) else tuple(wanted), seconds)
 
     def wait_ended(self, job_id: str, n: int, seconds: float = 60) -> list[dict]:

@@ -15,9 +15,9 @@ from uuid import uuid4
 
 import pymysql
 
-from shared.celerylab import WORK
+from shared.lesson_celery import WORK
 from shared.i18n import t
-from shared.labdb import db_settings
+from shared.lesson_db import db_settings
 
 SCHEMAS = ("schema_jobs.sql", "schema_outbox.sql", "schema_capacity.sql", "schema_schedule.sql", "schema_recovery.sql")
 
@@ -54,7 +54,7 @@ def scratch_schema():
 
 def load_schemas(cur) -> None:
     """The folder's schema files, in lesson order: every statement but the SELECTs and SHOWs."""
-    from shared.labctl import split_sql
+    from shared.servicectl import split_sql
     for name in SCHEMAS:
         if (WORK / name).is_file():
             for statement in split_sql((WORK / name).read_text(encoding="utf-8")):

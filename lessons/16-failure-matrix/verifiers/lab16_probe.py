@@ -30,7 +30,7 @@ import time
 
 import pymysql
 
-from shared.celerylab import append_event
+from shared.lesson_celery import append_event
 from shared.worker_events import record_task_runs
 from shared.hold_gate import Gate, read_list
 

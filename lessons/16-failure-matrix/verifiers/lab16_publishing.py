@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 
-from shared.celerylab import LOG_DIR
+from shared.lesson_celery import LOG_DIR
 
 CACHE_PUBLISHER = "cache-publisher"  # the result-cache row's publisher, in shared.handshake's folder
 

@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from uuid import UUID
 
-from shared.celerylab import LOG_DIR
+from shared.lesson_celery import LOG_DIR
 from shared.i18n import t
 
 RECORD = LOG_DIR / "verification-record.json"

@@ -25,9 +25,9 @@ from lab16_fixture import (advance, delivery_log, describe_end, events_of, holds
                            pending_of, transitions_of)
 from lab16_record import now_iso
 
-from shared.celerylab import pid_running, short
+from shared.lesson_celery import pid_running, short
 from shared.i18n import t
-from shared.labdb import job_row, sql
+from shared.lesson_db import job_row, sql
 from shared.proc import WaitTimeout, wait_until
 
 SCAN_PERIOD = 0.5      # how often the kit's recovery loop runs recover_batch

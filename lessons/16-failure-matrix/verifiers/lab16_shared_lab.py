@@ -16,7 +16,7 @@ from lab16_evidence import claimed_cases
 from lab16_figure import matrix_table
 from lab16_fixture import Lab
 
-from shared.celerylab import redact, short
+from shared.lesson_celery import redact, short
 from shared.figures import attach
 from shared.i18n import t
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 import json
 from uuid import uuid4
 
-from shared.celerylab import WORK, redact
+from shared.lesson_celery import WORK, redact
 from shared.i18n import t
-from shared.labdb import sql
+from shared.lesson_db import sql
 from shared.proc import run_python
 
 

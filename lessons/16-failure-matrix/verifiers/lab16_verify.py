@@ -64,9 +64,9 @@ from lab16_shared_lab import Shared, describe, require_pass, run_rows
 from lab16_terminal import run_terminal, terminal_cases
 from lab16_worker_log import log_leaks, phase_lines, worker_logs
 
-from shared.celerylab import WORK, short
+from shared.lesson_celery import WORK, short
 from shared.i18n import t
-from shared.labdb import job_row, sql
+from shared.lesson_db import job_row, sql
 from shared.proc import wait_until
 from shared.tap import Check, run
 
@@ -366,7 +366,7 @@ def check_phase_logs(c) -> None:
 # ---------------------------------------------------------------- 16.7
 
 def check_monitor(c) -> None:
-    from shared.labctl import split_sql
+    from shared.servicectl import split_sql
     path = WORK / "monitor_exports.sql"
     assert path.is_file(), t("the folder has no monitor_exports.sql")
     statements = split_sql(path.read_text(encoding="utf-8"))

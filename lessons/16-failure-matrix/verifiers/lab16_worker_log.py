@@ -12,7 +12,7 @@ import re
 
 from lab16_fixture import Lab
 
-from shared.celerylab import env_file_values, redact, secrets_in
+from shared.lesson_celery import env_file_values, redact, secrets_in
 from shared.i18n import t
 
 DESCRIPTION = re.compile(r"sample product \d+ for export drills")  # the lab's products' descriptions

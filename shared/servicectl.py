@@ -1,7 +1,7 @@
 """Start, check and stop the lab's Redis and MySQL-compatible servers, one start at a time, and hold them
 while a lesson runs (the services lock).
 
-    python -m shared.labctl up|down|status|reset|compose [--check]
+    python -m shared.servicectl up|down|status|reset|compose [--check]
 
 Modes (LAB_SERVICES=docker|native|external, else auto-detected: shared/services.py mode):
   docker    docker/compose.yaml (shared/services_docker.py)
@@ -202,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
         elif command == "compose":
             return write_compose(check="--check" in argv)
         else:
-            print("usage: python -m shared.labctl up|down|status|reset|compose [--check]", file=sys.stderr)
+            print("usage: python -m shared.servicectl up|down|status|reset|compose [--check]", file=sys.stderr)
             return 2
     except ServiceError as exc:
         print(t("error: ") + str(exc), file=sys.stderr)

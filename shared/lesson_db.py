@@ -15,7 +15,7 @@ import re
 import threading
 from urllib.parse import unquote, urlsplit
 
-from shared.celerylab import setting, short
+from shared.lesson_celery import setting, short
 from shared.i18n import t
 from shared.proc import WaitTimeout, wait_until
 
