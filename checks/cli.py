@@ -86,18 +86,18 @@ def cmd_check(args) -> int:
         lessons = [chosen]
     args.lessons, args.lab = lessons, str(lab)
     if args.repeat is not None:
-        return _repeat_series(args, lab)
+        return _repeat_series(args, lab, data)
     if args.burn is not None or args.parallel is not None or args.seed is not None:
         raise UsageError(t("BURN, PARALLEL and SEED go with REPEAT=N (make check REPEAT=20 BURN=2)"))
     return cmd_run(args)
 
 
-def _repeat_series(args, lab: Path) -> int:
+def _repeat_series(args, lab: Path, data: dict) -> int:
     """make check REPEAT=N: the learner's folder N times under load; which checks pass only by chance."""
     from checks import repeat
     if args.report or args.junit or args.html:
         raise UsageError(t("REPORT, JUNIT and HTML are for one run; a series writes its own table (REPEAT=N)"))
-    lesson_ids = [l["id"] for l in select(load(), args.lessons, allow_planned=False)]
+    lesson_ids = [l["id"] for l in select(data, args.lessons, allow_planned=False)]
     out = STATE_DIR / "repeat" / "-".join(lesson_ids)
     try:
         series, rows = repeat.repeat(lesson_ids, args.repeat, args.parallel or 2, args.burn or 0, out, lab=lab,

@@ -232,6 +232,6 @@ def print_table(students: list[Student]) -> None:
     for s in students:
         m = report.marks([c for r in s.results for c in r.checks])
         flag = t("  tampering suspected") if any(c.tampered for r in s.results for c in r.checks) else ""
-        flaky = [f"{c.id} {c.runs[0]}/{c.runs[1]}" for r in s.results for c in r.checks if c.runs and 0 < c.runs[0] < c.runs[1]]
+        flaky = report.flaky_checks(report.to_dict(s.results, s.name)["tests"])
         flag += t("  flaky: {checks}", checks=", ".join(flaky)) if flaky else ""
         print(f"{s.name:<20} {m['score']:>3}/{m['max_score']:<5} {status_of(s):<7} +{m['bonus']}{flag}")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from checks import timelines
 from checks.html_page import MARKS, esc, page, pick, resolve_lang, words
-from checks.report import count_tests, count_text
+from checks.report import count_tests, count_text, is_flaky
 from checks.results import NOT_PASSED
 from shared.i18n import t_in
 
@@ -49,8 +49,7 @@ def render_check(test: dict, lang: str, reference: dict | None = None, learner: 
         badges += f'<span class="badge warn">{esc(w["tampering"])}</span>'
     runs = test.get("runs")
     if runs and runs["tried"] > 1:
-        flaky = 0 < runs["passed"] < runs["tried"]
-        badges += (f'<span class="badge{" warn" if flaky else ""}">'
+        badges += (f'<span class="badge{" warn" if is_flaky(test) else ""}">'
                    f'{esc(t_in(lang, "passed {passed}/{tried} runs", passed=runs["passed"], tried=runs["tried"]))}</span>')
     parts = [f'<li class="check st-{esc(status)}" data-status="{esc(status)}">'
              f'<span class="mark" title="{esc(w.get(status, status))}">{MARKS.get(status, "?")}</span> '

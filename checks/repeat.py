@@ -29,16 +29,13 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from checks.results import NOT_REACHED, PASS, SKIPPED, SUPERSEDED
+from checks.results import NO_VERDICT, PASS
 from shared.i18n import t
 from shared.proc import Process
 
 FIRST_SLOT = 1    # slot 0 is the learner's own kit servers; runs take 1..K
 MAX_PARALLEL = 7  # each run side by side takes an isolation slot
 STOP_GRACE = 20.0  # seconds a stopped run has to end its boxes and servers before its group is killed
-
-
-NO_VERDICT = (SKIPPED, SUPERSEDED, NOT_REACHED)  # not tried in that run: neither a pass nor a failure
 
 
 def failed(test: dict) -> bool:
@@ -197,7 +194,10 @@ class Runner:
                 proc.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 _signal_group(proc, signal.SIGKILL)  # its leader still runs, so the group id is still its own
-                proc.wait()
+                try:
+                    proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    pass  # unkillable (stuck in the kernel): its worker thread's join is bounded too
 
     def go(self) -> Series:
         series = self.series

@@ -78,11 +78,16 @@ def count_text(n: dict, lang: str | None = None, regressions: bool = True) -> st
     return text
 
 
+def is_flaky(test: dict) -> bool:
+    """Graded N times (grade --repeat), it passed some runs and failed others."""
+    runs = test.get("runs")
+    return bool(runs) and 0 < runs["passed"] < runs["tried"]
+
+
 def flaky_checks(tests: list[dict]) -> list[str]:
-    """`04.1 13/20` for each check of a report graded N times (grade --repeat) that passed some runs and
-    failed others: it earned no points, and the pass rate says it was luck, not a steady mistake."""
-    return [f'{test["id"]} {test["runs"]["passed"]}/{test["runs"]["tried"]}' for test in tests
-            if test.get("runs") and 0 < test["runs"]["passed"] < test["runs"]["tried"]]
+    """`04.1 13/20` for each flaky check of a report: it earned no points, and the pass rate says it was
+    luck, not a steady mistake."""
+    return [f'{test["id"]} {test["runs"]["passed"]}/{test["runs"]["tried"]}' for test in tests if is_flaky(test)]
 
 
 def to_dict(lessons: list[LessonResult], source: str, error: str | None = None) -> dict:

@@ -14,6 +14,7 @@ PASS, FAIL, ERROR, TIMEOUT, SKIPPED = "pass", "fail", "error", "timeout", "skipp
 SUPERSEDED = "superseded"  # a later lesson the folder has reached replaced this check's subject: not counted
 NOT_REACHED = "not_reached"  # the folder has not got to this lesson yet (none of its new files): not run
 NOT_PASSED = (FAIL, ERROR, TIMEOUT)
+NO_VERDICT = (SKIPPED, SUPERSEDED, NOT_REACHED)  # not tried in that run: neither a pass nor a failure
 
 
 @dataclass
@@ -138,7 +139,7 @@ def combine(series: list[list[LessonResult]]) -> list[LessonResult]:
         for position, check in enumerate(lesson.checks):
             seen = [run.checks[position] for run in runs if position < len(run.checks)
                     and run.checks[position].id == check.id]
-            tried = [c for c in seen if c.status == PASS or c.status in NOT_PASSED]
+            tried = [c for c in seen if c.status not in NO_VERDICT]
             passed = sum(c.status == PASS for c in tried)
             chosen = next((c for c in tried if c.status != PASS), check)
             chosen.runs = (passed, len(tried)) if tried else None
