@@ -6,6 +6,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 from shared import handshake
 from shared.lesson_celery import read_events, short
 from shared.credentials import read_env_file
@@ -191,3 +193,32 @@ def test_location_target_follows_only_this_server():
     assert location_target(answer("http://elsewhere/exports/1")) is None
     assert location_target(answer("/exports/1?x=1")) is None
     assert location_target(answer(None)) is None
+
+
+def test_probe_report_travels_whole_in_its_own_file_and_is_read_as_data(tmp_path, monkeypatch):
+    from shared import probe_report
+    path = probe_report.fresh_path(tmp_path / "logs", "probe-normal")
+    # The probe's stdout is shared with the learner's code and its workers; the report is not on it.
+    program = "import sys; sys.stderr.write('  File x, line 1, in map\\n    '); " \
+              "from shared import probe_report; probe_report.write({'rows': [1, 2], 'when': object()})"
+    subprocess.run([sys.executable, "-c", program], cwd=KIT_ROOT, check=True, timeout=60,
+                   env={**os.environ, probe_report.REPORT_ENV: str(path)}, stderr=subprocess.DEVNULL)
+    report = probe_report.read(path)
+    assert report["rows"] == [1, 2] and report["when"].startswith("<object")
+    assert not path.with_name(path.name + ".partial").exists()
+    assert probe_report.fresh_path(tmp_path / "logs", "probe-normal") == path and not path.exists()  # a rerun starts empty
+
+    assert probe_report.read(path) is None  # no report: the judge says the probe gave none
+    path.write_text("[1, 2]")
+    assert probe_report.read(path) is None  # not an object
+    path.write_bytes(b"{" + b" " * probe_report.REPORT_LIMIT + b"}")
+    assert probe_report.read(path) is None  # too big to be a report
+    secret = tmp_path / "secret.json"
+    secret.write_text('{"passed": true}')
+    path.unlink()
+    path.symlink_to(secret)
+    assert probe_report.read(path) is None  # a link planted in the learner's folder is not followed
+
+    monkeypatch.delenv(probe_report.REPORT_ENV, raising=False)
+    with pytest.raises(SystemExit):
+        probe_report.write({})

@@ -5,9 +5,9 @@ checks 02.1–02.5.  The judge (lab02_verify.py) starts one per scenario:
 
 It runs bounded_async.main() once -- normal, with a SHORT_BUDGET budget, or with a ValueError on item 3
 (only the budget run has a deadline; the learner's own budget is recorded, not used, so no machine is too
-slow for the others) -- and prints one PROBE_MARK line of JSON: what it saw.  Observations, never
+slow for the others) -- and writes one JSON report (shared/probe_report.py): what it saw.  Observations, never
 verdicts: the judge decides and says everything.  A module of its own, so that the child never loads the
-judge; the judge imports only PROBE_MARK and SHORT_BUDGET from here, never the code that loads the learner's.
+judge; the judge imports only SHORT_BUDGET from here, never the code that loads the learner's.
 
 Inside the child only things the learner's code looks up at call time are wrapped:
 
@@ -41,11 +41,9 @@ which task, how each task ended and when the budget was due: 02.2, 02.3 and 02.4
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
-PROBE_MARK = "@@probe "  # the line the report is on
 SHORT_BUDGET = 0.15  # the timeout scenario's budget, in seconds
 
 
@@ -322,6 +320,5 @@ def describe(exc: BaseException) -> dict:
 
 
 if __name__ == "__main__":
-    result = run_probe(sys.argv[1])
-    sys.stdout.write(PROBE_MARK + json.dumps(result, default=str) + "\n")
-    sys.stdout.flush()
+    from shared import probe_report
+    probe_report.write(run_probe(sys.argv[1]), default=str)

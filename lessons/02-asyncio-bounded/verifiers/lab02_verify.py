@@ -12,7 +12,7 @@ Its timeline (when each read ran, in which task, how each task ended) is only fo
 02.3 and 02.4, never judged.  lab02_probe.py says how each fact is seen.
 
 This file is the judge and runs none of the learner's code; the probe is a module of its own, so the
-child never loads the judge (the judge imports only the probe's PROBE_MARK and SHORT_BUDGET).
+child never loads the judge (the judge imports only the probe's SHORT_BUDGET).
 
 02.6–02.10 are the kit's extension (the asyncio note, not the course's exercise): lab02_note.py runs each
 script and records what asyncio really did -- budgets that expired, tasks cancelled, who printed what.
@@ -21,9 +21,11 @@ script and records what asyncio really did -- budgets that expired, tasks cancel
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
-from lab02_probe import PROBE_MARK, SHORT_BUDGET  # constants only: the probe's code runs in its child
+from lab02_probe import SHORT_BUDGET  # a constant only: the probe's code runs in its child
+from shared import probe_report
 from shared.figures import attach, bar, lane, lanes, mark, steps
 from shared.i18n import t
 from shared.proc import run_python
@@ -58,13 +60,15 @@ def probe(kind: str) -> dict:
     if kind not in _probes:
         import subprocess
         try:
-            done = run_python(["lab02_probe.py", kind], cwd=HERE, timeout=PROBE_TIMEOUT)
+            path = probe_report.fresh_path(HERE / ".lab-logs" / "02", f"probe-{kind}")
+            done = run_python(["lab02_probe.py", kind], cwd=HERE, timeout=PROBE_TIMEOUT,
+                              env={**os.environ, probe_report.REPORT_ENV: str(path)})
         except subprocess.TimeoutExpired:
             _probes[kind] = {"hung": True}
         else:
-            found = [line for line in done.stdout.splitlines() if line.startswith(PROBE_MARK)]
-            if found:
-                _probes[kind] = json.loads(found[-1][len(PROBE_MARK):])
+            found = probe_report.read(path)
+            if found is not None:
+                _probes[kind] = found
             else:
                 _probes[kind] = {"error": f"probe exited {done.returncode}:\n{done.stdout[-1500:]}"}
     report = _probes[kind]

@@ -4,8 +4,8 @@ lesson 06's scenarios.  The judge (lab06_verify.py) starts one fresh interpreter
     python -c 'import lab06_probe as p; p.probe()' MODE ARGS...     (cwd: the work folder)
 
 It swaps in a recording ProcessPoolExecutor subclass and a recording score_text, runs the learner's
-script or main() with real spawned workers, and prints one MARK line of JSON: what was built, sent and
-handed back, and when.  Observations, never verdicts: the judge decides and says everything.
+script or main() with real spawned workers, and writes one JSON report (shared/probe_report.py): what
+was built, sent and handed back, and when.  Observations, never verdicts: the judge decides and says everything.
 
 A module of its own (not the verifier file) so that the probe and its spawned workers never load the
 judge.  The pool_* targets live at module level here: a spawned worker unpickles them by module + name
@@ -24,7 +24,6 @@ import time
 from pathlib import Path
 
 LOGS = Path.cwd() / ".lab-logs" / "06"
-MARK = "LAB06-RESULT "  # the report's line; the judge imports this constant, nothing else
 
 _REC: dict = {}
 
@@ -340,4 +339,5 @@ def probe() -> None:
         raise SystemExit(f"unknown probe mode {mode!r}")
     report["children_after"] = len(multiprocessing.active_children())
     sys.stdout = sys.__stdout__
-    print(MARK + json.dumps(report, default=repr), flush=True)
+    from shared import probe_report
+    probe_report.write(report)

@@ -21,7 +21,7 @@
 
 How: each scenario runs in a fresh interpreter (a "probe") that imports lab06_probe.py,
 swaps in a recording ProcessPoolExecutor subclass and a recording score_text, runs the
-learner's script or main(), and prints one JSON line.  Workers stay real spawned
+learner's script or main(), and writes one JSON report (shared/probe_report.py).  Workers stay real spawned
 processes; for the fault drills the pool's target is swapped for a top-level function
 of lab06_probe.py (a spawned worker can import it, as it imports cpu_work).  Timings are
 printed and compared only with the learner's own timers -- never against a speed.
@@ -31,18 +31,17 @@ the serial-versus-pool timeline figures of 06.3 and 06.6 (pictures, never part o
 Probe logs go to .lab-logs/06/ in the working directory.
 
 This file is the judge: the probe's code lives in a module of its own, so neither the probe nor
-its workers load the judge, and the judge runs none of the learner's code (it imports only MARK).
+its workers load the judge, and the judge runs none of the learner's code (it imports nothing from the probe).
 """
 
 from __future__ import annotations
 
 import ast
-import json
 import re
 import sys
 from pathlib import Path
 
-from lab06_probe import MARK  # the line the probe's report is on (only this: the judge runs no probe code)
+from shared import probe_report
 from shared.figures import attach, bar, lane, lanes, mark
 from shared.i18n import t
 from shared.tap import Check, run as run_checks  # `run` names a probe run here
@@ -73,13 +72,15 @@ def checks() -> list[Check]:
     ]
 
 
-def _run(argv: list[str], log_name: str, timeout: float) -> tuple[int, list[str]]:
+def _run(argv: list[str], log_name: str, timeout: float, env: dict | None = None) -> tuple[int, list[str]]:
     """Run a process we own (its own session: pool workers included) with a bounded wait."""
+    import os
+
     from shared.proc import Process, WaitTimeout, wait_until
 
     log = LOGS / log_name
     log.unlink(missing_ok=True)
-    proc = Process(argv, cwd=WORK, log_path=log)
+    proc = Process(argv, cwd=WORK, log_path=log, env={**os.environ, **env} if env else None)
     try:
         wait_until(lambda: not proc.alive(), timeout, f"{log_name} to finish")
     except WaitTimeout:
@@ -99,14 +100,15 @@ class Probes:
 
     def get(self, *args: str, timeout: float = PROBE_BOUND) -> dict:
         if args not in self.cache:
-            name = "probe-" + "-".join(a.replace(".py", "") for a in args) + ".log"
-            code, lines = _run([sys.executable, "-c", PROBE, *args], name, timeout)
-            found = [line for line in lines if line.startswith(MARK)]
-            if not found:
+            name = "probe-" + "-".join(a.replace(".py", "") for a in args)
+            path = probe_report.fresh_path(LOGS, name)
+            code, lines = _run([sys.executable, "-c", PROBE, *args], name + ".log", timeout,
+                               env={probe_report.REPORT_ENV: str(path)})
+            report = probe_report.read(path)
+            if report is None:
                 self.cache[args] = {"broken": True, "exit": code, "output": lines[-12:]}
             else:
-                report = json.loads(found[-1][len(MARK):])
-                report["output"] = [line for line in lines if not line.startswith(MARK)]
+                report["output"] = lines  # what the script and its workers printed
                 self.cache[args] = report
         report = self.cache[args]
         if report.get("broken"):
