@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 from importlib import metadata
+from pathlib import Path
 
 from shared.i18n import t
 from shared.manifest import KIT_ROOT
@@ -58,17 +59,19 @@ def check_packages():
     return OK, t("all {n_pins} pinned packages installed", n_pins=len(_pins())), None
 
 
-def check_wsl():
-    try:
-        with open("/proc/version", encoding="utf-8") as f:
-            is_wsl = "microsoft" in f.read().lower()
-    except OSError:
-        is_wsl = False
-    if not is_wsl:
+def check_wsl(proc_version: str | None = None, kit_root: Path = KIT_ROOT):
+    """proc_version: the text of /proc/version (read here when not given)."""
+    if proc_version is None:
+        try:
+            with open("/proc/version", encoding="utf-8") as f:
+                proc_version = f.read()
+        except OSError:
+            proc_version = ""
+    if "microsoft" not in proc_version.lower():
         return OK, t("not WSL"), None
-    if re.match(r"^/mnt/[a-z]/", str(KIT_ROOT)):
+    if re.match(r"^/mnt/[a-z]/", str(kit_root)):
         return WARN, t("the kit lives on a Windows drive ({kit_root}): slow file watching and processes",
-                       kit_root=KIT_ROOT), \
+                       kit_root=kit_root), \
             t("clone it again inside Linux: cd ~ && git clone <kit-url>")
     return OK, t("WSL, kit on the Linux file system"), None
 
@@ -122,14 +125,17 @@ def _next_lesson_needs_services() -> bool:
     return lesson is None or bool(lesson.get("services"))
 
 
-def check_ports():
+def check_ports(ports: dict[str, int] = SERVICE_PORTS, lesson_needs_services: bool | None = None):
+    """Are the services' ports free or held by the kit's own servers?  lesson_needs_services: does the
+    learner's current lesson need Redis and MySQL (worked out here when not given)."""
     from shared import servicectl
     with servicectl.starting():  # never look half-way through a start
-        taken = [f"{port} ({name})" for name, port in SERVICE_PORTS.items()
-                 if not _port_free(port) and not _ours(name)]
+        taken = [f"{port} ({name})" for name, port in ports.items() if not _port_free(port) and not _ours(name)]
     if taken:
         # Only lessons 08–16 need these ports: for a learner still on 01–07 it is a warning, not a blocker.
-        level = BAD if _next_lesson_needs_services() else WARN
+        if lesson_needs_services is None:
+            lesson_needs_services = _next_lesson_needs_services()
+        level = BAD if lesson_needs_services else WARN
         return level, t("ports held by another program: {taken} (lessons 08–16 need them)", taken=', '.join(taken)), \
             t("find the holder: ss -ltnp | grep -E ':(6384|3307) ', stop it, retry")
     return OK, t("ports 6384/3307 free or ours"), None
