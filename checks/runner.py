@@ -227,15 +227,15 @@ def run_checks(lesson: dict, workdir: Path, log_dir: Path, checks: list[dict], b
 
 def _hanging_imports(lesson: dict, workdir: Path, log_dir: Path, limit: float, staged: Path | None) -> list[str]:
     """The lesson's modules in the folder whose import alone outlasts a check's whole `limit`
-    (checks/import_probe.py, in a box of its own).  Its answer is read back as data: capped, no link
+    (checks/hung_imports.py, in a box of its own).  Its answer is read back as data: capped, no link
     followed, and only names of the lesson's own modules are believed."""
     folder = staged or workdir
     names = [n[:-3] for n in lesson.get("files", []) if n.endswith(".py") and (folder / n).is_file()]
     if not names:
         return []
-    out = log_dir / "import-probe.json"
-    probe = str(Path(__file__).resolve().parent / "import_probe.py")
-    run_script(dict(lesson, services=[]), workdir, log_dir, [probe, str(out), f"{limit:g}", *names], staged=staged)
+    out = log_dir / "hung-imports.json"
+    script = str(Path(__file__).resolve().parent / "hung_imports.py")
+    run_script(dict(lesson, services=[]), workdir, log_dir, [script, str(out), f"{limit:g}", *names], staged=staged)
     try:
         hung = json.loads(boxfiles.read(out, 64 * 1024))["hung"]
         return [name for name in hung if name in names]

@@ -138,14 +138,14 @@ def test_at_runs_no_filter_and_follows_no_gitdir_of_the_learner(tmp_path):
 
 @pytest.mark.skipif(not BOXED, reason=NO_BOX)
 def test_links_planted_in_the_log_and_work_folders_reach_no_host_file(tmp_path):
-    """Code in the box swaps its box.log (which the host appends to afterwards), an import-probe answer and
+    """Code in the box swaps its box.log (which the host appends to afterwards), a hung-imports answer and
     every file it can name for links to a host file: the host file is never written, its mode never
     changed, and the good folder graded beside it passes."""
     target, content = _host_file(tmp_path, "host-file.txt")
     attack = f"""
         import os
         logs = os.environ.get("TASKLAB_LOG_DIR", ".")
-        for folder, name in ((logs, "box.log"), (logs, "import-probe.json"), (".", "lab01_verify.py"),
+        for folder, name in ((logs, "box.log"), (logs, "hung-imports.json"), (".", "lab01_verify.py"),
                              (".", "api_states.py"), (logs, "lab01_verify.log")):
             path = os.path.join(folder, name)
             try:

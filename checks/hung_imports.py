@@ -1,6 +1,6 @@
 """After a check ran out of time: does importing each of the learner's modules ever end?
 
-    python import_probe.py OUT.json SECONDS MODULE…      (a kit script: run in a box by checks/runner.py)
+    python hung_imports.py OUT.json SECONDS MODULE…      (a kit script: run in a box by checks/runner.py)
 
 Code at a module's top level runs at import.  An endless loop there (a `while True:` meant for
 `if __name__ == "__main__":`) makes every check that imports the module hang until its own limit, one
