@@ -1,22 +1,16 @@
 """Runs in a probe next to the learner's threaded_queue.py (shared/probe.py): lesson 04's scenarios.
 
-Each run is one fresh copy of threaded_queue.py (its counters start at zero whatever an earlier check
-did), known to the judge by its number.  The judge asks, step by step: load, instrument, start the
-consumers, produce, wait; each step answers with what it saw -- counts, errors, crashes, whether the
-producer finished, where threads wait forever (lab04_stuck.py, from their stacks), what the sleeps did
--- as plain data.  Observations, never verdicts: the judge decides.  Every wait here is bounded (BOUND),
-and the judge's call has a timeout beyond it.
-
-Instrumentation replaces module globals: `time` (to count the sleeps and note the seconds asked for),
-`mutex` (to know which thread holds it) and, for the exercise, `pending` (a view of the learner's own
-queue that counts the puts that found it full).
+Each check loads a fresh copy of threaded_queue.py (counters at zero whatever an earlier check did) and
+drives it step by step as the judge asks; each step answers with what it saw, as plain data --
+observations, never verdicts.  Every wait here is bounded (BOUND); the judge's call has a timeout beyond it.
+Instrumentation replaces module globals: `time` (counts the sleeps), `mutex` (knows its holder) and, for
+the exercise, `pending` (a view of the learner's own queue counting the puts that found it full).
 """
 
 from __future__ import annotations
 
 import contextlib
 import importlib.util
-import itertools
 import threading
 import time
 from pathlib import Path
@@ -29,7 +23,7 @@ SCRIPT = "threaded_queue.py"
 NAMES = ("pending", "mutex", "counts", "errors", "consume")
 IDS = 20
 WORKERS = 2
-BOUND = 30.0  # backstop for waits that facts normally end in well under a second
+BOUND = 30.0  # backstop for waits that facts normally end in well under a second (the probe's, and 04.2's script)
 MEET_BOUND = 15.0  # 04.3's barrier gives up after this (shorter than BOUND, so the producer outlasts it)
 
 
@@ -57,11 +51,7 @@ class TrackedLock:
     def locked(self):
         return self._lock.locked()
 
-    def held_here(self) -> bool:
-        return self.owner == threading.get_ident()
-
-    def __enter__(self):
-        return self.acquire()
+    __enter__ = acquire
 
     def __exit__(self, *exc):
         self.release()
@@ -74,10 +64,9 @@ class TimeSpy:
     the other thread's first such sleep -- the two threads are then sleeping at the same time, a
     fact that no timing can fake.  before_sleep: an Event every sleep waits for first (04.4's gate)."""
 
-    def __init__(self, lock: TrackedLock | None = None, at_least: float = 0.0, meet: bool = False,
-                 before_sleep: threading.Event | None = None):
-        self.lock, self.at_least, self.before_sleep = lock, at_least, before_sleep
-        self.calls = self.active = self.max_active = self.in_lock = 0
+    def __init__(self, lock: TrackedLock | None, meet: bool, before_sleep: threading.Event | None):
+        self.lock, self.before_sleep = lock, before_sleep
+        self.calls = self.in_lock = 0
         self.total = self.asked = 0.0  # seconds slept; seconds the module asked for
         self._guard = threading.Lock()
         self.barrier = threading.Barrier(WORKERS, timeout=MEET_BOUND) if meet else None
@@ -86,30 +75,24 @@ class TimeSpy:
 
     def sleep(self, seconds):
         asked = float(seconds)
-        seconds = max(asked, self.at_least)
-        holding = self.lock is not None and self.lock.held_here()
+        seconds = max(asked, 0.0)
+        holding = self.lock is not None and self.lock.owner == threading.get_ident()
         with self._guard:
             self.calls += 1
             self.asked += asked
             self.total += seconds
-            self.active += 1
-            self.max_active = max(self.max_active, self.active)
             self.in_lock += holding
             first = threading.get_ident() not in self._arrived
             self._arrived.add(threading.get_ident())
-        try:
-            if self.barrier is not None and first and not holding:
-                try:
-                    self.barrier.wait()
-                    self.met = True
-                except threading.BrokenBarrierError:
-                    pass  # the other thread never slept outside the lock: the judge says so
-            if self.before_sleep is not None:
-                self.before_sleep.wait(BOUND)
-            time.sleep(seconds)
-        finally:
-            with self._guard:
-                self.active -= 1
+        if self.barrier is not None and first and not holding:
+            try:
+                self.barrier.wait()
+                self.met = True
+            except threading.BrokenBarrierError:
+                pass  # the other thread never slept outside the lock: the judge says so
+        if self.before_sleep is not None:
+            self.before_sleep.wait(BOUND)
+        time.sleep(seconds)
 
     def __getattr__(self, name):
         return getattr(time, name)
@@ -121,10 +104,6 @@ class TimeSpy:
                 setattr(module, name, self)
             elif value is time.sleep:
                 setattr(module, name, self.sleep)
-
-    def seen(self) -> dict:
-        return {"calls": self.calls, "in_lock": self.in_lock, "met": self.met, "total": self.total,
-                "asked": self.asked, "max_active": self.max_active}
 
 
 class CountingQueue:
@@ -152,14 +131,13 @@ class Run:
 
     def __init__(self, module):
         self.module = module
-        self.lock: TrackedLock | None = None
-        self.view: CountingQueue | None = None
         self.spy: TimeSpy | None = None
+        self.view: CountingQueue | None = None
         self.crashes: list[str] = []
         self.threads: list[threading.Thread] = []
         self.started = time.monotonic()
 
-    def _consume(self):
+    def consume(self):
         try:
             self.module.consume()
         except BaseException as exc:  # an exception escaping consume() kills the thread: report it
@@ -168,53 +146,63 @@ class Run:
     def alive(self) -> int:
         return sum(thread.is_alive() for thread in self.threads)
 
+    def wait(self, done, threads, what: str, interval: float) -> dict:
+        """Wait until done(), or until every live thread of `threads` is proved to wait forever: then where
+        each waits.  Bounded: past BOUND it simply returns what it has."""
+        stuck: dict = {}
 
-_runs: dict[int, Run] = {}
-_numbers = itertools.count(1)
+        def over():
+            if done():
+                return True
+            stuck.update(deadlocked(threads) or {})
+            return bool(stuck)
+
+        with contextlib.suppress(WaitTimeout):
+            wait_until(over, BOUND, what, interval=interval)
+        return stuck
+
+    def answer(self, **facts) -> dict:
+        return {**facts, "crashes": list(self.crashes)}
+
+
+run: Run | None = None  # the current check's copy (checks run one after another)
 
 
 def load() -> dict:
     """A fresh module object; which of the names the checks need it lacks; the capacity of its pending."""
-    path = Path.cwd() / SCRIPT
-    spec = importlib.util.spec_from_file_location("threaded_queue", path)
+    global run
+    spec = importlib.util.spec_from_file_location("threaded_queue", Path.cwd() / SCRIPT)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    number = next(_numbers)
-    _runs[number] = Run(module)
+    run = Run(module)
     capacity = getattr(module.pending, "maxsize", 0) if hasattr(module, "pending") else None
-    return {"run": number, "missing": [name for name in NAMES if not hasattr(module, name)],
+    return {"missing": [name for name in NAMES if not hasattr(module, name)],
             "capacity": capacity if isinstance(capacity, (int, float)) else repr(capacity)}
 
 
-def instrument(number: int, track_lock: bool = False, meet: bool = False, count_puts: bool = False,
-               gate_on_full: bool = False) -> dict:
-    """Install the stand-ins the judge asks for.  gate_on_full: every sleep begins only once a put has
-    found the queue full (count_puts needed)."""
-    run = _runs[number]
-    if track_lock:
-        run.lock = run.module.mutex = TrackedLock()
-    if count_puts:
-        run.view = run.module.pending = CountingQueue(run.module.pending)
-    gate = run.view.held_back if gate_on_full and run.view is not None else None
-    run.spy = TimeSpy(run.lock, meet=meet, before_sleep=gate)
-    run.spy.install(run.module)
-    return {}
-
-
-def start(number: int) -> dict:
-    run = _runs[number]
+def start(track_lock: bool = False, meet: bool = False, count_puts: bool = False, gate_on_full: bool = False) -> dict:
+    """Install the stand-ins the judge asks for (none: the module runs untouched), then start the consumers.
+    gate_on_full: every sleep begins only once a put has found the queue full (count_puts needed)."""
+    module = run.module
+    if track_lock or meet or count_puts:
+        lock = None
+        if track_lock:
+            lock = module.mutex = TrackedLock()
+        if count_puts:
+            run.view = module.pending = CountingQueue(module.pending)
+        gate = run.view.held_back if gate_on_full and run.view is not None else None
+        run.spy = TimeSpy(lock, meet=meet, before_sleep=gate)
+        run.spy.install(module)
     run.started = time.monotonic()
-    run.threads = [threading.Thread(target=run._consume, daemon=True, name=f"consumer-{n}")
-                   for n in range(WORKERS)]
+    run.threads = [threading.Thread(target=run.consume, daemon=True, name=f"consumer-{n}") for n in range(WORKERS)]
     for thread in run.threads:
         thread.start()
     return {}
 
 
-def produce(number: int, ids: list) -> dict:
+def produce(ids: list) -> dict:
     """Put each id from a producer thread.  finished: the producer put them all; waits: how long each
     put() waited (evidence only); stuck: where the threads wait forever, when that is proved."""
-    run = _runs[number]
     waits: list[float] = []
 
     def put_all():
@@ -225,72 +213,45 @@ def produce(number: int, ids: list) -> dict:
 
     producer = threading.Thread(target=put_all, daemon=True, name="producer")
     producer.start()
-    stuck: dict = {}
-
-    def finished():
-        if not producer.is_alive():
-            return True
-        stuck.update(deadlocked([producer, *run.threads]) or {})
-        return bool(stuck)
-
-    with contextlib.suppress(WaitTimeout):
-        wait_until(finished, BOUND, "the producer to put every id", interval=0.005)
-    return {"finished": not producer.is_alive(), "stuck": stuck or None, "waits": list(waits),
-            "crashes": list(run.crashes), "found_full": run.view.found_full if run.view is not None else None}
+    stuck = run.wait(lambda: not producer.is_alive(), [producer, *run.threads], "the producer to put every id", 0.005)
+    return run.answer(finished=not producer.is_alive(), stuck=stuck or None, waits=list(waits),
+                      found_full=run.view.found_full if run.view is not None else None)
 
 
-def wait_counted(number: int) -> dict:
+def wait_counted() -> dict:
     """Wait until done + failed reaches IDS (or no consumer is left, or all are proved stuck); the counts
     then, and how long after the consumers started (evidence only)."""
-    run = _runs[number]
-    with contextlib.suppress(WaitTimeout):
-        wait_until(lambda: total(run.module.counts) >= IDS or not run.alive() or deadlocked(run.threads),
-                   BOUND, "done + failed to reach 20", interval=0.005)
-    return {"counts": dict(run.module.counts), "elapsed": time.monotonic() - run.started,
-            "crashes": list(run.crashes)}
+    run.wait(lambda: total(run.module.counts) >= IDS or not run.alive(), run.threads, "done + failed to reach 20",
+             0.005)
+    return run.answer(counts=dict(run.module.counts), elapsed=time.monotonic() - run.started)
 
 
-def wait_exit(number: int) -> dict:
+def wait_exit() -> dict:
     """Wait until every consumer has returned (stuck None), or until those left are proved to wait forever
     (where each waits), or past BOUND ([running]).  Asked once nothing more will be put."""
-    run = _runs[number]
-    found: dict = {}
-
-    def settled():
-        if not run.alive():
-            return True
-        found.update(deadlocked(run.threads) or {})
-        return bool(found)
-
-    try:
-        wait_until(settled, BOUND, "consumers to exit", interval=0.01)
-    except WaitTimeout:
-        found = {th.name: ["running", None] for th in run.threads if th.is_alive()}
-    return {"stuck": found or None, "alive": run.alive(), "crashes": list(run.crashes)}
+    stuck = run.wait(lambda: not run.alive(), run.threads, "consumers to exit", 0.01)
+    if not stuck:
+        stuck = {th.name: ["running", None] for th in run.threads if th.is_alive()}
+    return run.answer(stuck=stuck or None, alive=run.alive())
 
 
-def snapshot(number: int) -> dict:
-    """counts and errors, copied under the module's own mutex."""
-    run = _runs[number]
-    with run.module.mutex:
-        counts, errors = dict(run.module.counts), list(run.module.errors)
-    return {"counts": counts, "errors": errors, "crashes": list(run.crashes)}
+def observe(snapshot: bool = False) -> dict:
+    """counts as they are now and what the sleeps did; snapshot: counts and errors, copied under the module's
+    own mutex."""
+    if snapshot:
+        with run.module.mutex:
+            return run.answer(counts=dict(run.module.counts), errors=list(run.module.errors))
+    spy = run.spy and {name: getattr(run.spy, name) for name in ("calls", "in_lock", "met", "total", "asked")}
+    return run.answer(counts=dict(run.module.counts), spy=spy)
 
 
-def observe(number: int) -> dict:
-    """counts as they are now, what the sleeps did, how many puts found the queue full."""
-    run = _runs[number]
-    return {"counts": dict(run.module.counts), "spy": run.spy.seen() if run.spy is not None else None,
-            "found_full": run.view.found_full if run.view is not None else None}
-
-
-def unfinished(number: int) -> dict:
-    return {"unfinished": _runs[number].module.pending.unfinished_tasks}
-
-
-def join(number: int) -> dict:
-    """pending.join() in a daemon thread, waited for up to BOUND (it has no timeout of its own)."""
-    joiner = threading.Thread(target=_runs[number].module.pending.join, daemon=True, name="pending-join")
+def join() -> dict:
+    """The get() calls never settled; if none, pending.join() in a daemon thread, waited for up to BOUND (it
+    has no timeout of its own)."""
+    unfinished = run.module.pending.unfinished_tasks
+    if unfinished:
+        return {"unfinished": unfinished, "returned": False}
+    joiner = threading.Thread(target=run.module.pending.join, daemon=True, name="pending-join")
     joiner.start()
     joiner.join(BOUND)
-    return {"returned": not joiner.is_alive()}
+    return {"unfinished": unfinished, "returned": not joiner.is_alive()}

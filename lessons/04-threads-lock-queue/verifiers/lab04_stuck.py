@@ -33,24 +33,22 @@ STUCK_EXIT = 3
 LOOK_EVERY = 0.05  # how often the watchdog looks; the verdict never depends on it
 
 
+QUEUE_WAITS = {queue.Queue.get.__code__: "get", queue.Queue.put.__code__: "put", queue.Queue.join.__code__: "join"}
+
+
 def _wait_of(frame) -> tuple[str, object] | None:
     """(what, on what) when the innermost frame is a wait without a timeout that we know; else None."""
     code = frame.f_code
     here = frame.f_locals
     if code is threading.Condition.wait.__code__:
-        if here.get("timeout") is not None:
-            return None
         caller = frame.f_back
         outer = caller.f_locals if caller is not None else {}
-        if caller is None or not isinstance(outer.get("self"), queue.Queue):
+        what = QUEUE_WAITS.get(caller.f_code) if caller is not None else None
+        # Queue.join takes no timeout: its `timeout` is always missing, read as None.
+        if here.get("timeout") is not None or what is None or outer.get("timeout") is not None \
+                or not isinstance(outer.get("self"), queue.Queue):
             return None
-        if caller.f_code is queue.Queue.get.__code__ and outer.get("timeout") is None:
-            return "get", outer["self"]
-        if caller.f_code is queue.Queue.put.__code__ and outer.get("timeout") is None:
-            return "put", outer["self"]
-        if caller.f_code is queue.Queue.join.__code__:
-            return "join", outer["self"]
-        return None
+        return what, outer["self"]
     if code.co_name == "_wait_for_tstate_lock" and here.get("timeout") == -1 and here.get("block", True):
         caller = frame.f_back  # Python <= 3.12: Thread.join -> _wait_for_tstate_lock
         if caller is not None and caller.f_code is threading.Thread.join.__code__ \

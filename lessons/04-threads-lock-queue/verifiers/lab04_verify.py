@@ -9,16 +9,11 @@
       then the producer's put() finds that queue full and waits, and all 20 ids still settle.  Neither
       change made = not attempted
 
-This process is the judge and never imports the learner's code.  threaded_queue.py runs in a probe
-(shared/probe.py), where lab04_probe.py loads a fresh copy of it for each check (module level only
-defines the queue, lock, counters and consume(); the demo sits under `if __name__ == "__main__"`),
-instruments it and drives consume() with its own producer, step by step as the judge asks; each step
-answers with what it saw.  The learner's own main block runs once, as a subprocess, in 04.2.
-
-Nothing is judged by the clock.  A hang is proved from the threads' stacks (lab04_stuck.py): a thread
-waiting in get() on an empty queue that nobody will fill, in join() for a task_done() nobody will call.
-Wall times appear as evidence only.  Every wait in the probe is bounded, and every call into it has a
-timeout beyond that bound: a probe that dies or hangs fails the check (ProbeError).
+This process is the judge and never imports the learner's code: for each check lab04_probe.py loads a
+fresh copy of threaded_queue.py in a probe (shared/probe.py; the demo sits under `if __name__ ==
+"__main__"`), instruments it and drives consume() with its own producer, step by step.  The learner's own
+main block runs once, as a subprocess, in 04.2.  Nothing is judged by the clock: a hang is proved from
+the threads' stacks (lab04_stuck.py), wall times are evidence only, and every wait in the probe is bounded.
 """
 
 from __future__ import annotations
@@ -28,6 +23,7 @@ import re
 import subprocess
 from pathlib import Path
 
+from lab04_probe import BOUND, IDS, SCRIPT, WORKERS, total  # the probe's own numbers, and how it adds the counts
 from lab04_stuck import STUCK_EXIT, STUCK_MARK, describe
 from shared.i18n import t
 from shared.probe import LearnerRaised, Probe
@@ -35,18 +31,13 @@ from shared.proc import run_python
 from shared.tap import Check, run
 
 HERE = Path.cwd()
-SCRIPT = "threaded_queue.py"
-IDS = 20
-WORKERS = 2
-BOUND = 30.0  # backstop for waits that facts normally end in well under a second (the probe's, and 04.2's script)
 QUICK = 20.0  # a probe call that only loads, sets up or reads
 LONG = BOUND + 20.0  # a probe call that waits: its own wait is bounded by BOUND
 learner = Probe()
 
 
 def checks() -> list[Check]:
-    """The checks, in order: id -> what proves it.  Each loads its own copy of threaded_queue.py in the
-    probe (lab04_probe.py drives it); 04.2 also runs the learner's script under lab04_stuck.py."""
+    """The checks, in order: id -> what proves it."""
     return [
         Check("04.1", check_counts, "probe: threaded_queue (lab04_probe)"),
         Check("04.2", check_join_and_exit, "probe: threaded_queue (lab04_probe); python lab04_stuck.py threaded_queue.py"),
@@ -55,16 +46,23 @@ def checks() -> list[Check]:
     ]
 
 
-def total(counts) -> int:
-    return int(counts.get("done", 0)) + int(counts.get("failed", 0))
-
-
-def ask(function: str, *args, timeout: float = QUICK, keys: tuple[str, ...] = ()) -> dict:
-    """One step in the probe: its answer, a dict holding `keys` (any other shape fails the check)."""
-    got = learner.call(f"lab04_probe:{function}", *args, timeout=timeout)
-    assert isinstance(got, dict) and all(key in got for key in keys), t(
-        "the process running your code answered {function} out of shape: {got!r:.200}", function=function, got=got)
+def shaped(function: str, got, ok: bool):
+    """The probe's answer to `function`, if `ok` says it has the shape the judge reads."""
+    assert ok, t("the process running your code answered {function} out of shape: {got!r:.200}", function=function,
+                 got=got)
     return got
+
+
+def ask(function: str, *args, timeout: float = QUICK, keys: tuple[str, ...] = (), **kwargs) -> dict:
+    """One step in the probe: its answer, a dict holding `keys` (any other shape fails the check)."""
+    got = learner.call(f"lab04_probe:{function}", *args, timeout=timeout, **kwargs)
+    return shaped(function, got, isinstance(got, dict) and all(key in got for key in keys))
+
+
+def crash_text(got: dict) -> str:
+    """What escaped consume() and killed a consumer, as the step `got` saw it."""
+    crashes = list(got.get("crashes") or [])
+    return t("consumer crashed: {crashes}", crashes=crashes) if crashes else ""
 
 
 def where(stuck) -> str:
@@ -78,94 +76,66 @@ def where(stuck) -> str:
     return "; ".join(parts)
 
 
-class Consumers:
-    """One fresh copy of threaded_queue.py in the probe, WORKERS threads running its consume() there, fed
-    by the probe's producer.  The judge holds only the run's number and what each step reports."""
+def load():
+    """A fresh copy of threaded_queue.py in the probe (its counters start at zero whatever an earlier check
+    did): the capacity of its pending, as the probe read it."""
+    assert (HERE / SCRIPT).exists(), t("{script} is missing (step 1)", script=SCRIPT)
+    try:
+        got = ask("load", keys=("missing", "capacity"))
+    except LearnerRaised as exc:
+        tail = "\n".join(exc.learner_traceback.strip().splitlines()[-4:])
+        raise AssertionError(t("cannot import {script}: {type_name}: {exc}", script=SCRIPT, exc=exc,
+                               type_name=exc.type_name)
+                             + (f"\n{tail}" if tail else "")) from None
+    missing = shaped("load", got, isinstance(got["missing"], list))["missing"]
+    assert not missing, t("{script} lacks the module-level names: {map}", script=SCRIPT,
+                          map=', '.join(map(str, missing)))
+    return got["capacity"]
 
-    def __init__(self, number: int, capacity):
-        self.number, self.capacity = number, capacity  # capacity: pending.maxsize as the probe read it
-        self.crashes: list[str] = []
 
-    @classmethod
-    def load(cls) -> "Consumers":
-        """A fresh module object in the probe: its counters start at zero whatever an earlier check did."""
-        path = HERE / SCRIPT
-        assert path.exists(), t("{script} is missing (step 1)", script=SCRIPT)
-        try:
-            got = ask("load", keys=("run", "missing", "capacity"))
-        except LearnerRaised as exc:
-            tail = "\n".join(exc.learner_traceback.strip().splitlines()[-4:])
-            raise AssertionError(t("cannot import {script}: {type_name}: {exc}", script=SCRIPT, exc=exc,
-                                   type_name=exc.type_name)
-                                 + (f"\n{tail}" if tail else "")) from None
-        missing = got["missing"]
-        assert isinstance(missing, list) and isinstance(got["run"], int), t(
-            "the process running your code answered load out of shape: {got!r:.200}", got=got)
-        assert not missing, t("{script} lacks the module-level names: {map}", script=SCRIPT,
-                              map=', '.join(map(str, missing)))
-        return cls(got["run"], got["capacity"])
+def produce(ids) -> dict:
+    """The probe's producer puts each id: what it saw.  A put that can never finish fails the check."""
+    got = ask("produce", list(ids), timeout=LONG, keys=("finished", "stuck", "waits", "crashes", "found_full"))
+    assert got["finished"] is True, t("the producer cannot put every id: {where}. {crash_text}",
+                                      where=where(got["stuck"]) or t('still waiting'), crash_text=crash_text(got))
+    return got
 
-    def instrument(self, track_lock: bool = False, meet: bool = False, count_puts: bool = False,
-                   gate_on_full: bool = False) -> None:
-        """Stand-ins in the probe's copy: mutex that knows its holder, a time that counts the sleeps (meet:
-        the two threads' first sleeps wait for each other), a view of pending that counts full-queue puts
-        (gate_on_full: every sleep begins only once a put has found the queue full)."""
-        ask("instrument", self.number, track_lock, meet, count_puts, gate_on_full)
 
-    def start(self) -> None:
-        ask("start", self.number)
-
-    def produce(self, ids) -> dict:
-        """Put each id from the probe's producer thread: what it saw (waits: how long each put() waited,
-        evidence only).  A put that can never finish (a full queue and no consumer able to take) fails
-        the check."""
-        got = ask("produce", self.number, list(ids), timeout=LONG,
-                  keys=("finished", "stuck", "waits", "crashes", "found_full"))
-        self.crashes = list(got["crashes"] or [])
-        stuck = got["stuck"]
-        assert got["finished"] is True, t("the producer cannot put every id: {where}. {crash_text}",
-                                          where=where(stuck) or t('still waiting'), crash_text=self.crash_text())
-        return got
-
-    def send_stops(self) -> None:
-        self.produce([None] * WORKERS)
-
-    def wait_counted(self) -> dict:
-        """Wait until done + failed reaches IDS: the counts then, and the seconds since the consumers
-        started (evidence only)."""
-        got = ask("wait_counted", self.number, timeout=LONG, keys=("counts", "elapsed", "crashes"))
-        self.crashes = list(got["crashes"] or [])
-        counts = got["counts"]
-        assert isinstance(counts, dict) and total(counts) >= IDS, t(
+def run_consumers(counted: bool = True, **instruments) -> tuple[dict, dict, dict]:
+    """WORKERS threads run the loaded copy's consume() in the probe (with the stand-ins `instruments` asks
+    lab04_probe.start for); the probe's producer puts the IDS ids; when `counted`, wait until done + failed
+    reaches IDS; then one None per consumer, and wait until they exit or are proved stuck.  The answers of
+    the ids' puts, of the count (or None) and of the exit."""
+    ask("start", **instruments)
+    put = produce(range(IDS))
+    counts = None
+    if counted:
+        counts = ask("wait_counted", timeout=LONG, keys=("counts", "elapsed", "crashes"))
+        assert isinstance(counts["counts"], dict) and total(counts["counts"]) >= IDS, t(
             "done + failed did not reach {ids}: counts={counts}. Every id must end as done or failed. {crash_text}",
-            ids=IDS, counts=counts, crash_text=self.crash_text())
-        return got
+            ids=IDS, counts=counts["counts"], crash_text=crash_text(counts))
+    produce([None] * WORKERS)
+    return put, counts, ask("wait_exit", timeout=LONG, keys=("stuck", "alive", "crashes"))
 
-    def wait_exit(self) -> tuple[dict | None, int]:
-        """(where each consumer left waits forever, or None once all have returned; how many are alive).
-        Call it once nothing more will be put."""
-        got = ask("wait_exit", self.number, timeout=LONG, keys=("stuck", "alive", "crashes"))
-        self.crashes = list(got["crashes"] or [])
-        return got["stuck"] or None, got["alive"]
 
-    def crash_text(self) -> str:
-        return t("consumer crashed: {crashes}", crashes=self.crashes) if self.crashes else ""
+def sleeps() -> tuple[dict, dict]:
+    """The counts now, and what the module's sleeps did (lab04_probe.TimeSpy)."""
+    seen = ask("observe", keys=("counts", "spy"))
+    spy = seen["spy"]
+    shaped("observe", seen, isinstance(spy, dict) and all(key in spy for key in ("calls", "in_lock", "met", "total",
+                                                                                "asked")))
+    return seen["counts"], spy
 
 
 # ---------------------------------------------------------------- 04.1
 
 def check_counts(c) -> None:
-    consumers = Consumers.load()
-    consumers.start()
-    consumers.produce(range(IDS))
-    consumers.wait_counted()
-    consumers.send_stops()
-    consumers.wait_exit()  # 04.2 judges the exit; here it makes sure no late increment is still to come
-    seen = ask("snapshot", consumers.number, keys=("counts", "errors", "crashes"))
+    load()
+    run_consumers()  # 04.2 judges the exit; here it makes sure no late increment is still to come
+    seen = ask("observe", snapshot=True, keys=("counts", "errors", "crashes"))
     counts, errors = seen["counts"], seen["errors"]
-    consumers.crashes = list(seen["crashes"] or [])
     c.note(f"counts={counts} errors={errors}")
-    assert not consumers.crashes, consumers.crash_text()
+    assert not seen["crashes"], crash_text(seen)
     assert isinstance(counts, dict) and counts.get("done") == IDS - 1 and counts.get("failed") == 1, t(
         "expected done 19 and failed 1, got {counts}: id 7 counts as failed only, the other 19 as done", counts=counts)
     as_tuples = [tuple(entry) if isinstance(entry, (list, tuple)) else entry for entry in errors] \
@@ -177,27 +147,25 @@ def check_counts(c) -> None:
 # ---------------------------------------------------------------- 04.2
 
 def check_join_and_exit(c) -> None:
-    consumers = Consumers.load()
-    consumers.start()
-    consumers.produce(range(IDS))
-    consumers.send_stops()
-    stuck, alive = consumers.wait_exit()
+    load()
+    _, _, left = run_consumers(counted=False)
+    stuck, alive = left["stuck"], left["alive"]
     if stuck:
         c.note(t("after {workers} None stop signals, consumers still alive: {alive}: {where}", workers=WORKERS,
                  alive=alive, where=where(stuck)))
     else:
         c.note(t("after {workers} None stop signals, consumers still alive: {alive}", workers=WORKERS, alive=alive))
     assert not stuck, t("the consumers did not exit after their None ({where}): consume() must return on None. "
-                        "{crash_text}", where=where(stuck), crash_text=consumers.crash_text())
+                        "{crash_text}", where=where(stuck), crash_text=crash_text(left))
 
     # Every consumer has returned: a get() that was not settled by now never will be, and Queue.join()
     # (which has no timeout) would wait for it forever.
-    unsettled = ask("unfinished", consumers.number, keys=("unfinished",))["unfinished"]
+    joined = ask("join", timeout=LONG, keys=("unfinished", "returned"))
+    unsettled = joined["unfinished"]
     c.note(t("pending.unfinished_tasks={unsettled} once both consumers had returned", unsettled=unsettled))
     assert unsettled == 0, t("every id and None was taken and both consumers returned, yet {unsettled} get() calls "
                              "never had their task_done(): pending.join() would wait forever. Put task_done in "
                              "finally so the failure and None paths settle too.", unsettled=unsettled)
-    joined = ask("join", consumers.number, timeout=LONG, keys=("returned",))
     assert joined["returned"] is True, t("pending.join() did not return")
 
     # The learner's own main block, under a watchdog: non-daemon threads, so the script ends only if
@@ -236,16 +204,9 @@ def check_join_and_exit(c) -> None:
 # ---------------------------------------------------------------- 04.3
 
 def check_work_outside_lock(c) -> None:
-    consumers = Consumers.load()
-    consumers.instrument(track_lock=True, meet=True)
-    consumers.start()
-    consumers.produce(range(IDS))
-    wall = consumers.wait_counted()["elapsed"]
-    consumers.send_stops()
-    consumers.wait_exit()
-    spy = ask("observe", consumers.number, keys=("spy",))["spy"]
-    assert isinstance(spy, dict) and all(key in spy for key in ("calls", "in_lock", "met", "total")), t(
-        "the process running your code answered observe out of shape: {spy!r:.200}", spy=spy)
+    load()
+    wall = run_consumers(track_lock=True, meet=True)[1]["elapsed"]
+    spy = sleeps()[1]
     calls, in_lock, met, serial = spy["calls"], spy["in_lock"], spy["met"] is True, spy["total"]
     c.note(t("{workers} threads, {ids} ids: {calls} sleeps, {in_lock} while holding mutex; the two threads {value}",
              workers=WORKERS, ids=IDS, calls=calls, in_lock=in_lock,
@@ -262,26 +223,16 @@ def check_work_outside_lock(c) -> None:
 # ---------------------------------------------------------------- 04.4
 
 def check_put_waits(c) -> None:
-    consumers = Consumers.load()
-    own = consumers.capacity
+    own = load()
     one = own == 1
     # The learner's own pending, seen through a view that counts the puts finding it full.  With the
     # exercise's capacity, each consumer's sleep begins only once a put has found the queue full, so
     # back-pressure is certain however the threads are scheduled.  Any other capacity is judged by the
     # numbers alone, so nothing waits for a put that may never find the queue full.
-    consumers.instrument(count_puts=True, gate_on_full=one)
-    consumers.start()
-    put = consumers.produce(range(IDS))
+    put, _, left = run_consumers(count_puts=True, gate_on_full=one)
     waits, held_back = put["waits"], put["found_full"]  # the ids' puts only, not the stop signals'
-    assert isinstance(waits, list) and isinstance(held_back, int), t(
-        "the process running your code answered produce out of shape: {put!r:.200}", put=put)
-    consumers.wait_counted()
-    consumers.send_stops()
-    stuck, _ = consumers.wait_exit()
-    seen = ask("observe", consumers.number, keys=("counts", "spy"))
-    spy = seen["spy"]
-    assert isinstance(spy, dict) and all(key in spy for key in ("calls", "asked")), t(
-        "the process running your code answered observe out of shape: {seen!r:.200}", seen=seen)
+    shaped("produce", put, isinstance(waits, list) and isinstance(held_back, int))
+    counts, spy = sleeps()
     per_id = spy["asked"] / IDS
     c.note(t("your pending holds {own}; consume() waits {per_id:.2f}s per id ({calls} time.sleep calls)", own=own,
              per_id=per_id, calls=spy['calls']))
@@ -295,9 +246,10 @@ def check_put_waits(c) -> None:
                                    per_id=per_id)
     c.note(t("{held_back} of {ids} puts found the queue full and waited, longest {max:.2f}s, total {sum:.2f}s "
              "(recorded only); counts={counts}", held_back=held_back, ids=IDS, max=max(waits, default=0.0),
-             sum=sum(waits), counts=seen['counts']))
+             sum=sum(waits), counts=counts))
     assert held_back >= 1, t("with capacity 1 no put ever found the queue full: a full queue should hold the "
                              "producer back (back-pressure)")
+    stuck = left["stuck"]
     assert not stuck, t("with capacity 1 all {ids} ids settled, but threads did not exit after their None: {where}",
                         ids=IDS, where=where(stuck))
 

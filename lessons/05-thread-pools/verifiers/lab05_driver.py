@@ -30,6 +30,15 @@ started: set[int] = set()        # jobs whose function began in a worker thread
 busy: dict[int, int] = {}        # id(pool) -> jobs of that pool running now
 job = threading.local()          # in a worker thread: (job number, its stop event or None)
 
+# The originals, kept before the recorders below replace them.
+real_submit = cf.ThreadPoolExecutor.submit
+real_shutdown = cf.ThreadPoolExecutor.shutdown
+real_cancel = cf.Future.cancel
+real_result = cf.Future.result
+real_set = threading.Event.set
+real_wait = threading.Event.wait
+real_sleep = time.sleep
+
 
 def log(**event):
     with guard:
@@ -48,9 +57,6 @@ def state(future):
     if future.cancelled():
         return "cancelled"
     return "running" if future.running() else "done" if future.done() else "pending"
-
-
-real_submit = cf.ThreadPoolExecutor.submit
 
 
 def submit(self, fn, /, *args, **kwargs):
@@ -89,15 +95,9 @@ def submit(self, fn, /, *args, **kwargs):
     return future
 
 
-real_shutdown = cf.ThreadPoolExecutor.shutdown
-
-
 def shutdown(self, wait=True, *, cancel_futures=False):
     real_shutdown(self, wait=wait, cancel_futures=cancel_futures)
     log(ev="shutdown", wait=wait)
-
-
-real_cancel = cf.Future.cancel
 
 
 def cancel(self):
@@ -105,9 +105,6 @@ def cancel(self):
     value = real_cancel(self)
     log(ev="cancel", f=number(self), before=before, value=value)
     return value
-
-
-real_result = cf.Future.result
 
 
 def result(self, timeout=None):
@@ -131,10 +128,6 @@ def slice_begins():
         log(ev="slice", f=n, after_stop=bool(stop is not None and stop.is_set()))
 
 
-real_set = threading.Event.set
-real_wait = threading.Event.wait
-
-
 def set_event(self):
     if id(self) in stops:
         log(ev="set")
@@ -145,9 +138,6 @@ def wait_event(self, timeout=None):
     if timeout is not None and id(self) in stops:
         slice_begins()
     return real_wait(self, timeout)
-
-
-real_sleep = time.sleep
 
 
 def sleep(seconds):

@@ -1,16 +1,10 @@
 """Runs in a probe next to the learner's pool_io.py, batch_io.py and async_thread.py (shared/probe.py):
 lesson 05's scenarios for 05.2 (read_sync on its own), 05.3 (export_batches) and 05.4 (demo()).
 
-Each scenario loads a fresh copy of the learner's module (its own globals to replace), instruments it,
-runs it and answers with what it saw -- slices begun before and after stop.set(), what the call
-returned, submits and futures outstanding, reads running at once, threads left -- as plain data.
-Observations, never verdicts: the judge (lab05_verify.py) decides and says everything the learner
-reads.  An exception the learner's code raised is kept under the run's number; the judge asks for it
-(`reraise`) once its own earlier findings are said, and gets it rebuilt by the probe.
-
-Every wait here is bounded (CALL_BOUND, SHUTDOWN_BOUND); the judge's calls have timeouts beyond them.
-"Stops soon" is counted in slices, never timed: a read_sync that looks at its stop event before every
-slice begins at most one more slice after stop.set(), however slowly the machine runs.
+Each scenario loads a fresh copy of the learner's module, instruments it, runs it and answers with what
+it saw, as plain data -- observations, never verdicts.  An exception the learner's code raised is kept
+under a number; the judge asks for it (`reraise`) once its own earlier findings are said.  Every wait
+here is bounded (CALL_BOUND, SHUTDOWN_BOUND); the judge's calls have timeouts beyond them.
 """
 
 from __future__ import annotations
@@ -71,6 +65,15 @@ def start_call(fn, *args) -> tuple[threading.Thread, dict]:
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
     return thread, box
+
+
+def finished(thread: threading.Thread, box: dict, **seen) -> dict:
+    """Wait up to CALL_BOUND for start_call's thread: returned (in time), value, seconds, and raised (a number
+    for `reraise`), beside `seen`."""
+    thread.join(CALL_BOUND)
+    returned = not thread.is_alive()
+    return dict(seen, returned=returned, value=box.get("value"), seconds=box.get("seconds"),
+                raised=keep(box["error"]) if returned and "error" in box else None)
 
 
 class Slices:
@@ -135,8 +138,7 @@ class SpyStop(threading.Event):
 
 def stop_read() -> dict:
     """read_sync(3, stop) in a thread; stop is set once its first slice has begun (or it has returned).
-    returned: it came back within CALL_BOUND of the set; began: slices begun at the set; after: slices
-    begun after it; value: what it returned; raised: a run number for `reraise` when it raised."""
+    began: slices begun at the set; after: slices begun after it."""
     pool_io = fresh("pool_io")
     slices = Slices()
     slices.install(pool_io)
@@ -146,12 +148,7 @@ def stop_read() -> dict:
         slices.cond.wait_for(lambda: slices.begun or not thread.is_alive(), timeout=CALL_BOUND)
     began = slices.begun
     stop.set()
-    thread.join(CALL_BOUND)
-    seen = {"returned": not thread.is_alive(), "began": began, "after": slices.after_stop(),
-            "value": box.get("value"), "raised": None}
-    if seen["returned"] and "error" in box:
-        seen["raised"] = keep(box["error"])
-    return seen
+    return dict(finished(thread, box, began=began), after=slices.after_stop())
 
 
 # ---------------------------------------------------------------- 05.3: export_batches
@@ -219,21 +216,16 @@ class BatchProbe:
 
 def batches() -> dict:
     """export_batches(range(8)) with batch_io's ThreadPoolExecutor and read_sync replaced by counting
-    stand-ins.  has: export_batches exists; returned: it came back within CALL_BOUND; results, seconds;
-    the counts; reads and outstanding (for the figures); raised: a run number for `reraise`."""
+    stand-ins (reads and outstanding: for the figures only)."""
     batch_io = fresh("batch_io")
     if not hasattr(batch_io, "export_batches"):
         return {"has": False}
     probe = BatchProbe()
     batch_io.ThreadPoolExecutor = probe.pool_class
     batch_io.read_sync = probe.read_sync
-    thread, box = start_call(batch_io.export_batches, list(range(8)))
-    thread.join(CALL_BOUND)
-    seen = dict(probe.seen(), has=True, returned=not thread.is_alive(), results=box.get("value"),
-                seconds=box.get("seconds"), raised=None)
-    if seen["returned"] and "error" in box:
-        seen["raised"] = keep(box["error"])
-    return seen
+    seen = finished(*start_call(batch_io.export_batches, list(range(8))), has=True)
+    seen["results"] = seen.pop("value")
+    return dict(seen, **probe.seen())
 
 
 # ---------------------------------------------------------------- 05.4: demo() under to_thread
@@ -241,11 +233,8 @@ def batches() -> dict:
 def to_thread() -> dict:
     """async_thread.demo() on an event loop of its own (in this thread), read_sync traced and its slices
     counted, Event replaced by SpyStop.  Then read_sync is given CALL_BOUND to return by itself, before
-    the default executor shuts down (SHUTDOWN_BOUND).  has: demo exists; escaped: a TimeoutError left
-    demo(); raised: a run number for `reraise` when another exception did; returned, seconds, lines:
-    what demo() returned and printed; calls: read_sync calls; on_loop_thread: the first ran on the
-    loop's own thread; ended: it returned; at_stop / after: slices begun at stop.set() / after it;
-    run: the number for `to_thread_exit`."""
+    the default executor shuts down (SHUTDOWN_BOUND).  escaped: a TimeoutError left demo(); run: the number
+    for `to_thread_exit`."""
     module = fresh("async_thread")
     if not hasattr(module, "demo"):
         return {"has": False}

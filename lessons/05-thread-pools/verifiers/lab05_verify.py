@@ -13,23 +13,14 @@
       submits to a thread pool and cancels -- has a second future: cancel() while it is queued is True
       (it never runs), the running one's is False.  No script with a second future = not attempted
 
-pool_io.py runs its demo under `if __name__ == "__main__"`, so 05.1/05.2/05.5 run the learner's
-script once in a subprocess through lab05_driver.py: it wraps ThreadPoolExecutor.submit/shutdown,
-Future.result/cancel, Event.set/wait and time.sleep with recorders, runs the script with runpy, and
-writes what happened, in order, to a JSON file.
-
-This process is the judge and never imports the learner's code.  05.2 (read_sync on its own), 05.3 and
-05.4 run in a probe (shared/probe.py), where lab05_probe.py loads a fresh copy of pool_io / batch_io /
-async_thread, replaces the globals they look up (ThreadPoolExecutor, read_sync, Event, time) and answers
-with what it saw -- slices begun before and after stop.set(), submits, futures outstanding, reads running
-at once, what the call returned, threads left -- as plain data.  The judge decides and says everything
-the learner reads; an exception the learner's code raised is raised here again (rebuilt by the probe)
-once the judge's earlier findings are said.  Every wait in the probe is bounded, and every call into it
-has a timeout beyond that bound: a probe that dies or hangs fails the check (ProbeError).
-
-Figures (pictures in the report, never part of a verdict): 05.1, 05.2 and 05.5 draw the script's run
-from the driver's events (each stamped with time.monotonic()), 05.3 the reads per worker thread and
-the futures outstanding.
+This process is the judge and never imports the learner's code.  05.1/05.2/05.5 run the learner's script
+once in a subprocess under lab05_driver.py, which records its pool, futures, stop event and slices in order.
+05.2 (read_sync on its own), 05.3 and 05.4 run in a probe (shared/probe.py), where lab05_probe.py loads a
+fresh copy of the learner's module, replaces the globals it looks up and answers with what it saw; an
+exception the learner's code raised is raised here again once the judge's earlier findings are said.
+Every wait in the probe is bounded, and every call into it has a timeout beyond that bound.  Figures
+(never part of a verdict): the script's run from the driver's events (05.1, 05.2, 05.5), the reads per
+worker thread and the futures outstanding (05.3).
 
 "Stops soon" is counted in slices, never timed: a read_sync that looks at its stop event before
 every slice begins at most one more slice after stop.set() (one may start in the instant between
@@ -56,9 +47,7 @@ LOGS = HERE / ".lab-logs" / "05"
 
 
 def checks() -> list[Check]:
-    """The checks, in order: id -> what proves it.  05.1 and 05.5 read runs of the learner's scripts under
-    lab05_driver.py (pool_io.py's run is shared); 05.2-05.4 load the learner's modules in the probe,
-    instrumented there (lab05_probe.py)."""
+    """The checks, in order: id -> what proves it."""
     return [
         Check("05.1", check_timeout_and_cancel, "python lab05_driver.py pool_io.py"),
         Check("05.2", check_stop_and_close, "probe: pool_io (lab05_probe); pool_io.py's driver run"),
@@ -103,9 +92,6 @@ class PoolRun:
         return [dict(e, i=i) for i, e in enumerate(self.events)
                 if e["ev"] == kind and all(e.get(k) == v for k, v in match.items())]
 
-    def slices_after_stop(self, job: int) -> int:
-        return len(self.of("slice", f=job, after_stop=True))
-
     def crash_tail(self) -> str:
         # Leave out the driver's and runpy's frames: the learner's lines are what matter.
         lines = [line for line in self.output.strip().splitlines()
@@ -133,47 +119,44 @@ def pool_timeline(run: PoolRun) -> dict:
     """The script's run as recorded by the driver: the main thread's submits, waits, cancels and stop; each
     worker thread's jobs with the slices they waited through; each job's time in the pool's queue."""
     events = [e for e in run.events if "at" in e]
-    last = max(e["at"] for e in events)
     main_bars, main_marks, lines = [], [], []
     queue_bars, queue_marks = [], []
-    workers: dict[str, dict] = {}
-    where: dict[int, str] = {}  # job -> its worker thread
-    submitted, started = {}, {}
+    submitted, started, ended, slices = {}, {}, {}, []  # started: job -> (at, its worker thread)
     for e in events:
-        ev, at = e["ev"], e["at"]
+        ev, at, job = e["ev"], e["at"], e.get("f")
         if ev == "submit":
-            submitted[e["f"]] = at
-            main_marks.append(mark(at, f"submit #{e['f']}", "queued"))
+            submitted[job] = at
+            main_marks.append(mark(at, f"submit #{job}", "queued"))
         elif ev == "start":
-            started[e["f"]] = at
-            where[e["f"]] = e.get("thread", "?")
-            workers.setdefault(where[e["f"]], {"bars": [], "marks": []})
-            if e["f"] in submitted:
-                queue_bars.append(bar(submitted[e["f"]], at, f"#{e['f']}", "queued"))
-        elif ev == "end" and e["f"] in started:
-            workers[where[e["f"]]]["bars"].append(bar(started[e["f"]], at, f"job #{e['f']}", "run"))
-        elif ev == "slice" and e["f"] in where:
-            workers[where[e["f"]]]["marks"].append(
-                mark(at, t("slice after stop") if e["after_stop"] else t("slice"), "sleep"))
+            started[job] = (at, e.get("thread", "?"))
+            if job in submitted:
+                queue_bars.append(bar(submitted[job], at, f"#{job}", "queued"))
+        elif ev == "end" and job in started:
+            ended[job] = at
+        elif ev == "slice" and job in started:
+            said = t("slice after stop") if e["after_stop"] else t("slice")
+            slices.append((started[job][1], mark(at, said, "sleep")))
         elif ev == "result":
             main_bars.append(bar(e.get("began", at), at, f"result(timeout={e['timeout']})", "wait"))
             if e.get("error") == "TimeoutError":
                 lines.append(mark(at, f"result(timeout={e['timeout']}) -> TimeoutError", "deadline"))
         elif ev == "cancel":
-            label = f"cancel() #{e['f']} ({e['before']}) -> {e['value']}"
-            main_marks.append(mark(at, label, "cancel"))
-            if e["before"] == "pending" and e["value"] is True and e["f"] in submitted:
-                queue_bars.append(bar(submitted[e["f"]], at, f"#{e['f']}", "queued"))
-                queue_marks.append(mark(at, f"#{e['f']} cancelled", "cancel"))
+            main_marks.append(mark(at, f"cancel() #{job} ({e['before']}) -> {e['value']}", "cancel"))
+            if e["before"] == "pending" and e["value"] is True and job in submitted:
+                queue_bars.append(bar(submitted[job], at, f"#{job}", "queued"))
+                queue_marks.append(mark(at, f"#{job} cancelled", "cancel"))
         elif ev == "set":
             main_marks.append(mark(at, "stop.set()", "event"))
         elif ev == "shutdown":
             main_marks.append(mark(at, "shutdown", "event"))
         elif ev == "print" and e["text"] == "pool closed":
             main_marks.append(mark(at, "pool closed", "ok"))
-    for job, at in started.items():  # a job that never ended (the script crashed): open to the last event
-        if not any(b["label"] == f"job #{job}" for b in workers[where[job]]["bars"]):
-            workers[where[job]]["bars"].append(bar(at, last, f"job #{job}", "run"))
+    workers: dict[str, dict] = {}
+    for job, (at, thread) in started.items():  # a job that never ended (the script crashed): open to the last event
+        found = workers.setdefault(thread, {"bars": [], "marks": []})
+        found["bars"].append(bar(at, ended.get(job, max(e["at"] for e in events)), f"job #{job}", "run"))
+    for thread, slice_mark in slices:
+        workers[thread]["marks"].append(slice_mark)
     rows = [lane(t("main thread"), bars=main_bars, marks=main_marks),
             lane(t("pool queue"), bars=queue_bars, marks=queue_marks)]
     rows += [lane(name, bars=found["bars"][:200], marks=found["marks"][:400]) for name, found in workers.items()]
@@ -303,7 +286,7 @@ def check_stop_and_close(c) -> None:
              lines=run.lines[-3:], threads_left=run.threads_left))
     assert sets, t("the script never called stop.set(): the running read_sync will not stop by itself")
     assert ends, t("job {n} never finished:\n{crash_tail}", n=n, crash_tail=run.crash_tail())
-    after = run.slices_after_stop(n)
+    after = len(run.of("slice", f=n, after_stop=True))
     c.note(t("after stop.set() the worker began {after} more slice(s) and returned {value}", after=after,
              value=ends[0].get('value')))
     assert after <= 1, t("the running job began {after} more slices after stop.set(): it should leave before the "
@@ -335,9 +318,7 @@ def batch_figures(reads: list, outstanding: list) -> list[dict]:
     rows = [lane(name, bars=bars) for name, bars in threads.items()]
     figure = lanes(t("the pool's worker threads: 4 futures a batch, at most 2 reads at once"), rows[:20],
                    caption=t("each bar: one read_sync running in a worker thread"))
-    counts = steps(t("futures outstanding"), [(at, n) for at, n in outstanding],
-                   limit=4, label="futures")
-    return [figure, counts]
+    return [figure, steps(t("futures outstanding"), [(at, n) for at, n in outstanding], limit=4, label="futures")]
 
 
 def size(value) -> int:
@@ -348,16 +329,13 @@ def size(value) -> int:
     return len(value)
 
 
-BATCH_KEYS = ("returned", "results", "seconds", "submitted", "max_outstanding", "max_running", "workers", "reads",
-              "outstanding", "raised")
-
-
 @learner_frames
 def check_batches(c) -> None:
     module_file("batch_io")
     seen = ask("batches", timeout=CALL_BOUND + QUICK, keys=("has",))
     assert seen["has"], t("batch_io.py lacks export_batches")
-    shaped("batches", seen, BATCH_KEYS)
+    shaped("batches", seen, ("returned", "results", "seconds", "submitted", "max_outstanding", "max_running", "workers",
+                             "reads", "outstanding", "raised"))
     attach(c, lambda: batch_figures(seen["reads"], seen["outstanding"]))
     assert seen["returned"] is True, t("did not return within {call_bound:g} s", call_bound=CALL_BOUND)
     raise_learner_error(seen["raised"])
@@ -381,10 +359,6 @@ def check_batches(c) -> None:
 
 # ---------------------------------------------------------------- 05.4
 
-TO_THREAD_KEYS = ("escaped", "raised", "returned", "seconds", "lines", "calls", "on_loop_thread", "ended", "at_stop",
-                  "after", "run")
-
-
 @learner_frames
 def check_to_thread_stop(c) -> None:
     module_file("async_thread")
@@ -393,7 +367,8 @@ def check_to_thread_stop(c) -> None:
     # returned, not because the pool was shut down.
     seen = ask("to_thread", timeout=CALL_BOUND + SHUTDOWN_BOUND + QUICK, keys=("has",))
     assert seen["has"], t("async_thread.py lacks demo()")
-    shaped("to_thread", seen, TO_THREAD_KEYS)
+    shaped("to_thread", seen, ("escaped", "raised", "returned", "seconds", "lines", "calls", "on_loop_thread", "ended",
+                               "at_stop", "after", "run"))
     if seen["escaped"]:
         raise AssertionError(t("demo() let the TimeoutError escape: catch the asyncio.timeout expiry with except "
                                "TimeoutError and call stop.set() there"))

@@ -5,13 +5,12 @@ lesson 06's scenarios.  The judge (lab06_verify.py) starts one fresh interpreter
 
 It swaps in a recording ProcessPoolExecutor subclass and a recording score_text, runs the learner's
 script or main() with real spawned workers, and writes one JSON report (shared/probe_report.py): what
-was built, sent and handed back, and when.  Observations, never verdicts: the judge decides and says everything.
+was built, sent and handed back, and when.  Observations, never verdicts.
 
-A module of its own (not the verifier file) so that the probe and its spawned workers never load the
-judge.  The pool_* targets live at module level here: a spawned worker unpickles them by module + name
-and imports this file, as it imports cpu_work (spawn gives the workers the probe's sys.path, whose
-first entry is the work folder, where the kit lays this file).  Importing it has no side effects and
-loads no learner code; that happens only inside probe().
+The pool_* targets live at module level here: a spawned worker unpickles them by module + name and
+imports this file, as it imports cpu_work (spawn gives the workers the probe's sys.path, whose first
+entry is the work folder, where the kit lays this file).  Importing it has no side effects and loads no
+learner code; that happens only inside probe().
 """
 
 from __future__ import annotations
@@ -115,7 +114,6 @@ def _describe_error(exc: BaseException) -> dict:
         "message": text[:400],
         "bpp": isinstance(exc, BrokenProcessPool),
         "pickle": isinstance(exc, pickle.PicklingError) or "pickl" in text.lower(),
-        "assertion": isinstance(exc, AssertionError),
         "tail": "".join(traceback.format_exception(exc)).rstrip().splitlines()[-6:],
     }
 
@@ -168,8 +166,6 @@ def _recording_pool(swap, timed: str | None = None):
             self._lab_info = info
 
         def _target(self, fn):
-            # Workers start on the first submit, not in __init__: time the pool from here.
-            self._lab_info.setdefault("t_submit", time.perf_counter())
             described = _describe_target(fn)
             _REC["targets"].append(described)
             if swap is None and timed and described["importable"]:
@@ -177,6 +173,7 @@ def _recording_pool(swap, timed: str | None = None):
             return fn if swap is None else swap
 
         def map(self, fn, *iterables, **kwargs):
+            # Workers start on the first submit, not in __init__: time the pool from here.
             self._lab_info.setdefault("t_submit", time.perf_counter())
             iterables = [list(items) for items in iterables]
             first = len(_REC["pool_calls"])
@@ -240,7 +237,6 @@ def _attempt(action) -> None:
         action()
     except BaseException as exc:  # SystemExit too: the verdict is ours to give
         _REC["error"] = _describe_error(exc)
-    _REC["t_end"] = time.perf_counter()
 
 
 def _probe_imports() -> None:
@@ -281,7 +277,6 @@ def _probe_imports() -> None:
             action()
         except BaseException as exc:
             _REC["steps"][-1]["error"] = _describe_error(exc)
-    _REC["children"] = len(multiprocessing.active_children())
 
 
 def _worker_calls(path: str | None) -> list:
@@ -298,16 +293,13 @@ def _worker_calls(path: str | None) -> list:
 
 def probe() -> None:
     """Entry point of a probe interpreter: python -c 'import lab06_probe as p; p.probe()' MODE ..."""
-    import multiprocessing
     import runpy
 
     mode, *args = sys.argv[1:]
     _REC.update(_new_record())
     sys.stdout = _Lines(sys.stdout)
-    report: dict = {"mode": mode}
     if mode == "imports":
         _probe_imports()
-        report.update(_REC)
     elif mode == "script":  # run a lesson script as `python FILE [ARGS]` would, with the recorders in place
         path, fake, *extra = args
         timed = None
@@ -320,8 +312,7 @@ def probe() -> None:
         if _REC["error"] is None:
             sys.argv = [path, *extra]
             _attempt(lambda: runpy.run_path(path, run_name="__main__"))
-        report.update(_REC)
-        report["worker_calls"] = _worker_calls(timed)
+        _REC["worker_calls"] = _worker_calls(timed)
     elif mode == "local":  # 06.4: the target becomes a function defined inside another function
         def run():
             import cpu_work
@@ -334,10 +325,8 @@ def probe() -> None:
             cpu_work.score_text = process_export.score_text = local_score
             process_export.main()
         _attempt(run)
-        report.update(_REC)
     else:
         raise SystemExit(f"unknown probe mode {mode!r}")
-    report["children_after"] = len(multiprocessing.active_children())
     sys.stdout = sys.__stdout__
     from shared import probe_report
-    probe_report.write(report)
+    probe_report.write(_REC)

@@ -19,31 +19,27 @@
       timings printed; rounds 10 seen nowhere = not attempted (no name is called: main() is not asked
       to take a parameter)
 
-How: each scenario runs in a fresh interpreter (a "probe") that imports lab06_probe.py,
-swaps in a recording ProcessPoolExecutor subclass and a recording score_text, runs the
-learner's script or main(), and writes one JSON report (shared/probe_report.py).  Workers stay real spawned
-processes; for the fault drills the pool's target is swapped for a top-level function
-of lab06_probe.py (a spawned worker can import it, as it imports cpu_work).  Timings are
-printed and compared only with the learner's own timers -- never against a speed.
-In the real runs the pool's target, when a worker can import it by name, is wrapped in pool_timed:
-the learner's function runs unchanged and the worker notes when each call began and ended, for
-the serial-versus-pool timeline figures of 06.3 and 06.6 (pictures, never part of a verdict).
-Probe logs go to .lab-logs/06/ in the working directory.
-
-This file is the judge: the probe's code lives in a module of its own, so neither the probe nor
-its workers load the judge, and the judge runs none of the learner's code (it imports nothing from the probe).
+How: each scenario runs in a fresh interpreter (a "probe", lab06_probe.py) with real spawned workers and
+writes one JSON report (shared/probe_report.py); for the fault drills the pool's target is swapped for a
+top-level function of lab06_probe.py.  Timings are compared only with the learner's own timers -- never
+against a speed.  The serial-versus-pool timelines of 06.3 and 06.6 are pictures, never part of a verdict.
+Probe logs go to .lab-logs/06/.  This file is the judge: it runs none of the learner's code and imports
+nothing from the probe, so neither the probe nor its workers load the judge.
 """
 
 from __future__ import annotations
 
 import ast
+import os
 import re
 import sys
+from collections import Counter
 from pathlib import Path
 
 from shared import probe_report
 from shared.figures import attach, bar, lane, lanes, mark
 from shared.i18n import t
+from shared.proc import Process, WaitTimeout, wait_until
 from shared.tap import Check, run as run_checks  # `run` names a probe run here
 
 WORK = Path.cwd()
@@ -59,25 +55,19 @@ HEAVY_PROBE_BOUND = 120.0
 
 
 def checks() -> list[Check]:
-    """The checks, in order: id -> what proves it.  Each reads probe runs (PROBES: a fresh interpreter that
-    imports lab06_probe.py and runs the learner's script or main() with real spawned workers; each run at most
-    once)."""
+    """The checks, in order: id -> what proves it."""
     return [
-        Check("06.1", lambda c: check_results(c, PROBES), "probes: process_export.py real, mismatch"),
-        Check("06.2", lambda c: check_structure(c, PROBES), "probes: imports; process_export.py real"),
-        Check("06.3", lambda c: check_timings(c, PROBES), "probes: process_export.py real, equal"),
-        Check("06.4", lambda c: check_local_function(c, PROBES), "probe: local; python process_pool_review.py"),
-        Check("06.5", lambda c: check_broken_pool(c, PROBES), "probe: verify_process.py with a dying worker"),
-        Check("06.6", lambda c: check_exercise(c, PROBES), "probes: process_export.py real, and with 10"),
+        Check("06.1", check_results, "probes: process_export.py real, mismatch"),
+        Check("06.2", check_structure, "probes: imports; process_export.py real"),
+        Check("06.3", check_timings, "probes: process_export.py real, equal"),
+        Check("06.4", check_local_function, "probe: local; python process_pool_review.py"),
+        Check("06.5", check_broken_pool, "probe: verify_process.py with a dying worker"),
+        Check("06.6", check_exercise, "probes: process_export.py real, and with 10"),
     ]
 
 
 def _run(argv: list[str], log_name: str, timeout: float, env: dict | None = None) -> tuple[int, list[str]]:
     """Run a process we own (its own session: pool workers included) with a bounded wait."""
-    import os
-
-    from shared.proc import Process, WaitTimeout, wait_until
-
     log = LOGS / log_name
     log.unlink(missing_ok=True)
     proc = Process(argv, cwd=WORK, log_path=log, env={**os.environ, **env} if env else None)
@@ -92,36 +82,30 @@ def _run(argv: list[str], log_name: str, timeout: float, env: dict | None = None
     return code, proc.log_text().splitlines()
 
 
-class Probes:
-    """Runs each probe scenario at most once; several checks read the same run."""
-
-    def __init__(self):
-        self.cache: dict[tuple, dict] = {}
-
-    def get(self, *args: str, timeout: float = PROBE_BOUND) -> dict:
-        if args not in self.cache:
-            name = "probe-" + "-".join(a.replace(".py", "") for a in args)
-            path = probe_report.fresh_path(LOGS, name)
-            code, lines = _run([sys.executable, "-c", PROBE, *args], name + ".log", timeout,
-                               env={probe_report.REPORT_ENV: str(path)})
-            report = probe_report.read(path)
-            if report is None:
-                self.cache[args] = {"broken": True, "exit": code, "output": lines[-12:]}
-            else:
-                report["output"] = lines  # what the script and its workers printed
-                self.cache[args] = report
-        report = self.cache[args]
-        if report.get("broken"):
-            raise AssertionError(t("the probe {args} gave no result (exit code {exit}):\n", args=' '.join(args),
-                                   exit=report['exit'])
-                                 + "\n".join(report["output"]))
-        return report
-
-    def script(self, path: str, fake: str, *extra: str) -> dict:
-        return self.get("script", path, fake, *extra, timeout=HEAVY_PROBE_BOUND if fake == "real" else PROBE_BOUND)
+_reports: dict[tuple, dict | str] = {}  # probe args -> its report, or why it gave none
 
 
-PROBES = Probes()
+def probe(*args: str, timeout: float = PROBE_BOUND) -> dict:
+    """One probe scenario's report, run at most once: several checks read the same run."""
+    if args not in _reports:
+        name = "probe-" + "-".join(a.replace(".py", "") for a in args)
+        path = probe_report.fresh_path(LOGS, name)
+        code, lines = _run([sys.executable, "-c", PROBE, *args], name + ".log", timeout,
+                           env={probe_report.REPORT_ENV: str(path)})
+        report = probe_report.read(path)
+        if report is None:
+            _reports[args] = t("the probe {args} gave no result (exit code {exit}):\n", args=' '.join(args),
+                               exit=code) + "\n".join(lines[-12:])
+        else:
+            _reports[args] = dict(report, output=lines)  # output: what the script and its workers printed
+    if isinstance(_reports[args], str):
+        raise AssertionError(_reports[args])
+    return _reports[args]
+
+
+def script(path: str, fake: str, *extra: str) -> dict:
+    """The probe's run of `python PATH EXTRA...` with the pool's target `fake` (real: the learner's own)."""
+    return probe("script", path, fake, *extra, timeout=HEAVY_PROBE_BOUND if fake == "real" else PROBE_BOUND)
 
 
 def _error_text(error: dict | None) -> str:
@@ -136,32 +120,22 @@ def _secs(value: float) -> str:
 
 
 def _error_notes(c, error: dict | None) -> None:
-    if error:
-        for line in error.get("tail", []):
-            c.note("  " + line)
-
-
-def _timing_lines(run: dict) -> dict:
-    """label -> how many serial / process timing lines the run printed."""
-    found = {"serial": 0, "process": 0}
-    for _, line in run.get("lines", []):
-        match = TIMING.match(line)
-        if match:
-            found[match.group(1).lower()] += 1
-    return found
+    for line in (error or {}).get("tail", []):
+        c.note("  " + line)
 
 
 TIMING = re.compile(r"^\s*(serial|process)\b[^0-9\-]*(-?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)", re.I)
 
 
+def _timing_lines(run: dict) -> list[tuple[str, float, float]]:
+    """(serial or process, printed seconds, when the line was written) for each timing line, in order."""
+    matches = [(TIMING.match(line), stamp) for stamp, line in run.get("lines", [])]
+    return [(match.group(1).lower(), float(match.group(2)), stamp) for match, stamp in matches if match]
+
+
 def _timings(run: dict) -> dict:
     """label -> (printed seconds, when the line was written) for the first serial/process lines."""
-    found = {}
-    for stamp, line in run.get("lines", []):
-        match = TIMING.match(line)
-        if match and match.group(1).lower() not in found:
-            found[match.group(1).lower()] = (float(match.group(2)), stamp)
-    return found
+    return {label: (value, stamp) for label, value, stamp in reversed(_timing_lines(run))}  # the first one wins
 
 
 def _printed(c, run: dict, script: str = "process_export.py") -> None:
@@ -206,8 +180,8 @@ def serial_and_pool(run: dict, title: str) -> dict:
 
 # ---------------------------------------------------------------- 06.1
 
-def check_results(c, probes: Probes) -> None:
-    run = probes.script("process_export.py", "real")
+def check_results(c) -> None:
+    run = script("process_export.py", "real")
     _printed(c, run)
     error = run["error"]
     if not run["pools"] or len(run["pool_results"]) < len(run["pool_calls"]) or not run["pool_calls"]:
@@ -235,7 +209,7 @@ def check_results(c, probes: Probes) -> None:
         c.note(t("(results match; the script then ended with {error_text}, see 06.3)", error_text=_error_text(error)))
 
     # The script must check this itself: hand it pool results that are one off.
-    odd = probes.script("process_export.py", "mismatch")
+    odd = script("process_export.py", "mismatch")
     odd_error = odd["error"]
     c.note(t("with every pool result one off: the script ended with {error_text}", error_text=_error_text(odd_error)))
     assert odd["pool_results"], t("in the comparison drill the pool handed back no results: {error_text}",
@@ -247,7 +221,7 @@ def check_results(c, probes: Probes) -> None:
 
 # ---------------------------------------------------------------- 06.2
 
-def check_structure(c, probes: Probes) -> None:
+def check_structure(c) -> None:
     # The target: a module-level def in cpu_work.py (ast: nested defs are not in tree.body).
     tree = ast.parse((WORK / "cpu_work.py").read_text(encoding="utf-8"), "cpu_work.py")
     top = {node.name for node in tree.body if isinstance(node, ast.FunctionDef)}
@@ -256,7 +230,7 @@ def check_structure(c, probes: Probes) -> None:
     c.note(t("cpu_work.py defines score_text at module level (ast)"))
 
     # Importing must start nothing -- also the way spawn re-imports a script in each worker.
-    imports = probes.get("imports")
+    imports = probe("imports")
     for step in imports["steps"]:
         error = step["error"]
         tripped = step["pools"] or step["processes"]
@@ -270,7 +244,7 @@ def check_structure(c, probes: Probes) -> None:
     c.note(t("no pool and no process while: ")
            + ", ".join(step["name"] for step in imports["steps"]))
 
-    run = probes.script("process_export.py", "real")
+    run = script("process_export.py", "real")
     assert run["pools"], t("python process_export.py built no pool ({error_text}): the __main__ guard must call "
                            "main().", error_text=_error_text(run['error']))
     for pool in run["pools"]:
@@ -292,8 +266,8 @@ def check_structure(c, probes: Probes) -> None:
 
 # ---------------------------------------------------------------- 06.3
 
-def check_timings(c, probes: Probes) -> None:
-    run = probes.script("process_export.py", "real")
+def check_timings(c) -> None:
+    run = script("process_export.py", "real")
     attach(c, lambda: serial_and_pool(run, t("serial and pool: python process_export.py")))
     found = _timings(run)
     _printed(c, run)
@@ -345,13 +319,12 @@ def check_timings(c, probes: Probes) -> None:
     c.note(t("this run: the pool took {ratio:.2f}x the serial time (recorded, not judged)", ratio=ratio))
 
     # A pool that is slower than serial is a valid result: the script must still run to the end.
-    slow = probes.script("process_export.py", "equal")
+    slow = script("process_export.py", "equal")
     slow_found = _timings(slow)
     if "serial" in slow_found and "process" in slow_found:
         c.note(t("with the computation made nearly free (the pool pays only its start-up): serial {secs}, process "
                  "{secs2}", secs=_secs(slow_found['serial'][0]), secs2=_secs(slow_found['process'][0])))
-    if slow["error"]:
-        _error_notes(c, slow["error"])
+    _error_notes(c, slow["error"])
     assert slow["error"] is None, t("the script failed when the pool was the slower side: {error_text}. A slower "
                                     "pool on small work is a valid measurement: never assert that the pool is "
                                     "faster, only that the results match.", error_text=_error_text(slow['error']))
@@ -361,7 +334,7 @@ def check_timings(c, probes: Probes) -> None:
 
 # ---------------------------------------------------------------- 06.4
 
-def check_local_function(c, probes: Probes) -> None:
+def check_local_function(c) -> None:
     code, lines = _run([sys.executable, "process_pool_review.py"], "process_pool_review.log", PROBE_BOUND)
     c.note(t("python process_pool_review.py → exit code {code}", code=code))
     for line in lines[-4:]:
@@ -369,7 +342,7 @@ def check_local_function(c, probes: Probes) -> None:
     assert code == 0, t("process_pool_review.py should run cleanly (it only confirms score_text comes from cpu_work "
                         "and is callable).")
 
-    run = probes.get("local")
+    run = probe("local")
     error = run["error"]
     targets = sorted({f"{x['module']}.{x['qualname']}" for x in run["targets"]})
     c.note(t("main() with score_text swapped for a function local to another function: the pool was sent {targets}",
@@ -397,8 +370,8 @@ def check_local_function(c, probes: Probes) -> None:
 
 # ---------------------------------------------------------------- 06.5
 
-def check_broken_pool(c, probes: Probes) -> None:
-    run = probes.script("verify_process.py", "die")
+def check_broken_pool(c) -> None:
+    run = script("verify_process.py", "die")
     printed = [line for _, line in run["lines"]]
     error = run["error"]
     c.note(t("python verify_process.py with the pool's target swapped for one that calls os._exit(17) (the worker "
@@ -429,9 +402,9 @@ def _one_size(run: dict, rounds) -> tuple[list, list]:
     return serial, pool
 
 
-def check_exercise(c, probes: Probes) -> None:
-    runs = [("python process_export.py", probes.script("process_export.py", "real")),
-            ("python process_export.py 10", probes.script("process_export.py", "real", "10"))]
+def check_exercise(c) -> None:
+    runs = [("python process_export.py", script("process_export.py", "real")),
+            ("python process_export.py 10", script("process_export.py", "real", "10"))]
     attach(c, lambda: [serial_and_pool(run, t("serial and pool: {label}", label=label))
                        for label, run in runs if run["serial"] or run.get("worker_calls")])
     for label, run in runs:
@@ -452,8 +425,7 @@ def check_exercise(c, probes: Probes) -> None:
         assert both, t("no run used rounds={rounds} on both the serial and the pool side: between the two sizes "
                        "change only rounds, and on both sides.", rounds=rounds)
         label, run = both[0]
-        if run["error"]:
-            _error_notes(c, run["error"])
+        _error_notes(c, run["error"])
         assert run["error"] is None, t("{label} (rounds={rounds}) failed: {error_text}", label=label, rounds=rounds,
                                        error_text=_error_text(run['error']))
         serial, pool = _one_size(run, rounds)
@@ -465,7 +437,7 @@ def check_exercise(c, probes: Probes) -> None:
             "with rounds={rounds} the results differ: serial {value}, pool {value2}", rounds=rounds,
             value=[v for _, v in serial], value2=[v for _, v in pool])
         sizes = len({key[2] for key in run["pool_calls"]} | {entry[0][2] for entry in run["serial"]})
-        printed = _timing_lines(run)
+        printed = Counter(label for label, _, _ in _timing_lines(run))
         assert printed["serial"] >= sizes and printed["process"] >= sizes, t(
             "{label} ran {sizes} rounds value(s) but printed {serial} serial and {process} process timing line(s): "
             "record both timings of each run.", label=label, sizes=sizes, serial=printed['serial'],
