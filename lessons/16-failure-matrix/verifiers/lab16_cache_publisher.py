@@ -2,11 +2,9 @@
 
     python lab16_cache_publisher.py FOLDER
 
-The learner's publisher.publish_one, in a process whose CELERY_BROKER_URL is the cache worker's broker
-database (the row's job must run on the worker that keeps results only briefly).  The matrix starts it
-with its workers, because importing Celery takes a while; it then waits for the checker's go
-(shared.handshake, under the name CACHE_PUBLISHER), publishes once inside lab16_publishing.publishing and
-writes what happened as its result.
+The learner's publisher.publish_one with the cache worker's broker (the row's job must run on the worker
+that keeps results only briefly).  Started with the workers, since importing Celery takes a while; on the
+checker's go (shared.handshake) it publishes once and writes what happened as its result.
 """
 
 import sys

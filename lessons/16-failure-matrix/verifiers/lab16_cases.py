@@ -1,10 +1,12 @@
 """Lesson 16's failure-matrix catalogue (kit module, not a lesson file): the 15 rows of failure-matrix.md
-(Case: the row's id, fault point, operation, expected result and the drill that runs it) and the runner of
-one row: baseline → inject → recover, into a record row (lab16_record's rules).
+(Case: id, drill, fault point, operation, expected result) and the runner of one row, baseline → inject →
+recover, into a record row (lab16_record's rules).
 
-The drills are lab16_drills_execution (rows 1-8: a job's way from submit to result) and
-lab16_drills_dispatch (rows 9-15: what enters the queue and what is sent again).  A row's verdict rests on
-what its drill read; a row that raised or whose claim did not hold is fail, with why.
+The drills (lab16_drills_execution, rows 1-8; lab16_drills_dispatch, rows 9-15) each run on a job of their
+own, created inside the row, and inject exactly one fault through Row.fault.  Learner code runs in the
+judge's probe (lab16_fixture.learner), in the worker and in the learner's own scripts, never in this process.
+A row's verdict rests on facts — database rows, the job's committed changes, the deliveries the worker ran
+and how each ended, HTTP answers, process ids; a row that raised or whose claim did not hold is fail.
 """
 
 from __future__ import annotations
@@ -30,77 +32,74 @@ from shared.lesson_db import job_row, sql
 # ================================================================ the catalogue
 
 class Case:
-    """A row of the matrix: its id, the drill that runs it, and its texts -- fault point, operation, expected
-    result -- made in the learner's language when asked (texts())."""
+    """A row of the matrix: its place (each row exports a product of its own), id, drill, and its texts --
+    fault point, operation, expected result -- made in the learner's language when asked (texts())."""
 
-    def __init__(self, case_id: str, run, texts):
-        self.id, self.run, self.texts = case_id, run, texts
-        self.index = 0  # its place in the catalogue: each row exports a product of its own
+    def __init__(self, index: int, case_id: str, run, texts):
+        self.index, self.id, self.run, self.texts = index, case_id, run, texts
 
 
-CASES = [
-    Case("commit_fault_rollback", case_commit_fault, lambda: (
+CASES = [Case(index, *row) for index, row in enumerate([
+    ("commit_fault_rollback", case_commit_fault, lambda: (
         t("before the DB commit"), t("this submit raises before commit"), t("job and outbox roll back together"))),
-    Case("broker_unavailable", case_broker_down, lambda: (
+    ("broker_unavailable", case_broker_down, lambda: (
         t("broker unavailable"), t("submit with the private Redis stopped"), t("job and outbox kept, sent_at NULL"))),
-    Case("publish_after_send_before_mark", case_publish_before_mark, lambda: (
+    ("publish_after_send_before_mark", case_publish_before_mark, lambda: (
         t("published, not marked sent"), t("lose one confirm write"),
         t("published again; the result stays CAS-protected"))),
-    Case("worker_exit_with_lease", case_worker_exit, lambda: (
+    ("worker_exit_with_lease", case_worker_exit, lambda: (
         t("worker exits holding the lease"), t("SIGKILL this job's pool process"),
         t("recovered after expiry, attempts up"))),
-    Case("stale_token_late_finish", case_stale_token, lambda: (
+    ("stale_token_late_finish", case_stale_token, lambda: (
         t("old token arrives late"), t("finish with the old token after a new claim"),
         t("finish=False, result_ref untouched"))),
-    Case("cancel_requested", case_cancel, lambda: (
+    ("cancel_requested", case_cancel, lambda: (
         t("cancel"), t("set cancel_requested mid-run"), t("ends cancelled, no success published"))),
-    Case("attempts_exhausted", case_exhausted, lambda: (
+    ("attempts_exhausted", case_exhausted, lambda: (
         t("attempts exhausted"), t("three claims all expire"), t("failed with a dead letter, no fourth claim"))),
-    Case("result_cache_expired", case_result_cache, lambda: (
+    ("result_cache_expired", case_result_cache, lambda: (
         t("result cache expired"), t("shorten result_expires"), t("the MySQL state still answers"))),
-    Case("queue_full", case_queue_full, lambda: (
+    ("queue_full", case_queue_full, lambda: (
         t("queue full"), t("concurrent submits with little room left"), t("503, no false 202"))),
-    Case("same_slot_concurrent", case_same_slot, lambda: (
+    ("same_slot_concurrent", case_same_slot, lambda: (
         t("same slot twice"), t("same slot scheduled concurrently"), t("one scheduled job only"))),
-    Case("cross_minute_redelivery", case_cross_minute, lambda: (
+    ("cross_minute_redelivery", case_cross_minute, lambda: (
         t("schedule redelivered across minutes"), t("one simulated signal, two execution minutes"),
         t("this model creates two slots"))),
-    Case("sent_not_claimed", case_sent_unclaimed, lambda: (
+    ("sent_not_claimed", case_sent_unclaimed, lambda: (
         t("sent but never claimed"), t("marked sent, never sent, past the threshold"),
         t("the scan adds an event; the job completes"))),
-    Case("fail_before_claim", case_fail_before_claim, lambda: (
+    ("fail_before_claim", case_fail_before_claim, lambda: (
         t("failure before claim"), t("the worker's DB connection fails before claim"),
         t("the queued path dispatches again"))),
-    Case("duplicate_during_backoff", case_backoff_duplicates, lambda: (
+    ("duplicate_during_backoff", case_backoff_duplicates, lambda: (
         t("duplicates during backoff"), t("duplicates and claims while next_attempt_at is ahead"),
         t("all None, attempts unchanged"))),
-    Case("pending_event_rescan", case_pending_rescan, lambda: (
+    ("pending_event_rescan", case_pending_rescan, lambda: (
         t("pending event still there"), t("scan one queued job repeatedly"),
         t("no extra recovery event while one is pending"))),
-]
-for _index, _case in enumerate(CASES):
-    _case.index = _index
+])]
 CASE_IDS = [c.id for c in CASES]
 
 
 # ================================================================ one row, start to end
 
-def baseline(lab, row: Row) -> None:
+def baseline(stack, row: Row) -> None:
     """Before a row: no kit fault left in place, broker answering, worker alive and idle, nothing due."""
     drop_kit_triggers()
     for path in (HOLD_LIST, FAIL_LIST):
         path.unlink(missing_ok=True)
-    if lab.private and not lab.broker_ping():
-        lab.broker_start()
-    assert lab.worker is not None and lab.worker.alive(), t("the matrix worker has exited; see lab16-worker.log")
-    lab.drain()
+    if stack.private and not stack.broker_ping():
+        stack.broker_start()
+    assert stack.worker is not None and stack.worker.alive(), t("the matrix worker has exited; see lab16-worker.log")
+    stack.drain()
     row.known = {r["id"] for r in sql("SELECT id FROM export_jobs")}
-    row.baseline = {"broker": "PONG" if (not lab.private or lab.broker_ping()) else "down",
-                    "due_events": due_events(), "active_jobs": active_jobs(), "worker_pid": lab.worker.pid}
+    row.baseline = {"broker": "PONG" if (not stack.private or stack.broker_ping()) else "down",
+                    "due_events": due_events(), "active_jobs": active_jobs(), "worker_pid": stack.worker.pid}
     row.phases["baseline"] = now_iso()
 
 
-def restore(lab, row: Row, failed: bool) -> None:
+def restore(stack, row: Row, failed: bool) -> None:
     """After a row, whatever happened: faults removed, held jobs released, a failed row's jobs parked."""
     with contextlib.suppress(Exception):
         drop_kit_triggers()
@@ -109,22 +108,22 @@ def restore(lab, row: Row, failed: bool) -> None:
             release(job)
     for path in (HOLD_LIST, FAIL_LIST):
         path.unlink(missing_ok=True)
-    if lab.private and not lab.broker_ping():
+    if stack.private and not stack.broker_ping():
         with contextlib.suppress(Exception):
-            lab.broker_start()
+            stack.broker_start()
     if failed:
         with contextlib.suppress(Exception):
             park(row.jobs)
 
 
-def run_case(case: Case, lab) -> dict:
+def run_case(case: Case, stack) -> dict:
     started = time.monotonic()
-    row = Row(case, lab)
+    row = Row(case, stack)
     out = empty_row(case)
     failed = True
     try:
-        baseline(lab, row)
-        case.run(row, lab)
+        baseline(stack, row)
+        case.run(row, stack)
         assert len(row.faults) == 1, t("this row injected no fault")
         assert row.recovery_seconds is not None, t("this row recorded no recovery")
         failed = False
@@ -134,13 +133,13 @@ def run_case(case: Case, lab) -> dict:
         tail = traceback.format_exception(type(exc), exc, exc.__traceback__)[-2:]
         out["error"] = redact(f"{type(exc).__name__}: {exc} | {''.join(tail).strip()[-300:]}")
     finally:
-        restore(lab, row, failed)
+        restore(stack, row, failed)
     main = row.jobs[0] if row.jobs else None
     final = job_row(main) if main else None
     delivered = deliveries(main) if main else []
     changes = row.transitions()
     out.update({
-        "job_id": main, "job_ids": row.jobs, "operated_at": row.operated_at, "phases": row.phases,
+        "job_id": main, "job_ids": row.jobs, "operated_at": row.phases.get("inject"), "phases": row.phases,
         "fault": row.faults[0] if row.faults else None, "faults_injected": len(row.faults),
         "baseline": row.baseline, "observed_states": row.observed_states(changes), "transitions": changes,
         "message_ids": sorted({d["task_id"] for d in delivered}), "deliveries": len(delivered),

@@ -1,20 +1,14 @@
 """Lesson 16's failure-matrix drills, rows 9-15 (kit module, not a lesson file): what enters the queue and
 what is sent again, with one fault each — the capacity gate nearly full, one schedule slot raced, one signal
 in two minutes, a dispatch whose message is lost, a worker that fails before its claim, duplicates during
-the backoff, the scanner over a job whose event is still pending.  One function per row; lab16_cases lists
-them and runs each (baseline → inject → recover).
-
-Each row runs on a job of its own, created inside the row, and injects exactly one fault through
-Row.fault.  The learner's code runs in the judge's probe (lab16_fixture.learner, lab16_learner.py), in
-the worker and in the learner's own scripts, never in this process: the HTTP burst and the slot race run
-there whole (lab16_learner.post_burst, same_slot_race).  Its verdict rests on facts: database rows, the
-job's committed changes, the deliveries the worker ran and how each ended, HTTP answers.  Durable times are
-moved, not waited out.
+the backoff, the scanner over a job whose event is still pending.  The HTTP burst and the slot race run
+whole in the probe (lab16_learner.post_burst, same_slot_race).  How a drill runs: lab16_cases.
 """
 
 from __future__ import annotations
 
 import json
+from collections import namedtuple
 from datetime import UTC, datetime
 from uuid import uuid4
 
@@ -33,20 +27,13 @@ def capacity_limit() -> int:
     return value if type(value) is int and value > 0 else 100
 
 
-class Posted:
-    """One answer of the learner's submit route, as the probe saw it."""
-
-    def __init__(self, status: int, text: str, retry_after: str | None):
-        self.status_code, self.text = int(status), str(text)
-        self.headers = {"retry-after": retry_after} if retry_after is not None else {}
-
-    def json(self):
-        return json.loads(self.text)
+Answer = namedtuple("Answer", "status text retry_after")  # one answer of the learner's submit route
 
 
-def _concurrent_posts(api: bool, n: int, product_ids: list[int]) -> list[Posted]:
+def _concurrent_posts(api: bool, n: int, product_ids: list[int]) -> list[Answer]:
     """n concurrent POST /exports to the learner's route: the whole burst runs in the probe."""
-    return [Posted(*answer) for answer in ask("post_burst", api, n, product_ids, timeout=300)]
+    return [Answer(int(status), str(text), retry) for status, text, retry in
+            ask("post_burst", api, n, product_ids, timeout=300)]
 
 
 def submit_app() -> tuple[bool, str]:
@@ -61,7 +48,7 @@ def submit_app() -> tuple[bool, str]:
     return False, "admission_adapter.accept_export"
 
 
-def case_queue_full(row: Row, lab) -> None:
+def case_queue_full(row: Row, stack) -> None:
     api, route = submit_app()
     limit = capacity_limit()
     fillers: list[str] = []
@@ -78,10 +65,10 @@ def case_queue_full(row: Row, lab) -> None:
                                 [(f,) for f in fillers])
             before = counts()
             burst = _concurrent_posts(api, 6, row.products())
-            accepted = [a.json()["job_id"] for a in burst if a.status_code == 202]
-            refused = [a for a in burst if a.status_code == 503]
+            accepted = [json.loads(a.text)["job_id"] for a in burst if a.status == 202]
+            refused = [a for a in burst if a.status == 503]
             lock_refused = len(refused) - 4  # beyond the four the full gate refuses
-            codes = sorted(a.status_code for a in burst)
+            codes = sorted(a.status for a in burst)
             row.expect(len(accepted) + len(refused) == 6, t(
                 "concurrent submits may only answer 202 or 503, got {codes}", codes=codes))
             row.expect(len(accepted) <= 2, t("{n_accepted} answers were 202 with only 2 places left: a false 202",
@@ -93,18 +80,18 @@ def case_queue_full(row: Row, lab) -> None:
             top_up = []
             while len(top_up) <= 2:
                 answer = _concurrent_posts(api, 1, row.products())[0]
-                top_up.append(answer.status_code)
-                if answer.status_code != 202:
+                top_up.append(answer.status)
+                if answer.status != 202:
                     refused.append(answer)
                     break
-                accepted.append(answer.json()["job_id"])
+                accepted.append(json.loads(answer.text)["job_id"])
             row.note(t("{route}: 6 concurrent submits → {codes}; then one at a time → {top_up}; active jobs "
                        "{active_jobs}/{limit}", route=route, codes=codes, top_up=top_up, active_jobs=active_jobs(),
                        limit=limit))
             row.expect(len(accepted) == 2 and top_up[-1] == 503,
                        t("exactly two submits (the places left) must be accepted, then 503; accepted {n_accepted}, "
                          "one at a time {top_up}", n_accepted=len(accepted), top_up=top_up))
-            row.expect(all(r.headers.get("retry-after") for r in refused), t("a 503 must carry Retry-After"))
+            row.expect(all(r.retry_after for r in refused), t("a 503 must carry Retry-After"))
             row.expect(counts() == (before[0] + 2, before[1] + 2) and active_jobs() == limit,
                        t("only the two accepted requests left a job and an event"))
             for job in accepted:
@@ -121,7 +108,7 @@ def case_queue_full(row: Row, lab) -> None:
     row.recovered()
 
 
-def case_same_slot(row: Row, lab) -> None:
+def case_same_slot(row: Row, stack) -> None:
     learner("schedule_store")  # an import that fails is said as such
     slot = f"lab16:{uuid4()}:same-slot"
     results: list = [None] * 4
@@ -159,7 +146,7 @@ def case_same_slot(row: Row, lab) -> None:
     row.recovered()
 
 
-def case_cross_minute(row: Row, lab) -> None:
+def case_cross_minute(row: Row, stack) -> None:
     schedule = learner("schedule_store")
     tasks = learner("schedule_tasks")
     prefix = f"lab16:{uuid4()}:"
@@ -188,7 +175,7 @@ def case_cross_minute(row: Row, lab) -> None:
     row.extra["boundary"] = "two slots, two jobs: execution-minute merging, not exactly-once per signal"
 
 
-def case_sent_unclaimed(row: Row, lab) -> None:
+def case_sent_unclaimed(row: Row, stack) -> None:
     job = row.submit()
     with row.fault(t("the publisher confirmed the send but the message is lost (marked sent, never sent)")):
         row.lost_messages.update(e["id"] for e in pending_of(job))
@@ -201,7 +188,7 @@ def case_sent_unclaimed(row: Row, lab) -> None:
     age = age_until_requeued(row, job)
     queued = job_row(job)
     for _ in range(2):
-        lab.scan()
+        stack.scan()
     pending = pending_of(job)
     row.note(t("{age:.0f}s after the dispatch the scan made a new event; 2 more scans: still {n_pending} pending; "
                "attempts {attempts}", age=age, n_pending=len(pending), attempts=queued['attempts']))
@@ -215,12 +202,12 @@ def case_sent_unclaimed(row: Row, lab) -> None:
     row.extra["unclaimed_age_seconds"] = round(age, 3)
 
 
-def case_fail_before_claim(row: Row, lab) -> None:
+def case_fail_before_claim(row: Row, stack) -> None:
     job = row.submit()
     fail_claim(job)
     with row.fault(t("the worker's database connection fails before claim (once)")):
-        lab.pump()
-        lab.wait_ended(job, 1)
+        stack.pump()
+        stack.wait_ended(job, 1)
         now = job_row(job)
         end = delivery_log(job)[0]["end"]
         row.note(t("the delivery ended {state} ({error_type}); job {status}, attempts {attempts}, pending events "
@@ -237,7 +224,7 @@ def case_fail_before_claim(row: Row, lab) -> None:
     row.extra["budget_seconds"] = QUEUED_BUDGET
 
 
-def case_backoff_duplicates(row: Row, lab) -> None:
+def case_backoff_duplicates(row: Row, stack) -> None:
     job = row.submit()
     # A durable backoff, as a failed attempt would leave it.
     sql("UPDATE export_jobs SET next_attempt_at=DATE_ADD(NOW(6), INTERVAL 10 SECOND) WHERE id=%s", (job,))
@@ -245,8 +232,8 @@ def case_backoff_duplicates(row: Row, lab) -> None:
     queue = (queue and queue[0].get("queue_name")) or QUEUES[1]
     with row.fault(t("two duplicate messages and two direct claims while next_attempt_at is 10 s ahead")):
         ask("send_duplicates", job, queue, 2)  # app.send_task with the learner's app, in the probe
-        lab.wait_ended(job, 2)
-        direct = [lab.state_store.claim(job), lab.state_store.claim(job)]
+        stack.wait_ended(job, 2)
+        direct = [stack.state_store.claim(job), stack.state_store.claim(job)]
         now = job_row(job)
         answers = [e["retval"].get("claimed") if isinstance(e.get("retval"), dict) else e.get("retval")
                    for e in ended(job)]
@@ -261,13 +248,13 @@ def case_backoff_duplicates(row: Row, lab) -> None:
     row.recovered()
 
 
-def case_pending_rescan(row: Row, lab) -> None:
+def case_pending_rescan(row: Row, stack) -> None:
     job = row.submit()
     with row.fault(t("the publisher is down: the queued job's only pending event is 65 s old; the scanner runs 3 "
                      "times")):
         row.advance(job, 65)
         for _ in range(3):
-            lab.scan()
+            stack.scan()
         events = events_of(job)
         now = job_row(job)
         row.note(t("after 3 scans: {n_events} events ({n_pending_of} pending), attempts {attempts}",

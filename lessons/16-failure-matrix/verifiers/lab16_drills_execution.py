@@ -1,13 +1,7 @@
 """Lesson 16's failure-matrix drills, rows 1-8 (kit module, not a lesson file): a job's own way from its
 submit to its result, with one fault each — the commit, the broker, the lost confirm, the worker that dies
 holding the lease, the old token that finishes late, the cancel, exhausted attempts, the expired result
-cache.  One function per row; lab16_cases lists them and runs each (baseline → inject → recover).
-
-Each row runs on a job of its own, created inside the row, and injects exactly one fault through
-Row.fault.  The learner's code runs in the judge's probe (lab16_fixture.learner, lab16_learner.py), in
-the worker and in the learner's own scripts, never in this process.  Its verdict rests on facts: database
-rows, the job's committed changes, the deliveries the worker ran and how each ended, HTTP answers, process
-ids.  Durable times are moved, not waited out.
+cache.  How a drill runs and what its verdict rests on: lab16_cases.
 """
 
 from __future__ import annotations
@@ -18,33 +12,35 @@ import signal
 from uuid import uuid4
 
 from lab16_fixture import (PROBE, RESULT_TTL, ask, claim_seconds_left, confirm_lost, counts, dead_letters, deliveries,
-                           events_of, hold, learner, outbox_insert_fails, pending_of, release, seconds_until,
-                           status_of)
-from lab16_publishing import CACHE_PUBLISHER, publishing
+                           events_of, learner, outbox_insert_fails, pending_of, release, seconds_until)
+from lab16_publishing import CACHE_PUBLISHER
 from lab16_row import LEASE_BUDGET, Row, await_hold, scan_until, settle
 
 from shared import handshake
 from shared.lesson_celery import WORK, pid_running, redact, setting, short
 from shared.i18n import t
-from shared.lesson_db import job_row, sql
+from shared.lesson_db import job_row, sql, wait_status
 from shared.proc import free_port, run_python, wait_until
 
 
-def case_commit_fault(row: Row, lab) -> None:
+def raised(error: Exception | None) -> str:
+    return type(error).__name__ if error else t('no exception')
+
+
+def case_commit_fault(row: Row, stack) -> None:
     before = counts()
     with row.fault(t("the outbox INSERT fails before the commit (kit trigger), after the job INSERT")):
-        raised = None
+        error = None
         with outbox_insert_fails():
             try:
-                lab.state_store.submit_snapshot(row.products())
+                stack.state_store.submit_snapshot(row.products())
             except Exception as exc:  # noqa: BLE001 - any exception is what the drill expects
-                raised = exc
+                error = exc
         after = counts()
         row.observe("absent")
         row.note(t("submit_snapshot → {name}; jobs {before}→{after}, events {before2}→{after2}", before=before[0],
-                   name=type(raised).__name__ if raised else t('no exception'), after=after[0], before2=before[1],
-                   after2=after[1]))
-        row.expect(raised is not None, t("submit_snapshot raised nothing although the outbox insert failed"))
+                   name=raised(error), after=after[0], before2=before[1], after2=after[1]))
+        row.expect(error is not None, t("submit_snapshot raised nothing although the outbox insert failed"))
         row.expect(after == before, t("rows were left behind: the job and the outbox event did not roll back together"))
     row.recover()
     job = row.submit()
@@ -52,19 +48,14 @@ def case_commit_fault(row: Row, lab) -> None:
     row.recovered()
 
 
-def case_broker_down(row: Row, lab) -> None:
-    if lab.private:
+def case_broker_down(row: Row, stack) -> None:
+    if stack.private:
         with row.fault(t("the private broker (redis-server) is stopped")):
-            pid = lab.broker_stop()
+            pid = stack.broker_stop()
             job = row.submit()
-            error = None
-            try:
-                with publishing():
-                    lab.publisher.publish_one()
-            except Exception as exc:  # noqa: BLE001
-                error = exc
+            error = stack.publish_once()
             row.note(t("broker pid {pid} stopped; submit → {job} queued; publish_one → {name}", pid=pid,
-                       job=short(job), name=type(error).__name__ if error else t('no exception')))
+                       job=short(job), name=raised(error)))
     else:  # no redis-server binary here: only this publisher is pointed at a port nobody listens on
         with row.fault(t("the publisher points at a port with no broker")):
             job = row.submit()
@@ -76,37 +67,32 @@ def case_broker_down(row: Row, lab) -> None:
     row.expect(error is not None, t("publish_one reported no error with the broker down (send error swallowed?)"))
     row.expect(len(event) == 1 and event[0]["sent_at"] is None,
                t("with the broker down the event must stay, sent_at NULL"))
-    row.expect(status_of(job) == "queued", t("with the broker down the job must stay queued"))
+    row.expect((job_row(job) or {}).get("status") == "queued", t("with the broker down the job must stay queued"))
     row.observe("queued+unsent")
     row.recover()
-    if lab.private:
-        lab.broker_start()
+    if stack.private:
+        stack.broker_start()
     row.advance(job, claim_seconds_left(job) + 0.001)  # the failed publisher's claim runs out
     settle(row, job)
     row.recovered()
 
 
-def case_publish_before_mark(row: Row, lab) -> None:
+def case_publish_before_mark(row: Row, stack) -> None:
     job = row.submit()
     event = pending_of(job)[0]["id"]
     with row.fault(t("the confirm write after a successful send fails once (kit trigger)")):
         with confirm_lost(event):
-            error = None
-            try:
-                with publishing():
-                    lab.publisher.publish_one()
-            except Exception as exc:  # noqa: BLE001
-                error = exc
+            error = stack.publish_once()
         row.expect(any(e["id"] == event for e in pending_of(job)), t(
             "after the lost confirm the event must still be unsent"))
-        lab.wait_ended(job, 1)
+        stack.wait_ended(job, 1)
         first = job_row(job)
         row.note(t("publish_one → {name}; after delivery 1 the job is {status}, the event still sent_at=NULL",
-                   name=type(error).__name__ if error else t('no exception'), status=first['status']))
+                   name=raised(error), status=first['status']))
     row.recover()
     row.advance(job, claim_seconds_left(job) + 0.001)  # the publisher's claim runs out: the event is due again
-    lab.drain()
-    lab.wait_ended(job, 2)
+    stack.drain()
+    stack.wait_ended(job, 2)
     after = settle(row, job)
     sent = [e for e in events_of(job) if e["id"] == event]
     again = [d for d in deliveries(job) if d["task_id"] == event]
@@ -121,9 +107,8 @@ def case_publish_before_mark(row: Row, lab) -> None:
     row.recovered()
 
 
-def case_worker_exit(row: Row, lab) -> None:
+def case_worker_exit(row: Row, stack) -> None:
     job = row.submit()
-    hold(job)
     held = await_hold(row, job)
     running = job_row(job)
     row.expect(running["status"] == "running" and running["attempts"] == 1, t(
@@ -142,7 +127,7 @@ def case_worker_exit(row: Row, lab) -> None:
         row.clock_from_here()
         row.observe("running (lease expired)")
     row.recover()
-    scan_until(lab, job, ("queued",))
+    scan_until(stack, job, ("queued",))
     backoff = seconds_until(job, "next_attempt_at")
     row.note(t("recover_batch → queued, next_attempt_at {backoff:.1f}s ahead", backoff=backoff))
     row.advance(job, backoff + 0.001)
@@ -155,16 +140,15 @@ def case_worker_exit(row: Row, lab) -> None:
     row.extra["backoff_seconds"] = round(backoff, 3)
 
 
-def case_stale_token(row: Row, lab) -> None:
+def case_stale_token(row: Row, stack) -> None:
     job = row.submit()
-    old = lab.state_store.claim(job)
+    old = stack.state_store.claim(job)
     row.expect(old is not None, t("a fresh job must be claimable"))
     token_a = str(old["lease_token"])
     # The first executor stalls: its lease runs out and recovery requeues the job (time moved, not waited).
     row.advance(job, seconds_until(job, "lease_until") + 0.001, setup=True)
-    scan_until(lab, job, ("queued",))
+    scan_until(stack, job, ("queued",))
     row.advance(job, seconds_until(job, "next_attempt_at") + 0.001, setup=True)
-    hold(job)
     await_hold(row, job)
     current = job_row(job)
     row.expect(current["status"] == "running" and current["attempts"] == 2 and current["lease_token"] != token_a,
@@ -173,7 +157,7 @@ def case_stale_token(row: Row, lab) -> None:
     with row.fault(t("the old token's executor arrives late and calls finish")):
         target.parent.mkdir(exist_ok=True)
         target.write_text(json.dumps(old["payload"], ensure_ascii=False), encoding="utf-8")
-        late = lab.state_store.finish(job, token_a, str(target))
+        late = stack.state_store.finish(job, token_a, str(target))
         now = job_row(job)
         row.note(t("finish(old token) → {late}; result_ref={result_ref!r}", late=late, result_ref=now['result_ref']))
         row.expect(late is False, t("finish with the old token must return False"))
@@ -181,24 +165,23 @@ def case_stale_token(row: Row, lab) -> None:
                    t("the old token must not write result_ref or take the lease back"))
     row.recover()
     release(job)
-    final = lab.wait_status(job, "succeeded")
-    again = lab.state_store.finish(job, token_a, str(target))
+    final = wait_status(job, ("succeeded",), 60)
+    again = stack.state_store.finish(job, token_a, str(target))
     after = job_row(job)
     row.expect(again is False and after["result_ref"] == final["result_ref"] and final["result_ref"] != str(target),
                t("after success the old token still cannot overwrite result_ref"))
     row.recovered()
-    lab.drain()
+    stack.drain()
 
 
-def case_cancel(row: Row, lab) -> None:
+def case_cancel(row: Row, stack) -> None:
     job = row.submit()
-    hold(job)
     await_hold(row, job)
     with row.fault(t("cancel_requested=TRUE while the export runs")):
         sql("UPDATE export_jobs SET cancel_requested=TRUE, updated_at=NOW(6) "
             "WHERE id=%s AND status IN ('queued','running')", (job,))
         release(job)
-        lab.wait_ended(job, 1)
+        stack.wait_ended(job, 1)
         now = job_row(job)
         row.expect(now["status"] != "succeeded" and now["result_ref"] is None,
                    t("a success was published after the cancel ({status}, {result_ref!r})", status=now['status'],
@@ -206,30 +189,30 @@ def case_cancel(row: Row, lab) -> None:
     row.recover()
     if now["status"] == "running":  # the scanner finishes it once the lease is over (moved, not waited)
         row.advance(job, seconds_until(job, "lease_until") + 0.001)
-    final = scan_until(lab, job, ("cancelled",))
+    final = scan_until(stack, job, ("cancelled",))
     row.expect(final["result_ref"] is None, t("a cancelled job must have no result_ref"))
     row.recovered()
-    lab.drain()
+    stack.drain()
 
 
-def case_exhausted(row: Row, lab) -> None:
+def case_exhausted(row: Row, stack) -> None:
     job = row.submit()
     with row.fault(t("three claims in a row, each lost with its lease (kit claims that never finish)")):
         for n in (1, 2, 3):
-            got = lab.state_store.claim(job)
+            got = stack.state_store.claim(job)
             row.expect(got is not None and got["attempts"] == n, t("claim {n} should work with attempts={n}", n=n))
             row.advance(job, seconds_until(job, "lease_until") + 0.001)
-            scan_until(lab, job, ("queued",) if n < 3 else ("failed",))
+            scan_until(stack, job, ("queued",) if n < 3 else ("failed",))
             if n < 3:
                 row.advance(job, seconds_until(job, "next_attempt_at") + 0.001)
         letters = dead_letters(job)
-        fourth = lab.state_store.claim(job)
+        fourth = stack.state_store.claim(job)
         row.note(t("after 3 expiries → failed, dead letter {value}; claim 4 → {fourth}", fourth=fourth,
                    value=[d['reason'] for d in letters]))
         row.expect(len(letters) == 1, t("an exhausted job must have one dead letter"))
         row.expect(fourth is None, t("there must be no fourth claim"))
     row.recover()
-    lab.drain()  # the recovery events still pending are delivered: nothing may claim
+    stack.drain()  # the recovery events still pending are delivered: nothing may claim
     final = job_row(job)
     row.expect(final["status"] == "failed" and final["attempts"] == 3 and final["result_ref"] is None,
                t("the end state must be failed/3 without result_ref, got {status}/{attempts}", status=final['status'],
@@ -237,7 +220,7 @@ def case_exhausted(row: Row, lab) -> None:
     row.recovered()
 
 
-def case_result_cache(row: Row, lab) -> None:
+def case_result_cache(row: Row, stack) -> None:
     import redis
     job = row.submit()
     event = pending_of(job)[0]["id"]
@@ -246,15 +229,15 @@ def case_result_cache(row: Row, lab) -> None:
     try:
         with row.fault(t("the worker running this job keeps results {result_ttl} s (result_expires shortened)",
                          result_ttl=RESULT_TTL)):
-            if lab.cache_publisher is not None:
-                handshake.go(lab.cache_folder, [CACHE_PUBLISHER])
-                outcome = handshake.wait_result(lab.cache_folder, CACHE_PUBLISHER, timeout=120)
+            if stack.cache_publisher is not None:
+                handshake.go(stack.cache_folder, [CACHE_PUBLISHER])
+                outcome = handshake.wait_result(stack.cache_folder, CACHE_PUBLISHER, timeout=120)
                 row.expect(outcome.get("published") is True, t(
                     "publish_one failed: {outcome}", outcome=redact(str(outcome))))
             else:
-                lab.pump()
+                stack.pump()
             settle(row, job)
-            lab.wait_ended(job, 1)
+            stack.wait_ended(job, 1)
             asked = [d.get("ignore_result") for d in deliveries(job)]
             if any(asked):  # the message itself said "keep no result": there is nothing to expire
                 seen = t("never stored (the message said ignore_result=True)")

@@ -1,18 +1,10 @@
 """Lesson 16's evidence (kit module, not a lesson file): is a record backed by facts?
 
-Two records meet here:
-
-- the record this run writes (the kit's matrix on the learner's code): each row is backed when the
-  database and the worker's deliveries, read now, say what it says — the job exists, its status and
-  attempts, the deliveries it counts, its committed state changes, its file (16.8, and 16.1 below);
-- the learner's verification-record.json (16.1).  Its job_ids name jobs of the learner's own drills,
-  in a database a check run never sees (every run builds a fresh one), so they cannot be looked up
-  here.  What a check run can do is re-earn each claim: every row the learner marks pass is run again
-  on the learner's code, the row this run writes for it must be backed, and the learner's row must
-  say what this run shows — the statuses seen, in order, ending where the job ended; the attempts;
-  an artifact exactly when the job succeeded — with a job id of the kind the learner's code makes
-  (the same UUID version as this run's jobs, one job per row).  A record that marks nothing pass
-  proves nothing, and fails with the rows and why each is not backed.
+A row this run wrote is backed when the database and the worker's deliveries, read now, say what it says
+(16.8, 16.1).  The learner's job_ids name jobs in a database no check run sees, so each of the learner's
+pass rows is re-earned instead (16.1): run again on the learner's code, and the learner's row must say what
+this run shows — the statuses in order and where they end, the attempts, an artifact exactly when the job
+succeeded — with a job id of the kind the learner's code makes (the same UUID version).
 """
 
 from __future__ import annotations
@@ -22,7 +14,7 @@ from uuid import UUID
 
 from lab16_cases import CASE_IDS
 from lab16_fixture import artifact_evidence, deliveries, transitions_of
-from lab16_record import STATUSES, rows_of
+from lab16_record import STATUSES, collapse, is_uuid, rows_of
 
 from shared.lesson_celery import WORK, short
 from shared.i18n import t
@@ -34,11 +26,9 @@ LEARNER_RECORD = WORK / "verification-record.json"
 # ================================================================ a row this run wrote
 
 def backing_problems(row: dict) -> list[str]:
-    """Where a row of this run's record differs from the database and the worker's deliveries now.
-
-    Read after the row ended, so only what can no longer change is compared exactly (status,
-    attempts, the committed changes it recorded, the file); deliveries may only have grown (a late
-    redelivery of a finished job claims nothing), so the recorded ones must all be there."""
+    """Where a row of this run's record differs from the database and the worker's deliveries now.  What
+    can no longer change is compared exactly; deliveries may only have grown (a late redelivery claims
+    nothing), so the recorded ones must all be there."""
     name, job_id = row["case"], row.get("job_id")
     job = job_row(job_id) if job_id else None
     if job is None:
@@ -60,7 +50,7 @@ def backing_problems(row: dict) -> list[str]:
     recorded = [(c["seq"], c["status"], c["attempts"]) for c in row.get("transitions") or []]
     if committed[:len(recorded)] != recorded:
         problems.append(t("{name}: the recorded state changes are not the ones the database committed", name=name))
-    if collapse(real_statuses(row.get("observed_states"))) != collapse([c[1] for c in recorded]):
+    if real_statuses(row.get("observed_states")) != collapse([c[1] for c in recorded]):
         problems.append(t("{name}: observed_states do not match the committed state changes", name=name))
     if row.get("artifact_sha256"):
         try:
@@ -73,12 +63,8 @@ def backing_problems(row: dict) -> list[str]:
 
 
 def real_statuses(states) -> list[str]:
-    return [s for s in states or [] if s in STATUSES]
-
-
-def collapse(states: list[str]) -> list[str]:
-    """One entry per run of the same status (a change of attempts or token alone repeats it)."""
-    return [s for i, s in enumerate(states) if i == 0 or s != states[i - 1]]
+    """The real statuses among observed states, one entry per run."""
+    return collapse([s for s in states or [] if s in STATUSES])
 
 
 def in_order(part: list[str], whole: list[str]) -> bool:
@@ -111,13 +97,9 @@ def why_not_backed(row) -> str:
     """Why a row that is not marked pass backs no claim (the message names each such row)."""
     if not isinstance(row, dict):
         return t("not a JSON object")
-    result, job_id = row.get("result"), row.get("job_id")
-    text = str(result)
-    if job_id is not None:
-        try:
-            UUID(str(job_id))
-        except ValueError:
-            text += t(", job_id {job_id!r} is no job id", job_id=job_id)
+    text = str(row.get("result"))
+    if row.get("job_id") is not None and not is_uuid(row["job_id"]):
+        text += t(", job_id {job_id!r} is no job id", job_id=row["job_id"])
     return text
 
 
@@ -132,8 +114,8 @@ def claim_problems(mine: dict, run: dict, versions: set[int]) -> list[str]:
         problems.append(t("{name}: job_id {job_id} is not an id your code makes (this run's job ids are "
                           "version-{map} UUIDs): which drill made it?", name=name, job_id=mine['job_id'],
                           map='/'.join(map(str, sorted(versions)))))
-    seen = collapse(real_statuses(mine.get("observed_states")))
-    happened = collapse(real_statuses(run["observed_states"]))
+    seen = real_statuses(mine.get("observed_states"))
+    happened = real_statuses(run["observed_states"])
     if not in_order(seen, happened) or seen[-1:] != happened[-1:]:
         problems.append(t("{name}: the states you recorded, {seen}, are not what this run committed, {happened} (a "
                           "poll may miss a brief state, but the order and the end state must agree)", name=name,

@@ -1,22 +1,14 @@
-"""Lesson 16's failure-matrix lab (kit module, not a lesson file): the processes, the servers and the
-kit's view of what happened.
-
-- Lab: a private redis-server as broker (the broker row stops and restarts it, touching no one else's
-  Redis), the matrix's Celery worker(s) running the learner's app through lab16_probe, the result-cache
-  row's publisher (lab16_cache_publisher, a file handshake), and the learner's state_store, publisher
-  and recovery, reached through the judge's probe (shared/probe.py; lab16_learner.py runs there): no
-  learner module is ever imported into this process.  Every process is owned and stopped by its PID.
-- The database as the kit reads it (shared.lesson_db): jobs, outbox events, dead letters, and the job's
-  committed state changes, which a kit trigger writes into lab16_kit_transitions inside the very
-  transaction that makes them — facts in commit order, not a poll's guess.
-- The worker as the kit sees it: lab16_probe's start/end events per delivery, with how each ended
-  (claimed, claimed nothing, or raised — and whether the database refused it).
-- Durable times that can be set are moved into the past (advance), never waited out.
+"""Lesson 16's failure-matrix stack (kit module, not a lesson file): the processes and servers a drill runs
+against (Stack: a private broker, the matrix's worker(s), the result-cache row's publisher), and the kit's view
+of what happened — the database (a job's committed state changes come from a kit trigger, in commit order) and
+lab16_probe's start/end events per delivery.  The learner's code runs in the judge's probe (lab16_learner.py),
+never in this process.  Durable times that can be set are moved into the past (advance), never waited out.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -28,9 +20,9 @@ from pathlib import Path
 from lab16_publishing import CACHE_PUBLISHER, publishing
 
 from shared import handshake
-from shared.lesson_celery import LOG_DIR, WORK, pid_running, read_events, redact, setting, short
+from shared.lesson_celery import LOG_DIR, WORK, pid_running, read_events, redact, redis_client, setting, short
 from shared.i18n import t
-from shared.lesson_db import close_kit_connection, job_row, kept_db, make_marks_table, sql, trigger
+from shared.lesson_db import close_kit_connection, kept_db, make_marks_table, sql, trigger
 from shared.probe import LearnerRaised, Probe
 from shared.proc import Process, WaitTimeout, free_port, port_open, wait_until
 
@@ -51,8 +43,8 @@ CALL_LIMIT = 120.0  # one call of a learner function (a claim behind a lock wait
 
 
 def learner(module: str):
-    """One of the learner's modules (imported in the probe now; an import error is the learner's to see,
-    secrets masked): module.name(...) runs there."""
+    """One of the learner's modules, imported in the probe now (an import error is the learner's to see):
+    module.name(...) runs there."""
     return PROBE.module(module, timeout=CALL_LIMIT)
 
 
@@ -61,25 +53,20 @@ def ask(function: str, *args, timeout: float = CALL_LIMIT):
     return PROBE.call(f"lab16_learner:{function}", *args, timeout=timeout)
 
 
-_MAX_ATTEMPTS: list = []
+@functools.cache
+def _max_attempts():
+    return ask("max_attempts")
 
 
 def max_attempts():
     """The learner's state_store.MAX_ATTEMPTS (3 when it has none), read once from the probe."""
-    if not _MAX_ATTEMPTS:
-        try:
-            _MAX_ATTEMPTS.append(ask("max_attempts"))
-        except LearnerRaised:
-            return 3
-    return _MAX_ATTEMPTS[0]
+    try:
+        return _max_attempts()
+    except LearnerRaised:
+        return 3
 
 
 # ================================================================ the database, as the kit reads it
-
-def status_of(job_id: str) -> str | None:
-    row = job_row(job_id)
-    return row and row["status"]
-
 
 def events_of(job_id: str) -> list[dict]:
     return sql("SELECT id, sent_at, available_at, claim_until, created_at, NOW(6) AS now FROM export_outbox "
@@ -146,10 +133,8 @@ def artifact_evidence(job: dict) -> tuple[str, str]:
 
 
 def advance(job_ids, seconds: float) -> float:
-    """Let `seconds` pass for these jobs only: every durable time of the job and its events moves back.
-
-    Used instead of waiting: a lease running out, a backoff ending, a dispatch growing old.  The
-    caller adds the seconds to its measured time, so the evidence shows what a real clock would."""
+    """Let `seconds` pass for these jobs only (instead of waiting): every durable time of the job and its
+    events moves back.  The caller adds the seconds to its measured time, as a real clock would show."""
     if isinstance(job_ids, str):
         job_ids = [job_ids]
     us = int(round(seconds * 1e6))
@@ -238,40 +223,34 @@ FAIL_CONFIRM = "lab16_kit_fail_confirm"
 
 
 @contextlib.contextmanager
-def outbox_insert_fails():
-    """Every export_outbox INSERT fails before the commit, while the block runs."""
-    body = f"""CREATE TRIGGER {FAIL_OUTBOX} BEFORE INSERT ON export_outbox FOR EACH ROW
-               BEGIN
-                 IF EXISTS (SELECT 1 FROM {MARKS} WHERE kind='fail-outbox') THEN
-                   SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lab16 drill: the outbox insert fails before commit';
-                 END IF;
-               END"""
-    with _marked("fail-outbox", "all"), trigger(FAIL_OUTBOX, body, MARKS):
-        yield
-
-
-@contextlib.contextmanager
-def confirm_lost(event_id: str):
-    """The publisher's confirm of this one event (sent_at set) fails, while the block runs."""
-    body = f"""CREATE TRIGGER {FAIL_CONFIRM} BEFORE UPDATE ON export_outbox FOR EACH ROW
-               BEGIN
-                 IF NEW.sent_at IS NOT NULL AND OLD.sent_at IS NULL
-                    AND EXISTS (SELECT 1 FROM {MARKS} WHERE kind='fail-confirm' AND ref=OLD.id) THEN
-                   SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lab16 drill: the confirm write is lost';
-                 END IF;
-               END"""
-    with _marked("fail-confirm", event_id), trigger(FAIL_CONFIRM, body, MARKS):
-        yield
-
-
-@contextlib.contextmanager
-def _marked(kind: str, ref: str):
+def _fault(name: str, timing: str, kind: str, ref: str, when: str, match: str, message: str):
+    """A kit trigger on export_outbox that fails the statement while the block runs, for the rows marked."""
     make_marks_table(MARKS)  # created if needed, emptied: only this mark is in place
     sql(f"INSERT INTO {MARKS} (kind, ref) VALUES (%s, %s)", (kind, ref))
+    body = f"""CREATE TRIGGER {name} {timing} ON export_outbox FOR EACH ROW
+               BEGIN
+                 IF {when}EXISTS (SELECT 1 FROM {MARKS} WHERE kind='{kind}'{match}) THEN
+                   SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lab16 drill: {message}';
+                 END IF;
+               END"""
     try:
-        yield
+        with trigger(name, body, MARKS):
+            yield
     finally:
         sql(f"DELETE FROM {MARKS}")
+
+
+def outbox_insert_fails():
+    """Every export_outbox INSERT fails before the commit, while the block runs."""
+    return _fault(FAIL_OUTBOX, "BEFORE INSERT", "fail-outbox", "all", "", "",
+                  "the outbox insert fails before commit")
+
+
+def confirm_lost(event_id: str):
+    """The publisher's confirm of this one event (sent_at set) fails, while the block runs."""
+    return _fault(FAIL_CONFIRM, "BEFORE UPDATE", "fail-confirm", event_id,
+                  "NEW.sent_at IS NOT NULL AND OLD.sent_at IS NULL AND ", " AND ref=OLD.id",
+                  "the confirm write is lost")
 
 
 def drop_kit_triggers() -> None:
@@ -283,15 +262,11 @@ def drop_kit_triggers() -> None:
 
 # ================================================================ the worker, as lab16_probe saw it
 
-def probe_events() -> list[dict]:
-    return read_events(EVENTS)
-
-
-def delivery_log(job_id: str, events: list[dict] | None = None) -> list[dict]:
+def delivery_log(job_id: str) -> list[dict]:
     """Each delivery of the job the worker started: {task_id, pid, start, end (None while running or
     killed)}.  One process writes a delivery's start before its end, so the k-th start of a (task id,
     pid) pair ends with the k-th end of that pair."""
-    events = probe_events() if events is None else events
+    events = read_events(EVENTS)
     ends: dict[tuple, list[dict]] = {}
     for event in events:
         if event.get("kind") == "end":
@@ -335,12 +310,12 @@ def describe_end(end: dict) -> str:
 
 
 def holds(job_id: str) -> list[dict]:
-    return [e for e in probe_events() if e.get("kind") == "hold" and e.get("job") == job_id]
+    return [e for e in read_events(EVENTS) if e.get("kind") == "hold" and e.get("job") == job_id]
 
 
 def open_deliveries() -> list[dict]:
     """Task starts with no end whose process still lives (a killed child's start stays open forever)."""
-    events = probe_events()
+    events = read_events(EVENTS)
     done = {(e.get("task_id"), e.get("pid")) for e in events if e.get("kind") == "end"}
     return [e for e in events if e.get("kind") == "start" and (e.get("task_id"), e.get("pid")) not in done
             and pid_running(e["pid"])]
@@ -365,14 +340,15 @@ def fail_claim(job_id: str) -> None:
     _add_line(FAIL_LIST, job_id)
 
 
-# ================================================================ the lab: broker, workers, learner code
+# ================================================================ the stack: broker, workers, learner code
 
 def _redis_binary() -> str | None:
     return shutil.which("redis-server", path=os.environ.get("PATH", "") + ":/usr/sbin:/usr/local/sbin:/usr/bin")
 
 
-class Lab:
-    """One private broker, the matrix's worker(s), the learner's modules (in the probe).
+class Stack:
+    """The servers and workers the matrix's drills run against: one private broker, the matrix's worker(s),
+    the learner's modules (in the probe: stack.state_store, stack.publisher, stack.recovery).
 
     The broker is a redis-server on a free loopback port, owned here (by PID), with AOF on so a
     restart keeps what it held.  Results stay in the slot's result database (CELERY_RESULT_BACKEND
@@ -385,13 +361,11 @@ class Lab:
         self.redis_argv: list[str] = []
         self.port = 0
         self.broker_url = ""
-        self.cache_url = ""
         self.private = False
         self.worker: Process | None = None
         self.cache_worker: Process | None = None
         self.cache_publisher: Process | None = None
         self.cache_folder = LOG_DIR / "lab16-cache-publisher"
-        self.modules: dict = {}
         self.setup_seconds = 0.0
         self._redis_client = None
 
@@ -415,11 +389,9 @@ class Lab:
             self.redis_argv = [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
                                "--appendonly", "yes", "--appendfsync", "always", "--dir", str(folder)]
             self.broker_url = f"redis://127.0.0.1:{self.port}/0"
-            self.cache_url = f"redis://127.0.0.1:{self.port}/1"
             self.broker_start()
         else:  # docker/external services with no redis-server here: the slot's own broker database
             self.broker_url = setting("CELERY_BROKER_URL") or ""
-            self.cache_url = ""
         assert self.broker_url, t("CELERY_BROKER_URL is missing")
         install_transitions()
         # The learner's celery_app reads the environment first (load_dotenv never overrides it).
@@ -433,7 +405,8 @@ class Lab:
         self.worker = Process([*argv, "--concurrency=2", "-n", f"{node}-main@%h"], cwd=WORK,
                               log_path=LOG_DIR / "lab16-worker.log", env=env)
         if self.cache_worker_wanted and self.private:
-            cache_env = dict(env, CELERY_BROKER_URL=self.cache_url, LAB16_RESULT_EXPIRES=str(RESULT_TTL))
+            cache_env = dict(env, CELERY_BROKER_URL=f"redis://127.0.0.1:{self.port}/1",
+                             LAB16_RESULT_EXPIRES=str(RESULT_TTL))
             self.cache_worker = Process([*argv, "--pool=solo", "-n", f"{node}-cache@%h"], cwd=WORK,
                                         log_path=LOG_DIR / "lab16-cache-worker.log", env=cache_env)
             shutil.rmtree(self.cache_folder, ignore_errors=True)
@@ -454,15 +427,13 @@ class Lab:
                        t("the result-cache row's publisher to start"), interval=0.05)
             assert ready.exists(), t("the result-cache row's publisher did not start: ") + \
                 redact(self.cache_publisher.log_tail(5))
-        self._import_learner()
-        self.setup_seconds = time.monotonic() - started
-
-    def _import_learner(self) -> None:
         # The probe (started now, or earlier by a check) sends to this broker, celery_app loaded or not.
         ask("point_broker", self.broker_url)
-        for name in ("state_store", "publisher", "recovery"):
-            self.modules[name] = learner(name)
+        self.state_store = learner("state_store")
+        self.publisher = learner("publisher")
+        self.recovery = learner("recovery")
         max_attempts()
+        self.setup_seconds = time.monotonic() - started
 
     def stop(self) -> None:
         if self.cache_publisher is not None:
@@ -480,25 +451,15 @@ class Lab:
             self.redis.stop(grace=5)
         PROBE.stop()
 
-    def __getattr__(self, name):  # lab.state_store, lab.publisher, lab.recovery
-        modules = self.__dict__.get("modules") or {}
-        if name in modules:
-            return modules[name]
-        raise AttributeError(name)
-
     @property
     def broker(self) -> str:
         return f"private redis-server 127.0.0.1:{self.port}" if self.private else "the slot's broker database"
 
     # ------------------------------------------------------------ the private broker
 
-    def broker_client(self, url: str | None = None):
-        import redis
-        return redis.Redis.from_url(url or self.broker_url, socket_connect_timeout=2, socket_timeout=3)
-
     def _client(self):
         if self._redis_client is None:
-            self._redis_client = self.broker_client()
+            self._redis_client = redis_client(self.broker_url)
         return self._redis_client
 
     def broker_ping(self) -> bool:
@@ -529,6 +490,15 @@ class Lab:
 
     # ------------------------------------------------------------ publisher and recovery, driven here
 
+    def publish_once(self) -> Exception | None:
+        """One publish_one as `python publisher.py` runs it (in the probe): the exception it raised, if any."""
+        try:
+            with publishing():
+                self.publisher.publish_one()
+        except Exception as exc:  # noqa: BLE001 - a drill's fault may make it raise
+            return exc
+        return None
+
     def pump(self, limit: int = 40) -> int:
         """python publisher.py, driven from here (each publish_one in the probe): until nothing is due."""
         sent = 0
@@ -557,10 +527,6 @@ class Lab:
             if not due_events():
                 return
             assert time.monotonic() < deadline, t("events keep coming due; cannot drain")
-
-    def wait_status(self, job_id: str, wanted, seconds: float = 60) -> dict:
-        from shared.lesson_db import wait_status
-        return wait_status(job_id, (wanted,) if isinstance(wanted, str) else tuple(wanted), seconds)
 
     def wait_ended(self, job_id: str, n: int, seconds: float = 60) -> list[dict]:
         """The job's deliveries once at least n of them have ended (the probe wrote their end)."""

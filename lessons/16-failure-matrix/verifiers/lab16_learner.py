@@ -1,9 +1,10 @@
 """Runs in a probe next to the learner's modules (shared/probe.py): the calls lesson 16's judge cannot make
-by name — pointing an already loaded celery_app at the lab's private broker, the capacity admit_export
+by name — pointing an already loaded celery_app at the stack's private broker, the capacity admit_export
 defaults to, a read inside the learner's own transaction(), Celery's state of a message and a send with
 the learner's app, the HTTP burst against the learner's submit route, four schedule_once calls racing
 for one slot.  Plain data out; the judge decides."""
 
+import functools
 import inspect
 import os
 import sys
@@ -11,7 +12,7 @@ import threading
 
 
 def point_broker(url: str) -> None:
-    """The lab's broker for everything the learner's code sends from here on (celery_app reads the
+    """The stack's broker for everything the learner's code sends from here on (celery_app reads the
     environment first; an app already loaded is pointed at it too)."""
     os.environ["CELERY_BROKER_URL"] = url
     loaded = sys.modules.get("celery_app")
@@ -68,26 +69,26 @@ def api_db_has_post_exports() -> bool:
                for r in api_db.app.routes)
 
 
-_ADAPTER_APP = []
+@functools.cache
+def _adapter_app():
+    """accept_export behind a minimal route (the curriculum's adapter), answering 202 like the lesson's API."""
+    from fastapi import Body, FastAPI
+
+    import admission_adapter
+    app = FastAPI()
+
+    @app.post("/exports", status_code=202)
+    def submit(product_ids: list[int] = Body(..., embed=True)):  # noqa: B008 - FastAPI's own idiom
+        return admission_adapter.accept_export(product_ids)
+    return app
 
 
 def _submit_app(use_api: bool):
-    """api_db's app, or accept_export behind a minimal route (the curriculum's adapter), answering 202 like
-    the lesson's API."""
+    """api_db's app, or the adapter's."""
     if use_api:
         import api_db
         return api_db.app
-    if not _ADAPTER_APP:
-        from fastapi import Body, FastAPI
-
-        import admission_adapter
-        app = FastAPI()
-
-        @app.post("/exports", status_code=202)
-        def submit(product_ids: list[int] = Body(..., embed=True)):  # noqa: B008 - FastAPI's own idiom
-            return admission_adapter.accept_export(product_ids)
-        _ADAPTER_APP.append(app)
-    return _ADAPTER_APP[0]
+    return _adapter_app()
 
 
 async def _concurrent_posts(app, n: int, product_ids: list[int]):

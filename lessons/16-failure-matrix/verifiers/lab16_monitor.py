@@ -68,23 +68,20 @@ def insert_known_rows(cur) -> dict[str, str]:
     lease expired 5 s ago; failed: attempts exhausted, with its dead letter."""
     ids = {name: str(uuid4()) for name in ("q_new", "q_sent", "running", "failed")}
     ago = "DATE_SUB(NOW(6), INTERVAL {} SECOND)"
-    cur.execute("INSERT INTO export_jobs (id, status, payload, deadline_at, created_at) VALUES "
-                f"(%s, 'queued', '[]', DATE_ADD(NOW(6), INTERVAL 1 DAY), "
-                f"{ago.format(42)})", (ids["q_new"],))
+    day = "DATE_ADD(NOW(6), INTERVAL 1 DAY)"
+    cur.execute(f"INSERT INTO export_jobs (id, status, payload, deadline_at, created_at) VALUES "
+                f"(%s, 'queued', '[]', {day}, {ago.format(42)})", (ids["q_new"],))
     cur.execute(f"INSERT INTO export_outbox (id, job_id, created_at) VALUES (%s, %s, {ago.format(42)})",
                 (str(uuid4()), ids["q_new"]))
-    cur.execute("INSERT INTO export_jobs (id, status, payload, deadline_at, created_at, "
-                "last_dispatched_at) "
-                f"VALUES (%s, 'queued', '[]', DATE_ADD(NOW(6), INTERVAL 1 DAY), {ago.format(120)}, "
-                f"{ago.format(75)})", (ids["q_sent"],))
+    cur.execute(f"INSERT INTO export_jobs (id, status, payload, deadline_at, created_at, last_dispatched_at) "
+                f"VALUES (%s, 'queued', '[]', {day}, {ago.format(120)}, {ago.format(75)})", (ids["q_sent"],))
     cur.execute(f"INSERT INTO export_outbox (id, job_id, created_at, sent_at) VALUES (%s, %s, "
                 f"{ago.format(120)}, {ago.format(75)})", (str(uuid4()), ids["q_sent"]))
-    cur.execute("INSERT INTO export_jobs (id, status, payload, attempts, lease_token, lease_until, "
-                "deadline_at, "
-                f"created_at) VALUES (%s, 'running', '[]', 1, %s, {ago.format(5)}, "
-                f"DATE_ADD(NOW(6), INTERVAL 1 DAY), {ago.format(30)})", (ids["running"], str(uuid4())))
-    cur.execute("INSERT INTO export_jobs (id, status, payload, attempts, deadline_at) VALUES "
-                "(%s, 'failed', '[]', 3, DATE_ADD(NOW(6), INTERVAL 1 DAY))", (ids["failed"],))
+    cur.execute(f"INSERT INTO export_jobs (id, status, payload, attempts, lease_token, lease_until, deadline_at, "
+                f"created_at) VALUES (%s, 'running', '[]', 1, %s, {ago.format(5)}, {day}, {ago.format(30)})",
+                (ids["running"], str(uuid4())))
+    cur.execute(f"INSERT INTO export_jobs (id, status, payload, attempts, deadline_at) VALUES "
+                f"(%s, 'failed', '[]', 3, {day})", (ids["failed"],))
     cur.execute("INSERT INTO export_dead_letters (job_id, reason) VALUES (%s, 'attempts_exhausted')",
                 (ids["failed"],))
     return ids
@@ -125,7 +122,8 @@ def run_monitor(cur, statements: list[str]) -> list[tuple[list[str], list[dict]]
             cur.execute(statement)
         except pymysql.MySQLError as exc:
             first = statement.strip().splitlines()[0][:80]
-            raise AssertionError(t("a monitor_exports.sql statement failed ({first}): {exc}", first=first, exc=exc)) from None
+            raise AssertionError(t("a monitor_exports.sql statement failed ({first}): {exc}", first=first,
+                                   exc=exc)) from None
         if cur.description:
             sets.append(([d[0] for d in cur.description], list(cur.fetchall())))
     return sets

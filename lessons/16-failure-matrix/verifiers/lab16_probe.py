@@ -1,28 +1,18 @@
 """Kit probe for lesson 16's failure matrix (not a lesson file): the learner's Celery app, observed.
 
-The matrix starts its workers as `celery -A lab16_probe:app worker ...`: the learner's own app,
-settings and tasks, plus, in the worker process and its pool children only:
+The matrix's workers run `celery -A lab16_probe:app worker ...`: the learner's own app, settings and tasks,
+plus, in the worker process and its pool children only:
 
-- every task start and end is appended (pid, message id, arguments, state, return value) as a
-  JSON line to $TASKLAB_LOG_DIR/lab16-events.jsonl: how the matrix counts deliveries of one job.  A task
-  that raised is recorded with the exception's type, its first argument (a MySQL error number) and
-  whether it was a database error (pymysql.OperationalError: the database refused or dropped it);
-- a held write: the first write-mode open() of a path holding a job id listed in
-  $TASKLAB_LOG_DIR/lab16-hold.txt records a "hold" event and waits for $TASKLAB_LOG_DIR/lab16-release-<job_id>
-  (the matrix kills, cancels or overtakes the job meanwhile).  The release event says whether the
-  matrix released it; a hold never outlasts HOLD_SECONDS, so a worker whose matrix died goes on;
-- a database outage before claim: for a job listed in $TASKLAB_LOG_DIR/lab16-fail-claim.txt, the
-  first call of state_store.claim raises OperationalError(2003) before it touches the database,
-  once per job — the worker loses its database as it enters claim (whether its connections are
-  new per transaction or reused, this is where the outage shows);
-- LAB16_RESULT_EXPIRES=N (environment): this worker keeps Celery results N seconds, the
-  "shortened result_expires" of the result-cache row;
-- a claim waits while the matrix's own publish_one runs ($TASKLAB_LOG_DIR/lab16-publishing-<pid>, see
-  lab16_publishing.publishing): the publisher's confirm locks the job row (a foreign-key check) until it
-  commits, and a claim that met that lock would put luck into a row.  Lesson 13 forces that race in a
-  check of its own, with a message that teaches the fix; here each row judges what it states.
-
-Nothing else changes: the tasks, their names and settings are the learner's.
+- every task start and end, appended as a JSON line to $TASKLAB_LOG_DIR/lab16-events.jsonl (how the matrix
+  counts deliveries); a task that raised with its exception's type, first argument (a MySQL error number)
+  and whether the database refused it (pymysql.OperationalError);
+- a held write (shared/hold_gate.py) for the jobs in lab16-hold.txt, released by lab16-release-<job_id>;
+- a database outage before claim: for a job in lab16-fail-claim.txt the first state_store.claim raises
+  OperationalError(2003) before it touches the database, once per job;
+- LAB16_RESULT_EXPIRES=N: this worker keeps Celery results N seconds (the result-cache row);
+- a claim waits while the kit's own publish_one runs (lab16_publishing): the publisher's confirm locks the
+  job row (a foreign-key check) until it commits, and a claim that met that lock would put luck into a row.
+  Lesson 13 forces that race in a check of its own; here each row judges what it states.
 """
 
 import os
@@ -40,20 +30,13 @@ HOLD_LIST = os.path.join(FOLDER, "lab16-hold.txt")
 FAIL_LIST = os.path.join(FOLDER, "lab16-fail-claim.txt")
 HOLD_SECONDS = 600.0  # far beyond any row: the release file, not this limit, ends a hold
 
-_current = {"job": None}  # the job id of the task running in this process (prefork: one at a time)
-
 
 def record(kind: str, **fields) -> None:
     append_event(EVENTS, kind, **fields)
 
 
 GATE = Gate(FOLDER, "lab16", HOLD_LIST, backstop=HOLD_SECONDS, record=record)
-
-# ---------------------------------------------------------------- held writes
-
-# The first write of a held job's file waits for the matrix's release (shared/hold_gate.py), installed
-# before the learner's modules load.
-GATE.hold_first_writes()
+GATE.hold_first_writes()  # installed before the learner's modules load
 
 
 # ---------------------------------------------------------------- the database gone before claim
@@ -66,10 +49,8 @@ PUBLISH_WAIT = 60.0  # a publish_one takes milliseconds; a bound, so a wedged pu
 
 
 def _publishes_under_way() -> bool:
-    for name in os.listdir(FOLDER):
-        if name.startswith(PUBLISHING) and os.path.exists(f"/proc/{name[len(PUBLISHING):]}"):
-            return True
-    return False
+    return any(name.startswith(PUBLISHING) and os.path.exists(f"/proc/{name[len(PUBLISHING):]}")
+               for name in os.listdir(FOLDER))
 
 
 def _claim(job_id, *args, **kwargs):
@@ -89,12 +70,10 @@ state_store.claim = _claim
 # ---------------------------------------------------------------- task events
 
 def _started(task, args, kwargs) -> dict:
-    _current["job"] = str(args[0]) if args else None
     return {"ignore_result": getattr(getattr(task, "request", None), "ignore_result", None)}
 
 
 def _ended(task, state, retval) -> dict:
-    _current["job"] = None
     if not isinstance(retval, BaseException):
         return {}
     # The task raised: what, and whether the database refused it.

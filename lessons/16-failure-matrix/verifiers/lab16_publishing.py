@@ -1,9 +1,6 @@
-"""While the kit publishes, the matrix worker's claims wait (kit module for lesson 16, not a lesson file).
-
-Both publishers of the kit use it: the judge's publish_one (through its probe) and the result-cache row's
-publisher process (lab16_cache_publisher, which the matrix finds by CACHE_PUBLISHER, its handshake name).
-lab16_probe, in the worker, holds a claim while a marker below names a live process.  No learner code and
-no other lab16 module is imported here.
+"""While the kit publishes, the matrix worker's claims wait (kit module for lesson 16, not a lesson file):
+used by the judge's publish_one (through its probe) and by the result-cache row's publisher process
+(lab16_cache_publisher, CACHE_PUBLISHER its handshake name).  Imports no learner code, no other lab16 module.
 """
 
 from __future__ import annotations
@@ -19,9 +16,8 @@ CACHE_PUBLISHER = "cache-publisher"  # the result-cache row's publisher, in shar
 @contextlib.contextmanager
 def publishing():
     """While the kit runs the learner's publish_one, the matrix worker's claims wait (lab16_probe): the
-    confirm's lock on the job row is never met by chance.  A file per process, removed at the end.  The
-    judge's publish_one runs in its probe while the judge waits for it: the judge's pid marks it (alive
-    all along), as the cache publisher's own pid marks its publish."""
+    confirm's lock on the job row is never met by chance.  A marker file per process (the judge's pid
+    stands for its probe's publish, which it waits for), removed at the end."""
     marker = LOG_DIR / f"lab16-publishing-{os.getpid()}"
     marker.touch()
     try:

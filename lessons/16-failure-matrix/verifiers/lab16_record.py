@@ -1,8 +1,6 @@
-"""Lesson 16's verification record (kit module, not a lesson file): the rules a row must obey and the
-writer of the kit's own record, $TASKLAB_LOG_DIR/verification-record.json.
-
-The same form rules judge the learner's hand-written record (16.1) and the kit's automated one (16.8);
-whether a row is also backed by facts is lab16_evidence's question:
+"""Lesson 16's verification record (kit module, not a lesson file): the form rules that judge the learner's
+record (16.1) and the kit's own (16.8), and the writer of the kit's, $TASKLAB_LOG_DIR/verification-record.json.
+Whether a row is also backed by facts is lab16_evidence's question.
 
     pass     a real job_id (a UUID), an operation time, observed_states holding real statuses, a
              measured recovery_seconds (a number >= 0) and a counted duplicate_deliveries
@@ -30,7 +28,12 @@ def now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def _is_uuid(value) -> bool:
+def collapse(states: list[str]) -> list[str]:
+    """One entry per run of the same status (a change of attempts or token alone repeats it)."""
+    return [s for i, s in enumerate(states) if i == 0 or s != states[i - 1]]
+
+
+def is_uuid(value) -> bool:
     try:
         UUID(str(value))
         return isinstance(value, str)
@@ -50,13 +53,9 @@ def _is_time(value) -> bool:
 
 def rows_of(document) -> list:
     """The case rows of a record: one object, a list of objects, or {"cases": [...]}. """
-    if isinstance(document, dict) and isinstance(document.get("cases"), list):
-        return document["cases"]
-    if isinstance(document, list):
-        return document
     if isinstance(document, dict):
-        return [document]
-    return []
+        return document["cases"] if isinstance(document.get("cases"), list) else [document]
+    return document if isinstance(document, list) else []
 
 
 def row_problems(row) -> list[str]:
@@ -78,7 +77,7 @@ def row_problems(row) -> list[str]:
                           result=result))
     states = row.get("observed_states")
     if result == "pass":
-        if not _is_uuid(row.get("job_id")):
+        if not is_uuid(row.get("job_id")):
             problems.append(t("{name}: pass needs this run's real job_id (a UUID), got {job_id!r}", name=name,
                               job_id=row.get('job_id')))
         if not (isinstance(states, list) and states and all(isinstance(s, str) and s for s in states)):

@@ -1,19 +1,10 @@
-"""One failure-matrix row as it runs (kit module, not a lesson file): baseline → inject → recover.
-
-Row keeps what the row did and saw; the drivers below move a job along the way the deployed system
-would — publish what is due (settle, await_hold), run the recovery scan (scan_until), let a dispatch
-grow old (age_until_requeued) — and judge by facts, never by how long something took:
-
-- a job's states are its committed changes (lab16_kit_transitions), in commit order;
-- a delivery's outcome is what lab16_probe recorded when it ended (claimed, claimed nothing, raised);
-- a job counts as left behind by its messages only when every message its events produced has been
-  delivered and has ended, and the job, read after those ends, is still queued and due.  Only then may
-  the system's own unclaimed recovery dispatch it again — and only when the last delivery's claim was
-  refused by the database (the export task's documented path); the row records each such re-dispatch
-  with its reason.  A delivery that claimed nothing from a claimable job fails the row instead.
-
-The row's clocks live here too: the kit's scan period, the re-dispatch cap, and the lesson's recovery
-budgets (failure-matrix.md) the drills record.
+"""One failure-matrix row as it runs (kit module, not a lesson file): what it did and saw (Row), and the
+drivers that move a job along the way the deployed system would — publish what is due (settle, await_hold),
+run the recovery scan (scan_until), let a dispatch grow old (age_until_requeued).  Facts, never durations:
+a job's states are its committed changes, a delivery's outcome is what lab16_probe recorded when it ended.
+A job its messages left behind is dispatched again only when the last delivery's claim was refused by the
+database (redispatch, recorded with its reason); a delivery that claimed nothing from a claimable job fails
+the row instead.
 """
 
 from __future__ import annotations
@@ -21,9 +12,9 @@ from __future__ import annotations
 import contextlib
 import time
 
-from lab16_fixture import (advance, delivery_log, describe_end, events_of, holds, last_seq, max_attempts, outcome,
+from lab16_fixture import (advance, delivery_log, describe_end, events_of, hold, holds, last_seq, max_attempts, outcome,
                            pending_of, transitions_of)
-from lab16_record import now_iso
+from lab16_record import collapse, now_iso
 
 from shared.lesson_celery import pid_running, short
 from shared.i18n import t
@@ -38,10 +29,10 @@ QUEUED_BUDGET = 90.0   # a sent-but-unclaimed job is back in processing within t
 
 
 class Row:
-    """What one row did and saw.  The case function drives it; the evidence is filled from real reads."""
+    """What one row did and saw: its drill drives it, the evidence is filled from real reads."""
 
-    def __init__(self, case, lab):
-        self.case, self.lab = case, lab
+    def __init__(self, case, stack):
+        self.case, self.stack = case, stack
         self.jobs: list[str] = []
         self.known: set[str] = set()
         self.labels: list[tuple[int, int, str]] = []   # (the main job's last change seen, order, label)
@@ -50,8 +41,6 @@ class Row:
         self.faults: list[str] = []
         self.redispatches: list[dict] = []
         self.lost_messages: set[str] = set()       # events the row itself marked sent without sending
-        self.operated_at: str | None = None
-        self.t_fault: float | None = None
         self.t_clock: float | None = None   # where recovery is measured from (the fault, unless moved)
         self.skipped = 0.0                   # durable seconds moved instead of waited (counted)
         self.setup_moved = 0.0               # seconds moved to set the scene (not part of recovery)
@@ -68,8 +57,8 @@ class Row:
             self.jobs.append(job_id)
         return job_id
 
-    def submit(self, product_ids: list[int] | None = None) -> str:
-        return self.job(self.lab.state_store.submit_snapshot(product_ids or self.products()))
+    def submit(self) -> str:
+        return self.job(self.stack.state_store.submit_snapshot(self.products()))
 
     def products(self) -> list[int]:
         index = getattr(self.case, "index", 0)
@@ -80,8 +69,8 @@ class Row:
     def fault(self, text: str):
         assert not self.faults, t("a row may inject one fault only")
         self.faults.append(text)
-        self.operated_at = self.phases["inject"] = now_iso()
-        self.t_fault = self.t_clock = time.monotonic()
+        self.phases["inject"] = now_iso()
+        self.t_clock = time.monotonic()
         yield
 
     def recover(self) -> None:
@@ -129,20 +118,18 @@ class Row:
         changes = self.transitions() if changes is None else changes
         merged = [((c["seq"], 0, 0), c["status"]) for c in changes]
         merged += [((seq, 1, order), label) for seq, order, label in self.labels]
-        states = [label for _, label in sorted(merged)]
-        # A change of attempts or token alone repeats the status: one entry per status run.
-        return [s for i, s in enumerate(states) if i == 0 or s != states[i - 1]]
+        return collapse([label for _, label in sorted(merged)])
 
 
 # ================================================================ the recovery drivers
 
-def scan_until(lab, job_id: str, wanted: tuple[str, ...], seconds: float = 30) -> dict:
+def scan_until(stack, job_id: str, wanted: tuple[str, ...], seconds: float = 30) -> dict:
     """The kit's recovery loop: recover_batch every SCAN_PERIOD until the job reaches a wanted state."""
     def step():
         row = job_row(job_id)
         if row and row["status"] in wanted:
             return row
-        lab.scan()
+        stack.scan()
         row = job_row(job_id)
         if row and row["status"] in wanted:
             return row
@@ -158,15 +145,13 @@ def scan_until(lab, job_id: str, wanted: tuple[str, ...], seconds: float = 30) -
 
 
 def age_until_requeued(row: Row, job_id: str, start: float = 55.0, step: float = 1.0, limit: float = 300.0) -> float:
-    """Let the dispatch grow old (moved, 1 s per step from 55 s) with a scan after each step, until
-    recovery gives the job a new pending event.  Returns the age at which it did.  Time moved before
-    the row's fault is scene-setting; after it, it counts towards recovery.  Only a queued job can be
-    re-dispatched: a job that is anything else stops the wait at once, with what it is."""
-    setup = row.t_fault is None
+    """Let the dispatch grow old (moved, 1 s per step from 55 s, a scan after each) until recovery gives the
+    job a new pending event: the age it did at.  Time moved before the row's fault sets the scene."""
+    setup = not row.faults
     before = {e["id"] for e in events_of(job_id)}
     age = row.advance(job_id, start, setup=setup)
     while True:
-        row.lab.scan()
+        row.stack.scan()
         if any(e["id"] not in before for e in pending_of(job_id)):
             return age
         now = job_row(job_id)
@@ -182,12 +167,9 @@ def age_until_requeued(row: Row, job_id: str, start: float = 55.0, step: float =
 def left_behind(job_id: str, lost: set[str] = frozenset()) -> list[dict] | None:
     """The job's deliveries when its messages are used up and it is still queued and due; else None.
 
-    Facts, read in an order that cannot race: every event is sent; the last delivery of each sent
-    event has ended (the probe wrote its end) — except the events in `lost`, which the row itself
-    marked sent without sending; then the job's row; then the deliveries again, which must be the
-    same.  So the row is judged after every delivery it could have been claimed by had ended, and no
-    new delivery began meanwhile.  (Reading the row first and the deliveries after would count a
-    delivery that claimed and finished in between as one that claimed nothing.)"""
+    Read in an order that cannot race: every event sent, the last delivery of each ended (but the `lost`
+    ones the row marked sent itself), then the job's row, then the deliveries again, unchanged.  (Reading
+    the row first would count a delivery that claimed and finished in between as one that claimed nothing.)"""
     events = events_of(job_id)
     if not events or any(e["sent_at"] is None for e in events):
         return None  # an event is still to be sent: the publisher will wake the job
@@ -214,8 +196,7 @@ def left_behind(job_id: str, lost: set[str] = frozenset()) -> list[dict] | None:
 
 def redispatch_reason(job_id: str, log: list[dict], lost: set[str] = frozenset()) -> tuple[dict, str]:
     """(the delivery, why re-dispatching is the system's answer) — or an AssertionError with the facts.
-
-    The job's newest delivered event is the one that should have woken it; its last delivery decides."""
+    The job's newest delivered event should have woken it: its last delivery decides."""
     sent = [e["id"] for e in events_of(job_id) if e["id"] not in lost]
     assert sent, t("the only message of job {job_id} is the one this row lost itself: the row must drive its recovery",
                    job_id=short(job_id))
@@ -225,7 +206,7 @@ def redispatch_reason(job_id: str, log: list[dict], lost: set[str] = frozenset()
 
 def unclaimed_reason(job_id: str, last: dict) -> str:
     """Why a delivery that ended without a claim may be followed by another dispatch: only when the
-    database refused its claim (nothing was held).  Anything else is an AssertionError with the facts."""
+    database refused its claim.  Anything else is an AssertionError with the facts."""
     end = last["end"]
     how, facts = outcome(end), describe_end(end)
     if how == "database_error":
@@ -242,8 +223,7 @@ def unclaimed_reason(job_id: str, last: dict) -> str:
 
 
 def redispatch(row: Row, job_id: str, log: list[dict]) -> None:
-    """The system's own answer to a job whose claim the database refused: the unclaimed recovery
-    re-dispatches it once the dispatch is 60 s old (moved, counted).  Recorded with its reason."""
+    """The unclaimed recovery re-dispatches a job whose claim the database refused (age moved, counted)."""
     delivery, reason = redispatch_reason(job_id, log, row.lost_messages)
     done = [r for r in row.redispatches if r["job_id"] == job_id]
     assert len(done) < MAX_REDISPATCHES, t("job {job_id} was re-dispatched {n_done} times and its claim was refused "
@@ -274,11 +254,10 @@ def _stuck(job_id: str, what: str, seconds: float) -> AssertionError:
 
 def _drive(row: Row, job_id: str, reached, what: str, seconds: float):
     """Publish what is due until reached() gives a value; a job its messages left behind goes through
-    the unclaimed recovery (see redispatch).  Each dispatch gets its own bound.  what: "state" (settle) or
-    "hold" (await_hold), the wait the message names if the job stays stuck."""
+    the unclaimed recovery (redispatch).  Each dispatch gets its own bound."""
     deadline = time.monotonic() + seconds
     while True:
-        row.lab.pump()
+        row.stack.pump()
         value = reached()
         if value:
             return value
@@ -304,7 +283,9 @@ def settle(row: Row, job_id: str, wanted=("succeeded",), seconds: float = WAIT_L
 
 
 def await_hold(row: Row, job_id: str, seconds: float = WAIT_LIMIT) -> dict:
-    """Publish until the worker is holding this job's write (lab16_probe's hold event)."""
+    """Hold the job's write, and publish until the worker is holding it (lab16_probe's hold event)."""
+    hold(job_id)
+
     def reached():
         held = holds(job_id)
         return held[0] if held else None

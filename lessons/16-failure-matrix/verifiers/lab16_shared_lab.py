@@ -1,10 +1,9 @@
 """What lesson 16's checks share in one verifier run (judge-side kit module, not a lesson file).
 
-Shared: the matrix's lab (private broker, workers: lab16_fixture.Lab), started once before the first check
+Shared: the matrix's stack (private broker, workers: lab16_fixture.Stack), started once before the first check
 when a selected check needs it, and the failure matrix run on it (lab16_failure_matrix.Matrix), each row at most
 once, when the first check that needs it asks.  And how a check shows its rows: one line per row
-(describe), the rows' table attached as a figure however the run ends (run_rows), and every row pass
-(require_pass).
+(describe) and the rows' table attached as a figure however the run ends (run_rows).
 """
 
 from __future__ import annotations
@@ -14,63 +13,58 @@ import os
 from lab16_failure_matrix import Matrix
 from lab16_evidence import claimed_cases
 from lab16_figure import matrix_table
-from lab16_fixture import Lab
+from lab16_fixture import Stack
 
 from shared.lesson_celery import redact, short
 from shared.figures import attach
 from shared.i18n import t
 
 
-def selected() -> set[str] | None:
-    """The checks this run was asked for (TASKLAB_CHECKS), or None: all of them."""
-    raw = os.environ.get("TASKLAB_CHECKS")
-    return set(raw.split(",")) if raw else None
-
-
 class Shared:
-    """The Lab (broker, workers) and the matrix run on it: made once per verifier run."""
+    """The Stack (broker, workers) and the matrix run on it: made once per verifier run."""
 
-    lab: Lab | None = None
-    lab_error: str | None = None
+    stack: Stack | None = None
+    stack_error: str | None = None
     matrix: Matrix | None = None
 
     @classmethod
-    def prepare(cls, rows_for: dict[str, list[str]], needs_lab: set[str]) -> None:
-        """Start the lab before the first check, when a selected check needs it: starting workers is set-up,
-        not part of any one check.  A lab that cannot start fails each check that needs it, with why.
+    def prepare(cls, rows_for: dict[str, list[str]], needs_stack: set[str]) -> None:
+        """Start the stack before the first check, when a selected check needs it: starting workers is set-up,
+        not part of any one check.  A stack that cannot start fails each check that needs it, with why.
         `rows_for`: the matrix rows each check runs (16.1's, the rows the learner's record marks pass, are
-        added here); `needs_lab`: the checks that need the lab whatever the record says."""
-        chosen = selected()
+        added here); `needs_stack`: the checks that need the stack whatever the record says."""
+        raw = os.environ.get("TASKLAB_CHECKS")  # the checks this run was asked for; none named: all
+        chosen = set(raw.split(",")) if raw else None
         wanted = dict(rows_for, **{"16.1": claimed_cases()})
-        if chosen is not None and not chosen & needs_lab and not (("16.1" in chosen) and wanted["16.1"]):
+        if chosen is not None and not chosen & needs_stack and not (("16.1" in chosen) and wanted["16.1"]):
             return
         rows = {row for check, names in wanted.items() if chosen is None or check in chosen for row in names}
-        lab = Lab(cache_worker="result_cache_expired" in rows)
+        stack = Stack(cache_worker="result_cache_expired" in rows)
         try:
-            lab.start()
+            stack.start()
         except AssertionError as exc:
-            lab.stop()
-            cls.lab_error = t("cannot start the failure-matrix environment: ") + redact(str(exc))
+            stack.stop()
+            cls.stack_error = t("cannot start the failure-matrix environment: ") + redact(str(exc))
             return
-        cls.lab, cls.matrix = lab, Matrix(lab)
+        cls.stack, cls.matrix = stack, Matrix(stack)
 
     @classmethod
-    def get_lab(cls) -> Lab:
-        if cls.lab is None:
-            raise AssertionError(cls.lab_error or t("the failure-matrix environment was not started"))
-        return cls.lab
+    def get_stack(cls) -> Stack:
+        if cls.stack is None:
+            raise AssertionError(cls.stack_error or t("the failure-matrix environment was not started"))
+        return cls.stack
 
     @classmethod
     def rows(cls, names: list[str]) -> dict[str, dict]:
         """The matrix rows named, run now unless this verifier run has run them already."""
-        cls.get_lab()
+        cls.get_stack()
         record = cls.matrix.run(names)
         return {row["case"]: row for row in record["cases"] if row["case"] in names}
 
     @classmethod
     def stop(cls) -> None:
-        if cls.lab is not None:
-            cls.lab.stop()
+        if cls.stack is not None:
+            cls.stack.stop()
 
 
 def describe(row: dict) -> str:
@@ -96,15 +90,3 @@ def run_rows(c, names: list[str], title: str, yours: dict[str, dict] | None = No
         return Shared.rows(names)
     finally:
         attach(c, lambda: matrix_table(title, names, Shared.matrix.record()["cases"], yours))
-
-
-def require_pass(c, rows: dict[str, dict], names: list[str]) -> None:
-    for name in names:
-        row = rows[name]
-        c.note(describe(row))
-        for line in row.get("notes", [])[:3]:
-            c.note("    " + line)
-    for name in names:
-        row = rows[name]
-        assert row["result"] == "pass", t("matrix row {name} did not pass: {error}", name=name,
-                                          error=row.get('error') or row['result'])

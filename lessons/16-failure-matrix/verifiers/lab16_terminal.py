@@ -1,10 +1,8 @@
 """Lesson 16's terminal verification, 16.2 (judge-side kit module, not a lesson file): the jobs
 `python verify_terminal.py <job_id>` is asked about and how it is run.
 
-Besides the job the worker really ran, five rows are forged straight into export_jobs, each with the file
-its result_ref names written into the work folder: the same values with other key order and spacing, one
-price changed, a result_ref escaping artifacts/, a failed job without result_ref, a cancelled job still
-holding one.  The learner's script runs as a process; only its exit code and output come back.
+Besides the job the worker really ran, five rows are forged into export_jobs with the files their
+result_ref names.  The learner's script runs as a process; only its exit code and output come back.
 """
 
 from __future__ import annotations

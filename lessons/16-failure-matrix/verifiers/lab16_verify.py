@@ -29,38 +29,30 @@
       deliveries of the same message id to the job with two different lease tokens; the old token's
       line reports no success, and the one result_ref is the new token's file
 
-The matrix's lab (private broker, workers) starts once, before the first check, when a selected check
-needs it; each matrix row runs at most once per verifier run, when the first check that needs it asks
-(16.1 the rows the learner's record marks pass, 16.3 and 16.4 their own rows, 16.8 the rest); its record
-is $TASKLAB_LOG_DIR/verification-record.json.
-Times that can be set are moved, never waited out; waits poll facts (rows, the probe's events, files a
-helper writes) within generous bounds.  Credentials are never printed.
-
-This file holds the table and one function per check; their helpers are judge-side modules beside it:
-lab16_shared_lab (the lab and the matrix the checks share, a check's rows shown), lab16_evidence (16.1),
-lab16_terminal (16.2), lab16_worker_log (16.6, 16.10), lab16_monitor (16.7), and the matrix's own parts
-(lab16_failure_matrix and the modules it names).  None of them imports learner code: that runs in the probe
-(lab16_learner.py), in the worker (lab16_probe.py) and in the learner's own scripts.
+The matrix's stack (private broker, workers) starts once, before the first check, when a selected check
+needs it; each matrix row runs at most once per verifier run, when the first check that needs it asks.
+Times that can be set are moved, never waited out; waits poll facts within generous bounds.  Credentials
+are never printed.  The checks' helpers: lab16_shared_lab (what the checks share), lab16_evidence (16.1),
+lab16_terminal (16.2), lab16_worker_log (16.6, 16.10), lab16_monitor (16.7) and the matrix's parts
+(lab16_failure_matrix).  None imports learner code: that runs in the probe (lab16_learner.py), in the
+worker (lab16_probe.py) and in the learner's own scripts.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 from uuid import UUID
 
 from lab16_cases import CASE_IDS
-from lab16_evidence import (backing_problems, claim_problems, collapse, learner_record, real_statuses,
-                            why_not_backed)
+from lab16_evidence import backing_problems, claim_problems, learner_record, real_statuses, why_not_backed
 from lab16_fixture import (advance, artifact_evidence, claim_seconds_left, confirm_lost, dead_letters, deliveries,
                            ended, events_of, hold, holds, learner, park, payload_of, pending_of, release,
                            seconds_until)
 from lab16_monitor import (age_bounds, insert_known_rows, load_schemas, number, pick, run_monitor, scratch_schema,
                            server_now, waiting_since)
-from lab16_publishing import publishing
 from lab16_record import RECORD, row_problems
 from lab16_row import Row, scan_until, settle, unclaimed_reason
-from lab16_shared_lab import Shared, describe, require_pass, run_rows
+from lab16_shared_lab import Shared, describe, run_rows
 from lab16_terminal import run_terminal, terminal_cases
 from lab16_worker_log import log_leaks, phase_lines, worker_logs
 
@@ -76,23 +68,23 @@ ROWS_FOR = {
     "16.8": CASE_IDS,
     "16.9": ["worker_exit_with_lease", "sent_not_claimed", "fail_before_claim"],
 }
-NEEDS_LAB = {"16.2", "16.3", "16.4", "16.6", "16.8", "16.9", "16.10"}  # and 16.1 when the record claims a row
+NEEDS_STACK = {"16.2", "16.3", "16.4", "16.6", "16.8", "16.9", "16.10"}  # and 16.1 when the record claims a row
 
 
 def checks() -> list[Check]:
-    """The checks, in order: id -> what proves it.  All need the box's MariaDB; the ones marked `lab` the matrix's
-    lab (private broker, workers: Shared, started in main before the first check when a selected check needs it)."""
+    """The checks, in order: id -> what proves it.  All need the box's MariaDB; the ones marked `stack` the
+    matrix's stack too."""
     return [
-        Check("16.1", check_record, "verification-record.json; lab for the rows it marks pass"),
-        Check("16.2", check_terminal, "lab; python verify_terminal.py"),
-        Check("16.3", lambda c: check_rows(c, ROWS_FOR["16.3"]), "lab: its three matrix rows"),
-        Check("16.4", lambda c: check_rows(c, ROWS_FOR["16.4"]), "lab: its three matrix rows"),
+        Check("16.1", check_record, "verification-record.json; stack for the rows it marks pass"),
+        Check("16.2", check_terminal, "stack; python verify_terminal.py"),
+        Check("16.3", lambda c: check_rows(c, ROWS_FOR["16.3"]), "stack: its three matrix rows"),
+        Check("16.4", lambda c: check_rows(c, ROWS_FOR["16.4"]), "stack: its three matrix rows"),
         Check("16.5", check_durable_waits, "the learner's claim and recover_batch, no worker"),
-        Check("16.6", check_phase_logs, "lab: a job through the worker, its log"),
+        Check("16.6", check_phase_logs, "stack: a job through the worker, its log"),
         Check("16.7", check_monitor, "monitor_exports.sql in a scratch schema"),
-        Check("16.8", check_all_rows, "lab: all 15 matrix rows"),
-        Check("16.9", check_budgets, "lab: three matrix rows' recovery times"),
-        Check("16.10", check_two_deliveries, "lab: publish-before-mark with a slow first delivery"),
+        Check("16.8", check_all_rows, "stack: all 15 matrix rows"),
+        Check("16.9", check_budgets, "stack: three matrix rows' recovery times"),
+        Check("16.10", check_two_deliveries, "stack: publish-before-mark with a slow first delivery"),
     ]
 
 
@@ -137,7 +129,7 @@ def check_record(c) -> None:
         found = claim_problems(mine, here, versions)
         if here["result"] == "pass":
             found += backing_problems(here)
-        states = "→".join(collapse(real_statuses(here["observed_states"])))
+        states = "→".join(real_statuses(here["observed_states"]))
         this_job = short(here["job_id"]) if here.get("job_id") else "-"
         c.note(t("  {value} {case}: your job {job_id}; this run's job {this_job}: {states}, attempts {attempts}",
                  value='✓' if not found else '✗', case=mine['case'], job_id=short(str(mine['job_id'])),
@@ -153,9 +145,9 @@ def check_record(c) -> None:
 
 def check_terminal(c) -> None:
     assert (WORK / "verify_terminal.py").is_file(), t("the folder has no verify_terminal.py")
-    lab = Shared.get_lab()
-    helper = Row(None, lab)
-    job = lab.state_store.submit_snapshot(lab.product(3))
+    stack = Shared.get_stack()
+    helper = Row(None, stack)
+    job = stack.state_store.submit_snapshot(stack.product(3))
     real = settle(helper, job)
     for line in helper.notes:
         c.note(line)
@@ -185,7 +177,13 @@ def check_terminal(c) -> None:
 
 def check_rows(c, names: list[str]) -> None:
     rows = run_rows(c, names, t("failure matrix: {n_names} rows", n_names=len(names)))
-    require_pass(c, rows, names)
+    for name in names:
+        c.note(describe(rows[name]))
+        for line in rows[name].get("notes", [])[:3]:
+            c.note("    " + line)
+    for name in names:
+        assert rows[name]["result"] == "pass", t("matrix row {name} did not pass: {error}", name=name,
+                                                 error=rows[name].get('error') or rows[name]['result'])
 
 
 def check_all_rows(c) -> None:
@@ -326,15 +324,15 @@ def check_durable_waits(c) -> None:
 # ---------------------------------------------------------------- 16.6
 
 def check_phase_logs(c) -> None:
-    lab = Shared.get_lab()
-    helper = Row(None, lab)
-    job = lab.state_store.submit_snapshot(lab.product(2))
+    stack = Shared.get_stack()
+    helper = Row(None, stack)
+    job = stack.state_store.submit_snapshot(stack.product(2))
     final = settle(helper, job)
     delivered = [d["task_id"] for d in deliveries(job)]
     # The task writes its phase lines before it returns, and the probe writes a delivery's end after
     # the task returned: once every delivery has ended, every line is in the log.
-    lab.wait_ended(job, len(delivered))
-    lines = [p for p in phase_lines(lab.worker.log_text()) if p.get("job_id") == job]
+    stack.wait_ended(job, len(delivered))
+    lines = [p for p in phase_lines(stack.worker.log_text()) if p.get("job_id") == job]
     for line in lines[:4]:
         c.note("  " + json.dumps(line, ensure_ascii=False)[:220])
     assert lines, t("the worker log has no JSON phase line (event=export_phase) for the job: call log_phase after "
@@ -355,7 +353,7 @@ def check_phase_logs(c) -> None:
     c.note(t("{n_lines} lines; message_id = the delivered task id, lease_token = the database token, attempt = 1",
              n_lines=len(lines)))
 
-    text = worker_logs(lab)
+    text = worker_logs(stack)
     leaks = log_leaks(text)
     c.note(t("scanned {n_splitlines} worker log lines for descriptions, passwords, URLs with credentials → {found}",
              n_splitlines=len(text.splitlines()), found=t('found') if leaks else t('none')))
@@ -422,21 +420,18 @@ def check_monitor(c) -> None:
 # ---------------------------------------------------------------- 16.10
 
 def check_two_deliveries(c) -> None:
-    lab = Shared.get_lab()
-    job = lab.state_store.submit_snapshot(lab.product(4))
+    stack = Shared.get_stack()
+    job = stack.state_store.submit_snapshot(stack.product(4))
     event = pending_of(job)[0]["id"]
-    helper = Row(None, lab)
+    helper = Row(None, stack)
     hold(job)
     try:
         # Delivery 1 of the event: the confirm write is lost, so the event stays unsent.
         with confirm_lost(event):
             for sent in (1, 2):
-                with contextlib.suppress(Exception):  # the lost confirm is the drill
-                    with publishing():
-                        lab.publisher.publish_one()
+                stack.publish_once()  # the lost confirm may make it raise: that is the drill
                 wait_until(lambda sent=sent: holds(job) or len(ended(job)) >= sent, 60,
-                           t("the delivery to claim (hold its write) or end"),
-                           interval=0.05)
+                           t("the delivery to claim (hold its write) or end"), interval=0.05)
                 if holds(job):
                     break
                 # It ended without a claim.  Only a claim the database refused is the system's to repeat:
@@ -450,16 +445,16 @@ def check_two_deliveries(c) -> None:
         # The first execution is slow: its lease runs out while it writes, recovery requeues the job and
         # the unmarked event goes out again once the publisher's claim is over (all moved, not waited).
         advance(job, seconds_until(job, "lease_until") + 0.001)
-        scan_until(lab, job, ("queued",))
+        scan_until(stack, job, ("queued",))
         advance(job, max(seconds_until(job, "next_attempt_at"), claim_seconds_left(job)) + 0.001)
         final = settle(helper, job)
     finally:
         release(job)
-    lab.drain()
+    stack.drain()
     starts = deliveries(job)
     # Every delivery ended (the held one too, once released): each wrote its phase lines before that.
-    lab.wait_ended(job, len(starts))
-    lines = [p for p in phase_lines(lab.worker.log_text()) if p.get("job_id") == job]
+    stack.wait_ended(job, len(starts))
+    lines = [p for p in phase_lines(stack.worker.log_text()) if p.get("job_id") == job]
     for line in lines[:8]:
         c.note("  " + json.dumps({k: line.get(k) for k in line if k != "event"}, ensure_ascii=False)[:200])
     claims = [p for p in lines if p.get("lease_token")]
@@ -499,4 +494,4 @@ def check_two_deliveries(c) -> None:
 # ---------------------------------------------------------------- main
 
 if __name__ == "__main__":
-    run(checks(), setup=lambda: Shared.prepare(ROWS_FOR, NEEDS_LAB), teardown=Shared.stop)
+    run(checks(), setup=lambda: Shared.prepare(ROWS_FOR, NEEDS_STACK), teardown=Shared.stop)

@@ -10,12 +10,10 @@ import json
 import os
 import re
 
-from lab16_fixture import Lab
-
 from shared.lesson_celery import env_file_values, redact, secrets_in
 from shared.i18n import t
 
-DESCRIPTION = re.compile(r"sample product \d+ for export drills")  # the lab's products' descriptions
+DESCRIPTION = re.compile(r"sample product \d+ for export drills")  # the kit's sample products' descriptions
 CREDENTIAL_URL = re.compile(r"[a-z][a-z0-9+.-]*://[^\s/@:]*:(?!\*\*@)[^\s/@]+@", re.I)
 
 
@@ -35,13 +33,9 @@ def phase_lines(text: str) -> list[dict]:
     return found
 
 
-def worker_logs(lab: Lab) -> str:
-    """The whole log of every matrix worker, one text."""
-    texts = []
-    for proc in (lab.worker, lab.cache_worker):
-        if proc is not None:
-            texts.append(proc.log_text())
-    return "\n".join(texts)
+def worker_logs(stack) -> str:
+    """The whole log of every matrix worker (lab16_fixture.Stack), one text."""
+    return "\n".join(proc.log_text() for proc in (stack.worker, stack.cache_worker) if proc is not None)
 
 
 def log_leaks(text: str) -> list[str]:
