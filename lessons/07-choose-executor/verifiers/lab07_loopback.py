@@ -1,9 +1,7 @@
-"""Kit helper for lesson 07's task-center checks (not a lesson file): a loopback downstream we can watch.
-
-An http.server in a thread of the checker's process, on a free 127.0.0.1 port.  It answers POST /NAME
-from a per-name script and counts calls, concurrent requests and how each one ended.  Held requests end
-by facts -- the checker's release, the client hanging up, or a barrier that opens once n requests are
-inside at the same time -- and at the cap the connection's state decides, never the clock alone.
+"""Kit helper for lesson 07's task-center checks (not a lesson file): a loopback downstream we can watch, an
+http.server in a thread of the checker's process on a free 127.0.0.1 port (see Loopback).  Held requests end by
+facts (the checker's release, the client hanging up, a barrier that opens once n requests are inside at the
+same time); at the cap the connection's state decides, never the clock alone.
 """
 
 from __future__ import annotations
@@ -29,19 +27,14 @@ class _Handler(BaseHTTPRequestHandler):
         self.rfile.read(int(self.headers.get("content-length") or 0))
         action, call = lab._enter(name, self.headers.get("idempotency-key"))
         try:
-            if action == "hold":
-                if not lab._hold(self.connection, name):
-                    lab._outcome(name, "client_closed")
-                    return
-                status = 200
-            elif action == "gather":
+            if action == "hold" and not lab._hold(self.connection, name):
+                lab._outcome(name, "client_closed")
+                return
+            if action == "gather":
                 lab._gather(name)
-                status = 200
             elif isinstance(action, float):  # seconds of "work"
                 time.sleep(action)
-                status = 200
-            else:
-                status = int(action)
+            status = 200 if action in ("hold", "gather") or isinstance(action, float) else int(action)
             body = json.dumps({"name": name, "call": call}).encode()
             try:
                 self.send_response(status)

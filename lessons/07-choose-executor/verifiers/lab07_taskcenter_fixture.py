@@ -1,10 +1,7 @@
-"""Lesson 07's task-center judge, its side of the bridge (judge-side kit module, not a lesson file).
-
-What lab07_verify_taskcenter.py's checks share: the probe where the taskcenter/ package runs (`learner`; the steps
-of lab07_taskcenter_probe.py, asked one at a time), a worker or a log capture around a block, the SQLite
-files read through the judge's own connection (never the learner's store), polling for a fact, the in-flight
-cancel of 07.7 (layer 3) and 07.8's `python -m taskcenter.main serve` processes.  This module never imports
-taskcenter, nor lab07_taskcenter_probe (it runs in the probe, next to the learner's code).
+"""Lesson 07's task-center judge, its side of the bridge (judge-side kit module, not a lesson file): the probe
+where the taskcenter/ package runs (the steps of lab07_taskcenter_probe.py, asked one at a time), a worker or a
+log capture around a block, the SQLite files read through the judge's own connection (never the learner's
+store), 07.7's cancel in flight and 07.8's servers.  It never imports taskcenter, nor the probe module.
 """
 
 from __future__ import annotations
@@ -12,7 +9,8 @@ from __future__ import annotations
 import os
 import sqlite3
 import sys
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
+from functools import partial
 from pathlib import Path
 
 from lab07_loopback import HOLD_CAP, Loopback
@@ -28,13 +26,14 @@ SLACK = 15.0  # a probe call's timeout beyond the bound the probe itself keeps
 TERMINAL = ("success", "failed", "canceled")
 PROBE = "lab07_taskcenter_probe"
 learner = Probe()  # taskcenter loads there, never in this process (the judge)
+until = partial(wait_until, interval=0.01)  # the task center's steps take milliseconds: poll often
 
 
 # ---------------------------------------------------------------- the probe's steps
 
 def ask(c, step: str, *args, timeout: float = BOUND + SLACK, **kwargs):
-    """One step of a scenario in the probe (lab07_taskcenter_probe.STEP).  What the learner's code raised there
-    is raised here; the last lines of its traceback become notes of the check."""
+    """One step in the probe (lab07_taskcenter_probe.STEP; "load" imports the package, so a broken module
+    fails that check only).  What the learner's code raised there is raised here, its traceback's end noted."""
     try:
         return learner.call(f"{PROBE}:{step}", *args, timeout=timeout, **kwargs)
     except LearnerRaised as exc:
@@ -43,15 +42,9 @@ def ask(c, step: str, *args, timeout: float = BOUND + SLACK, **kwargs):
         raise
 
 
-def load_package(c) -> None:
-    """Import the package in the probe (inside a check, so a broken module fails that check only)."""
-    ask(c, "load")
-
-
 @contextmanager
 def working(c, store: int, close_down: bool = True, **options):
-    """A worker of the probe's session `store` runs inside the block; stopped at its end (its counts land in
-    the dict yielded)."""
+    """A worker of the probe's session `store` runs inside the block (its counts land in the dict yielded)."""
     seen: dict = {}
     ask(c, "start_worker", store, **options)
     try:
@@ -71,10 +64,17 @@ def captured(c, store: int):
         records.extend(ask(c, "capture_take", store))
 
 
-def close_stores(c, *stores: int) -> None:
-    """Close these sessions of the probe (their stores, workers and loops)."""
-    for store in stores:
-        ask(c, "close_store", store, timeout=BOUND + 3 * SLACK)
+@contextmanager
+def opened(c, name: str, *args, sessions: int = 1):
+    """A fresh SQLite file and `sessions` probe sessions (stores) on it for the block: (path, store, ...)."""
+    path = fresh_db(name)
+    stores: list[int] = []
+    try:
+        stores.extend(ask(c, "open_store", str(path), *args) for _ in range(sessions))
+        yield (path, *stores)
+    finally:
+        for store in stores:
+            ask(c, "close_store", store, timeout=BOUND + 3 * SLACK)
 
 
 def events_of(records, tid, event=None):
@@ -95,12 +95,9 @@ def fresh_db(name: str) -> Path:
 
 def query(db: Path, sql: str, args=()) -> list[sqlite3.Row]:
     """Rows read from the file itself (the judge's own connection, never the learner's store)."""
-    conn = sqlite3.connect(str(db), timeout=5)
-    try:
+    with closing(sqlite3.connect(str(db), timeout=5)) as conn:
         conn.row_factory = sqlite3.Row
         return conn.execute(sql, tuple(args)).fetchall()
-    finally:
-        conn.close()
 
 
 def stored_tasks(db: Path, ids) -> dict[str, dict]:
@@ -113,58 +110,50 @@ def stored_tasks(db: Path, ids) -> dict[str, dict]:
 
 
 def row_count(db: Path) -> int:
-    """How many tasks the file holds."""
     return query(db, "SELECT COUNT(*) FROM tasks")[0][0]
 
 
 def all_final(db: Path, ids) -> bool:
-    """Every one of these tasks is in a terminal state in the file."""
     ids = list(ids)
     found = stored_tasks(db, ids)
     return len(found) == len(set(ids)) and all(row["state"] in TERMINAL for row in found.values())
 
 
-# ---------------------------------------------------------------- waiting for a fact
-
-def until(predicate, timeout: float, what: str, interval: float = 0.01):
-    """Poll predicate() until it is truthy (the task center's steps take milliseconds: poll often)."""
-    return wait_until(predicate, timeout, what, interval=interval)
-
-
 # ---------------------------------------------------------------- 07.7: a cancel in flight
 
-def cancel_in_flight(c, lab: Loopback, store: int, kind: str):
-    """Layer 3 of 07.7: a held call in flight through the `kind` downstream ("async": httpx2.AsyncClient,
-    "thread": a blocking client in a thread), canceled while the server holds it.  (task id, the task
-    cancel returned, its seconds, and for "thread" (what the server had then, times discarded))."""
+def cancel_in_flight(c, lab: Loopback, store: int, db: Path, kind: str):
+    """07.7 layer 3: a held call through the `kind` downstream ("async": httpx2.AsyncClient, "thread": a
+    blocking client in a thread), canceled while the server holds it.  (the task as stored, what the server
+    saw, cancel's seconds, the task's log events, for "thread" (what the server had then, times discarded))."""
     name = f"hold-{kind}"
     url = lab.script(name, ["hold"])
-    try:
-        # The call timeout outlasts the hold: the held request ends only by the client hanging up
-        # (cancel reached the socket) or by the server answering at its cap (cancel did not).
-        with working(c, store, close_down=False, downstream="httpx" if kind == "async" else "thread",
-                     max_threads=2, call_timeout=CALL_TIMEOUT):
-            task = ask(c, "submit", store, url, b"{}", f"cancel-{kind}", 3)
-            until(lambda: lab.snapshot(name)["active"] == 1, BOUND,
-                  t("the downstream to get the call"))
-            cancel = ask(c, "cancel", store, task["id"])
-            got, cancel_s = cancel["task"], cancel["seconds"]
-            if kind == "async":
-                until(lambda: lab.snapshot(name)["outcomes"], HOLD_CAP + BOUND,
-                      t("the request on the server to end"))
-                discarded = None
-            else:
-                still = lab.snapshot(name)
-                lab.release(name)  # let the blocking request finish: nothing could stop it
-                count = ask(c, "wait_discarded", store, 1, BOUND)
-                if count < 1:
-                    what = t("the threaded request to end and be discarded")
-                    raise AssertionError(t("waited {bound:g} s for {what}", bound=BOUND, what=what))
-                discarded = (still, count)
-        return task["id"], got, cancel_s, discarded
-    finally:
-        lab.release(name)
-        ask(c, "close_downstream", store, timeout=BOUND + 2 * SLACK)
+    with captured(c, store) as records:
+        try:
+            # The call timeout outlasts the hold: the held request ends only by the client hanging up
+            # (cancel reached the socket) or by the server answering at its cap (cancel did not).
+            with working(c, store, close_down=False, downstream="httpx" if kind == "async" else "thread",
+                         max_threads=2, call_timeout=CALL_TIMEOUT):
+                task = ask(c, "submit", store, url, b"{}", f"cancel-{kind}", 3)
+                until(lambda: lab.snapshot(name)["active"] == 1, BOUND, t("the downstream to get the call"))
+                cancel = ask(c, "cancel", store, task["id"])
+                if kind == "async":
+                    until(lambda: lab.snapshot(name)["outcomes"], HOLD_CAP + BOUND,
+                          t("the request on the server to end"))
+                    discarded = None
+                else:
+                    still = lab.snapshot(name)
+                    lab.release(name)  # let the blocking request finish: nothing could stop it
+                    count = ask(c, "wait_discarded", store, 1, BOUND)
+                    if count < 1:
+                        what = t("the threaded request to end and be discarded")
+                        raise AssertionError(t("waited {bound:g} s for {what}", bound=BOUND, what=what))
+                    discarded = (still, count)
+        finally:
+            lab.release(name)
+            ask(c, "close_downstream", store, timeout=BOUND + 2 * SLACK)
+    snap, stored = lab.snapshot(name), stored_tasks(db, [task["id"]])[task["id"]]
+    assert cancel["task"]["state"] == "canceled", t("cancel returned {state}", state=cancel["task"]['state'])
+    return stored, snap, cancel["seconds"], [r["event"] for r in events_of(records, task["id"])], discarded
 
 
 # ---------------------------------------------------------------- 07.8: the servers
@@ -173,25 +162,12 @@ def serve(db: Path, port: int, stale_after: float, log_name: str) -> Process:
     """`python -m taskcenter.main serve` on `db`, started here and ready on `port` (its recovery done)."""
     log_path = LOGS / log_name
     log_path.unlink(missing_ok=True)
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
     proc = Process([sys.executable, "-m", "taskcenter.main", "serve", "--db", str(db), "--port", str(port),
                     "--call-timeout", str(HOLD_CAP), "--stale-after", str(stale_after), "--poll-interval", "0.02",
-                    "--stop-grace", "0.5"], cwd=WORK, log_path=log_path, env=env)
+                    "--stop-grace", "0.5"], cwd=WORK, log_path=log_path, env=dict(os.environ, PYTHONUNBUFFERED="1"))
     try:
         proc.wait_ready(BOUND, port=port)  # uvicorn binds after the lifespan startup: recovery is done
     except BaseException:
         proc.stop()
         raise
     return proc
-
-
-def row_on_disk(db: Path, tid: str) -> dict:
-    """One task's state and attempt as the file holds them, with the file's journal mode ({} if absent)."""
-    conn = sqlite3.connect(str(db), timeout=5)
-    try:
-        conn.row_factory = sqlite3.Row
-        row = conn.execute("SELECT state, attempt FROM tasks WHERE id = ?", (tid,)).fetchone()
-        mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
-        return {"state": row["state"], "attempt": row["attempt"], "journal_mode": mode} if row else {}
-    finally:
-        conn.close()

@@ -1,15 +1,10 @@
-"""Runs in a probe next to the learner's taskcenter/ package (shared/probe.py): lesson 07's task-center steps.
-
-The judge (lab07_verify_taskcenter.py) never imports taskcenter; it drives each scenario step by step through
-these functions and answers them with plain data: task views, ids, the log records the package wrote,
-what the worker's side of the port counted.  Observations, never verdicts: the judge decides, and reads
-the SQLite file and the loopback downstream (a server thread of the judge) itself.
+"""Runs in a probe next to the learner's taskcenter/ package (shared/probe.py): lesson 07's task-center steps,
+which the judge (lab07_verify_taskcenter.py) asks one at a time.  Plain data out; the judge decides.
 
 A session is one Store on one file, known to the judge by its number, with an event loop of its own in a
-thread of this process: the worker (built on that loop) keeps running between the judge's calls, so the
-judge can wait for a fact (the server got the call), then ask for a cancel, then look again.  Every wait
-here is bounded (BOUND), and the judge's call has a timeout beyond it.  A number this process does not
-know (the probe was started afresh after a call ran out) is a no-op for the calls that clean up.
+thread: the worker keeps running between the judge's calls, so the judge can wait for a fact, cancel, and
+look again.  Every wait here is bounded (BOUND).  A number this process does not know (the probe was
+started afresh after a call ran out) is a no-op for the calls that clean up.
 """
 
 from __future__ import annotations
@@ -40,7 +35,6 @@ def load() -> None:
 
 
 def view(task) -> dict:
-    """A task as plain data (what the judge's messages name)."""
     state = task.state
     return {"id": task.id, "state": getattr(state, "value", state), "attempt": task.attempt,
             "error": task.error, "result": task.result}
@@ -49,7 +43,7 @@ def view(task) -> dict:
 # ---------------------------------------------------------------- the state machine and the retry policy
 
 def transit(src: str, dst: str) -> dict:
-    """transit(src, dst): {"illegal": True} when it raised IllegalTransition, else the state it returned."""
+    """{"illegal": True} when transit(src, dst) raised IllegalTransition, else the state it returned."""
     load()
     from taskcenter.models import IllegalTransition, State, transit as move
     try:
@@ -60,7 +54,6 @@ def transit(src: str, dst: str) -> dict:
 
 
 def ways_out(src: str) -> list[str]:
-    """ALLOWED[src], as sorted state names."""
     load()
     from taskcenter.models import ALLOWED, State
     return sorted(getattr(s, "value", repr(s)) for s in ALLOWED[State(src)])
@@ -104,20 +97,18 @@ class Session:
         self.cancel_after_claim: set[str] = set()
         self.loop: asyncio.AbstractEventLoop | None = None
         self.thread: threading.Thread | None = None
-        self.down = self.worker = self.runner = None
-        self.capture = None
+        self.down = self.worker = self.runner = self.capture = None
         self.records: list = []
 
-    def on_loop(self, coro, timeout: float):
+    def on_loop(self, coro, timeout: float = BOUND):
         if self.loop is None:
             self.loop = asyncio.new_event_loop()
             self.thread = threading.Thread(target=self.loop.run_forever, name="taskcenter-loop", daemon=True)
             self.thread.start()
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
 
-
-def _session(handle: int) -> Session:
-    return _sessions[handle]
+    async def run(self):
+        self.runner = asyncio.create_task(self.worker.run_forever())
 
 
 def open_store(db: str, cancel_after_claim: bool = False) -> int:
@@ -147,22 +138,22 @@ def open_store(db: str, cancel_after_claim: bool = False) -> int:
 
 
 def cancel_after_claim(handle: int, tid: str) -> None:
-    _session(handle).cancel_after_claim.add(tid)
+    _sessions[handle].cancel_after_claim.add(tid)
 
 
 def submit(handle: int, url: str, body: bytes, key: str, max_attempts: int) -> dict:
-    return view(_session(handle).store.submit(url, body, key, max_attempts))
+    return view(_sessions[handle].store.submit(url, body, key, max_attempts))
 
 
 def submit_many(handle: int, specs: list) -> list[str]:
-    store = _session(handle).store
+    store = _sessions[handle].store
     return [store.submit(url, body, key, max_attempts).id for url, body, key, max_attempts in specs]
 
 
 def submit_together(handles: list, url: str, body: bytes, key: str, max_attempts: int) -> list:
     """Each store submits the same key, released together by a barrier: the ids they got (None for a submit
     that raised or did not finish within BOUND)."""
-    stores = [_session(h).store for h in handles]
+    stores = [_sessions[h].store for h in handles]
     barrier = threading.Barrier(len(stores))
     got: list = [None] * len(stores)
 
@@ -185,7 +176,7 @@ def try_submit(handle: int, url: str, body: bytes, key: str, max_attempts: int) 
     """{"refused": message} when submit raised IdempotencyConflict, else {"task": the task it returned}."""
     from taskcenter.store import IdempotencyConflict
     try:
-        task = _session(handle).store.submit(url, body, key, max_attempts)
+        task = _sessions[handle].store.submit(url, body, key, max_attempts)
     except IdempotencyConflict as exc:
         return {"refused": str(exc)}
     return {"task": view(task)}
@@ -195,7 +186,7 @@ def try_mark(handle: int, tid: str, state: str) -> bool:
     """True when store.mark(tid, state) raised IllegalTransition."""
     from taskcenter.models import IllegalTransition, State
     try:
-        _session(handle).store.mark(tid, State(state))
+        _sessions[handle].store.mark(tid, State(state))
     except IllegalTransition:
         return True
     return False
@@ -203,7 +194,7 @@ def try_mark(handle: int, tid: str, state: str) -> bool:
 
 def capture_start(handle: int) -> None:
     from taskcenter.log import capture
-    session = _session(handle)
+    session = _sessions[handle]
     session.capture = capture()
     session.records = session.capture.__enter__()
 
@@ -221,12 +212,12 @@ def capture_take(handle: int) -> list:
 def start_worker(handle: int, downstream: str = "httpx", run: bool = True, counting: bool = False,
                  max_threads: int = 2, **options) -> None:
     """A Worker on the session's loop, fast by configuration (options override), over HttpxDownstream
-    ("httpx") or ThreadDownstream ("thread"); run: start run_forever now."""
+    ("httpx") or ThreadDownstream ("thread"); run: start run_forever now (else run_worker does)."""
     load()
     from taskcenter.downstream import HttpxDownstream, ThreadDownstream
     from taskcenter.retry import Backoff
     from taskcenter.worker import Worker
-    session = _session(handle)
+    session = _sessions[handle]
     settings = dict(concurrency=8, poll_interval=0.01, call_timeout=BOUND,
                     backoff=Backoff(base_s=0.01, cap_s=0.05), stop_grace_s=0.3)
     settings.update(options)
@@ -236,23 +227,18 @@ def start_worker(handle: int, downstream: str = "httpx", run: bool = True, count
         session.down = Counting(down) if counting else down
         session.worker = Worker(session.store, session.down, **settings)
         if run:
-            session.runner = asyncio.create_task(session.worker.run_forever())
+            await session.run()
 
-    session.on_loop(build(), BOUND)
+    session.on_loop(build())
 
 
 def run_worker(handle: int) -> None:
-    session = _session(handle)
-
-    async def go():
-        session.runner = asyncio.create_task(session.worker.run_forever())
-
-    session.on_loop(go(), BOUND)
+    _sessions[handle].on_loop(_sessions[handle].run())
 
 
 def cancel(handle: int, tid: str) -> dict:
     """worker.cancel(tid): the task it returned and how long it took."""
-    session = _session(handle)
+    session = _sessions[handle]
 
     async def go():
         started = time.monotonic()
@@ -265,7 +251,7 @@ def cancel(handle: int, tid: str) -> dict:
 
 def wait_discarded(handle: int, at_least: int, bound: float = BOUND) -> int:
     """The ThreadDownstream's discarded counter, once it reaches at_least (or at the bound)."""
-    session = _session(handle)
+    session = _sessions[handle]
     deadline = time.monotonic() + bound
     while session.down.discarded < at_least and time.monotonic() < deadline:
         time.sleep(0.01)
@@ -325,8 +311,6 @@ def close_store(handle: int) -> None:
                 session.loop.call_soon_threadsafe(session.loop.stop)
                 session.thread.join(BOUND)
 
-
-# ---------------------------------------------------------------- the HTTP app
 
 def open_api(db: str) -> int:
     """create_app(db, FakeDownstream answering 200), served by shared.asgi_probe (its lifespan runs)."""

@@ -43,13 +43,63 @@ def checks() -> list[Check]:
 
 # --------------------------------------------------------------------------- decision.md parsing
 
+SEPARATOR = re.compile(r"^\s*\|?\s*:?-{2,}:?\s*(\|\s*:?-{2,}:?\s*)+\|?\s*$")
+COURSE_HEADER = "工作 | 主要约束 | 起点"  # the header of the course's decision.md table, as the learner writes it
+COLUMN_KINDS = [  # checked in this order: "执行位置" must count as a place, not as work
+    ("constraint", re.compile(r"约束|边界|限制|constraint|boundary|bound|limit", re.I)),
+    ("place", re.compile(r"起点|位置|执行|方式|执行器|方案|选择|place|where|executor|start|run|choice|option", re.I)),
+    ("work", re.compile(r"工作|任务|场景|需求|work|job|task|scenario", re.I)),
+]
+
+PLACEHOLDERS = {"", "-", "--", "—", "–", "?", "？", "todo", "tbd", "待定", "待填", "...", "…", "n/a", "na", "无", "空"}
+
+PLACE_KINDS = [  # first match wins: "asyncio + 有界队列" is a coroutine, not a task queue
+    ("queue", re.compile(r"任务队列|消息队列|独立队列|task[\s-]*queue|job[\s-]*queue|message[\s-]*queue|celery|\brq\b|"
+                         r"dramatiq|独立\s*worker|\bworker\b|broker|消费者", re.I)),
+    ("coroutine", re.compile(r"asyncio|协程|coroutine|event[\s-]*loop|事件循环|taskgroup|gather", re.I)),
+    ("thread", re.compile(r"线程|thread", re.I)),
+    ("process", re.compile(r"进程|process", re.I)),
+]
+STATE_WORDS = re.compile(r"状态|export_jobs|mysql|数据库|status|state|database|table|\bdb\b|持久|durable", re.I)
+OUTLIVES_API = re.compile(r"关闭|重启|退出|停止|停掉|持久|独立消费者|outlive|surviv|restart|shut\s*down|stops|"
+                          r"after the api|durable|persist|independent consumer", re.I)
+CPU_BOUND = re.compile(r"cpu|计算|算力|多核|multi-?core|compute", re.I)
+BLOCKING = re.compile(r"阻塞|blocking|同步\s*sdk|sync(hronous)?\s*sdk", re.I)
+REPEATS = re.compile(r"重复|重投|多次|至少一次|幂等|at[\s-]*least[\s-]*once|duplicate|repeat|redeliver|"
+                     r"more than once|twice|idempoten", re.I)
+TEMPORARY = re.compile(r"临时|缓存|短期|过期|ttl|cache|temporar|expir|short[\s-]*lived", re.I)
+
+RECORD_KEYS = {  # name in the check -> accepted key spellings (a key may continue, e.g. "worker 启动方式")
+    "broker": ("broker", "中转处", "中转", "消息中转", "消息代理"),
+    "worker": ("worker", "执行者", "消费者"),
+    "durable status": ("durable status", "durable state", "持久状态", "状态真源", "任务真源", "持久化状态"),
+    "delivery": ("delivery", "交付", "投递", "交付语义", "投递语义"),
+    "result backend": ("result backend", "results backend", "结果缓存", "结果后端", "结果存储", "结果保留"),
+}
+
+HEADING = re.compile(r"^\s{0,3}(#{1,6})\s+(.*)$")
+EXERCISE_WORD = re.compile(r"练习|exercise", re.I)
+# The question itself: a synchronous SDK taking 3 seconds.
+SDK_QUESTION = re.compile(r"(?=.*sdk)(?=.*(3\s*秒|\b3\s*s\b|3[\s-]*sec|three[\s-]*sec))", re.I)
+ANSWER_CONCEPTS = [  # (what, pattern, the hint in the learner's language)
+    ("timeout", re.compile(r"超时|时限|timeout|time[\s-]*out|time\s*limit|deadline", re.I),
+     lambda: t("a timeout (a limit on each SDK call)")),
+    ("idempotency key", re.compile(r"幂等|去重|idempoten|dedup", re.I),
+     lambda: t("an idempotency key (a redelivery must not upload twice)")),
+    ("durable state", re.compile(r"持久状态|持久化|状态表|状态真源|export_jobs|mysql|sqlite|postgres|数据库|"
+                                 r"durable\s+(state|status|record)|persist|status\s+(table|row)|database", re.I),
+     lambda: t("durable state (e.g. MySQL export_jobs)")),
+    ("queue", re.compile(r"队列|queue|celery|worker|broker|dramatiq|\brq\b", re.I),
+     lambda: t("an independent task queue/worker (it survives the restart)")),
+    ("execution", re.compile(r"同步|线程|sync|thread|executor", re.I),
+     lambda: t("how the worker calls the SDK (directly or in a bounded thread)")),
+]
+
+
 def read_decision() -> str:
     path = HERE / "decision.md"
     assert path.exists(), t("decision.md is missing (step 1)")
     return path.read_text(encoding="utf-8", errors="replace")
-
-
-SEPARATOR = re.compile(r"^\s*\|?\s*:?-{2,}:?\s*(\|\s*:?-{2,}:?\s*)+\|?\s*$")
 
 
 def split_cells(line: str) -> list[str]:
@@ -77,32 +127,6 @@ def markdown_tables(text: str) -> list[dict]:
     return tables
 
 
-COURSE_HEADER = "工作 | 主要约束 | 起点"  # the header of the course's decision.md table, as the learner writes it
-COLUMN_KINDS = [  # checked in this order: "执行位置" must count as a place, not as work
-    ("constraint", re.compile(r"约束|边界|限制|constraint|boundary|bound|limit", re.I)),
-    ("place", re.compile(r"起点|位置|执行|方式|执行器|方案|选择|place|where|executor|start|run|choice|option", re.I)),
-    ("work", re.compile(r"工作|任务|场景|需求|work|job|task|scenario", re.I)),
-]
-
-PLACEHOLDERS = {"", "-", "--", "—", "–", "?", "？", "todo", "tbd", "待定", "待填", "...", "…", "n/a", "na", "无", "空"}
-
-PLACE_KINDS = [  # first match wins: "asyncio + 有界队列" is a coroutine, not a task queue
-    ("queue", re.compile(r"任务队列|消息队列|独立队列|task[\s-]*queue|job[\s-]*queue|message[\s-]*queue|celery|\brq\b|"
-                         r"dramatiq|独立\s*worker|\bworker\b|broker|消费者", re.I)),
-    ("coroutine", re.compile(r"asyncio|协程|coroutine|event[\s-]*loop|事件循环|taskgroup|gather", re.I)),
-    ("thread", re.compile(r"线程|thread", re.I)),
-    ("process", re.compile(r"进程|process", re.I)),
-]
-STATE_WORDS = re.compile(r"状态|export_jobs|mysql|数据库|status|state|database|table|\bdb\b|持久|durable", re.I)
-OUTLIVES_API = re.compile(r"关闭|重启|退出|停止|停掉|持久|独立消费者|outlive|surviv|restart|shut\s*down|stops|"
-                          r"after the api|durable|persist|independent consumer", re.I)
-CPU_BOUND = re.compile(r"cpu|计算|算力|多核|multi-?core|compute", re.I)
-BLOCKING = re.compile(r"阻塞|blocking|同步\s*sdk|sync(hronous)?\s*sdk", re.I)
-REPEATS = re.compile(r"重复|重投|多次|至少一次|幂等|at[\s-]*least[\s-]*once|duplicate|repeat|redeliver|"
-                     r"more than once|twice|idempoten", re.I)
-TEMPORARY = re.compile(r"临时|缓存|短期|过期|ttl|cache|temporar|expir|short[\s-]*lived", re.I)
-
-
 def place_name(kind: str) -> str:
     """A PLACE_KINDS kind (or "outlives") in the learner's language."""
     return {"queue": t("a task queue"), "coroutine": t("coroutines/asyncio"), "thread": t("a thread pool"),
@@ -126,10 +150,7 @@ def is_empty(cell: str) -> bool:
 
 
 def place_kind(cell: str) -> str | None:
-    for kind, pattern in PLACE_KINDS:
-        if pattern.search(cell):
-            return kind
-    return None
+    return next((kind for kind, pattern in PLACE_KINDS if pattern.search(cell)), None)
 
 
 def workload_table(text: str):
@@ -140,10 +161,9 @@ def workload_table(text: str):
     for table in tables:
         columns = {}
         for position, cell in enumerate(table["header"]):
-            for kind, pattern in COLUMN_KINDS:
-                if pattern.search(cell):
-                    columns.setdefault(kind, position)
-                    break
+            kind = next((kind for kind, pattern in COLUMN_KINDS if pattern.search(cell)), None)
+            if kind:
+                columns.setdefault(kind, position)
         if len(columns) == 3:
             return table, columns, None
     for table in tables:
@@ -175,20 +195,9 @@ def key_lines(text: str) -> list[tuple[str, str, str]]:
     return found
 
 
-RECORD_KEYS = {  # name in the check -> accepted key spellings (a key may continue, e.g. "worker 启动方式")
-    "broker": ("broker", "中转处", "中转", "消息中转", "消息代理"),
-    "worker": ("worker", "执行者", "消费者"),
-    "durable status": ("durable status", "durable state", "持久状态", "状态真源", "任务真源", "持久化状态"),
-    "delivery": ("delivery", "交付", "投递", "交付语义", "投递语义"),
-    "result backend": ("result backend", "results backend", "结果缓存", "结果后端", "结果存储", "结果保留"),
-}
-
-
 def record_name(key: str) -> str | None:
-    for name, spellings in RECORD_KEYS.items():
-        if any(key == s or key.startswith(s + " ") or (not s.isascii() and key.startswith(s)) for s in spellings):
-            return name
-    return None
+    return next((name for name, spellings in RECORD_KEYS.items() if any(
+        key == s or key.startswith(s + " ") or (not s.isascii() and key.startswith(s)) for s in spellings)), None)
 
 
 def records(text: str) -> dict[str, list[tuple[str, str]]]:
@@ -199,12 +208,6 @@ def records(text: str) -> dict[str, list[tuple[str, str]]]:
         if name:
             out[name].append((value, raw))
     return out
-
-
-HEADING = re.compile(r"^\s{0,3}(#{1,6})\s+(.*)$")
-EXERCISE_WORD = re.compile(r"练习|exercise", re.I)
-# The question itself: a synchronous SDK taking 3 seconds.
-SDK_QUESTION = re.compile(r"(?=.*sdk)(?=.*(3\s*秒|\b3\s*s\b|3[\s-]*sec|three[\s-]*sec))", re.I)
 
 
 def exercise_start(lines: list[str]) -> int | None:
@@ -240,22 +243,14 @@ def exercise_answer(text: str) -> str | None:
     return "\n".join(body)
 
 
-ANSWER_CONCEPTS = [  # (what, pattern, the hint in the learner's language)
-    ("timeout", re.compile(r"超时|时限|timeout|time[\s-]*out|time\s*limit|deadline", re.I),
-     lambda: t("a timeout (a limit on each SDK call)")),
-    ("idempotency key", re.compile(r"幂等|去重|idempoten|dedup", re.I),
-     lambda: t("an idempotency key (a redelivery must not upload twice)")),
-    ("durable state", re.compile(r"持久状态|持久化|状态表|状态真源|export_jobs|mysql|sqlite|postgres|数据库|"
-                                 r"durable\s+(state|status|record)|persist|status\s+(table|row)|database", re.I),
-     lambda: t("durable state (e.g. MySQL export_jobs)")),
-    ("queue", re.compile(r"队列|queue|celery|worker|broker|dramatiq|\brq\b", re.I),
-     lambda: t("an independent task queue/worker (it survives the restart)")),
-    ("execution", re.compile(r"同步|线程|sync|thread|executor", re.I),
-     lambda: t("how the worker calls the SDK (directly or in a bounded thread)")),
-]
-
-
 # --------------------------------------------------------------------------- message_contract helpers
+
+CREDENTIAL_TEXT = [
+    re.compile(r"[a-z][a-z0-9+.-]*://[^/\s:@]*:[^/\s@]+@", re.I),
+    re.compile(r"\b(pass(word|wd)?|pwd|secret|token|api[_-]?key)\s*[=:]\s*\S", re.I),
+]
+CREDENTIAL_KEY = re.compile(r"pass(word|wd)?|secret|token|api[_-]?key|credential", re.I)
+
 
 def load_contract():
     """message_contract.py, loaded in the probe (its own prints go to the probe's log, not this output)."""
@@ -263,11 +258,8 @@ def load_contract():
 
 
 def find_checker(module):
-    for name in CHECKER_NAMES:
-        function = getattr(module, name, None)
-        if callable(function):
-            return name, function
-    return None, None
+    name = next((name for name in CHECKER_NAMES if callable(getattr(module, name, None))), None)
+    return name, name and getattr(module, name)
 
 
 def row(**changes) -> dict:
@@ -314,29 +306,18 @@ def expect_refused(c, name, function, label, message, why) -> None:
     c.note(t("{label}: refused - {name}: {reason}", label=label, name=type(result).__name__, reason=reason[:110]))
 
 
-CREDENTIAL_TEXT = [
-    re.compile(r"[a-z][a-z0-9+.-]*://[^/\s:@]*:[^/\s@]+@", re.I),
-    re.compile(r"\b(pass(word|wd)?|pwd|secret|token|api[_-]?key)\s*[=:]\s*\S", re.I),
-]
-CREDENTIAL_KEY = re.compile(r"pass(word|wd)?|secret|token|api[_-]?key|credential", re.I)
-
-
 def credential_in(value, path="message"):
-    """The verifier's own scan of the learner's sample message."""
+    """The verifier's own scan of the learner's sample message: where the first credential-like thing is."""
+    if isinstance(value, str):
+        return path if any(p.search(value) for p in CREDENTIAL_TEXT) else None
     if isinstance(value, dict):
-        for key, item in value.items():
-            if CREDENTIAL_KEY.search(str(key)):
-                return f"{path}.{key}"
-            found = credential_in(item, f"{path}.{key}")
-            if found:
-                return found
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            found = credential_in(item, f"{path}[{index}]")
-            if found:
-                return found
-    elif isinstance(value, str) and any(p.search(value) for p in CREDENTIAL_TEXT):
-        return path
+        inside = [(f"{path}.{key}", item, CREDENTIAL_KEY.search(str(key))) for key, item in value.items()]
+    else:
+        inside = [(f"{path}[{i}]", item, None) for i, item in enumerate(value)] if isinstance(value, list) else []
+    for where, item, named in inside:
+        found = where if named else credential_in(item, where)
+        if found:
+            return found
     return None
 
 
@@ -347,12 +328,10 @@ def is_integer(value) -> bool:
 # --------------------------------------------------------------------------- checks
 
 def check_table(c) -> None:
-    text = read_decision()
-    table, columns, warning = workload_table(text)
+    table, columns, warning = workload_table(read_decision())
     if warning:
         c.note(warning)
-    header = table["header"]
-    c.note(t("header: | ") + " | ".join(header) + " |")
+    c.note(t("header: | ") + " | ".join(table["header"]) + " |")
     kinds: dict[str, list[str]] = {}
     problems = []
     for cells, raw in table["rows"]:

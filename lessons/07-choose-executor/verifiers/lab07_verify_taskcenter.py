@@ -19,22 +19,14 @@
 07.10 the FastAPI app under starlette's TestClient: 202 + Location, GET of it, 404s for unknown ids,
       and 422 with a readable message and no new row for bad bodies
 
-This process never imports taskcenter.  The package runs in a probe (shared/probe.py) driven step by step
-through lab07_taskcenter_probe.py: open a store, submit, start a worker, cancel, stop; each step answers
-with plain data (ids, task views, the log records, what the worker's side of the port counted).  What the
-judge can see itself, it reads itself: task states, attempts, results and row counts from the SQLite file
-(sqlite3, here), what the downstream saw from the loopback (lab07_loopback.py: an http.server in a thread
-of this process on a free 127.0.0.1 port, which the worker in the probe and 07.8's servers call), and
-07.8's `python -m taskcenter.main serve` processes, which this process starts, kills and asks over HTTP.
-Retries are fast by configuration (tiny backoff base), nothing waits out a real delay.  A call times
-out only where a check means it to: elsewhere the call timeout is far above any loopback answer, so
-a busy machine cannot turn an answer into a retry.  Held requests end by facts -- the verifier's
-release, or the client hanging up -- and what the server saw decides, never how long it took.
-Logs go to .lab-logs/07/ in the working directory.
-
-This file holds the table and one function per check.  Their helpers -- the judge's side of the probe (its
-steps, a worker or a log capture around a block), the SQLite reads, the waits, 07.7's cancel in flight and
-07.8's servers -- are in lab07_taskcenter_fixture.py beside it.
+The judge never imports taskcenter: the package runs in a probe, driven step by step through
+lab07_taskcenter_probe.py (each step answers with plain data).  What the judge can see, it reads itself: the
+SQLite file (sqlite3), what the downstream saw (lab07_loopback.py, a server thread of this process on a free
+127.0.0.1 port) and 07.8's `python -m taskcenter.main serve` processes, which it starts and kills.  Retries
+are fast by configuration (nothing waits out a real delay); a call times out only where a check means it to,
+elsewhere the call timeout is far above any loopback answer, so a busy machine cannot turn an answer into a
+retry.  Held requests end by facts (the release, the client hanging up), never by how long they took.  Logs
+go to .lab-logs/07/; the helpers are in lab07_taskcenter_fixture.py.
 """
 
 from __future__ import annotations
@@ -44,8 +36,8 @@ from collections import Counter
 
 from lab07_loopback import HOLD_CAP, Loopback
 from lab07_taskcenter_fixture import (BOUND, CALL_TIMEOUT, PROBE, SLACK, WORK, all_final, ask, cancel_in_flight,
-                                      captured, close_stores, events_of, fresh_db, learner, load_package, row_count,
-                                      row_on_disk, serve, stored_tasks, until, working)
+                                      captured, events_of, fresh_db, learner, opened, query, row_count, serve,
+                                      stored_tasks, until, working)
 from shared.lesson_celery import short
 from shared.i18n import t
 from shared.proc import Process, free_port, wait_until
@@ -56,9 +48,7 @@ LAB: Loopback | None = None  # the loopback downstream: started in main, before 
 
 
 def checks() -> list[Check]:
-    """The checks, in order: id -> what proves it.  The taskcenter/ package runs in the probe; all but 07.10
-    call the loopback downstream (LAB, a server thread of this process); 07.8 runs `python -m taskcenter.main
-    serve` itself."""
+    """The checks, in order: id -> what proves it (all but 07.10 call the loopback downstream LAB)."""
     return [
         Check("07.5", lambda c: check_state_and_idempotency(c, LAB), "taskcenter in the probe; loopback; sqlite files"),
         Check("07.6", lambda c: check_retries(c, LAB), "taskcenter in the probe; loopback; sqlite file"),
@@ -72,25 +62,20 @@ def checks() -> list[Check]:
 # ---------------------------------------------------------------- 07.5
 
 def check_state_and_idempotency(c, lab: Loopback) -> None:
-    load_package(c)
-    refused = []
-    for src, dst in [("success", "pending"), ("failed", "running"), ("canceled", "pending"), ("pending", "success")]:
-        if ask(c, "transit", src, dst)["illegal"]:
-            refused.append(f"{src}->{dst}")
-            continue
-        raise AssertionError(t("transit({src} -> {dst}) did not raise IllegalTransition", src=src, dst=dst))
+    ask(c, "load")
+    moves = [("success", "pending"), ("failed", "running"), ("canceled", "pending"), ("pending", "success")]
+    for src, dst in moves:
+        assert ask(c, "transit", src, dst)["illegal"], t("transit({src} -> {dst}) did not raise IllegalTransition",
+                                                         src=src, dst=dst)
     for src in ("success", "failed", "canceled"):
         out = ask(c, "ways_out", src)
         assert not out, t("terminal {src} must have no way out: {out}", src=src, out=out)
     retry = ask(c, "transit", "running", "pending")
     assert retry.get("value") == "pending", t("running -> pending (a retry) must be allowed")
-    c.note(t("refused transitions: {refused}", refused=', '.join(refused)))
+    c.note(t("refused transitions: {refused}", refused=", ".join(f"{src}->{dst}" for src, dst in moves)))
 
-    path = fresh_db("idempotency.db")
     url = lab.script("idem", [200])
-    stores: list[int] = []
-    try:
-        stores.extend(ask(c, "open_store", str(path)) for _ in range(2))  # two connections to one file
+    with opened(c, "idempotency.db", sessions=2) as (path, *stores):  # two connections to one file
         # Two connections submit the same key at the same moment.
         got = ask(c, "submit_together", stores, url, b'{"n": 1}', "same-key", 3, timeout=3 * BOUND + SLACK)
         assert all(got), t("the concurrent submits did not finish")
@@ -115,27 +100,22 @@ def check_state_and_idempotency(c, lab: Loopback) -> None:
                                               error=final['error'])
         assert calls == 1, t("the downstream was called {calls} times, expected once", calls=calls)
         late = ask(c, "try_submit", store, url, b'{"n": 1}', "same-key", 3)
-        if "refused" in late:
-            c.note(t("submitting the key again after success is refused: {refused}", refused=late['refused']))
-        else:
-            late = late["task"]
-            raise AssertionError(t("after the task finished (success) the same key was accepted again: id {id} "
-                                   "({state})", id=late['id'], state=late['state']))
+        assert "refused" in late, t("after the task finished (success) the same key was accepted again: id {id} "
+                                    "({state})", id=late["task"]['id'], state=late["task"]['state'])
+        c.note(t("submitting the key again after success is refused: {refused}", refused=late['refused']))
         assert row_count(path) == 1 and lab.snapshot("idem")["calls"] == 1, t(
             "after the refusal there must still be one row and one call")
-        if not ask(c, "try_mark", store, tid, "pending"):
-            raise AssertionError(t("store.mark moved success back to pending: a terminal state must stay"))
+        assert ask(c, "try_mark", store, tid, "pending"), t(
+            "store.mark moved success back to pending: a terminal state must stay")
         assert stored_tasks(path, [tid])[tid]["state"] == "success", t("the refused mark changed the row")
         c.note(t("the downstream saw {calls} call; store.mark(success → pending) raised IllegalTransition, row "
                  "unchanged", calls=calls))
-    finally:
-        close_stores(c, *stores)
 
 
 # ---------------------------------------------------------------- 07.6
 
 def check_retries(c, lab: Loopback) -> None:
-    load_package(c)
+    ask(c, "load")
     # Backoff: bounded by the cap, jittered, growing.
     policy = ask(c, "backoff", 0.2, 1.0, 8, 6, 200)
     for attempt, (low, high) in enumerate(policy["bounds"], start=1):
@@ -146,48 +126,45 @@ def check_retries(c, lab: Loopback) -> None:
     samples = policy["samples"]
     assert max(samples) <= 1.0 + 1e-9, t("backoff above the 1.0 cap: {max:.3f}", max=max(samples))
     assert len({round(s, 6) for s in samples}) > 50, t("backoff has no jitter: one attempt always gives one value")
-    middle = policy["middle"]
     c.note(t("backoff (base 0.2, cap 1.0): attempt 1 {middle:.3f}s, attempt 6: 200 samples in [{min:.3f}, {max:.3f}]",
-             middle=middle, min=min(samples), max=max(samples)))
+             middle=policy["middle"], min=min(samples), max=max(samples)))
 
-    db = fresh_db("retry.db")
-    store = ask(c, "open_store", str(db))
     cases = {
         # name: (script, max_attempts, expected state, expected attempt/calls)
         "r503": ([503, 200], 3, "success", 2),
         "r400": ([400, 200], 5, "failed", 1),
         "r5xx": ([500, 502, 503, 200], 3, "failed", 3),
     }
-    try:
+    with opened(c, "retry.db") as (db, store):
         ids = {}
         for name, (plan, max_attempts, _, _) in cases.items():
             ids[name] = ask(c, "submit", store, lab.script(name, plan), b"{}", f"retry-{name}", max_attempts)["id"]
         refused_url = f"http://127.0.0.1:{free_port()}/nobody-listens"
         ids["refused"] = ask(c, "submit", store, refused_url, b"{}", "retry-refused", 2)["id"]
 
-        def run(wanted: list[str], call_timeout: float) -> None:
-            with working(c, store, call_timeout=call_timeout):
+        def run(wanted: list[str], call_timeout: float):
+            """Work until these tasks are final: (id -> stored task, id -> why it was retried, the log records)."""
+            with captured(c, store) as records, working(c, store, call_timeout=call_timeout):
                 until(lambda: all_final(db, wanted), BOUND, "the retry scenarios to finish")
+            reasons = {tid: [r.get("reason") for r in events_of(records, tid, "task_retry")] for tid in wanted}
+            return stored_tasks(db, wanted), reasons, records
 
-        with captured(c, store) as records:
-            run(list(ids.values()), CALL_TIMEOUT)
-        tasks = stored_tasks(db, ids.values())
+        tasks, retried, records = run(list(ids.values()), CALL_TIMEOUT)
         problems = []
         for name, (plan, max_attempts, want_state, want) in cases.items():
             task = tasks[ids[name]]
             calls = lab.snapshot(name)["calls"]
-            retried = [r.get("reason") for r in events_of(records, ids[name], "task_retry")]
             c.note(t("{name}: {plan} max_attempts={max_attempts} → {state}, attempt {attempt}, {calls} call(s), "
                      "retried after {retried}, error={error!r}", name=name, plan=plan, max_attempts=max_attempts,
-                     state=task['state'], attempt=task['attempt'], calls=calls, retried=retried, error=task['error']))
+                     state=task['state'], attempt=task['attempt'], calls=calls, retried=retried[ids[name]],
+                     error=task['error']))
             if task["state"] != want_state or task["attempt"] != want or calls != want:
                 problems.append(t("{name}: expected {want_state} at attempt {want} with {want} calls; got {state} at "
                                   "attempt {attempt} with {calls} calls", name=name, want_state=want_state, want=want,
                                   state=task['state'], attempt=task['attempt'], calls=calls))
         refused = tasks[ids["refused"]]
-        retried = [r.get("reason") for r in events_of(records, ids["refused"], "task_retry")]
         c.note(t("refused connection, max_attempts=2 → {state}, attempt {attempt}, retried after {retried}, "
-                 "error={error!r}", state=refused['state'], attempt=refused['attempt'], retried=retried,
+                 "error={error!r}", state=refused['state'], attempt=refused['attempt'], retried=retried[ids["refused"]],
                  error=refused['error']))
         if refused["state"] != "failed" or refused["attempt"] != 2:
             problems.append(t("a refused connection should be retried up to 2 attempts then fail; got {state} at "
@@ -196,11 +173,8 @@ def check_retries(c, lab: Loopback) -> None:
         # The timeout case runs on its own, with a short call timeout: its first call is held until the
         # client gives up.  The status cases above keep a call timeout no loopback answer comes near.
         timeout_id = ask(c, "submit", store, lab.script("rtimeout", ["hold", 200]), b"{}", "retry-rtimeout", 5)["id"]
-        with captured(c, store) as timeout_records:
-            run([timeout_id], 2.0)
-        task = stored_tasks(db, [timeout_id])[timeout_id]
-        snap = lab.snapshot("rtimeout")
-        retried = [r.get("reason") for r in events_of(timeout_records, timeout_id, "task_retry")]
+        tasks, reasons, _ = run([timeout_id], 2.0)
+        task, snap, retried = tasks[timeout_id], lab.snapshot("rtimeout"), reasons[timeout_id]
         c.note(t("rtimeout: ['hold', 200] call_timeout=2 max_attempts=5 → {state}, attempt {attempt}, {calls} "
                  "call(s), the server saw {outcomes}, retried after {retried}", state=task['state'], retried=retried,
                  attempt=task['attempt'], calls=snap['calls'], outcomes=snap['outcomes']))
@@ -220,21 +194,17 @@ def check_retries(c, lab: Loopback) -> None:
         missing = [k for k in ("task_id", "state", "attempt", "duration_ms", "reason", "http_status") if k not in line]
         assert not missing, t("the task_retry log line lacks {missing}: {line}", missing=missing, line=line)
         c.note(t("log: ") + json.dumps({k: line[k] for k in line if k != "ts"}, ensure_ascii=False))
-    finally:
-        close_stores(c, store)
 
 
 # ---------------------------------------------------------------- 07.7
 
 def check_cancel(c, lab: Loopback) -> None:
-    load_package(c)
+    ask(c, "load")
     # Layers 1 and 2 share one worker with a single slot, so tasks run strictly in order and a
     # sentinel submitted last proves the worker went past the canceled ones.  The probe's store cancels
     # the task named by cancel_after_claim right after claiming it: a cancel request that lands between
     # the claim and the downstream call.
-    db = fresh_db("cancel-layers.db")
-    store = ask(c, "open_store", str(db), True)
-    try:
+    with opened(c, "cancel-layers.db", True) as (db, store):
         with captured(c, store) as records:
             with working(c, store, concurrency=1, run=False):
                 pending = ask(c, "submit", store, lab.url("c-pending"), b"{}", "c-pending", 3)
@@ -246,9 +216,8 @@ def check_cancel(c, lab: Loopback) -> None:
                                                      state=got['state'])
                 ask(c, "run_worker", store)
                 until(lambda: all_final(db, [sentinel["id"]]), BOUND, "the sentinel task to finish")
-        p_id, k_id, s_id = pending["id"], claimed["id"], sentinel["id"]
-        rows = stored_tasks(db, [p_id, k_id, s_id])
-        p, k, s = rows[p_id], rows[k_id], rows[s_id]
+        rows = stored_tasks(db, [pending["id"], claimed["id"], sentinel["id"]])
+        p, k, s = (rows[task["id"]] for task in (pending, claimed, sentinel))
         p_calls, k_calls = lab.snapshot("c-pending")["calls"], lab.snapshot("c-claimed")["calls"]
         assert s["state"] == "success", t("the sentinel should succeed, got {state}", state=s['state'])
         assert p["state"] == "canceled" and p["attempt"] == 0 and p_calls == 0, t(
@@ -259,22 +228,13 @@ def check_cancel(c, lab: Loopback) -> None:
             "cancel after claim, before the call: expected canceled with 0 calls; got {state} with {k_calls} calls — "
             "re-read the state at the start of the run and skip a canceled task", state=k['state'], k_calls=k_calls)
         assert k["result"] is None, t("a result was written for the canceled task")
-        skipped = [r["event"] for r in events_of(records, k_id)]
+        skipped = [r["event"] for r in events_of(records, claimed["id"])]
         c.note(t("layer 2 (claimed, not called yet): attempt {attempt}, 0 calls, log {skipped}", attempt=k['attempt'],
                  skipped=skipped))
-    finally:
-        close_stores(c, store)
 
     # Layer 3, async client: the server must see the connection close and never answer.
-    db = fresh_db("cancel-inflight.db")
-    store = ask(c, "open_store", str(db))
-
-    try:
-        with captured(c, store) as records:
-            tid, got, cancel_s, _ = cancel_in_flight(c, lab, store, "async")
-        snap = lab.snapshot("hold-async")
-        task = stored_tasks(db, [tid])[tid]
-        assert got["state"] == "canceled", t("cancel returned {state}", state=got['state'])
+    with opened(c, "cancel-inflight.db") as (db, store):
+        task, snap, cancel_s, events, _ = cancel_in_flight(c, lab, store, db, "async")
         assert snap["outcomes"] == ["client_closed"], t("async downstream: the server should see the connection "
                                                         "closed and never answer, got {outcomes} — the request "
                                                         "stayed on the server after cancel returned, until the "
@@ -285,17 +245,12 @@ def check_cancel(c, lab: Loopback) -> None:
         assert task["state"] == "canceled" and task["result"] is None, t(
             "after cancel the row is {state} with result={result!r}; expected canceled, no result",
             state=task['state'], result=task['result'])
-        events = [r["event"] for r in events_of(records, tid)]
         assert "task_interrupted" in events, t("no task_interrupted in the log: {events}", events=events)
         c.note(t("layer 3 httpx2.AsyncClient: cancel returned in {cancel_s:.0f} ms, the server saw {outcomes}, row "
                  "canceled with result=None, log {events}", cancel_s=cancel_s * 1000, outcomes=snap['outcomes'],
                  events=events))
 
-        with captured(c, store) as records:
-            tid, got, cancel_s, (still, discarded) = cancel_in_flight(c, lab, store, "thread")
-        snap = lab.snapshot("hold-thread")
-        task = stored_tasks(db, [tid])[tid]
-        assert got["state"] == "canceled", t("cancel returned {state}", state=got['state'])
+        task, snap, cancel_s, _, (still, discarded) = cancel_in_flight(c, lab, store, db, "thread")
         assert still["active"] == 1 and not still["outcomes"], t(
             "thread downstream: when cancel returned the request should still be running on the server (a thread "
             "cannot be interrupted), got {still}", still=still)
@@ -307,61 +262,60 @@ def check_cancel(c, lab: Loopback) -> None:
         c.note(t("layer 3 blocking client in a thread: cancel returned in {cancel_s:.0f} ms with the request still "
                  "running; released, the server {outcomes}, the result was discarded {discarded}x, row still "
                  "canceled with result=None", cancel_s=cancel_s * 1000, outcomes=snap['outcomes'], discarded=discarded))
-    finally:
-        close_stores(c, store)
 
 
 # ---------------------------------------------------------------- 07.8
 
 def check_crash_recovery(c, lab: Loopback) -> None:
-    load_package(c)  # a package that does not import fails here, said as such, before any server starts
+    ask(c, "load")  # a package that does not import fails here, said as such, before any server starts
     import httpx2  # the kit's client: this process asks the servers it started
 
     db = fresh_db("crash.db")
     url = lab.script("crash", ["hold"])  # the first call hangs; later calls answer 200 at once
     started: list[Process] = []
 
-    def get(port, tid):
-        with httpx2.Client(base_url=f"http://127.0.0.1:{port}", timeout=BOUND) as client:
-            return client.get(f"/tasks/{tid}").json()
+    def start(stale_after: float, n: int) -> tuple[Process, str]:
+        """Server n on the file, ready (its recovery done): the process and its /tasks URL."""
+        port = free_port()
+        started.append(serve(db, port, stale_after, f"crash-{n}.log"))
+        return started[-1], f"http://127.0.0.1:{port}/tasks"
+
+    def get(tasks, tid):
+        return httpx2.get(f"{tasks}/{tid}", timeout=BOUND).json()
 
     try:
-        port = free_port()
-        first = serve(db, port, 600, "crash-1.log")
-        started.append(first)
-        with httpx2.Client(base_url=f"http://127.0.0.1:{port}", timeout=BOUND) as client:
-            reply = client.post("/tasks", json={"url": url, "payload": {"order": 7}, "idempotency_key": "crash-1"})
+        first, tasks = start(600, 1)
+        reply = httpx2.post(tasks, json={"url": url, "payload": {"order": 7}, "idempotency_key": "crash-1"},
+                            timeout=BOUND)
         # (202 itself is 07.10's business; here any success with an id will do)
         assert reply.is_success and "id" in reply.json(), t(
             "POST /tasks failed: {status_code} {text}", status_code=reply.status_code, text=reply.text[:200])
         tid = reply.json()["id"]
-        wait_until(lambda: lab.snapshot("crash")["active"] == 1 and get(port, tid)["state"] == "running", BOUND,
+        wait_until(lambda: lab.snapshot("crash")["active"] == 1 and get(tasks, tid)["state"] == "running", BOUND,
                    "the task to be running with its call in flight")
         first.kill()  # SIGKILL: no shutdown, no finally
-        row = row_on_disk(db, tid)
+        found = query(db, "SELECT state, attempt, (SELECT journal_mode FROM pragma_journal_mode) AS journal_mode "
+                          "FROM tasks WHERE id = ?", (tid,))
+        row = dict(found[0]) if found else {}
         c.note(t("pid {pid} got SIGKILL mid-call; on disk: {row}", pid=first.pid, row=row))
         assert row.get("state") == "running" and row.get("journal_mode") == "wal", t(
             "after the crash the file should hold a running row (WAL mode), got {row}", row=row)
         wait_until(lambda: lab.snapshot("crash")["outcomes"], HOLD_CAP + BOUND, "the server to notice the dead client")
 
-        port = free_port()
-        second = serve(db, port, 600, "crash-2.log")
-        started.append(second)
-        young = get(port, tid)
+        second, tasks = start(600, 2)
+        young = get(tasks, tid)
         second.stop()
         assert young["state"] == "running", t("restarted with the default threshold (600 s), a task that just "
                                               "started must not be recovered; got {state}", state=young['state'])
         c.note(t("restart with the default 600 s threshold: still running (it might be alive, not ours to take)"))
 
-        port = free_port()
-        third = serve(db, port, 0, "crash-3.log")
-        started.append(third)
-        right_after = get(port, tid)  # recovery ran in the startup, before the port opened
+        third, tasks = start(0, 3)
+        right_after = get(tasks, tid)  # recovery ran in the startup, before the port opened
         assert (right_after["state"], right_after["attempt"]) != ("running", 1), t(
             "after a restart with --stale-after 0 the task is still running its first attempt: startup did not call "
             "recover_stale_running, or it did not move the stale task back to pending")
         final = wait_until(lambda: (lambda r: r if r["state"] in ("success", "failed", "canceled") else None)(
-            get(port, tid)), BOUND, "the recovered task to finish")
+            get(tasks, tid)), BOUND, "the recovered task to finish")
         recovered = [line for line in third.log_text().splitlines() if '"task_recovered"' in line and tid in line]
         for line in recovered:
             c.note(line)
@@ -387,11 +341,9 @@ def check_crash_recovery(c, lab: Loopback) -> None:
 # ---------------------------------------------------------------- 07.9
 
 def check_concurrency(c, lab: Loopback) -> None:
-    load_package(c)
+    ask(c, "load")
     limit, count = 4, 24
-    db = fresh_db("concurrency.db")
-    store = ask(c, "open_store", str(db))
-    try:
+    with opened(c, "concurrency.db") as (db, store):
         # The first N calls meet at a barrier in the server: it opens only while N calls are in flight at
         # once, which proves the worker really runs N side by side.  The rest take 50 ms each.
         lab.gather("slow", limit)
@@ -400,9 +352,7 @@ def check_concurrency(c, lab: Loopback) -> None:
         # The probe's downstream counts the calls in flight on the worker's side of the port.
         with working(c, store, concurrency=limit, counting=True) as seen:
             until(lambda: all_final(db, ids), HOLD_CAP + BOUND, "all tasks to finish")
-        peak = seen["peak"]
-        server = lab.snapshot("slow")
-        gathered = lab.gathered["slow"]
+        peak, server, gathered = seen["peak"], lab.snapshot("slow"), lab.gathered["slow"]
         states = Counter(row["state"] for row in stored_tasks(db, ids).values())
         c.note(t("N={limit}, {count} tasks: the first {limit} calls met at the server's barrier ({gathered} passed), "
                  "the port-side counter saw at most {peak} at once (the server at most {peak2}), final states {dict}",
@@ -414,14 +364,12 @@ def check_concurrency(c, lab: Loopback) -> None:
         assert states == {"success": count}, t("all should succeed, got {dict}", dict=dict(states))
         assert gathered == limit, t("the server never had {limit} calls in at once (its barrier never opened): the "
                                     "worker does not run N calls side by side", limit=limit)
-    finally:
-        close_stores(c, store)
 
 
 # ---------------------------------------------------------------- 07.10
 
 def check_http(c) -> None:
-    load_package(c)
+    ask(c, "load")
     db = fresh_db("api.db")
 
     good = {"url": "http://127.0.0.1:9/work", "payload": {"n": 1}, "idempotency_key": "http-1", "max_attempts": 3}

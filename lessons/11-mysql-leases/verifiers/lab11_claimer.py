@@ -1,20 +1,14 @@
-"""Kit helper process for check 11.2 (not a lesson file): claimers of one job, started together.
+"""Kit helper process for check 11.2 (not a lesson file): `python lab11_claimer.py FOLDER NAME THREADS` runs
+THREADS claimer threads NAME.1 … NAME.THREADS; each round (shared/handshake.py) each waits for the checker's go
+(the plan names the job), calls the learner's state_store.claim(job) and writes {"token": …} or {"error": …}.
 
-    python lab11_claimer.py FOLDER NAME THREADS
-
-The process runs THREADS claimer threads, named NAME.1 … NAME.THREADS.  Each round (shared/handshake.py):
-a thread waits for the checker's go (the plan names the job), calls the learner's state_store.claim(job)
-and writes {"token": … or None} or {"error": …}.
-
-The race is the worst case by construction, not by luck of the scheduler.  A claimer whose first statement
-on export_jobs is a plain read (no FOR UPDATE, no write) stops right after it, with its transaction open,
-and writes paused-NAME.k-ROUND; it goes on only when the checker, having seen every claimer stop or
-finish, writes go-release-ROUND.  So check-then-update without a lock always meets the interleaving that
-breaks it: every claimer has read 'queued' before any of them writes.  A locking first statement is never
-held back: it orders the claimers by itself (SKIP LOCKED skips the row; a plain FOR UPDATE waits, at most
-innodb_lock_wait_timeout, for another claimer's short transaction).
-
-Every wait is bounded (shared.handshake.HELPER_LIFETIME): a helper never outlives a vanished checker.
+The race is the worst case by construction: a claimer whose first statement on export_jobs is a plain read
+(no FOR UPDATE, no write) stops right after it, transaction open, and writes paused-NAME.k-ROUND; it goes on
+only at the checker's go-release-ROUND, once every claimer has stopped or finished.  So check-then-update
+without a lock always has every claimer read 'queued' before any of them writes.  A locking first statement
+is never held back: it orders the claimers by itself (SKIP LOCKED skips the row; a plain FOR UPDATE waits, at
+most innodb_lock_wait_timeout, for another claimer's short transaction).  Every wait is bounded
+(handshake.HELPER_LIFETIME): a helper never outlives a vanished checker.
 """
 
 import sys
@@ -27,7 +21,7 @@ _claimer = threading.local()  # set only while a claimer thread is inside claim(
 
 
 def pause_after_plain_read(folder: Path) -> None:
-    """Wrap pymysql's Cursor.execute in this process: see the module docstring."""
+    """Wrap pymysql's Cursor.execute in this process (see above)."""
     import pymysql.cursors
     real = pymysql.cursors.Cursor.execute
 

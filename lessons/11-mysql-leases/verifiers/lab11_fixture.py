@@ -1,16 +1,15 @@
 """Lesson 11's lab as its checks use it (not a lesson file): the kit's own view of the database, the
-learner's modules, the worker the runner declared (and the one 11.1 starts after stopping it), the probe's
-events, the database server restarted through shared.servicectl, and the server's view of open transactions.
-
-The checks (lab11_verify.py, lab11_interfaces.py) judge by what these return; an assert here only stops
-a helper that cannot go on (a result file that is missing, a database that did not restart).
+learner's modules, the workers, the probe's events, the database restart and the server's open transactions.
+The checks judge by what these return; an assert here only stops a helper that cannot go on.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+from functools import cached_property
 from pathlib import Path
+from types import SimpleNamespace
 
 import pymysql
 
@@ -79,29 +78,11 @@ def store():
                           "submit_snapshot", "claim", "finish")
 
 
-class _Sent:
-    def __init__(self, task_id: str):
-        self.id = task_id
-
-
-class _State:
-    def __init__(self, state: str):
-        self.state = state
-
-
-class ExportTask:
-    """The learner's export_products task, reached through the probe (lab11_learner.py does the calls)."""
-
-    def delay(self, job_id: str) -> _Sent:
-        return _Sent(learner.call("lab11_learner:delay", job_id))
-
-    def AsyncResult(self, task_id: str) -> _State:  # noqa: N802 - Celery's name
-        return _State(learner.call("lab11_learner:celery_state", task_id))
-
-
-def export_task() -> ExportTask:
+def export_task() -> SimpleNamespace:
+    """The learner's export_products task: .delay(job_id) sends through the probe (lab11_learner.py) and
+    returns the message (its .id)."""
     learner.module("export_tasks", "export_products")
-    return ExportTask()
+    return SimpleNamespace(delay=lambda job_id: SimpleNamespace(id=learner.call("lab11_learner:delay", job_id)))
 
 
 def claimed_token(job) -> str | None:
@@ -117,43 +98,35 @@ def claimed_token(job) -> str | None:
 class Workers:
     """The worker the runner declared; after 11.1 restarts it, an equivalent one we own."""
 
-    def __init__(self):
-        self._declared: DeclaredWorker | None = None
-        self.own: Process | None = None
+    own: Process | None = None
 
-    @property
+    @cached_property
     def declared(self) -> DeclaredWorker:
-        if self._declared is None:
-            self._declared = DeclaredWorker()
-        return self._declared
-
-    def stop_declared(self) -> float:
-        return self.declared.stop()
+        return DeclaredWorker()
 
     def start_own(self) -> Process:
         self.own = start_worker(self.declared.argv, "worker-restarted.log")
         return self.own
 
     def ensure(self) -> None:
-        if (self.own is not None and self.own.alive()) or self.declared.alive():
-            return
-        self.start_own()
+        if not (self.own is not None and self.own.alive()) and not self.declared.alive():
+            self.start_own()
 
     def stop_all(self) -> None:
         if self.own is not None:
             self.own.stop(grace=10)
 
 
-def events() -> list[dict]:
-    return read_events(EVENTS)
+def event(kind: str, **fields) -> dict | None:
+    """The first probe event of this kind with these fields, or None."""
+    wanted = {"kind": kind, **fields}
+    return next((e for e in read_events(EVENTS) if all(e.get(k) == v for k, v in wanted.items())), None)
 
 
 def wait_task_end(result, seconds: float = 20) -> dict:
     """The worker's record of this message's execution (probe event), once it has ended."""
-    def ended():
-        return next((e for e in events() if e.get("kind") == "end" and e.get("task_id") == result.id), None)
     try:
-        return wait_until(ended, seconds, f"task {result.id} to end", interval=0.05)
+        return wait_until(lambda: event("end", task_id=result.id), seconds, f"task {result.id} to end", interval=0.05)
     except WaitTimeout:
         raise AssertionError(t("the worker did not finish message {id} within {seconds:g}s (see the worker log)",
                                id=short(result.id), seconds=seconds)) from None
@@ -179,12 +152,10 @@ def server_state() -> dict:
 
 
 def database_answers() -> bool:
-    try:
-        with kit_db() as cur:
-            cur.execute("SELECT 1")
+    with contextlib.suppress(pymysql.MySQLError), kit_db() as cur:
+        cur.execute("SELECT 1")
         return True
-    except pymysql.MySQLError:
-        return False
+    return False
 
 
 def restart_database() -> str:
@@ -202,7 +173,6 @@ def restart_database() -> str:
     assert after["uptime"] < before["uptime"] or (old_pid and new_pid and new_pid != old_pid), t(
         "the database server does not look restarted")
     return f"{how}, uptime {before['uptime']} s → {after['uptime']} s ({after['version']})"
-
 
 
 # ---------------------------------------------------------------- transactions and row locks, as the server shows them
@@ -232,12 +202,8 @@ def transactions_now() -> list[dict]:
         trx = list(cur.fetchall())
         cur.execute("SHOW FULL PROCESSLIST")
         threads = {row["Id"]: row for row in cur.fetchall()}
-    mine = []
-    for row in trx:
-        thread = threads.get(row["thread"], {})
-        if thread.get("User") in (None, settings["user"]) and thread.get("db") in (None, settings["database"]):
-            mine.append(row)
-    return mine
+    return [row for row in trx if (thread := threads.get(row["thread"], {})).get("User") in (None, settings["user"])
+            and thread.get("db") in (None, settings["database"])]
 
 
 def row_lockable(job_id: str) -> str | None:

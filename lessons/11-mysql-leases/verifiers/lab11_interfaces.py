@@ -22,47 +22,41 @@ from shared.proc import Process, free_port, run_python
 
 # ---------------------------------------------------------------- 11.7
 
-def http_get(port: int, job_id: str):
+@contextlib.contextmanager
+def api(log_name: str, env: dict | None = None):
+    """uvicorn api_db:app on a free port for the block: GET /exports/{job_id} as a function."""
     import httpx2
-    return httpx2.get(f"http://127.0.0.1:{port}/exports/{job_id}", timeout=10)
-
-
-def start_api(log_name: str, env: dict | None = None) -> tuple[Process, int]:
     port = free_port()
     proc = Process([sys.executable, "-m", "uvicorn", "api_db:app", "--host", "127.0.0.1", "--port", str(port)],
                    cwd=WORK, log_path=LOG_DIR / log_name, env=env)
     try:
         proc.wait_ready(20, port=port)
-    except BaseException:
+        yield lambda job_id: httpx2.get(f"http://127.0.0.1:{port}/exports/{job_id}", timeout=10)
+    finally:
         proc.stop()
-        raise
-    return proc, port
 
 
 def check_http(c) -> None:
     if not (WORK / "api_db.py").is_file():
         c.skip(t("no api_db.py (the course text only says to add an HTTP adapter; add it from this lesson's guide to "
                  "have it checked)"))
-    state_store, export_products = store(), export_task()
+    state_store = store()
+    export_task()
     queued = state_store.submit_snapshot([55])
     direct = str(uuid4())
     sql("INSERT INTO export_jobs (id, status, payload, attempts, deadline_at, result_ref) VALUES "
         "(%s, 'succeeded', '[]', 1, DATE_ADD(NOW(6), INTERVAL 10 MINUTE), 'artifacts/written-by-sql.json')", (direct,))
     missing = str(uuid4())
-    celery_state = export_products.AsyncResult(queued).state
-    proc, port = start_api("api_db.log")
-    try:
-        answers = {}
+    celery_state = learner.call("lab11_learner:celery_state", queued)
+    answers = {}
+    with api("api_db.log") as get:
         for name, job_id in (("queued", queued), ("sql", direct), ("missing", missing)):
-            response = http_get(port, job_id)
-            answers[name] = response
+            answers[name] = response = get(job_id)
             c.note(f"GET /exports/{short(job_id)} → {response.status_code} {redact(response.text)[:120]}")
         sql("UPDATE export_jobs SET status='failed', error_code='drill' WHERE id=%s", (queued,))
-        changed = http_get(port, queued)
+        changed = get(queued)
         c.note(t("after SQL sets it to failed → {status_code} {text}", status_code=changed.status_code,
                  text=redact(changed.text)[:80]))
-    finally:
-        proc.stop()
 
     def status_of(response) -> str | None:
         with contextlib.suppress(ValueError, AttributeError):
@@ -82,11 +76,8 @@ def check_http(c) -> None:
     url = urlsplit(setting("DATABASE_URL"))
     closed = free_port()
     dead_url = urlunsplit(url._replace(netloc=url.netloc.rsplit(":", 1)[0] + f":{closed}"))
-    proc, port = start_api("api_db-no-database.log", env=dict(os.environ, DATABASE_URL=dead_url))
-    try:
-        unreachable = http_get(port, queued)
-    finally:
-        proc.stop()
+    with api("api_db-no-database.log", env=dict(os.environ, DATABASE_URL=dead_url)) as get:
+        unreachable = get(queued)
     c.note(t("with the database unreachable (nothing on port {closed}) the same id → {status_code}", closed=closed,
              status_code=unreachable.status_code))
     assert unreachable.status_code != 404 and unreachable.status_code >= 500, t(
@@ -177,10 +168,8 @@ def check_url(c) -> None:
                + (t("  ← reveals the password") if leaked else ""))
         if leaked:
             leaks.append(name)
-        if name == "real":
-            if item["outcome"] != "connected":
-                wrong.append((name, item["outcome"]))
-        elif not item["value_error"]:
+        as_expected = item["outcome"] == "connected" if name == "real" else item["value_error"]
+        if not as_expected:
             wrong.append((name, item["outcome"]))
     assert not leaks, t("the password appears in the error or output: {leaks} (name the wrong part, never echo the "
                         "URL)", leaks=leaks)
@@ -196,17 +185,6 @@ COURSE_FUNCTIONS = {"connect", "transaction", "claim", "finish", "submit_snapsho
                     "replay", "accept_export", "get_export", "fetch_snapshot", "request_cancel"}
 
 
-def find_renewal(state_store):
-    """The exercise's renewal function (found in the probe by lab11_learner.renewal_candidates: a function
-    of the learner's own in state_store taking (job_id, token), preferring a name that says so).
-    Returns (name, a caller, other candidates)."""
-    shaped = learner.call("lab11_learner:renewal_candidates", sorted(COURSE_FUNCTIONS))
-    if len(shaped) == 1:
-        name = shaped[0]
-        return name, (lambda *args: learner.call(f"state_store:{name}", *args)), []
-    return None, None, list(shaped)
-
-
 def server_now():
     return sql("SELECT NOW(6) AS now")[0]["now"]
 
@@ -219,13 +197,19 @@ def lease_seconds(job_id: str) -> float:
 
 def check_renew(c) -> None:
     state_store = store()
-    name, renew, several = find_renewal(state_store)
-    if renew is None and several:
+    # The learner's own functions in state_store taking (job_id, token), preferring a name that says renewal.
+    shaped = learner.call("lab11_learner:renewal_candidates", sorted(COURSE_FUNCTIONS))
+    if len(shaped) > 1:
         c.skip(t("state_store has several functions taking (job_id, token) ({several}) and none is named as the "
-                 "renewal: give it a name with renew, e.g. renew_lease", several=', '.join(several)))
-    if renew is None:
+                 "renewal: give it a name with renew, e.g. renew_lease", several=', '.join(shaped)))
+    if not shaped:
         c.skip(t("state_store has no renewal function (one taking (job_id, token), e.g. renew_lease(job_id, token))"))
+    name = shaped[0]
     c.note(t("the renewal function: {name}(job_id, token)", name=name))
+
+    def renew(*args):
+        return learner.call(f"state_store:{name}", *args)
+
     job_id = state_store.submit_snapshot([58])
     token = claimed_token(state_store.claim(job_id))
     assert token, t("the first claim of a fresh job got no token")

@@ -7,7 +7,7 @@ import re
 
 
 def delay(job_id: str) -> str:
-    """export_products.delay(job_id) with the learner's task: the message's id."""
+    """export_products.delay(job_id): the message's id."""
     from export_tasks import export_products
     return export_products.delay(job_id).id
 

@@ -1,12 +1,7 @@
-"""Kit helper process for check 11.9 (not a lesson file): the learner's connect() on each DATABASE_URL.
-
-    python lab11_urlprobe.py CASES_JSON
-
-CASES_JSON is a list of [name, url]; url null keeps the environment's real DATABASE_URL.  For each case the
-process sets DATABASE_URL, calls state_store.connect() and runs SELECT 1, capturing everything the learner's
-code prints, and writes one JSON line: name, outcome ("connected" or the exception's type), the error text,
-its traceback, whether it is a ValueError, and the captured output.  The checker looks for the password in
-all of them, so nothing is redacted here.
+"""Kit helper process for check 11.9 (not a lesson file): `python lab11_urlprobe.py CASES_JSON`, a list of
+[name, url] (url null: the real DATABASE_URL).  For each case: set DATABASE_URL, call state_store.connect(),
+run SELECT 1, and print one JSON line (outcome, error, traceback, whether it is a ValueError, everything the
+learner's code printed).  The checker looks for the password in all of it, so nothing is redacted here.
 """
 
 import contextlib

@@ -31,12 +31,10 @@
       capped at deadline_at (also when called twice at the cap), False for a foreign token, a
       cancelled job, an expired lease (which stays expired) and a queued job (SKIP when absent)
 
-Time is never waited out: lease_until, deadline_at and next_attempt_at are moved with UPDATEs.
-The kit reads the database through its own connections (never the learner's code) and never
-prints credentials.  Restarting the database needs `"exclusive_services": true` (tasks.json).
-
-This file holds 11.1-11.6 and runs all ten; lab11_interfaces.py holds 11.7-11.10, lab11_fixture.py the lab
-they run in (database view, learner's modules, workers, probe events, the database restart).
+Time is never waited out: lease_until, deadline_at and next_attempt_at are moved with UPDATEs.  The kit reads
+the database through its own connections and never prints credentials.  Restarting the database needs
+`"exclusive_services": true` (tasks.json).  This file holds 11.1-11.6 and runs all ten; lab11_interfaces.py
+holds 11.7-11.10, lab11_fixture.py the lab they run in.
 """
 
 from __future__ import annotations
@@ -48,7 +46,7 @@ import threading
 from pathlib import Path
 from uuid import uuid4
 
-from lab11_fixture import (HOLD_LIST, TERMINAL, Workers, claimed_token, events, expire_lease, explained, export_task,
+from lab11_fixture import (HOLD_LIST, TERMINAL, Workers, claimed_token, event, expire_lease, explained, export_task,
                            mariadb_hint, other_transactions, payload_of, products, published_file, restart_database,
                            row_lockable, same_rows, sql_count, store, wait_task_end)
 from lab11_interfaces import check_bad_input, check_http, check_renew, check_url
@@ -67,8 +65,7 @@ WORKERS = Workers()
 
 
 def checks() -> list[Check]:
-    """The checks, in order: id -> what proves it.  All need the box's MariaDB and the probe (state_store.py and
-    export_tasks.py load there); the ones taking `workers` also the lesson's Celery workers."""
+    """The checks, in order: id -> what proves it (all need the box's MariaDB and the probe)."""
     return [
         Check("11.1", lambda c: check_durable(c, WORKERS), "probe; workers; a MariaDB restart"),
         Check("11.2", check_single_claim, "lab11_claimer.py processes and threads"),
@@ -120,7 +117,7 @@ def check_durable(c, workers: Workers) -> None:
     c.note(t("then the products are edited: {name}, price_cents {price_cents} → {price_cents2}",
              name=edited[0]['name'], price_cents=snapshot[0]['price_cents'], price_cents2=edited[0]['price_cents']))
 
-    seconds = workers.stop_declared()
+    seconds = workers.declared.stop()
     c.note(t("worker (pid {pid}) stopped ({seconds:.1f}s); export_products.delay(job_id) sent while it is down",
              pid=workers.declared.pid, seconds=seconds))
     export_products.delay(job_id)
@@ -173,7 +170,8 @@ def check_single_claim(c) -> None:
             errors = [o["error"] for o in outcomes if o.get("error")]
             winners = [o for o in outcomes if o.get("token")]
             row = job_row(job_id)
-            how = (t("{paused} read without a lock and were held until all had read", paused=paused) if paused else t("each one locked as it read"))
+            how = t("{paused} read without a lock and were held until all had read", paused=paused) if paused else \
+                t("each one locked as it read")
             c.note(t("round {k} ({job_id}): {procs_n} processes × {threads_n} threads claim at once ({how}) → "
                      "{n_winners} token(s), {n_outcomes} None, {n_errors} error(s); row: {status}, "
                      "attempts={attempts}", k=k, job_id=short(job_id), procs_n=procs_n, threads_n=threads_n, how=how,
@@ -252,8 +250,7 @@ def check_no_transaction(c, workers: Workers) -> None:
     try:
         result = export_products.delay(job_id)
         try:
-            hold = wait_until(lambda: next((e for e in events() if e.get("kind") == "hold" and e.get("job") == job_id),
-                                           None), 20, "the worker to start writing the file")
+            hold = wait_until(lambda: event("hold", job=job_id), 20, "the worker to start writing the file")
         except WaitTimeout:
             raise AssertionError(t("the worker did not start writing within 20 s (the path must contain the job_id, "
                                    "e.g. artifacts/<job_id>.<token>.json)")) from None
@@ -263,7 +260,7 @@ def check_no_transaction(c, workers: Workers) -> None:
         open_trx = other_transactions()
         lock_error = row_lockable(job_id)
         # The probe holds the write for 25 s at most: what was seen counts only if it still holds it now.
-        ran_out = any(e.get("kind") == "release" and e.get("job") == job_id for e in events())
+        ran_out = event("release", job=job_id) is not None
     finally:
         release.touch()
     assert not ran_out, t("the probe's hold (25 s at most) ended before the checker had looked: this observation "
