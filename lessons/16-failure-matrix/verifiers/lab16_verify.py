@@ -32,7 +32,7 @@
 The matrix's stack (private broker, workers) starts once, before the first check, when a selected check
 needs it; each matrix row runs at most once per verifier run, when the first check that needs it asks.
 Times that can be set are moved, never waited out; waits poll facts within generous bounds.  Credentials
-are never printed.  The checks' helpers: lab16_shared_lab (what the checks share), lab16_evidence (16.1),
+are never printed.  The checks' helpers: lab16_shared_stack (what the checks share), lab16_evidence (16.1),
 lab16_terminal (16.2), lab16_worker_log (16.6, 16.10), lab16_monitor (16.7) and the matrix's parts
 (lab16_failure_matrix).  None imports learner code: that runs in the probe (lab16_learner.py), in the
 worker (lab16_probe.py) and in the learner's own scripts.
@@ -52,7 +52,7 @@ from lab16_monitor import (age_bounds, insert_known_rows, load_schemas, number, 
                            server_now, waiting_since)
 from lab16_record import RECORD, row_problems
 from lab16_row import Row, scan_until, settle, unclaimed_reason
-from lab16_shared_lab import Shared, describe, run_rows
+from lab16_shared_stack import Shared, describe, run_rows
 from lab16_terminal import run_terminal, terminal_cases
 from lab16_worker_log import log_leaks, phase_lines, worker_logs
 
