@@ -1,5 +1,5 @@
 """Lesson 11's checks of the lesson's edges (not a lesson file): the HTTP read path (11.7), submit's input
-checks (11.8), connect()'s DATABASE_URL checks (11.9, run in lab11_urlprobe.py) and the renewal
+checks (11.8), connect()'s DATABASE_URL checks (11.9, run in lab11_connect_probe.py) and the renewal
 exercise (11.10).  lab11_verify.py runs them; the lab they use is lab11_fixture.py.
 """
 
@@ -14,6 +14,7 @@ from uuid import uuid4
 
 from lab11_fixture import claimed_token, expire_lease, export_task, job_count, learner, store
 
+from shared import probe_report
 from shared.lesson_celery import LOG_DIR, WORK, redact, setting, short
 from shared.i18n import t
 from shared.lesson_db import job_row, sql
@@ -148,11 +149,13 @@ def check_url(c) -> None:
         ("password ends in %", f"mysql+pymysql://app_user:{marker}%@{host}/{database}"),
         ("password %E9 (not UTF-8)", f"mysql+pymysql://app_user:{marker}%E9@{host}/{database}"),
     ]
-    done = run_python(["lab11_urlprobe.py", json.dumps(cases)], cwd=WORK, timeout=60)
+    report = probe_report.fresh_path(LOG_DIR, "connect-probe")
+    done = run_python(["lab11_connect_probe.py", json.dumps(cases)], cwd=WORK, timeout=60,
+                      env={**os.environ, probe_report.REPORT_ENV: str(report)})
+    found = (probe_report.read(report) or {}).get("cases")
     results = {}
-    for line in done.stdout.splitlines():
-        with contextlib.suppress(ValueError):
-            item = json.loads(line)
+    for item in found if isinstance(found, list) else []:
+        if isinstance(item, dict) and isinstance(item.get("name"), str):
             results[item["name"]] = item
     assert results, t("the probe printed nothing:\n") + redact(done.stdout)[-400:]
     leaks, wrong = [], []

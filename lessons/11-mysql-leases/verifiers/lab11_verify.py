@@ -75,7 +75,7 @@ def checks() -> list[Check]:
         Check("11.6", lambda c: check_recovery(c, WORKERS), "probe; workers"),
         Check("11.7", check_http, "probe; uvicorn api_db:app"),
         Check("11.8", check_bad_input, "probe"),
-        Check("11.9", check_url, "lab11_urlprobe.py processes"),
+        Check("11.9", check_url, "lab11_connect_probe.py processes"),
         Check("11.10", check_renew, "probe"),
     ]
 

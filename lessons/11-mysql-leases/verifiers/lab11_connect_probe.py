@@ -1,7 +1,8 @@
-"""Kit helper process for check 11.9 (not a lesson file): `python lab11_urlprobe.py CASES_JSON`, a list of
-[name, url] (url null: the real DATABASE_URL).  For each case: set DATABASE_URL, call state_store.connect(),
-run SELECT 1, and print one JSON line (outcome, error, traceback, whether it is a ValueError, everything the
-learner's code printed).  The checker looks for the password in all of it, so nothing is redacted here.
+"""A probe for check 11.9 (learner code runs here, not in the judge):
+`python lab11_connect_probe.py CASES_JSON`, a list of [name, url] (url null: the real DATABASE_URL).  For
+each case: set DATABASE_URL, call state_store.connect(), run SELECT 1, and report (shared/probe_report.py) the outcome,
+error, traceback, whether it is a ValueError and everything the learner's code printed.  The checker looks
+for the password in all of it, so nothing is redacted here.
 """
 
 import contextlib
@@ -34,10 +35,10 @@ def probe(state_store, name: str, url: str | None) -> dict:
 
 
 def main(cases_json: str) -> None:
+    from shared import probe_report
     cases = json.loads(cases_json)
-    import state_store  # an import error ends the process with no line: the checker shows its output
-    for name, url in cases:
-        print(json.dumps(probe(state_store, name, url)), flush=True)
+    import state_store  # an import error ends the process with no report: the checker shows its output
+    probe_report.write({"cases": [probe(state_store, name, url) for name, url in cases]})
 
 
 if __name__ == "__main__":
