@@ -1,21 +1,11 @@
-"""Kit runner for lesson 02's extension checks 02.6–02.10 (not a lesson file).
+"""Kit runner for lesson 02's extension checks 02.6–02.10 (not a lesson file):  python lab02_note.py SCRIPT OUT.json
 
-    python lab02_note.py SCRIPT OUT.json
-
-runs SCRIPT as `python SCRIPT` would, and writes to OUT.json what asyncio really did in it, each event
-numbered in the order it happened (one process, one counter: the order is a fact, not a clock):
-
-  - every task (a task factory on each new event loop): its cancel() calls, how it ended
-    (cancelled, a result, an exception) and when;
-  - every printed line: which task printed it and whether that task was being cancelled then
-    (`task.cancelling()`), so "the cleanup ran while cancelled" is seen, not guessed from the text;
-  - every budget -- asyncio.wait_for and asyncio.timeout: its delay, how it ended (returned, TimeoutError,
-    ...), which task ran it and which tasks were still unfinished when it ended;
-  - every asyncio.shield: the task it protects;
-  - every asyncio.TaskGroup: its tasks and what its `async with` raised.
-
-A script that only prints the expected lines leaves no budget, cancellation or group behind, so the
-checks can tell it from one that does the work.
+Runs SCRIPT as `python SCRIPT` would and writes to OUT.json what asyncio really did in it, each event numbered
+in the order it happened (one process, one counter: the order is a fact, not a clock): every task (its cancel()
+calls, how and when it ended); every printed line (which task printed it, and whether that task was being
+cancelled then); every budget -- asyncio.wait_for and asyncio.timeout: its delay, how it ended, which task ran
+it, which tasks were unfinished then; every asyncio.shield (the task it protects); every asyncio.TaskGroup (its
+tasks, what its `async with` raised).  A script that only prints the expected lines leaves none of these.
 """
 
 from __future__ import annotations

@@ -1,42 +1,29 @@
 """Runs in a child process (a "probe") next to the learner's bounded_async.py: lesson 02's scenarios for
-checks 02.1–02.5.  The judge (lab02_verify.py) starts one per scenario:
+checks 02.1–02.5, one per run:  python lab02_probe.py KIND   (normal, timeout or error; cwd: the work folder)
 
-    python lab02_probe.py KIND        (KIND: normal, timeout or error; cwd: the work folder)
+It runs bounded_async.main() once -- normal, with a SHORT_BUDGET budget, or with a ValueError on item 3 (only
+the budget run has a deadline; the learner's own budget is recorded, not used, so no machine is too slow for
+the others) -- and writes one JSON report (shared/probe_report.py) of what it saw; the judge decides.  A module
+of its own: the child never loads the judge, which imports only SHORT_BUDGET from here.
 
-It runs bounded_async.main() once -- normal, with a SHORT_BUDGET budget, or with a ValueError on item 3
-(only the budget run has a deadline; the learner's own budget is recorded, not used, so no machine is too
-slow for the others) -- and writes one JSON report (shared/probe_report.py): what it saw.  Observations, never
-verdicts: the judge decides and says everything.  A module of its own, so that the child never loads the
-judge; the judge imports only SHORT_BUDGET from here, never the code that loads the learner's.
-
-Inside the child only things the learner's code looks up at call time are wrapped:
+Only what the learner's code looks up at call time is wrapped:
 
   - bounded_async.read_product     -> counts reads running at once, injects the error
   - bounded_async.collect_products -> records whether it returned rows or raised
-  - asyncio.Queue                  -> records maxsize, the largest qsize and which tasks call get();
-                                      a task that calls get() again after it was asked to cancel
-                                      has swallowed its CancelledError -- the batch would never end --
-                                      so that get() notes the fact and ends the task instead
-  - bounded_async.asyncio          -> a view of asyncio whose timeout() uses 0.15 s (timeout scenario)
-                                      or no deadline at all (the others)
-  - the event loop                 -> notices a stall: main() still runs, yet no task can run and no
-                                      timer is pending, so every task waits for another forever; and at
-                                      each turn it samples the module's own numbers (see below)
-  - time.sleep                     -> notes a call made on the event loop's thread while it runs: a
-                                      blocking call in async code
+  - asyncio.Queue                  -> maxsize, the largest qsize, which tasks call get(); a task back at
+                                      get() after it was asked to cancel swallowed its CancelledError (the
+                                      batch would never end): noted, and the task ended
+  - bounded_async.asyncio          -> a view of asyncio whose timeout() uses 0.15 s or no deadline at all
+  - the event loop                 -> a stall (main() runs, yet no task can run and no timer is pending)
+                                      is noted and ends the run; each turn samples the module's numbers
+  - time.sleep                     -> a call on the event loop's thread while it runs is noted
 
-So a hang is a recorded fact, not a wait that ran out; the judge still kills the child by its PID after a
-generous bound, for any other way of never ending.  Likewise a blocked loop is a fact: a read that returns
-without the loop ever having run a callback scheduled when it began never let another task run.
-
-The exercise (02.5) names no variables ("a running count and a peak"), so none is looked up by name:
-at every turn of the event loop the probe samples bounded_async's module-level integers (also int values
-of its module-level dicts, and int attributes of its functions, classes and namespaces) next to the
-number of reads really running and the most seen so far.  A value that equals the first at every turn
-is the learner's running count; one that equals the second is their peak.
-
-The probe also notes, for the report's timeline figures only (never judged), when each read ran and in
-which task, how each task ended and when the budget was due: 02.2, 02.3 and 02.4 draw them as lanes.
+So a hang or a blocked loop is a recorded fact, not a wait that ran out (a read that returns before the loop
+ran a callback scheduled when it began never let another task run); the judge still kills the child after a
+generous bound.  The exercise (02.5) names no variables, so at every loop turn the module's own integers
+(see numbers_of) are sampled next to the reads really running and the most seen so far: one that equals the
+first at every turn is the running count, the second the peak.  When each read ran, in which task, how each
+task ended and when the budget was due are for the figures of 02.2–02.4 only, never judged.
 """
 
 from __future__ import annotations
@@ -290,13 +277,11 @@ def run_probe(kind: str) -> dict:
     except BaseException:
         report["error"] = traceback.format_exc(limit=6)
     report["lines"] = [line.strip() for line in buffer.getvalue().splitlines() if line.strip()]
-    report["peak"] = state["peak"]
-    report["reads"] = len(state["reads"])
-    report["max_alive"] = state["max_alive"]
-    report["consumers"] = len(state["getters"])
-    report["queues"] = [{"maxsize": q.maxsize, "largest": q.largest} for q in state["queues"]]
-    report["blocking"] = {"reads": state["blocking_reads"], "sleeps": sleeps[:3]}
-    report["numbers"] = follow(samples, numbers_of(module))
+    report.update(peak=state["peak"], reads=len(state["reads"]), max_alive=state["max_alive"],
+                  consumers=len(state["getters"]),
+                  queues=[{"maxsize": q.maxsize, "largest": q.largest} for q in state["queues"]],
+                  blocking={"reads": state["blocking_reads"], "sleeps": sleeps[:3]},
+                  numbers=follow(samples, numbers_of(module)))
     try:  # the loop time (time.monotonic) at which the budget was due
         timeline["deadline"] = next((b.when() for b in budgets if b.when() is not None), None)
     except Exception:  # noqa: BLE001 - only a figure needs it
@@ -311,10 +296,7 @@ def _plain_id(value):
 
 def describe(exc: BaseException) -> dict:
     group = isinstance(exc, BaseExceptionGroup)
-    if group:
-        has_value_error = exc.subgroup(ValueError) is not None
-    else:
-        has_value_error = isinstance(exc, ValueError)
+    has_value_error = exc.subgroup(ValueError) is not None if group else isinstance(exc, ValueError)
     return {"returned": False, "type": type(exc).__name__, "group": group,
             "value_error": has_value_error, "text": repr(exc)[:300]}
 

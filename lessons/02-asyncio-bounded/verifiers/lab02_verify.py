@@ -1,18 +1,10 @@
 """Verifier for lesson 02: prove checks 02.1–02.10.
 
-02.1–02.5 run the learner's bounded_async.main() in a child process (lab02_probe.py, a "probe"), one
-per scenario: normal, a 0.15 s budget, and a ValueError on item 3 (only the budget run has a
-deadline; the learner's own budget is recorded, not used, so no machine is too slow for the others).
-The probe wraps only what the learner's code looks up at call time (read_product, collect_products,
-asyncio.Queue, bounded_async.asyncio, the event loop, time.sleep) and reports facts: reads running at
-once, the queue's sizes, what collect_products and main() did, a stall (every task waiting for another),
-a consumer that swallowed its cancellation, reads that never gave the loop back, and how the module's own
-numbers moved with the reads (the exercise, 02.5: a running count and a peak, whatever their names).
-Its timeline (when each read ran, in which task, how each task ended) is only for the figures of 02.2,
-02.3 and 02.4, never judged.  lab02_probe.py says how each fact is seen.
-
-This file is the judge and runs none of the learner's code; the probe is a module of its own, so the
-child never loads the judge (the judge imports only the probe's SHORT_BUDGET).
+02.1–02.5 run the learner's bounded_async.main() in a child process (lab02_probe.py, a "probe"; see there),
+one per scenario: normal, a 0.15 s budget, and a ValueError on item 3.  It reports facts: reads running at
+once, the queue's sizes, what collect_products and main() did, a stall, a consumer that swallowed its
+cancellation, reads that never gave the loop back, and how the module's own numbers moved with the reads (the
+exercise, 02.5).  This file is the judge and runs none of the learner's code.
 
 02.6–02.10 are the kit's extension (the asyncio note, not the course's exercise): lab02_note.py runs each
 script and records what asyncio really did -- budgets that expired, tasks cancelled, who printed what.
@@ -20,8 +12,10 @@ script and records what asyncio really did -- budgets that expired, tasks cancel
 
 from __future__ import annotations
 
+import functools
 import json
 import os
+import subprocess
 from pathlib import Path
 
 from lab02_probe import SHORT_BUDGET  # a constant only: the probe's code runs in its child
@@ -34,13 +28,9 @@ from shared.tap import Check, run
 PROBE_TIMEOUT = 30.0  # a normal batch takes about 1 s; a batch that never ends is killed after this
 SCRIPT_TIMEOUT = 30.0  # the note's scripts take about half a second
 HERE = Path.cwd()
-_probes: dict[str, dict] = {}
 
 
 def checks() -> list[Check]:
-    """The checks, in order: id -> what proves it.  02.1-02.5 read probe runs (`python lab02_probe.py normal`,
-    `timeout`, `error`: bounded_async.main() in a child process, cached); 02.6-02.10 run the note's scripts
-    under lab02_note.py."""
     return [
         Check("02.1", check_normal_batch, "probe: normal"),
         Check("02.2", check_limits, "probe: normal"),
@@ -55,23 +45,23 @@ def checks() -> list[Check]:
     ]
 
 
+@functools.cache  # several checks read the same run
+def probe_run(kind: str) -> dict:
+    """One scenario in a child process: its report, {"hung": True}, or {"error": why there is none}."""
+    path = probe_report.fresh_path(HERE / ".lab-logs" / "02", f"probe-{kind}")
+    try:
+        done = run_python(["lab02_probe.py", kind], cwd=HERE, timeout=PROBE_TIMEOUT,
+                          env={**os.environ, probe_report.REPORT_ENV: str(path)})
+    except subprocess.TimeoutExpired:
+        return {"hung": True}
+    found = probe_report.read(path)
+    return found if found is not None else {"error": f"probe exited {done.returncode}:\n{done.stdout[-1500:]}"}
+
+
 def probe(kind: str) -> dict:
-    """Run one scenario in a child process (cached: several checks read the same run)."""
-    if kind not in _probes:
-        import subprocess
-        try:
-            path = probe_report.fresh_path(HERE / ".lab-logs" / "02", f"probe-{kind}")
-            done = run_python(["lab02_probe.py", kind], cwd=HERE, timeout=PROBE_TIMEOUT,
-                              env={**os.environ, probe_report.REPORT_ENV: str(path)})
-        except subprocess.TimeoutExpired:
-            _probes[kind] = {"hung": True}
-        else:
-            found = probe_report.read(path)
-            if found is not None:
-                _probes[kind] = found
-            else:
-                _probes[kind] = {"error": f"probe exited {done.returncode}:\n{done.stdout[-1500:]}"}
-    report = _probes[kind]
+    """A scenario's report, once it is one to judge: a run that hung, broke, stalled or swallowed a
+    cancellation fails the check here, saying so."""
+    report = probe_run(kind)
     assert not report.get("hung"), t("the {kind} run did not finish within {probe_timeout:g} s (it takes about 1 s): "
                                      "does a task keep busy without ever giving the event loop back?", kind=kind,
                                      probe_timeout=PROBE_TIMEOUT)
@@ -297,7 +287,6 @@ def note_run(c, name: str) -> dict:
     NOTE_LOGS.mkdir(parents=True, exist_ok=True)
     out = NOTE_LOGS / (Path(name).stem + ".json")
     out.unlink(missing_ok=True)
-    import subprocess
     try:
         done = run_python(["lab02_note.py", name, str(out)], cwd=HERE, timeout=SCRIPT_TIMEOUT)
     except subprocess.TimeoutExpired:
@@ -337,7 +326,6 @@ def in_order(lines: list[str], wanted: list[str]) -> bool:
         if position < len(wanted) and line == wanted[position]:
             position += 1
     return position == len(wanted)
-
 
 
 def check_demo(c) -> None:

@@ -1,29 +1,21 @@
 """Kit wrapper for lesson 03's checks (not a lesson file): the learner's app, with its export's wait held.
 
-uvicorn runs `lab03_app:app`: api_background's own app, with two additions that observe and hold:
-
-  - every HTTP request runs with a note of whether its response has been sent in full (an ASGI wrapper
-    around `send`; Starlette runs BackgroundTasks only after that);
-  - api_background's `asyncio.sleep` -- the export's stand-in for work -- first writes down whether it
-    runs before or after its request's response.  After the response it waits for the checker's word
-    (shared.handshake: it says it is ready, then waits for go) instead of sleeping.  Before the response
-    (the work awaited inside the handler) it is not held, so a wrong folder cannot deadlock its own request.
-
-So the checker looks at the job while its work is provably under way, instead of hoping that a poll lands
-inside a one-second window.  LAB03_GATE names the folder of the handshake files.
-
-It also writes down two facts of a blocked event loop, for the checker to name the cause:
-
-  - `blocking-N`: time.sleep was called on the event loop's own thread while the loop ran (its place);
-  - `noyield-ID`: a job went from running to its next state without the loop ever running a callback
-    scheduled when it became running -- its work never gave the loop back, so the server answered no
-    request meanwhile.
+uvicorn runs `lab03_app:app`: api_background's own app, except that
+  - each HTTP request notes when its response has been sent in full (Starlette runs BackgroundTasks after);
+  - api_background's `asyncio.sleep` (the export's stand-in for work) writes down whether it runs before or
+    after its request's response.  After it, it waits for the checker's word (shared.handshake, in the folder
+    LAB03_GATE) instead of sleeping; before it (work awaited inside the handler) it is not held, so a wrong
+    folder cannot deadlock its own request.
+  - a blocked event loop is written down: `blocking-N`, time.sleep called on the loop's own thread (its
+    place); `noyield-ID`, a job went from running to its next state without the loop ever running a callback
+    scheduled when it became running (its work never gave the loop back).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextvars
+import itertools
 import os
 import sys
 import time
@@ -33,14 +25,13 @@ from shared import handshake
 
 GATE = Path(os.environ["LAB03_GATE"])
 _real_sleep = time.sleep
-_blocking = {"count": 0}
+_blocks = itertools.count(1)
 
 
 def _watched_sleep(seconds):
     if asyncio._get_running_loop() is not None:  # a blocking sleep on the loop's thread: nothing else runs
         frame = sys._getframe(1)
-        _blocking["count"] += 1
-        handshake.write_json(GATE / f"blocking-{_blocking['count']}", {
+        handshake.write_json(GATE / f"blocking-{next(_blocks)}", {
             "place": f"{Path(frame.f_code.co_filename).name}:{frame.f_lineno}",
             "function": frame.f_code.co_name, "seconds": seconds})
     _real_sleep(seconds)
@@ -50,7 +41,7 @@ time.sleep = _watched_sleep  # before api_background is imported, so `from time 
 
 import api_background  # noqa: E402
 _response: contextvars.ContextVar[dict | None] = contextvars.ContextVar("lab03_response", default=None)
-_count = {"sleeps": 0}
+_sleeps = itertools.count(1)
 
 
 class _HeldAsyncio:
@@ -60,11 +51,11 @@ class _HeldAsyncio:
         return getattr(asyncio, name)
 
     async def sleep(self, delay, result=None):
-        _count["sleeps"] += 1
-        name = f"sleep-{_count['sleeps']}"
+        name = f"sleep-{next(_sleeps)}"
         request = _response.get()
         after = bool(request and request["sent"])
-        handshake.write_json(GATE / f"seen-{name}", {"after_response": after, "path": request and request["path"]})
+        handshake.write_json(GATE / f"seen-{name}", {"name": name, "after_response": after,
+                                                      "path": request and request["path"]})
         if not after:
             return await asyncio.sleep(delay, result)
         handshake.ready(GATE, name)

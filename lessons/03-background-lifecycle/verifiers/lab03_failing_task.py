@@ -2,33 +2,16 @@
 
 A fresh interpreter, so the learner's `running` set and the loop start clean.  A coroutine that raises
 ValueError("drill-03") goes through task_registry.start; this program never awaits the task and never
-reads its exception -- only the learner's done callback may.  It prints one RESULT line (JSON): whether
-start() put the task into `running`, the tasks left in it afterwards, the errors logged (outside asyncio's
-own logger) and what asyncio itself reported.
+reads its exception -- only the learner's done callback may.  Its RESULT line (lab03_demo.report): whether
+start() put the task into `running`, the tasks left in it afterwards, the log records.
 """
 
 import asyncio
 import gc
-import json
-import logging
-import sys
 
+from lab03_demo import keep_logs, report
 
-class Keep(logging.Handler):
-    def __init__(self):
-        super().__init__(logging.INFO)
-        self.records = []
-
-    def emit(self, record):
-        self.records.append(record)
-
-
-keep = Keep()
-root = logging.getLogger()
-root.addHandler(keep)
-root.addHandler(logging.StreamHandler(sys.stderr))
-root.setLevel(logging.INFO)
-
+keep = keep_logs()
 import task_registry  # noqa: E402 - after the handlers, so nothing it logs is missed
 
 
@@ -51,16 +34,6 @@ async def main() -> tuple[bool, int]:
     return registered, left
 
 
-def text(record) -> str:
-    extra = record.exc_info[1] if record.exc_info and record.exc_info[1] else None
-    return record.getMessage() + (f" [{extra!r}]" if extra is not None else "")
-
-
 registered, left = asyncio.run(main())
 gc.collect()  # ... or at the latest here
-print("RESULT " + json.dumps({
-    "registered": registered,
-    "left": left,
-    "logged": [text(r) for r in keep.records if r.name != "asyncio" and r.levelno >= logging.ERROR],
-    "loop": [r.getMessage()[:200] for r in keep.records if r.name == "asyncio"],
-}), flush=True)
+report(keep, 200, registered=registered, left=left)

@@ -13,21 +13,16 @@
       the demo's tasks did (lab03_demo.py wraps task_registry.start): no task raising ValueError = not
       attempted
 
-uvicorn runs `lab03_app:app`: the learner's app, whose export's `asyncio.sleep` (its stand-in for
-work) waits for this verifier's word when it runs after the response (shared.handshake files), and
-notes when it runs before the response instead.  So "running" is seen while the work is provably
-under way, and work done inside the request is a recorded fact -- no poll has to land in a time
-window.  The uvicorn started for 03.1 is reused by 03.4 when both run.  Server logs and handshake
-files go to .lab-logs/03/ in the working directory.
-
-While 03.1 waits it also reads what the server wrote down: a blocked event loop (lab03_app.py notes a
-time.sleep on the loop's thread, and a job whose work never gave the loop back) and an exception in the
-server's log after the response (say, add_task given a call's result) end the wait at once, with the cause.
+uvicorn runs `lab03_app:app` (see there): the export's work is held while 03.1 looks, so "running" is seen
+while the work is provably under way, and a blocked event loop is written down.  While 03.1 waits, a blocked
+loop or an exception in the server's log after the response ends the wait at once, with the cause.  03.4
+reuses 03.1's uvicorn when both run.  Server logs and handshake files go to .lab-logs/03/.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import re
@@ -51,43 +46,31 @@ BOUND = 30.0  # backstop for waits that facts end in well under a second
 
 
 def checks() -> list[Check]:
-    """The checks, in order: id -> what proves it.  03.1 and 03.4 need a real uvicorn (SERVERS: 03.4 reuses the
-    one 03.1 started, all are stopped at the end); the others run the learner's task_registry in a child process."""
     return [
-        Check("03.1", lambda c: check_background(c, SERVERS), "uvicorn lab03_app:app; handshake files"),
+        Check("03.1", check_background, "uvicorn lab03_app:app; handshake files"),
         Check("03.2", check_registry_demo, "python lab03_demo.py registry_demo.py (once per run)"),
         Check("03.3", check_failure_logged, "python lab03_failing_task.py"),
-        Check("03.4", lambda c: check_restart(c, SERVERS), "uvicorn (03.1's, or a fresh one), SIGKILLed and restarted"),
+        Check("03.4", check_restart, "uvicorn (03.1's, or a fresh one), SIGKILLed and restarted"),
         Check("03.5", check_exercise, "python lab03_demo.py registry_demo.py (03.2's run)"),
     ]
-
-
-def _log_path(name: str) -> Path:
-    path = LOGS / name
-    path.unlink(missing_ok=True)  # Process appends; start every run with an empty log
-    return path
 
 
 def _short(response) -> str:
     return f"{response.status_code} {response.text[:300]}"
 
 
-def _log_tail(proc: Process | None, lines: int = 10) -> list[str]:
+def _log_tail(proc: Process, lines: int = 10) -> list[str]:
     """The end of a server's log without the access lines, where a background error shows up."""
-    if proc is None:
-        return []
     kept = [line for line in proc.log_text().splitlines() if '" 200' not in line and '" 202' not in line]
     return [t("server log tail (access lines left out):"), *kept[-lines:]] if kept else []
 
 
 class Servers:
-    """The uvicorn processes this verifier started; every one is stopped by its PID at the end.
-    Each gets its own handshake folder (`gate`), since each counts its held sleeps from 1."""
+    """The uvicorn processes this verifier started, each with its own handshake folder (`gate`: each counts
+    its held sleeps from 1); every one is stopped by its PID at the end."""
 
     def __init__(self):
-        self.started: list[Process] = []
-        self.gates: list[Path] = []
-        self.current: Process | None = None
+        self.started: list[tuple[Process, Path]] = []
         self.port: int | None = None
         self.gate: Path | None = None
 
@@ -96,30 +79,32 @@ class Servers:
         shutil.rmtree(gate, ignore_errors=True)
         gate.mkdir(parents=True)
         os.environ["LAB03_GATE"] = str(gate)  # the server inherits it
-        proc, port = start_uvicorn(APP, cwd=WORK, log_path=_log_path(log_name), port=port, timeout=BOUND)
-        self.started.append(proc)
-        self.gates.append(gate)
-        self.current, self.port, self.gate = proc, port, gate
+        log = LOGS / log_name
+        log.unlink(missing_ok=True)  # Process appends; start every run with an empty log
+        proc, port = start_uvicorn(APP, cwd=WORK, log_path=log, port=port, timeout=BOUND)
+        self.started.append((proc, gate))
+        self.port, self.gate = port, gate
         return proc, port
 
-    def running(self, log_name: str) -> tuple[Process, int]:
-        """The server from an earlier check if it is still alive, else a fresh one."""
-        if self.current is not None and self.current.alive():
-            return self.current, self.port
-        return self.start(log_name)
+    def running(self) -> tuple[Process, int]:
+        """03.1's server if it is still alive, else a fresh one."""
+        proc = self.started[-1][0] if self.started else None
+        return (proc, self.port) if proc and proc.alive() else self.start("uvicorn-first.log")
 
     def stop_all(self) -> None:
-        for gate in self.gates:
+        for _, gate in self.started:
             handshake.stop(gate)  # a held sleep goes on at once
-        for proc in self.started:
+        for proc, _ in self.started:
             proc.stop()
 
 
 SERVERS = Servers()
 
 
-def _whole_files(gate: Path, prefix: str) -> list[Path]:
-    return [path for path in sorted(gate.glob(f"{prefix}-*")) if ".tmp" not in path.name]
+def _written(gate: Path, prefix: str) -> list[dict]:
+    """The records lab03_app.py wrote whole (a file still being written has a .tmp name)."""
+    return [json.loads(path.read_text(encoding="utf-8")) for path in sorted(gate.glob(f"{prefix}-*"))
+            if ".tmp" not in path.name]
 
 
 EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception)(:.*)?$")  # `TypeError: ...` ends a traceback
@@ -128,22 +113,18 @@ EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception)(:.*)?$")  # `Typ
 def server_trouble(proc: Process, gate: Path, since: int) -> str | None:
     """A fact the server wrote down that ends a wait at once, as the reason to give: its event loop was
     blocked, or its log shows an exception (or a coroutine never awaited) after offset `since`."""
-    blocked = blocked_loop(gate)
-    if blocked:
-        return blocked
-    return logged_trouble(proc, since)
+    return blocked_loop(gate) or logged_trouble(proc, since)
 
 
 def blocked_loop(gate: Path) -> str | None:
-    """The probe's record of a blocking call on the event loop's thread, as the reason to give."""
-    blocks = [json.loads(path.read_text(encoding="utf-8")) for path in _whole_files(gate, "blocking")]
+    blocks = _written(gate, "blocking")
     if blocks:
         where = "; ".join(t("time.sleep({seconds}) at {place} in {function}()", seconds=b['seconds'], place=b['place'],
                             function=b['function']) for b in blocks[:2])
         return t("blocking call in async code: {where} ran on the event loop's thread -- while it ran, the server "
                  "ran no other task and answered no request. Use await asyncio.sleep(...); hand really blocking "
                  "calls to a thread (lesson 05).", where=where)
-    stuck = [json.loads(path.read_text(encoding="utf-8")) for path in _whole_files(gate, "noyield")]
+    stuck = _written(gate, "noyield")
     if stuck:
         return t("blocking call in async code: the job went from running to {target} without local_export ever "
                  "giving the event loop back -- while it worked, the server answered no request. Its wait must be an "
@@ -152,7 +133,6 @@ def blocked_loop(gate: Path) -> str | None:
 
 
 def logged_trouble(proc: Process, since: int) -> str | None:
-    """An exception (or a coroutine never awaited) in the server's log after offset `since`."""
     log = proc.log_text()[since:]
     # A traceback counts once its exception line is written; a coroutine nobody awaited is its own line.
     errors = [line.strip() for line in log.splitlines() if EXCEPTION_LINE.match(line.strip())]
@@ -172,7 +152,7 @@ def logged_trouble(proc: Process, since: int) -> str | None:
              error=error)
 
 
-def held_export(gate: Path, client, job_id: str, proc: Process | None = None, since: int = 0):
+def held_export(gate: Path, client, job_id: str, proc: Process, since: int):
     """Wait until the export's work is under way, as the gate files and the job say:
     ("held", name): its sleep runs after the response and waits for our go;
     ("inside", None): its sleep ran before the response was sent (the work ran inside the request);
@@ -181,19 +161,14 @@ def held_export(gate: Path, client, job_id: str, proc: Process | None = None, si
     import httpx2
 
     def seen():
-        if proc is not None:
-            trouble = server_trouble(proc, gate, since)
-            if trouble:
-                return "trouble", trouble
-        for path in sorted(gate.glob("seen-sleep-*")):
-            if not path.name[len("seen-sleep-"):].isdigit():
-                continue  # a file still being written (tmp name): whole files only
-            record = json.loads(path.read_text(encoding="utf-8"))
-            if not record.get("after_response"):
+        trouble = server_trouble(proc, gate, since)
+        if trouble:
+            return "trouble", trouble
+        for record in _written(gate, "seen-sleep"):
+            if not record["after_response"]:
                 return "inside", None
-            name = path.name[len("seen-"):]
-            if (gate / f"ready-{name}").exists():
-                return "held", name
+            if (gate / f"ready-{record['name']}").exists():
+                return "held", record["name"]
         try:
             reply = client.get(f"/exports/{job_id}")
         except httpx2.TransportError:
@@ -208,10 +183,11 @@ def held_export(gate: Path, client, job_id: str, proc: Process | None = None, si
 
 # ---------------------------------------------------------------- 03.1
 
-def check_background(c, servers: Servers) -> None:
+def check_background(c) -> None:
     import httpx2
 
-    proc, port = servers.start("uvicorn-first.log")
+    proc, port = SERVERS.start("uvicorn-first.log")
+    gate = SERVERS.gate
     c.note(t("uvicorn {app} is up: pid {pid}, port {port}", app=APP, pid=proc.pid, port=port))
     with httpx2.Client(base_url=f"http://127.0.0.1:{port}", timeout=BOUND) as client:
         since = len(proc.log_text())  # the server's log from here on belongs to this export
@@ -230,7 +206,6 @@ def check_background(c, servers: Servers) -> None:
             job_id=job_id, location=location)
         c.note(t("POST answered 202 in {post_seconds:.0f} ms with status {status!r}, Location {location}",
                  post_seconds=post_seconds * 1000, status=body.get('status'), location=location))
-        location = target  # polled as the server gave it (a path or a full URL of this server)
 
         seen: list[str] = [body.get("status")]  # distinct statuses in the order we saw them
         last: dict = {}
@@ -238,7 +213,7 @@ def check_background(c, servers: Servers) -> None:
 
         def poll() -> str | None:
             try:
-                reply = client.get(location)
+                reply = client.get(target)  # as the server gave it (a path or a full URL of this server)
             except httpx2.TransportError as exc:
                 # An exception escaping a background task makes uvicorn drop that connection;
                 # poll again on a fresh one, unless the server itself is gone.
@@ -246,7 +221,7 @@ def check_background(c, servers: Servers) -> None:
                 dropped.append(f"{type(exc).__name__}: {exc}")
                 return None
             assert reply.status_code == 200, t("polling GET {location} should answer 200, got {reply}",
-                                               location=location, reply=_short(reply))
+                                               location=target, reply=_short(reply))
             last.clear()
             last.update(reply.json())
             status = last.get("status")
@@ -262,7 +237,7 @@ def check_background(c, servers: Servers) -> None:
                 c.note(line)
 
         try:
-            where, name = held_export(servers.gate, client, job_id, proc, since)
+            where, name = held_export(gate, client, job_id, proc, since)
         except WaitTimeout:
             server_log_notes()
             raise AssertionError(t("the export never got under way (status {poll!r}): local_export was not "
@@ -281,7 +256,7 @@ def check_background(c, servers: Servers) -> None:
                      "{during!r}", during=during))
             assert during == "running", t("the job reads {during!r} while its work is under way: local_export must "
                                           "move to running when it starts.", during=during)
-            handshake.go(servers.gate, [name])
+            handshake.go(gate, [name])
         else:
             c.note(t("the export does not wait through api_background's asyncio.sleep, so it cannot be held: judging "
                      "by what the polls saw"))
@@ -291,7 +266,7 @@ def check_background(c, servers: Servers) -> None:
             terminal = poll() in TERMINAL
             # A blocked event loop is written down before it blocks, so it is seen even when the poll that
             # waited out the block already finds the job ended (the statuses between were never seen).
-            trouble.append((blocked_loop(servers.gate) if terminal else server_trouble(proc, servers.gate, since)) or "")
+            trouble.append((blocked_loop(gate) if terminal else server_trouble(proc, gate, since)) or "")
             return terminal or bool(trouble[-1])
 
         try:
@@ -301,7 +276,7 @@ def check_background(c, servers: Servers) -> None:
             raise AssertionError(t("no terminal status after the release; statuses seen: {map}. local_export may "
                                    "have raised at a transition -- the response is already sent, so that error only "
                                    "shows in the server log.", map=' → '.join(map(str, seen)))) from None
-        if trouble and trouble[-1]:
+        if trouble[-1]:  # settled() ran at least once
             server_log_notes()
             raise AssertionError(trouble[-1])
         c.note(t("statuses seen: {map}", map=' → '.join(map(str, seen))))
@@ -331,26 +306,28 @@ def not_registered() -> str:
              "cancelled when asyncio.run tears the loop down. Fix start() in task_registry.py first.")
 
 
-_demo: dict = {}
+def helper_run(args: list[str], late: str) -> tuple[dict | None, subprocess.CompletedProcess]:
+    """A kit helper run in the work folder: its RESULT line (JSON; None without one) and the run.
+    `late`: the reason to fail with when it does not end within BOUND."""
+    try:
+        done = run_python(args, cwd=WORK, timeout=BOUND)
+    except subprocess.TimeoutExpired:
+        raise AssertionError(late) from None
+    found = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+    return (json.loads(found[-1][len("RESULT "):]) if found else None), done
 
 
+@functools.cache  # once per verifier process (a run that failed is not kept)
 def demo_run() -> dict:
-    """`python registry_demo.py`, run by lab03_demo.py (its tasks seen); once per verifier process."""
-    if "run" not in _demo:
-        started = time.monotonic()
-        try:
-            done = run_python(["lab03_demo.py", "registry_demo.py"], cwd=WORK, timeout=BOUND)
-        except subprocess.TimeoutExpired:
-            raise AssertionError(t("registry_demo.py did not end within {bound:g} s (it should take about 3 s): "
-                                   "after the grace window cancel what is left, then gather it so it can leave.",
-                                   bound=BOUND)) from None
-        found = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
-        assert found, t("running registry_demo.py gave no result:\n{stdout}", stdout=done.stdout[-800:])
-        run = json.loads(found[-1][len("RESULT "):])
-        run["output"] = "\n".join(line for line in done.stdout.splitlines() if not line.startswith("RESULT "))
-        run["seconds"] = time.monotonic() - started
-        _demo["run"] = run
-    return _demo["run"]
+    """`python registry_demo.py`, run by lab03_demo.py (its tasks seen)."""
+    started = time.monotonic()
+    run, done = helper_run(["lab03_demo.py", "registry_demo.py"], t(
+        "registry_demo.py did not end within {bound:g} s (it should take about 3 s): after the grace window cancel "
+        "what is left, then gather it so it can leave.", bound=BOUND))
+    assert run is not None, t("running registry_demo.py gave no result:\n{stdout}", stdout=done.stdout[-800:])
+    run["output"] = "\n".join(line for line in done.stdout.splitlines() if not line.startswith("RESULT "))
+    run["seconds"] = time.monotonic() - started
+    return run
 
 
 def check_registry_demo(c) -> None:
@@ -381,19 +358,14 @@ def check_registry_demo(c) -> None:
 # ---------------------------------------------------------------- 03.3
 
 def check_failure_logged(c) -> None:
-    try:
-        done = run_python(["lab03_failing_task.py"], cwd=WORK, timeout=BOUND)
-    except subprocess.TimeoutExpired:
-        raise AssertionError(t("the failing-task run did not end within {bound:g} s (does task_registry.start hand "
-                               "the coroutine to the loop?)", bound=BOUND)) from None
-    out = done.stdout
-    result_lines = [line for line in out.splitlines() if line.startswith("RESULT ")]
-    if done.returncode != 0 or not result_lines:
-        for line in out.splitlines()[-8:]:
+    report, done = helper_run(["lab03_failing_task.py"], t(
+        "the failing-task run did not end within {bound:g} s (does task_registry.start hand the coroutine to the "
+        "loop?)", bound=BOUND))
+    if done.returncode != 0 or report is None:
+        for line in done.stdout.splitlines()[-8:]:
             c.note("  " + line)
         raise AssertionError(t("running a failing task through task_registry.start broke (exit code {returncode})",
                                returncode=done.returncode))
-    report = json.loads(result_lines[-1][len("RESULT "):])
     logged, loop_messages = report["logged"], report["loop"]
     assert report["registered"], not_registered()
     c.note(t("start(a coroutine that raises ValueError('drill-03') after 0.05 s)"))
@@ -410,8 +382,8 @@ def check_failure_logged(c) -> None:
         "cancelled, and log it.")
     assert report["left"] == 0, t("{left} task(s) stayed in running after the failure: observe must discard first, "
                                   "then deal with the exception.", left=report['left'])
-    assert "never retrieved" not in out, t("asyncio reported Task exception was never retrieved: observe did not "
-                                           "read the task's exception.")
+    assert "never retrieved" not in done.stdout, t("asyncio reported Task exception was never retrieved: observe "
+                                                   "did not read the task's exception.")
 
 
 # ---------------------------------------------------------------- 03.5 (the course's exercise)
@@ -447,10 +419,10 @@ def check_exercise(c) -> None:
 
 # ---------------------------------------------------------------- 03.4
 
-def check_restart(c, servers: Servers) -> None:
+def check_restart(c) -> None:
     import httpx2
 
-    proc, port = servers.running("uvicorn-first.log")
+    proc, port = SERVERS.running()
     with httpx2.Client(base_url=f"http://127.0.0.1:{port}", timeout=BOUND) as client:
         response = client.post("/exports", json={"product_ids": [3, 4]})
         assert response.status_code == 202, t("POST /exports should answer 202, got {response}",
@@ -468,7 +440,7 @@ def check_restart(c, servers: Servers) -> None:
         busy = client.post("/exports/background", json={"product_ids": [5, 6]})
         with contextlib.suppress(WaitTimeout, ValueError, KeyError, AttributeError, httpx2.HTTPError):
             candidate = busy.json()["id"]
-            if held_export(servers.gate, client, candidate, proc, since)[0] == "held" \
+            if held_export(SERVERS.gate, client, candidate, proc, since)[0] == "held" \
                     and client.get(f"/exports/{candidate}").json().get("status") == "running":
                 running_id = candidate
 
@@ -480,7 +452,7 @@ def check_restart(c, servers: Servers) -> None:
         c.note(t("SIGKILL sent to pid {pid}", pid=old_pid))
 
     try:
-        new_proc, _ = servers.start("uvicorn-restarted.log", port=port)
+        new_proc, _ = SERVERS.start("uvicorn-restarted.log", port=port)
     except WaitTimeout as exc:
         # The wait's message already carries the log tail; its last lines name the cause.
         exc = "\n".join(str(exc).strip().splitlines()[-4:])

@@ -1,21 +1,15 @@
 """Kit probe for check 09.4 (not a lesson file): the learner's Celery app with a pause after os.replace.
 
-A worker started as `celery -A lab09_drill:app worker ...` runs the learner's own tasks and
-settings.  Two things are added, both in this process and its pool children only:
-
-- os.replace is wrapped: right after the real rename onto a file whose name holds
-  TASKLAB_DRILL_JOB, the first execution (across processes) records a "held" event and waits for
-  the verifier's word (shared.handshake, in TASKLAB_DRILL_DIR).  The word to go never comes on the
-  drill's path: the verifier SIGKILLs the held process between the side effect and the ack.  On a
-  failed check it says stop instead, and a lifetime bounds the wait whatever happens;
-- every task start and end is recorded (pid, message id, redelivered flag).
-
-Events are JSON lines appended to TASKLAB_DRILL_DIR/events.jsonl.  Nothing here touches the broker.
+`celery -A lab09_drill:app worker ...` runs the learner's own tasks and settings, plus, in this process and
+its pool children: os.replace wrapped, so that right after the real rename onto a file whose name holds
+TASKLAB_DRILL_JOB the first execution (across processes) records "held" and waits for the verifier's word
+(shared.handshake, in TASKLAB_DRILL_DIR) -- which never comes: the verifier SIGKILLs it between the side
+effect and the ack (on a failed check it says stop; a lifetime bounds the wait anyway); and every task's
+start and end recorded (pid, message id, redelivered).  Events: TASKLAB_DRILL_DIR/events.jsonl.
 """
 
 import os
 from pathlib import Path
-
 
 from shared import handshake
 from shared.lesson_celery import append_event

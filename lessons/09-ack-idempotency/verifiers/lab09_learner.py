@@ -1,7 +1,5 @@
-"""Runs in a probe next to the learner's modules (shared/probe.py): the calls lesson 09's judge cannot make
-by name — sending with the learner's export_products, waiting on
-a result, reading a Celery state, asking a worker a control question through the learner's app.  Plain
-data out (or what was raised, rebuilt by the judge); the judge decides."""
+"""Runs in a probe next to the learner's modules (shared/probe.py): what lesson 09's judge asks of the
+learner's export_products and app.  Plain data out (or what was raised, rebuilt by the judge)."""
 
 
 def _task():
@@ -10,7 +8,6 @@ def _task():
 
 
 def send(job_id: str, rows: list, task_id: str, queue: str | None = None) -> str:
-    """export_products.apply_async(args=[job_id, rows], task_id=task_id[, queue=queue]): the message's id."""
     options = {"queue": queue} if queue else {}
     return _task().apply_async(args=[job_id, rows], task_id=task_id, **options).id
 
@@ -22,7 +19,6 @@ def result(task_id: str, seconds: float):
 
 
 def state(task_id: str) -> str:
-    """AsyncResult(task_id).state, as the learner's result backend has it."""
     return _task().AsyncResult(task_id).state
 
 

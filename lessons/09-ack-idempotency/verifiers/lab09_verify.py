@@ -15,9 +15,8 @@
       equals exactly one of them (the last finisher's) — os.replace does not choose business versions
 
 The declared worker (tasks.json) serves 09.1–09.3 and 09.5; 09.4 uses its own worker on a private
-queue and stops it by its PID.  The learner's modules never load here (the judge): messages are sent with
-export_products, results waited on and workers asked through the learner's app in a probe
-(lab09_learner.py through shared/probe.py), which reports what happened; the checks decide.
+queue and stops it by its PID.  The learner's modules never load here (the judge): sending, waiting and
+asking workers happen in a probe (lab09_learner.py), which reports what happened; the checks decide.
 """
 
 from __future__ import annotations
@@ -57,13 +56,11 @@ learner = Probe(verifiers=Path(__file__).resolve().parent)  # the learner's modu
 
 
 def checks() -> list[Check]:
-    """The checks, in order: id -> what proves it.  All need the lesson's Redis and the worker the runner
-    started; 09.3 and 09.4 ask for it (declared_worker()), 09.4 also runs a worker of its own."""
     return [
         Check("09.1", check_duplicate, "worker; python duplicate_export.py"),
         Check("09.2", check_atomic, "worker; a reader thread; inotify"),
-        Check("09.3", lambda c: check_config(c, declared_worker()), "worker; celery inspect conf"),
-        Check("09.4", lambda c: check_redelivery(c, declared_worker()), "our lab09_drill.py worker, child killed"),
+        Check("09.3", check_config, "worker; celery inspect conf"),
+        Check("09.4", check_redelivery, "our lab09_drill.py worker, child killed"),
         Check("09.5", check_versions, "worker"),
     ]
 
@@ -81,7 +78,6 @@ def _import() -> None:
 
 
 def _send(job_id: str, rows: list[dict], task_id: str, queue: str | None = None) -> str:
-    """export_products.apply_async(args=[job_id, rows], task_id=task_id[, queue=queue]), in the probe."""
     return learner.call("lab09_learner:send", job_id, rows, task_id, queue)
 
 
@@ -117,8 +113,8 @@ def _get(task_id: str, seconds: float = 20):
         raise AssertionError(t("task {task_id} did not succeed: {why}", task_id=task_id, why=why)) from None
 
 
-def _sha(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
 
 
 # ---------------------------------------------------------------- inotify (Linux; WSL2 included)
@@ -128,10 +124,10 @@ WRITE_IN_PLACE = IN_MODIFY | IN_CLOSE_WRITE | IN_CREATE
 
 
 class DirWatch:
-    """Every create/write/rename event in one folder, by file name, collected in a thread."""
+    """The create/write/rename events on one file name in a folder, or'ed into `mask` by a thread."""
 
-    def __init__(self, folder: Path):
-        self.events: list[tuple[str, int]] = []
+    def __init__(self, folder: Path, name: str):
+        self.name, self.mask = name, 0
         self.halt = threading.Event()
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
         self.fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
@@ -149,8 +145,8 @@ class DirWatch:
         offset = 0
         while offset + 16 <= len(data):
             _, mask, _, size = struct.unpack_from("iIII", data, offset)
-            name = data[offset + 16: offset + 16 + size].rstrip(b"\0").decode(errors="replace")
-            self.events.append((name, mask))
+            if data[offset + 16: offset + 16 + size].rstrip(b"\0").decode(errors="replace") == self.name:
+                self.mask |= mask
             offset += 16 + size
 
     def _run(self) -> None:
@@ -163,13 +159,6 @@ class DirWatch:
         self.thread.join(timeout=2)
         self._drain()
         os.close(self.fd)
-
-    def masks(self, name: str) -> int:
-        mask = 0
-        for event_name, event_mask in self.events:
-            if event_name == name:
-                mask |= event_mask
-        return mask
 
 
 class Reader(threading.Thread):
@@ -229,7 +218,7 @@ def check_duplicate(c) -> None:
     assert a.get("sha256") and a.get("sha256") == b.get("sha256"), t(
         "the two executions returned different sha256: one snapshot must give the same bytes (json.dumps with "
         "sort_keys=True, no timestamp or message id inside)")
-    on_disk = _sha(WORK / a["path"])
+    on_disk = _sha((WORK / a["path"]).read_bytes())
     assert on_disk == a["sha256"], t("the file's sha256 {on_disk}… differs from the result", on_disk=on_disk[:16])
     c.note(t("both results agree and match the file's own sha256"))
 
@@ -244,7 +233,7 @@ def check_atomic(c) -> None:
     rows = _rows(1500, "big")
     before = {p.name for p in ARTIFACTS.iterdir()}
     try:
-        watch = DirWatch(ARTIFACTS)
+        watch = DirWatch(ARTIFACTS, target.name)
     except OSError as exc:
         watch = None
         c.note(t("inotify unavailable ({exc}): the reader thread alone decides", exc=exc))
@@ -265,7 +254,7 @@ def check_atomic(c) -> None:
     assert not reader.partial, t("the reader saw an incomplete file ({partial} bytes): write a temp file of this "
                                  "run, then os.replace it onto the target", partial=reader.partial[:3])
     if watch:
-        mask = watch.masks(target.name)
+        mask = watch.mask
         in_place = [name for bit, name in ((IN_CREATE, "create"), (IN_MODIFY, "write"), (IN_CLOSE_WRITE, "close-write"))
                     if mask & bit]
         c.note(t("inotify: events on {name} = {in_place}", name=target.name,
@@ -288,10 +277,8 @@ def check_atomic(c) -> None:
     before = {p.name for p in ARTIFACTS.iterdir()}
     try:
         failing = _send(broken_id, rows[:2], str(uuid4()))
-        try:
+        with contextlib.suppress(WaitTimeout):
             wait_until(lambda: _state(failing) in TERMINAL, 20, "the failing delivery to end", interval=0.1)
-        except WaitTimeout:
-            pass
         state = _state(failing)
         left = sorted({p.name for p in ARTIFACTS.iterdir()} - before)
         c.note(t("a delivery whose os.replace fails → {state}; files left behind: {left}", state=state,
@@ -307,7 +294,8 @@ def check_atomic(c) -> None:
 
 # ---------------------------------------------------------------- 09.3
 
-def check_config(c, worker: DeclaredWorker) -> None:
+def check_config(c) -> None:
+    worker = declared_worker()
     _import()
     assert worker.alive(), t("the worker (pid {pid}) has exited", pid=worker.pid)
     conf = _ask(worker.nodename, "conf", with_defaults=False) or {}
@@ -346,46 +334,42 @@ def check_config(c, worker: DeclaredWorker) -> None:
 # ---------------------------------------------------------------- 09.4
 
 def drill_timeline(events: list[dict], message_id: str, killed: dict, worker_pid: int) -> dict:
-    """A picture of the drill (never a verdict): a lane per pool child (by pid) with a bar per execution of
-    our message (start to end as the child recorded them; the killed one ends at the SIGKILL), the pause
-    after os.replace, the SIGKILL the verifier sent, and the redelivered execution in the child that
-    replaced it."""
+    """A picture of the drill (never a verdict): a lane per pool child that ran our message, a bar per
+    execution (the killed one ends at the SIGKILL), the pause after os.replace, the SIGKILL we sent."""
+    job, victim = message_id[:8], killed.get("pid")
     ours = [e for e in events if isinstance(e.get("at"), (int, float)) and isinstance(e.get("pid"), int)]
-    pids: list[int] = []
-    for e in ours:
-        if e.get("kind") == "start" and e.get("task_id") == message_id and e["pid"] not in pids:
-            pids.append(e["pid"])
-    if killed.get("pid") is not None and killed["pid"] not in pids:
-        pids.insert(0, killed["pid"])
-    job = message_id[:8]
+    starts = [e for e in ours if e.get("kind") == "start" and e.get("task_id") == message_id]
+    pids = list(dict.fromkeys(e["pid"] for e in starts))
+    if victim is not None and victim not in pids:
+        pids.insert(0, victim)
     rows = []
     for pid in pids:
         mine = [e for e in ours if e["pid"] == pid]
-        bars, marks = [], []
-        starts = [e for e in mine if e.get("kind") == "start" and e.get("task_id") == message_id]
-        for start in starts:
+        bars = []
+        for start in (e for e in starts if e["pid"] == pid):
             end = next((e for e in mine if e.get("kind") == "end" and e.get("task_id") == message_id
                         and e["at"] >= start["at"]), None)
             if end is not None:
                 stop, state = end["at"], str(end.get("state"))
-            elif pid == killed.get("pid") and "at" in killed:
+            elif pid == victim and "at" in killed:
                 stop, state = killed["at"], "SIGKILL"
             else:
                 stop, state = start["at"], "no end recorded"
-            redelivered = bool(start.get("redelivered"))
-            bars.append(bar(start["at"], stop, f"{job} {'redelivered' if redelivered else 'first'} run: {state}",
-                            "retry" if redelivered else "run"))
-        marks += [mark(e["at"], "os.replace, held", "hold") for e in mine if e.get("kind") == "held"]
+            again = bool(start.get("redelivered"))
+            bars.append(bar(start["at"], stop, f"{job} {'redelivered' if again else 'first'} run: {state}",
+                            "retry" if again else "run"))
+        marks = [mark(e["at"], "os.replace, held", "hold") for e in mine if e.get("kind") == "held"]
         marks += [mark(e["at"], "os.replace", "event") for e in mine if e.get("kind") == "replaced"]
-        if pid == killed.get("pid") and "at" in killed:
+        if pid == victim and "at" in killed:
             marks.append(mark(killed["at"], "SIGKILL", "killed"))
-        rows.append(lane(f"child {pid}" + (" (killed)" if pid == killed.get("pid") else ""), bars=bars, marks=marks))
+        rows.append(lane(f"child {pid}" + (" (killed)" if pid == victim else ""), bars=bars, marks=marks))
     return lanes(t("a pool child SIGKILLed; message {job}… redelivered to another child", job=job), rows,
                  caption=t("drill worker pid {worker_pid}, concurrency 1: the pool replaces the killed child",
                            worker_pid=worker_pid))
 
 
-def check_redelivery(c, worker: DeclaredWorker) -> None:
+def check_redelivery(c) -> None:
+    worker = declared_worker()
     _import()
     job_id = str(uuid4())
     drill_dir = LOG_DIR / f"drill-{job_id[:8]}"  # this drill's events and handshake files, nobody else's
@@ -395,12 +379,10 @@ def check_redelivery(c, worker: DeclaredWorker) -> None:
     # runs leave no trail of queue bindings in Redis.
     queue = "lab09-drill"
     node = f"lab09drill{os.getpid()}@{worker.nodename.split('@', 1)[-1]}"
-    argv = [part if part != "celery_app:app" else "lab09_drill:app" for part in worker.argv]
-    argv = with_nodename(argv, node)
-    argv = [a for a in argv if not a.startswith("--concurrency")]
-    queue_at = argv.index("-Q") if "-Q" in argv else -1
-    if queue_at >= 0:
-        argv[queue_at + 1] = queue
+    argv = [part if part != "celery_app:app" else "lab09_drill:app" for part in with_nodename(worker.argv, node)
+            if not part.startswith("--concurrency")]
+    if "-Q" in argv:
+        argv[argv.index("-Q") + 1] = queue
     else:
         argv += ["-Q", queue]
     argv += ["--concurrency=1"]
@@ -415,8 +397,7 @@ def check_redelivery(c, worker: DeclaredWorker) -> None:
     try:
         c.note(t("drill worker: pid {pid}, node {node}, private queue {queue}, concurrency 1", pid=proc.pid, node=node,
                  queue=queue))
-        rows = _rows(40, "drill")
-        _send(job_id, rows, message_id, queue)
+        _send(job_id, _rows(40, "drill"), message_id, queue)
         # Either it reaches os.replace (and is held there), or it ends without ever calling it: a fact
         # as soon as the result is in, so a write-in-place never costs this check its whole bound.
         with contextlib.suppress(WaitTimeout):
@@ -440,21 +421,19 @@ def check_redelivery(c, worker: DeclaredWorker) -> None:
                  message_id=short(message_id), child=child, pid=proc.pid, acknowledged=running[0].get('acknowledged')))
         target = WORK / held["path"]
         text = target.read_bytes()
-        digest = hashlib.sha256(text).hexdigest()
+        digest = _sha(text)
         json.loads(text)
         c.note(t("os.replace done: {path} is complete, sha256 {digest}…; SIGKILL to child {child}", path=held['path'],
                  digest=digest[:16], child=child))
         killed.update(pid=child, at=time.time())  # taken before the kill: the redelivery comes after it
         os.kill(child, signal.SIGKILL)
 
-        def second_run_or_end():
-            again = [e for e in events("start") if e.get("task_id") == message_id and e["pid"] != child]
-            return again or _state(message_id) in ("FAILURE", "REVOKED")
-        try:
-            wait_until(second_run_or_end, 30, "the message to come back", interval=0.1)
-        except WaitTimeout:
-            pass
-        again = [e for e in events("start") if e.get("task_id") == message_id and e["pid"] != child]
+        def second_run() -> list[dict]:
+            return [e for e in events("start") if e.get("task_id") == message_id and e["pid"] != child]
+        with contextlib.suppress(WaitTimeout):
+            wait_until(lambda: second_run() or _state(message_id) in ("FAILURE", "REVOKED"), 30,
+                       "the message to come back", interval=0.1)
+        again = second_run()
         if not again:
             state = _state(message_id)
             for line in log_lines(proc.log_text(), "WorkerLost", limit=2) + log_lines(proc.log_text(), message_id):
@@ -467,7 +446,7 @@ def check_redelivery(c, worker: DeclaredWorker) -> None:
         value = _get(message_id, 30)
         final = target.read_bytes()
         json.loads(final)
-        final_digest = hashlib.sha256(final).hexdigest()
+        final_digest = _sha(final)
         state = _state(message_id)
         c.note(t("final: {state}, file sha256 {final_digest}…, returned {sha256}…", state=state,
                  final_digest=final_digest[:16], sha256=str(value.get('sha256'))[:16]))
@@ -500,7 +479,7 @@ def check_versions(c) -> None:
         final = json.loads(data)
     except ValueError:
         raise AssertionError(t("the final file is not complete JSON")) from None
-    digest = hashlib.sha256(data).hexdigest()
+    digest = _sha(data)
     which = [name for name, snap, res in (("A", snapshot_a, a), ("B", snapshot_b, b))
              if final == snap and digest == res.get("sha256")]
     c.note(t("one job_id {job_id}: snapshot A (old title, 2 rows) delivered, then snapshot B (new title, 1 row)",

@@ -1,6 +1,5 @@
-"""Runs in a probe next to the learner's modules (shared/probe.py): the calls lesson 10's judge cannot make
-by name — sending a job with the learner's retry_export, reading its Celery state
-and result.  Plain data out; the judge decides.  (lab10_probe.py is another thing: it runs in the worker.)"""
+"""Runs in a probe next to the learner's modules (shared/probe.py): sending with the learner's retry_export,
+reading its state and result.  Plain data out.  (lab10_probe.py is another thing: it runs in the worker.)"""
 
 
 def _task():

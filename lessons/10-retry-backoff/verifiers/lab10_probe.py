@@ -1,25 +1,19 @@
 """Kit probe for lesson 10's checks (not a lesson file): the learner's Celery app, observed.
 
-tasks.json starts the lesson's worker as `celery -A lab10_probe:app worker ...`: the learner's
-own app, settings and tasks, plus, in this process and its pool children only:
+tasks.json starts the lesson's worker as `celery -A lab10_probe:app worker ...`: the learner's own app,
+settings and tasks, plus, in this process and its pool children only:
 
-- every execution, read and planned retry of products.retry_demo is recorded as JSON lines in
-  $TASKLAB_LOG_DIR/retry-events.jsonl, each with the attempt it belongs to (self.request.retries):
-  the verifier counts by attempt number, never by the order of lines in the file;
-- an execution for attempt n > 0 starts only once attempt n - 1 has ended: `self.retry()`
-  publishes the next attempt *before* its own RETRY state reaches the result backend, so without
-  this the next attempt could end (SUCCESS, FAILURE) first and the late RETRY overwrite it;
-- fetch_snapshot raises ValueError("invalid export request") for the job ids listed in
-  $TASKLAB_LOG_DIR/retry-permanent.txt (the course's "temporarily raise ValueError" step);
-- for the job ids listed in $TASKLAB_LOG_DIR/retry-budget.txt the read uses up the budget: after it
-  the task module's clock (`time.time()`) reads deadline_epoch - 0.05 s, as if the read had been
-  that slow, so the retry decision meets the exercise's 0.05 s budget however late the message
-  arrived — nothing waits the time out;
-- each execution's start also records its message's eta (epoch seconds), for the report's
-  timeline figure only: a retry's planned wait is drawn ending there;
-- when the task declares backoff_base / backoff_max, they are shrunk (caps of 0.02, 0.04,
-  0.08 s …) so the checks never wait out the lesson's real delays.  A task without them keeps
-  its own delays (caps of 1, 2, 4 s).
+- every execution, read and planned retry of products.retry_demo is recorded in
+  $TASKLAB_LOG_DIR/retry-events.jsonl with its attempt (self.request.retries): the verifier counts by
+  attempt number, never by line order; each start also records its message's eta (for the figure only);
+- attempt n > 0 starts only once attempt n - 1 has ended: `self.retry()` publishes the next attempt
+  *before* its own RETRY state reaches the result backend, so the late RETRY could overwrite the end;
+- for the job ids listed in retry-permanent.txt fetch_snapshot raises ValueError("invalid export
+  request") (the course's "temporarily raise ValueError" step); for those in retry-budget.txt the read
+  uses up the budget: the task module's clock then reads deadline_epoch - 0.05 s, so the retry decision
+  meets the exercise's 0.05 s budget however late the message arrived -- nothing waits the time out;
+- a task's backoff_base / backoff_max, when it declares them, are shrunk (caps 0.02, 0.04 s ...), so the
+  checks never wait out the real delays; a task without them keeps its own (caps 1, 2, 4 s).
 
 Nothing is imported ahead of the worker: a module missing from include stays missing.
 """
@@ -29,6 +23,7 @@ import time
 from datetime import datetime
 from pathlib import Path
 
+from shared.hold_gate import read_list
 from shared.lesson_celery import append_event, read_events
 from shared.proc import WaitTimeout, wait_until
 from shared.worker_events import record_task_runs
@@ -54,13 +49,6 @@ def record(kind: str, **fields) -> None:
     append_event(EVENTS, kind, **fields)
 
 
-def _listed(path: Path) -> list[str]:
-    try:
-        return path.read_text(encoding="utf-8").split()
-    except FileNotFoundError:
-        return []
-
-
 def _request():
     from celery import current_task
     return current_task.request if current_task else None
@@ -74,19 +62,16 @@ def _job_and_deadline(request):
     return job, deadline
 
 
+def _clock_time() -> float:
+    return time.time() + _skew
+
+
 class _Clock:
     """The `time` module as the learner's task module sees it: the real one, except time() adds _skew."""
+    time = staticmethod(_clock_time)
 
     def __getattr__(self, name):
         return getattr(time, name)
-
-    @staticmethod
-    def time() -> float:
-        return time.time() + _skew
-
-
-def _clock_time() -> float:
-    return time.time() + _skew
 
 
 def _instrument(task) -> None:
@@ -105,11 +90,11 @@ def _instrument(task) -> None:
             record("read", task_id=getattr(request, "id", None), job=job, retries=getattr(request, "retries", None),
                    args=list(args), kwargs=kwargs)
             try:
-                if job in _listed(PERMANENT):
+                if job in read_list(str(PERMANENT)):
                     raise ValueError("invalid export request")
                 return original(*args, **kwargs)
             finally:
-                if job in _listed(BUDGET) and isinstance(deadline, (int, float)):
+                if job in read_list(str(BUDGET)) and isinstance(deadline, (int, float)):
                     _skew = deadline - BUDGET_LEFT - time.time()
                     record("budget-used", task_id=getattr(request, "id", None), left=BUDGET_LEFT)
         module_globals["fetch_snapshot"] = fetch_snapshot
@@ -122,11 +107,9 @@ def _instrument(task) -> None:
         elif value is time.time:
             module_globals[name] = _clock_time
             clocks.append(name)
-    knobs = {}
-    for name, value in FAST_BACKOFF.items():
-        if hasattr(task, name):
-            setattr(task, name, value)
-            knobs[name] = value
+    knobs = {name: value for name, value in FAST_BACKOFF.items() if hasattr(task, name)}
+    for name, value in knobs.items():
+        setattr(task, name, value)
     record("knobs", **knobs, max_retries=task.max_retries, wrapped=callable(original), clocks=clocks)
 
 
@@ -136,8 +119,7 @@ def _previous_attempt_ended(task_id: str, attempt: int) -> bool:
 
 
 def _eta_at(request) -> float | None:
-    """The message's eta as epoch seconds, or None: for the report's timeline only (a retry's countdown runs
-    from its publication to this eta), never judged."""
+    """The message's eta as epoch seconds, or None (the figure's only)."""
     eta = getattr(request, "eta", None)
     try:
         if isinstance(eta, str):

@@ -1,10 +1,8 @@
 """Verifier for lesson 10: retries with a count, backoff, jitter and a deadline — counted, not guessed.
 
-The lesson's worker runs the learner's app through lab10_probe.py (see tasks.json), which records
-every execution, every fetch_snapshot call and every planned retry countdown with the attempt
-(self.request.retries) it belongs to, lets attempt n start only after attempt n - 1 has ended (so
-the result backend's last state is the last attempt's), and shrinks backoff_base/backoff_max when
-the task declares them, so no check waits out the real delays.  Every check submits its own jobs.
+The lesson's worker runs the learner's app through lab10_probe.py (see there, and tasks.json): every
+execution, read and planned retry is recorded with its attempt (self.request.retries), attempts end in
+order, and the backoff is shrunk, so no check waits out the real delays.  Every check submits its own jobs.
 
 10.1  python verify_retry.py prints {'rows': 1} for fail_until=2; a job of ours with fail_until=2
       runs attempts 0, 1, 2 (2 retries) and succeeds with rows == 1
@@ -17,14 +15,14 @@ the task declares them, so no check waits out the real delays.  Every check subm
       deadline itself is far enough away for any delivery) fails at once with "insufficient retry
       budget": 1 read, 0 retries
 
-The learner's modules never load here (the judge): jobs are sent with retry_export and their state and
-result read in a probe (lab10_learner.py through shared/probe.py), which reports what it saw; the checks
-decide.
+The learner's modules never load here (the judge): jobs are sent and read in a probe (lab10_learner.py),
+which reports what it saw; the checks decide.
 """
 
 from __future__ import annotations
 
 import ast
+import contextlib
 import functools
 import subprocess
 import time
@@ -49,21 +47,22 @@ learner = Probe(verifiers=Path(__file__).resolve().parent)  # the learner's modu
 
 
 def checks() -> list[Check]:
-    """The checks, in order: id -> what proves it.  Each submits its own jobs to the worker the runner
-    started (declared_worker(): the learner's app under lab10_probe.py) and reads its events."""
     return [
-        Check("10.1", lambda c: check_recovers(c, declared_worker()), "worker; python verify_retry.py"),
-        Check("10.2", lambda c: check_expired(c, declared_worker()), "worker"),
-        Check("10.3", lambda c: check_permanent(c, declared_worker()), "worker"),
-        Check("10.4", lambda c: check_limit(c, declared_worker()), "worker"),
-        Check("10.5", lambda c: check_delays(c, declared_worker()), "worker"),
-        Check("10.6", lambda c: check_budget(c, declared_worker()), "worker"),
+        Check("10.1", check_recovers, "worker; python verify_retry.py"),
+        Check("10.2", check_expired, "worker"),
+        Check("10.3", check_permanent, "worker"),
+        Check("10.4", check_limit, "worker"),
+        Check("10.5", check_delays, "worker"),
+        Check("10.6", check_budget, "worker"),
     ]
 
 
-def declared_worker() -> DeclaredWorker:
-    """The declared worker, asked for inside a check that needs it: without one that check fails, saying why."""
+def alive_worker() -> DeclaredWorker:
+    """The declared worker, asked for first by every check: without one, or with one that has exited, the
+    check fails, saying why."""
     assert WORKER, NO_WORKER
+    assert WORKER.alive(), t("the worker (pid {pid}) has exited; log tail:\n{log_text}", pid=WORKER.pid,
+                             log_text=WORKER.log_text()[-600:])
     return WORKER
 
 
@@ -99,29 +98,23 @@ class Run:
         """The execution that ended the task (the highest attempt, in a state other than RETRY), once every
         earlier attempt has ended too; None while any of them is still under way."""
         ends = {e["retries"]: e for e in self.events("end") if isinstance(e.get("retries"), int)}
-        if not ends:
-            return None
-        last = max(ends)
-        if ends[last].get("state") == "RETRY" or any(n not in ends for n in range(last)):
+        last = max(ends, default=None)
+        if last is None or ends[last].get("state") == "RETRY" or any(n not in ends for n in range(last)):
             return None
         return ends[last]
 
-    def finish(self, seconds: float = FINISH_SECONDS) -> str:
-        """Wait (bounded) for the task's last execution, then read its final state from the result backend."""
-        try:
-            self.last = wait_until(self._ending, seconds, f"{self.id} to end")
-        except WaitTimeout:
-            self.last = None
+    def finish(self, c, task_clock: bool = False) -> "Run":
+        """Wait (bounded) for the task's last execution, read its final state from the result backend, and
+        attach the job's timeline to check `c`."""
+        with contextlib.suppress(WaitTimeout):
+            self.last = wait_until(self._ending, FINISH_SECONDS, f"{self.id} to end")
         self.state = self.outcome()["state"]
-        return self.state
+        attach(c, lambda: timeline(self, task_clock))
+        return self
 
     def outcome(self) -> dict:
         """The result backend's state and result of this task now: {"state", "value" or "exception"}."""
         return learner.call("lab10_learner:outcome", self.id)
-
-    def value(self):
-        """The task's result (its return value once it succeeded)."""
-        return self.outcome().get("value")
 
     def assert_finished(self) -> None:
         assert self.last is not None, t("the task did not end within {finish_seconds} s: {summary}",
@@ -146,16 +139,21 @@ class Run:
 DEADLINE_SHOWN = 2.0  # a deadline further than this (or the attempts' span) from them is told, not drawn
 
 
+def _knobs(event: dict) -> dict:
+    """The backoff the task had when it planned this retry: the probe's shrunk values, or the course's."""
+    return {k: event.get(k) if isinstance(event.get(k), (int, float)) else v for k, v in DEFAULT_BACKOFF.items()}
+
+
 def _cap(event: dict) -> float:
-    knobs = {k: event.get(k) if isinstance(event.get(k), (int, float)) else v for k, v in DEFAULT_BACKOFF.items()}
+    knobs = _knobs(event)
     return min(knobs["backoff_max"], knobs["backoff_base"] * 2.0 ** event["retries"])
 
 
 def timeline(run: Run, task_clock: bool = False) -> dict:
     """One lane for the job: a bar per attempt (start to end, as the worker recorded them), a wait bar per
     planned retry (its countdown, ending at the next attempt's eta; labelled against the doubling cap), a
-    mark per read, and the job's deadline as a line when it is near enough to see (else told in the caption).  task_clock: draw the
-    deadline as the task's (probe-set) clock saw it after a budget-eating read, not the real one."""
+    mark per read, and the deadline as a line when it is near enough to see (else told in the caption).
+    task_clock: the deadline as the task's (probe-set) clock saw it after a budget-eating read."""
     events = [e for e in read_events(EVENTS) if e.get("task_id") == run.id and isinstance(e.get("at"), (int, float))]
 
     def by_attempt(kind: str) -> dict:
@@ -198,15 +196,10 @@ def timeline(run: Run, task_clock: bool = False) -> dict:
                  [lane(f"job {run.job_id[:8]}", bars=bars, marks=marks)], lines=lines, caption=caption)
 
 
-def _worker_alive(worker: DeclaredWorker) -> None:
-    assert worker.alive(), t("the worker (pid {pid}) has exited; log tail:\n{log_text}", pid=worker.pid,
-                             log_text=worker.log_text()[-600:])
-
-
 # ---------------------------------------------------------------- 10.1
 
-def check_recovers(c, worker: DeclaredWorker) -> None:
-    _worker_alive(worker)
+def check_recovers(c) -> None:
+    alive_worker()
     try:
         done = run_python(["verify_retry.py"], cwd=WORK, timeout=50)  # the script's own waits add up to 45 s
     except subprocess.TimeoutExpired:
@@ -215,20 +208,15 @@ def check_recovers(c, worker: DeclaredWorker) -> None:
     c.note(t("python verify_retry.py → exit code {returncode}", returncode=done.returncode))
     for line in lines[-3:]:
         c.note("  " + line[:200])
-    first = None
-    for line in lines:
-        if line.startswith("{"):
-            try:
-                first = ast.literal_eval(line)
-            except (ValueError, SyntaxError):
-                pass
-            break
+    dicts = [line for line in lines if line.startswith("{")]
+    try:
+        first = ast.literal_eval(dicts[0]) if dicts else None
+    except (ValueError, SyntaxError):
+        first = None
     assert done.returncode == 0 and isinstance(first, dict) and first.get("rows") == 1, t(
         "verify_retry.py's first result should be a dict with rows 1 (fail_until=2 succeeds after two retries)")
 
-    run = Run(time.time() + 30, 2)
-    run.finish()
-    attach(c, lambda: timeline(run))
+    run = Run(time.time() + 30, 2).finish(c)
     fetched = [e["args"][0] if e.get("args") else None
                for e in sorted(run.events("read"), key=lambda e: e.get("retries") or 0)]
     c.note(t("fail_until=2: {summary}; fetch_snapshot got attempt = {fetched}", summary=run.summary(), fetched=fetched))
@@ -238,18 +226,16 @@ def check_recovers(c, worker: DeclaredWorker) -> None:
     assert run.attempts("start") == [0, 1, 2] and run.attempts("retry") == [0, 1], t(
         "expected exactly two retries and three executions (attempts 0, 1, 2): pass self.request.retries as the "
         "attempt and raise self.retry(...)")
-    value = run.value()
+    value = run.outcome().get("value")
     assert isinstance(value, dict) and value.get("rows") == 1, t(
         "rows should be 1, got {value}", value=redact(repr(value)))
 
 
 # ---------------------------------------------------------------- 10.2
 
-def check_expired(c, worker: DeclaredWorker) -> None:
-    _worker_alive(worker)
-    run = Run(time.time() - 1, 0)
-    run.finish()
-    attach(c, lambda: timeline(run))
+def check_expired(c) -> None:
+    alive_worker()
+    run = Run(time.time() - 1, 0).finish(c)
     c.note(t("deadline 1 s in the past, fail_until=0: {summary}, error {error}", summary=run.summary(),
              error=run.error()))
     run.assert_finished()
@@ -264,11 +250,9 @@ def check_expired(c, worker: DeclaredWorker) -> None:
 
 # ---------------------------------------------------------------- 10.3
 
-def check_permanent(c, worker: DeclaredWorker) -> None:
-    _worker_alive(worker)
-    run = Run(time.time() + 30, 0, listed_in=PERMANENT)
-    run.finish()
-    attach(c, lambda: timeline(run))
+def check_permanent(c) -> None:
+    alive_worker()
+    run = Run(time.time() + 30, 0, listed_in=PERMANENT).finish(c)
     c.note(t("the read raises ValueError('invalid export request'): {summary}, error {error}", summary=run.summary(),
              error=run.error()))
     run.assert_finished()
@@ -282,11 +266,9 @@ def check_permanent(c, worker: DeclaredWorker) -> None:
 
 # ---------------------------------------------------------------- 10.4
 
-def check_limit(c, worker: DeclaredWorker) -> None:
-    _worker_alive(worker)
-    run = Run(time.time() + 60, 10)
-    run.finish()
-    attach(c, lambda: timeline(run))
+def check_limit(c) -> None:
+    worker = alive_worker()
+    run = Run(time.time() + 60, 10).finish(c)
     c.note(t("fail_until=10: {summary}, error {error}", summary=run.summary(), error=run.error()))
     for line in log_lines(worker.log_text(), run.id, "retry", limit=3):
         c.note("  " + line.split("] ", 1)[-1][:180])
@@ -302,23 +284,19 @@ def check_limit(c, worker: DeclaredWorker) -> None:
 
 # ---------------------------------------------------------------- 10.5
 
-def check_delays(c, worker: DeclaredWorker) -> None:
-    _worker_alive(worker)
-    run = Run(time.time() + 60, 10)
-    run.finish()
-    attach(c, lambda: timeline(run))
+def check_delays(c) -> None:
+    alive_worker()
+    run = Run(time.time() + 60, 10).finish(c)
     run.assert_finished()
     planned = sorted(run.events("retry"), key=lambda e: e.get("retries") or 0)
     assert planned, t("no planned retry was observed: {summary}", summary=run.summary())
     delays, shrunk = [], False
     for event in planned:
-        # The backoff the task had when it planned this retry: the probe's shrunk values, or the course's.
-        knobs = {k: event.get(k) if isinstance(event.get(k), (int, float)) else v for k, v in DEFAULT_BACKOFF.items()}
-        shrunk = shrunk or knobs != DEFAULT_BACKOFF
+        shrunk = shrunk or _knobs(event) != DEFAULT_BACKOFF
         n, when = event.get("retries"), event.get("when")
         assert isinstance(n, int) and isinstance(when, (int, float)), t(
             "retry {n} has no numeric countdown ({when!r})", n=n, when=when)
-        cap = min(knobs["backoff_max"], knobs["backoff_base"] * 2.0 ** n)
+        cap = _cap(event)
         delays.append(f"n={n}: {when:.4f} ≤ {cap:g}")
         assert 0 <= when <= cap, t("retry {n} planned a {when:.4f} s wait, outside [0, {cap:g}]: use delay = "
                                    "random.uniform(0, cap)", n=n, when=when, cap=cap)
@@ -337,13 +315,11 @@ def check_delays(c, worker: DeclaredWorker) -> None:
 
 # ---------------------------------------------------------------- 10.6
 
-def check_budget(c, worker: DeclaredWorker) -> None:
-    _worker_alive(worker)
+def check_budget(c) -> None:
+    alive_worker()
     # The deadline is a minute away, so the entry check passes however slowly the message travels; the probe
     # then makes the failed read use up the budget: the retry decision sees 0.05 s left, as in the exercise.
-    run = Run(time.time() + 60, 2, listed_in=BUDGET)
-    run.finish()
-    attach(c, lambda: timeline(run, task_clock=True))
+    run = Run(time.time() + 60, 2, listed_in=BUDGET).finish(c, task_clock=True)
     used = run.events("budget-used")
     c.note(t("0.05 s of budget left after the failed read, fail_until=2 (3 retries left): {summary}, error {error}",
              summary=run.summary(), error=run.error()))

@@ -1,10 +1,7 @@
-"""Check 14.2's chain as the kit runs it (not a lesson file): a real `celery beat` and the lesson's fast and
-bulk workers, started with lab14_probe.py in place of celery_app (every event marked with the run's
-LAB14_RUN), the first slot a tick creates, `python publisher.py` until the job's event is sent, the job's
-end, what the probe recorded of the ticks and the export, and the ticks left in exports.fast.
-
-lab14_verify.py judges by what these return; an assert here is a chain that cannot go on (no slot, a
-process gone, a job that never ends), said with its reason.
+"""Check 14.2's chain as the kit runs it (not a lesson file): a real `celery beat` and the fast and bulk
+workers (lab14_probe.py in place of celery_app), the first slot a tick creates, `python publisher.py`, the
+job's end, the probe's events, the ticks left in exports.fast.  lab14_verify.py judges by what these return;
+an assert here is a chain that cannot go on (no slot, a process gone, a job that never ends).
 """
 
 from __future__ import annotations
@@ -14,10 +11,12 @@ import json
 import os
 import sys
 
+from lab14_fixture import run_script
+
 from shared.lesson_celery import LOG_DIR, READY_MARK, WORK, log_lines, read_events, redact, redis_client, short
 from shared.i18n import t
 from shared.lesson_db import job_row, sql
-from shared.proc import Process, WaitTimeout, run_python, wait_until
+from shared.proc import Process, WaitTimeout, wait_until
 
 EVENTS = LOG_DIR / "lab14-events.jsonl"
 TICK = "products.schedule_tick"
@@ -27,7 +26,7 @@ WORKER_ARGV = ["-m", "celery", "-A", "lab14_probe:app", "worker", "-l", "INFO", 
 
 
 def probe_events(run: str) -> list[dict]:
-    """The events of one run of 14.2: the probe marks each with the LAB14_RUN its processes were given."""
+    """The events of one run of 14.2 (the probe marks each with its processes' LAB14_RUN)."""
     return [e for e in read_events(EVENTS) if e.get("run") == run]
 
 
@@ -41,14 +40,8 @@ def publish_until_sent(c, event_id: str, runs: int = 4) -> str:
     """python publisher.py, as the lesson runs it, until this event is sent (bounded)."""
     line = ""
     for _ in range(runs):
-        done = run_python(["publisher.py"], cwd=WORK, timeout=25)
-        output = redact(done.stdout)
-        lines = [x for x in output.strip().splitlines() if x.strip()]
+        lines = run_script(c, "publisher.py", 25, 3, t("python publisher.py failed (output below)"))
         line = lines[-1][:200] if lines else ""
-        if done.returncode != 0:
-            for shown in lines[-3:]:
-                c.note("  " + shown[:200])
-        assert done.returncode == 0, t("python publisher.py failed (output below)")
         rows = sql("SELECT sent_at FROM export_outbox WHERE id=%s", (event_id,))
         if rows and rows[0]["sent_at"] is not None:
             return line

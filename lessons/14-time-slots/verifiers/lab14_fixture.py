@@ -1,16 +1,14 @@
-"""Lesson 14's lab as its checks use it (not a lesson file): the kit's own view of the database (counts,
-slots, events) and the cleanup of a check's rows, the learner's modules (loaded in the probe, shared/probe.py
-and lab14_learner.py, never in this process) and what one of their calls did, the kit's clock for
-schedule_tick (14.4), the time-zone processes (14.3, lab14_zones.py), and the admission gate: its limit, a
-call at capacity (14.7), the kit's hold on it (14.8).
-
-Nothing here decides a check: these are the facts and the fixtures lab14_verify.py judges by.
+"""Lesson 14's lab as its checks use it (not a lesson file): the kit's own view of the database and the cleanup
+of a check's rows, the learner's modules (loaded in the probe, lab14_learner.py) and what one of their calls
+did, the kit's clock for schedule_tick (14.4), the time-zone processes (14.3), the admission gate (14.7, 14.8).
+Facts and fixtures: nothing here decides a check.
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime as dtmod
+import json
 import os
 import re
 import sys
@@ -21,7 +19,7 @@ from shared.i18n import t
 from shared import lesson_db
 from shared.lesson_db import db_settings, kit_db, sql
 from shared.probe import Probe
-from shared.proc import Process
+from shared.proc import Process, run_python
 
 UTC = dtmod.timezone.utc
 UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
@@ -57,6 +55,10 @@ def events_of(job_id: str) -> list[dict]:
     return sql("SELECT id, queue_name, sent_at FROM export_outbox WHERE job_id=%s", (job_id,))
 
 
+def payload_of(job: dict) -> list:
+    return json.loads(job["payload"]) if isinstance(job["payload"], (str, bytes)) else job["payload"]
+
+
 def first_product() -> int:
     rows = sql("SELECT MIN(id) AS id FROM products")
     assert rows and rows[0]["id"] is not None, t("the products table is empty")
@@ -78,35 +80,41 @@ def own_rows():
         remove_jobs(job_ids() - before)
 
 
+def run_script(c, script: str, timeout: float, shown: int, failed: str) -> list[str]:
+    """`python SCRIPT` in the work folder, as the lesson runs it: its non-empty output lines, secrets masked.
+    When it fails, its last `shown` lines are noted and the check fails with `failed`."""
+    done = run_python([script], cwd=WORK, timeout=timeout)
+    lines = [x for x in redact(done.stdout).strip().splitlines() if x.strip()]
+    if done.returncode != 0:
+        for line in lines[-shown:]:
+            c.note("  " + line[:200])
+    assert done.returncode == 0, failed
+    return lines
+
+
 # ---------------------------------------------------------------- the learner's modules (in the probe)
 
 learner = Probe()  # the learner's modules load there, never in this process (the judge)
 
 
-def _import(name: str, functions: tuple[str, ...]):
-    """A stand-in for the learner's module (shared/probe.py; an import error is said with secrets masked)."""
-    return learner.module(name, *functions)
-
-
 def celery_app():
-    return _import("celery_app", ())
+    return learner.module("celery_app")
 
 
 def schedule_store():
-    return _import("schedule_store", ("schedule_once",))
+    return learner.module("schedule_store", "schedule_once")
 
 
 def schedule_tasks():
-    return _import("schedule_tasks", ("execution_slot", "schedule_tick"))
+    return learner.module("schedule_tasks", "execution_slot", "schedule_tick")
 
 
 def state_store():
-    return _import("state_store", ("transaction", "admit_export", "lock_admission"))
+    return learner.module("state_store", "transaction", "admit_export", "lock_admission")
 
 
 class Raised(Exception):
-    """What a learner call raised, as lab14_learner.py reported it: its class name, its message and which of
-    the classes the check asked about it is an instance of."""
+    """What a learner call raised, as lab14_learner.py reported it (its class name, message, asked-about kinds)."""
 
     def __init__(self, seen: dict):
         super().__init__(str(seen.get("text", "")))
@@ -127,7 +135,7 @@ def outcome(call) -> tuple[str, object]:
 
 
 def outcome_of(seen: dict) -> tuple[str, object]:
-    """The same for an outcome lab14_learner.py reported: ("value", v) or ("error", Raised)."""
+    """The same for an outcome lab14_learner.py reported."""
     if "raised" in seen:
         return "error", Raised(seen["raised"])
     return "value", seen.get("value")
@@ -184,11 +192,8 @@ def at_capacity(slot_key: str, product: int) -> tuple[str, object]:
 
 @contextlib.contextmanager
 def hold_gate():
-    """LOCK TABLES export_admission_gate READ: every FOR UPDATE on the gate waits for the kit.
-
-    Plain reads of other tables pass; whoever wants to lock the gate row queues up at the table's
-    metadata lock until the kit unlocks (the racers' sessions may wait that long: lab14_racer.py).
-    """
+    """LOCK TABLES export_admission_gate READ: whoever wants to lock the gate row queues up at the table's
+    metadata lock until the kit unlocks (the racers' sessions may wait that long: lab14_racer.py)."""
     with kit_db() as cur:
         cur.execute("LOCK TABLES export_admission_gate READ")
         try:

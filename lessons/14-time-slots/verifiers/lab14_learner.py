@@ -1,10 +1,6 @@
-"""Runs in a probe next to the learner's modules (shared/probe.py): the calls lesson 14's judge cannot make
-by name — the beat entries of the learner's Celery app, schedule_once with the transactions it opens
-counted or its CapacityExceeded recognised, the default of admit_export's limit, schedule_tick with its
-clock set by the kit.  Plain data out; the judge decides.
-
-An outcome is {"value": v} or {"raised": {"type": class name, "text": message, "is": [the asked-about
-classes it is an instance of]}}.
+"""Runs in a probe next to the learner's modules (shared/probe.py): what lesson 14's judge asks of them that a
+plain call cannot give.  An outcome is {"value": v} or {"raised": {"type": class name, "text": message, "is":
+[the asked-about classes it is an instance of]}}; the judge decides.
 """
 
 import contextlib

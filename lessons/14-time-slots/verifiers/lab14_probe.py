@@ -1,18 +1,13 @@
 """Kit probe for lesson 14's checks (not a lesson file): the learner's Celery app, observed.
 
-Check 14.2 starts the workers and the one beat as `celery -A lab14_probe:app ...`: the learner's own
-app, settings and tasks, plus two kit additions in those processes only:
-
-- every task start and end is appended as a JSON line to $TASKLAB_LOG_DIR/lab14-events.jsonl (pid,
-  worker name, the queue the message came from, message id, arguments, return value), marked with
-  $LAB14_RUN: the check that started these processes reads only its own run's events;
-- in the beat process, when LAB14_TICK_SECONDS is set, every beat_schedule entry that sends
-  products.schedule_tick runs at that interval instead of the configured one, so the check sees
-  ticks within seconds.  The lesson's file keeps its 60 s; nothing else in the entry changes.
+Check 14.2 starts the workers and the one beat as `celery -A lab14_probe:app ...`, with, in those processes
+only: every task start and end appended to $TASKLAB_LOG_DIR/lab14-events.jsonl (worker name, queue, message
+id, arguments, return value) marked with $LAB14_RUN, so the check reads only its own run's events; and, when
+LAB14_TICK_SECONDS is set (the beat), the tick entries of beat_schedule at that interval instead of their own
+(the lesson's file keeps its 60 s).
 """
 
 import os
-
 
 from shared.lesson_celery import append_event
 from shared.worker_events import record_task_runs

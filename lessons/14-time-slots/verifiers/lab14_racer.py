@@ -2,9 +2,8 @@
 
     python lab14_racer.py FOLDER NAME SLOT_KEY PRODUCT_ID
 
-It imports schedule_store, says it is ready and waits for the checker's go (shared/handshake.py), calls
-schedule_once(SLOT_KEY, [PRODUCT_ID]) once and writes {"job": <job_id or None>} or {"error": "…"}.
-The checker starts four of them and lets them go together while it holds the admission gate.
+Once ready it waits for the checker's go (shared/handshake.py), calls schedule_once(SLOT_KEY, [PRODUCT_ID])
+once and writes {"job": <job_id or None>} or {"error": "…"}.
 """
 
 import sys

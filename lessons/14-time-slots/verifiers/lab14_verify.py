@@ -1,38 +1,30 @@
 """Verifier for lesson 14: durable time slots — at most one scheduled job per slot, and where that ends.
 
-14.1  schedule_once(key, [id]) twice for a fresh key: a job_id, then None; the slot row points at that
-      job, the job is queued with the snapshot, it has exactly one unsent outbox event, and the tables
-      grew by exactly one job, one slot and one event (no orphan job from the second call)
-14.2  a real `celery beat` (one process, its schedule file in the kit's log dir, the tick interval
-      shortened to 1 s in that process only — the lesson's file keeps 60 s) sends
-      products.schedule_tick; the fast worker (-Q exports.fast) runs it and creates the slot's job;
-      `python publisher.py` sends its event; the bulk worker (-Q exports.bulk) writes the file and
-      finishes the job.  The file holds the job's payload; beat itself runs no task.  The probe marks
-      every event with this check's run id (LAB14_RUN), so only these processes' events are read
-14.3  execution_slot refuses a naive datetime; in two processes with different local time zones the
-      same instant written in +08:00, UTC and -05:00 gives one and the same name, a different instant
-      gives another (a name taken from local or wall-clock time differs between them)
-14.4  schedule_tick is run by the kit with its clock set to 10:00:30 and 10:03:10 of a far-away day,
-      as if beat had been stopped in between: exactly the slots of those two minutes exist in that
-      window, none for 10:01 and 10:02, and no job without its slot
-14.5  python verify_schedule_slots.py prints first / same_slot=None / a different later_slot, and the
-      kit repeats the experiment itself: one signal at 10:00:59 and 10:01:01 → two slots, two jobs
+14.1  schedule_once(key, [id]) twice for a fresh key: a job_id, then None; the slot row points at that job,
+      queued with the snapshot and exactly one unsent outbox event; the tables grew by exactly one job, one
+      slot and one event (no orphan job from the second call)
+14.2  a real `celery beat` (its schedule file in the kit's log dir, the tick interval shortened to 1 s in that
+      process only) sends products.schedule_tick; the fast worker (-Q exports.fast) runs it and creates the
+      slot's job; `python publisher.py` sends its event; the bulk worker (-Q exports.bulk) writes the file with
+      the job's payload.  Beat itself runs no task; only this check's events (LAB14_RUN) are read
+14.3  execution_slot refuses a naive datetime; in two processes with different local time zones one instant
+      written in +08:00, UTC and -05:00 gives one name, a different instant another
+14.4  schedule_tick run by the kit with its clock at 10:00:30 and 10:03:10 of a far-away day (beat "stopped"
+      between): exactly those two minutes' slots exist, none for 10:01 and 10:02, no job without its slot
+14.5  python verify_schedule_slots.py prints first / same_slot=None / a different later_slot, and the kit
+      repeats the experiment: one signal at 10:00:59 and 10:01:01 → two slots, two jobs
 14.6  "", a non-ASCII key and 161 characters: ValueError, and no job, slot or event is written;
       160 ASCII characters are accepted
-14.7  the admission gate is filled to its limit (kit rows): a new slot raises CapacityExceeded, the
-      existing slot still returns None (that it writes nothing is 14.1's count)
-14.8  exercise: four processes (lab14_racer.py) call schedule_once for one fresh key; the kit holds the
-      gate table (LOCK TABLES … READ) until the server shows all four waiting at it (or done), then lets
-      them go together: exactly one job_id, three None, no error, one slot, one job.  The racers let the
-      learner's sessions wait as long as the kit holds, so a slow machine cannot turn the hold into a
-      timeout
+14.7  the admission gate filled to its limit (kit rows): a new slot raises CapacityExceeded, the existing
+      slot still returns None (that it writes nothing is 14.1's count)
+14.8  exercise: four lab14_racer.py processes call schedule_once for one fresh key, let go together while the
+      kit holds the gate table (LOCK TABLES … READ) until the server shows all four waiting at it (or done):
+      exactly one job_id, three None, no error, one slot, one job (the racers' sessions wait as long as the
+      kit holds, so a slow machine cannot turn the hold into a timeout)
 
-Every check cleans up the rows it created.  The kit reads the database through its own connections
-and never prints credentials.  No server is stopped or restarted.
-
-This file holds the checks; lab14_fixture.py the lab they run in (database view and cleanup, the learner's
-calls in the probe and their outcomes, the kit's clock, the time-zone processes, the admission gate) and
-lab14_beat.py 14.2's chain (beat, the two workers, the publisher, the probe's events).
+Every check cleans up its rows; the kit reads the database through its own connections and never prints
+credentials; no server is restarted.  lab14_fixture.py holds the lab the checks run in (database view and
+cleanup, the learner's calls in the probe, the kit's clock, the admission gate), lab14_beat.py 14.2's chain.
 """
 
 from __future__ import annotations
@@ -49,22 +41,19 @@ from uuid import uuid4
 from lab14_beat import (TICK, drop_leftover_ticks, new_slots, publish_until_sent, queued_ticks, start_chain,
                         tick_chain_runs, wait_finished, wait_first_slot)
 from lab14_fixture import (UTC, admission_limit, at_capacity, celery_app, counts, describe, events_of, far_day,
-                           first_product, hold_gate, job_ids, learner, outcome, outcome_of, own_rows, remove_jobs,
-                           schedule_store, schedule_tasks, slot_keys, slot_of, slots_of_job, state_store, ticks_at,
-                           waiting_at_gate, zone_run)
+                           first_product, hold_gate, job_ids, learner, outcome, outcome_of, own_rows, payload_of,
+                           remove_jobs, run_script, schedule_store, schedule_tasks, slot_keys, slot_of, slots_of_job,
+                           state_store, ticks_at, waiting_at_gate, zone_run)
 
 from shared import handshake
 from shared.lesson_celery import LOG_DIR, WORK, log_lines, redact, short
 from shared.i18n import t
 from shared.lesson_db import job_row, kit_db, sql
-from shared.proc import Process, WaitTimeout, run_python, wait_until
+from shared.proc import Process, WaitTimeout, wait_until
 from shared.tap import Check, run
 
 
 def checks() -> list[Check]:
-    """The checks, in order: id -> what proves it.  All need the box's MariaDB (the kit reads it through its own
-    connections); the learner's modules load in the probe (shared/probe.py, lab14_learner.py), never here, and in
-    the processes named below."""
     return [
         Check("14.1", check_slot_once, "MariaDB"),
         Check("14.2", check_beat_chain, "celery beat; a fast and a bulk worker; python publisher.py; Redis"),
@@ -104,7 +93,7 @@ def check_slot_once(c) -> None:
         job = job_row(first)
         assert job is not None and job["status"] == "queued", t(
             "job {first} should be queued, got {job}", first=short(first), job=job and job['status'])
-        payload = json.loads(job["payload"]) if isinstance(job["payload"], (str, bytes)) else job["payload"]
+        payload = payload_of(job)
         assert [row.get("id") for row in payload] == [product], t(
             "the job payload should be the snapshot of product {product}, got {payload}", product=product,
             payload=str(payload)[:120])
@@ -158,8 +147,7 @@ def check_beat_chain(c) -> None:
             assert path.is_file(), t("the file result_ref names does not exist: {result_ref}",
                                      result_ref=row['result_ref'])
             written = json.loads(path.read_text(encoding="utf-8"))
-            payload = json.loads(row["payload"]) if isinstance(row["payload"], (str, bytes)) else row["payload"]
-            assert [r.get("id") for r in written] == [r.get("id") for r in payload], t(
+            assert [r.get("id") for r in written] == [r.get("id") for r in payload_of(row)], t(
                 "the file does not hold the job's payload snapshot")
             c.note(t("job succeeded, file {name} holds {n_written} products", name=path.name[:44],
                      n_written=len(written)))
@@ -201,8 +189,7 @@ def check_utc(c) -> None:
         for tz, proc in runs.items():
             wait_until(lambda: not proc.alive(), 30, f"the time-zone probe (TZ={tz})", interval=0.05)
             found = [line for line in proc.log_text().splitlines() if line.startswith("SLOTS ")]
-            assert found, t("importing schedule_tasks under TZ={tz} failed:\n", tz=tz) \
-                + redact(proc.log_tail(6))
+            assert found, t("importing schedule_tasks under TZ={tz} failed:\n", tz=tz) + redact(proc.log_tail(6))
             results[tz] = json.loads(found[-1][6:])
     finally:
         for proc in runs.values():
@@ -301,20 +288,14 @@ def check_boundary(c) -> None:
 
         # Then the learner's own script, as the course runs it.
         assert (WORK / "verify_schedule_slots.py").is_file(), t("verify_schedule_slots.py is missing from the folder")
-        done = run_python(["verify_schedule_slots.py"], cwd=WORK, timeout=30)
-        output = redact(done.stdout)
-        lines = [x for x in output.strip().splitlines() if x.strip()]
-        if done.returncode != 0:
-            for line in lines[-4:]:
-                c.note("  " + line[:200])
-        assert done.returncode == 0, t("python verify_schedule_slots.py failed (see the output below)")
+        lines = run_script(c, "verify_schedule_slots.py", 30, 4,
+                           t("python verify_schedule_slots.py failed (see the output below)"))
         printed = [x for x in lines if "same_slot" in x and "{" in x]
         assert printed, t("verify_schedule_slots.py did not print first / same_slot / later_slot")
         try:
             shown = ast.literal_eval(printed[-1][printed[-1].index("{"):])
         except (ValueError, SyntaxError):
-            raise AssertionError(t("cannot read the output: {printed}", printed=printed[-1][:160])) \
-                from None
+            raise AssertionError(t("cannot read the output: {printed}", printed=printed[-1][:160])) from None
         c.note("python verify_schedule_slots.py → " + printed[-1][:60] + "…")
         first, same, later = shown.get("first"), shown.get("same_slot"), shown.get("later_slot")
         assert first and same is None and later and later != first, t(
@@ -411,8 +392,7 @@ def check_race(c) -> None:
             wait_until(lambda: all((folder / f"ready-{n}").exists() or not p.alive() for n, p in procs.items()), 30,
                        "the four processes to import schedule_store", interval=0.02)
             dead = [p for p in procs.values() if not p.alive()]
-            assert not dead, t("a schedule_once process failed to start:\n") \
-                + redact(dead[0].log_tail(6))
+            assert not dead, t("a schedule_once process failed to start:\n") + redact(dead[0].log_tail(6))
 
             def answered() -> int:
                 return sum((folder / f"res-{n}-1").exists() for n in names)  # shared/handshake.py's result file

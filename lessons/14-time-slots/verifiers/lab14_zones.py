@@ -2,10 +2,9 @@
 
     TZ=LAB-8 python lab14_zones.py
 
-The checker runs it twice, with two different local time zones (POSIX TZ strings need no tz
-database: "LAB-8" is UTC+8, "LAB+5" is UTC-5).  It prints one line, SLOTS {json}: the slot name of
-each moment below (the same instant written in three zones, a different instant, one instant on both
-sides of a date line) and what a naive datetime gives.
+Run in two local time zones; it prints one line, SLOTS {json}: the slot name of each moment below (one
+instant in three zones, a different instant, one instant on both sides of a date line) and what a naive
+datetime gives.
 """
 
 import json
