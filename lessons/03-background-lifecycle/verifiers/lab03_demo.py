@@ -3,13 +3,13 @@
 Runs the learner's registry_demo.py as `python registry_demo.py` would (runpy, as __main__), with the course's
 task_registry.start wrapped to see, per task: whether start() put it into task_registry.running, and how its
 coroutine ended (returned, cancelled, the exception it raised; the task and its exception stay the learner's,
-nothing here reads it).  After the demo's own output, one `RESULT {json}` line (`report`, which
-lab03_failing_task.py shares): the tasks, what is left in `running`, the error records of the learner's
-loggers and, apart, asyncio's own reports ("Task exception was never retrieved", "Exception in callback").
+nothing here reads it).  At the end, one report in a file of its own (`report`, shared with
+lab03_failing_task.py; shared/probe_report.py): the tasks, what is left in `running`, the error records of
+the learner's loggers and, apart, asyncio's own reports ("Task exception was never retrieved", "Exception in
+callback").
 """
 
 import gc
-import json
 import logging
 import runpy
 import sys
@@ -41,12 +41,14 @@ def text(record) -> str:
 
 
 def report(keep: Keep, cut: int, **facts) -> None:
-    """The one RESULT line: the facts, the learner's error records, asyncio's own reports (cut to `cut`)."""
-    print("RESULT " + json.dumps({
+    """The report (shared/probe_report.py): the facts, the learner's error records, asyncio's own reports (cut
+    to `cut`)."""
+    from shared import probe_report
+    probe_report.write({
         **facts,
         "logged": [text(r) for r in keep.records if r.name != "asyncio" and r.levelno >= logging.ERROR],
         "loop": [r.getMessage()[:cut] for r in keep.records if r.name == "asyncio"],
-    }), flush=True)
+    })
 
 
 def main() -> None:

@@ -2,7 +2,7 @@
 
 A fresh interpreter, so the learner's `running` set and the loop start clean.  A coroutine that raises
 ValueError("drill-03") goes through task_registry.start; this program never awaits the task and never
-reads its exception -- only the learner's done callback may.  Its RESULT line (lab03_demo.report): whether
+reads its exception -- only the learner's done callback may.  Its report (lab03_demo.report): whether
 start() put the task into `running`, the tasks left in it afterwards, the log records.
 """
 

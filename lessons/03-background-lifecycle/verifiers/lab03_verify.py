@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from shared import handshake
+from shared import handshake, probe_report
 from shared.i18n import t
 from shared.location import location_target
 from shared.proc import Process, WaitTimeout, run_python, start_uvicorn, wait_until
@@ -307,14 +307,14 @@ def not_registered() -> str:
 
 
 def helper_run(args: list[str], late: str) -> tuple[dict | None, subprocess.CompletedProcess]:
-    """A kit helper run in the work folder: its RESULT line (JSON; None without one) and the run.
+    """A kit helper run in the work folder: its report (shared/probe_report.py; None without one) and the run.
     `late`: the reason to fail with when it does not end within BOUND."""
+    report = probe_report.fresh_path(WORK / ".lab-logs" / "03", Path(args[0]).stem)
     try:
-        done = run_python(args, cwd=WORK, timeout=BOUND)
+        done = run_python(args, cwd=WORK, timeout=BOUND, env={**os.environ, probe_report.REPORT_ENV: str(report)})
     except subprocess.TimeoutExpired:
         raise AssertionError(late) from None
-    found = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
-    return (json.loads(found[-1][len("RESULT "):]) if found else None), done
+    return probe_report.read(report), done
 
 
 @functools.cache  # once per verifier process (a run that failed is not kept)
@@ -325,7 +325,7 @@ def demo_run() -> dict:
         "registry_demo.py did not end within {bound:g} s (it should take about 3 s): after the grace window cancel "
         "what is left, then gather it so it can leave.", bound=BOUND))
     assert run is not None, t("running registry_demo.py gave no result:\n{stdout}", stdout=done.stdout[-800:])
-    run["output"] = "\n".join(line for line in done.stdout.splitlines() if not line.startswith("RESULT "))
+    run["output"] = done.stdout
     run["seconds"] = time.monotonic() - started
     return run
 

@@ -12,8 +12,10 @@ import json
 import os
 import re
 import sys
+from pathlib import Path
 from uuid import uuid4
 
+from shared import probe_report
 from shared.lesson_celery import LOG_DIR, WORK, redact, short
 from shared.i18n import t
 from shared import lesson_db
@@ -168,11 +170,15 @@ def far_day() -> dtmod.datetime:
 
 # ---------------------------------------------------------------- the time-zone processes (14.3)
 
-def zone_run(tz: str) -> Process:
-    log = LOG_DIR / f"lab14-zones-{tz.replace('+', 'p').replace('-', 'm')}.log"
-    log.unlink(missing_ok=True)
+def zone_run(tz: str) -> tuple[Process, Path]:
+    """lab14_zones.py started under TZ=tz, and where it will report (shared/probe_report.py)."""
+    name = f"lab14-zones-{tz.replace('+', 'p').replace('-', 'm')}"
+    (LOG_DIR / f"{name}.log").unlink(missing_ok=True)
+    report = probe_report.fresh_path(LOG_DIR, name)
     # POSIX TZ strings need no tz database: "LAB-8" is UTC+8, "LAB+5" is UTC-5.
-    return Process([sys.executable, str(WORK / "lab14_zones.py")], cwd=WORK, log_path=log, env=dict(os.environ, TZ=tz))
+    proc = Process([sys.executable, str(WORK / "lab14_zones.py")], cwd=WORK, log_path=LOG_DIR / f"{name}.log",
+                   env=dict(os.environ, TZ=tz, **{probe_report.REPORT_ENV: str(report)}))
+    return proc, report
 
 
 # ---------------------------------------------------------------- the admission gate (14.7, 14.8)

@@ -45,7 +45,7 @@ from lab14_fixture import (UTC, admission_limit, at_capacity, celery_app, counts
                            remove_jobs, run_script, schedule_store, schedule_tasks, slot_keys, slot_of, slots_of_job,
                            state_store, ticks_at, waiting_at_gate, zone_run)
 
-from shared import handshake
+from shared import handshake, probe_report
 from shared.lesson_celery import LOG_DIR, WORK, log_lines, redact, short
 from shared.i18n import t
 from shared.lesson_db import job_row, kit_db, sql
@@ -186,13 +186,13 @@ def check_utc(c) -> None:
     runs = {tz: zone_run(tz) for tz in ("LAB-8", "LAB+5")}
     results = {}
     try:
-        for tz, proc in runs.items():
+        for tz, (proc, report) in runs.items():
             wait_until(lambda: not proc.alive(), 30, f"the time-zone probe (TZ={tz})", interval=0.05)
-            found = [line for line in proc.log_text().splitlines() if line.startswith("SLOTS ")]
+            found = probe_report.read(report)
             assert found, t("importing schedule_tasks under TZ={tz} failed:\n", tz=tz) + redact(proc.log_tail(6))
-            results[tz] = json.loads(found[-1][6:])
+            results[tz] = found
     finally:
-        for proc in runs.values():
+        for proc, _ in runs.values():
             proc.stop(grace=2)
     east, west = results["LAB-8"], results["LAB+5"]
     c.note(t("process in local zone UTC+8: 18:00:59+08:00 → {plus8}, 10:00:59Z → {utc}, 05:00:59-05:00 → {minus5}",

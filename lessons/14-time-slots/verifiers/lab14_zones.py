@@ -2,12 +2,11 @@
 
     TZ=LAB-8 python lab14_zones.py
 
-Run in two local time zones; it prints one line, SLOTS {json}: the slot name of each moment below (one
+Run in two local time zones; it reports (shared/probe_report.py) the slot name of each moment below (one
 instant in three zones, a different instant, one instant on both sides of a date line) and what a naive
 datetime gives.
 """
 
-import json
 from datetime import datetime, timedelta, timezone
 
 
@@ -39,7 +38,8 @@ def main() -> None:
         out["naive"] = "refused: " + type(exc).__name__
     except Exception as exc:  # noqa: BLE001
         out["naive"] = f"error: {type(exc).__name__}: {str(exc)[:120]}"
-    print("SLOTS " + json.dumps(out), flush=True)
+    from shared import probe_report
+    probe_report.write(out)
 
 
 if __name__ == "__main__":
