@@ -50,18 +50,17 @@ def isolation_lanes(bulk_jobs: list[str], fast: str | None, moments: dict) -> di
         for start in started:
             end = next((e for e in seen if e.get("kind") == "end" and e.get("task_id") == start.get("task_id")), None)
             name = f"{str(start.get('node')).split('@')[0]}@ ← {start.get('queue')}"
-            row = rows.setdefault(name, {"bars": [], "marks": []})
+            row = rows.setdefault(name, lane(name))
             row["bars"].append(bar(start["at"], end["at"] if end else now,
                                    label if end else label + t(" (still running)"), kind))
             row["marks"] += [mark(at, t("held while writing"), "hold") for at in holds]
             if kind == "bulk" and job in moments:
                 row["marks"].append(mark(moments[job], t("submitted"), "queued"))
         if not started and job in moments:
-            row = rows.setdefault(t("not started yet"), {"bars": [], "marks": []})
+            row = rows.setdefault(t("not started yet"), lane(t("not started yet")))
             row["bars"].append(bar(moments[job], now, label + t(" (queued)"), "queued"))
     order = sorted(rows, key=lambda n: (not n.startswith("fast@"), not n.startswith("bulk@"), n))
-    lines = [mark(moments["fast"], t("short job submitted"), "event")] if "fast" in moments else []
-    return lanes(t("a short job on the fast queue while the bulk worker is busy"),
-                 [lane(n, rows[n]["bars"], rows[n]["marks"]) for n in order], lines=lines,
+    return lanes(t("a short job on the fast queue while the bulk worker is busy"), [rows[n] for n in order],
+                 lines=[mark(moments["fast"], t("short job submitted"), "event")] if "fast" in moments else [],
                  caption=t("starts and ends as each worker recorded them (wall clock); an execution with no end yet "
                            "is drawn to the moment of drawing"))

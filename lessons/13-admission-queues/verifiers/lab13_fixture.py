@@ -1,9 +1,6 @@
-"""Lesson 13's lab as its checks use it (not a lesson file): the kit's view of the database (counts, the
-course's backlog queries, ages moved back) and a clean backlog, the learner's modules, the lesson's two
-workers (paused and resumed by PID), the publisher loop, the probe's events (who consumed what, which job is
-held), the HTTP submit, and one-shot calls of the kit's helper (lab13_tools.py limit / admit).
-
-Nothing here decides a check: these are the facts and the fixtures lab13_verify.py judges by.
+"""Lesson 13's lab as its checks use it (not a lesson file): the kit's view of the database and a clean
+backlog, the learner's modules, the two workers (paused and resumed by PID), the publisher loop, the probe's
+events, the HTTP submit, one-shot calls of lab13_tools.py.  Facts and fixtures; nothing here decides a check.
 """
 
 from __future__ import annotations
@@ -67,14 +64,11 @@ def backlog() -> tuple[dict, dict]:
     return jobs, outbox
 
 
-def comma_list(items: list[str]) -> str:
-    """items as a list in the learner's language: "a, b, c" (zh.po gives the Chinese comma)."""
-    return functools.reduce(lambda a, b: t("{a}, {b}", a=a, b=b), items) if items else ""
-
-
-def semicolon_list(items: list[str]) -> str:
-    """items as a list in the learner's language: "a; b; c" (zh.po gives the Chinese semicolon)."""
-    return functools.reduce(lambda a, b: t("{a}; {b}", a=a, b=b), items) if items else ""
+def comma_list(items: list[str], semicolons: bool = False) -> str:
+    """items as a list in the learner's language: "a, b, c" or "a; b; c" (zh.po gives the Chinese marks)."""
+    def pair(a: str, b: str) -> str:
+        return t("{a}; {b}", a=a, b=b) if semicolons else t("{a}, {b}", a=a, b=b)
+    return functools.reduce(pair, items) if items else ""
 
 
 def show(jobs: dict) -> str:
@@ -144,13 +138,13 @@ def add_filler(n: int, running: int = 0, with_events: int = 0, age_seconds: int 
 learner = Probe()  # the learner's modules load there, never in the judge
 
 
-def store():
-    """The learner's state_store (in the probe) with the functions the capacity checks need."""
+def store(*more: str):
+    """The learner's state_store (in the probe), checked to have what the capacity checks need."""
     return learner.module("state_store", "transaction", "submit_snapshot", "admit_export", "lock_admission",
-                          "CapacityExceeded")
+                          "CapacityExceeded", *more)
 
 
-def configured_limit(state_store) -> int:
+def configured_limit() -> int:
     default = learner.call("lab13_learner:limit_default")
     assert type(default) is int and default >= 1, t("admit_export needs a limit parameter with a positive integer "
                                                     "default (found {default!r}): it is the one capacity every "
@@ -158,7 +152,7 @@ def configured_limit(state_store) -> int:
     return default
 
 
-def submit_quietly(state_store, product_ids: list[int]) -> str:
+def submit_quietly(product_ids: list[int]) -> str:
     answer = learner.call("lab13_learner:submit", product_ids)
     if "capacity" in answer:
         raise AssertionError(t("the submit was refused with CapacityExceeded while only {active_count} jobs are "
@@ -187,14 +181,12 @@ _WORKERS: dict[str, Process] = {}
 def workers() -> dict[str, Process]:
     """The lesson's two workers, started once (when a check first needs them) and shared."""
     if not _WORKERS:
-        procs = {}
         for kind in ("fast", "bulk"):
-            log = LOG_DIR / f"worker-{kind}.log"
-            log.unlink(missing_ok=True)
-            procs[kind] = Process([sys.executable, "-m", "celery", "-A", "lab13_probe:app", "worker", "-l", "INFO",
-                                   "-Q", f"exports.{kind}", "--concurrency=1", "--prefetch-multiplier=1",
-                                   "-n", f"{kind}@%h", "--without-mingle", "--without-gossip"],
-                                  cwd=WORK, log_path=log)
+            (LOG_DIR / f"worker-{kind}.log").unlink(missing_ok=True)
+        procs = {kind: Process([sys.executable, "-m", "celery", "-A", "lab13_probe:app", "worker", "-l", "INFO", "-Q",
+                                f"exports.{kind}", "--concurrency=1", "--prefetch-multiplier=1", "-n", f"{kind}@%h",
+                                "--without-mingle", "--without-gossip"], cwd=WORK,
+                               log_path=LOG_DIR / f"worker-{kind}.log") for kind in ("fast", "bulk")}
         try:
             for proc in procs.values():
                 proc.wait_ready(40, log_contains=" ready.")
@@ -245,17 +237,10 @@ def starts(job_id: str) -> list[dict]:
             and (e.get("args") or [None])[0] == job_id]
 
 
-def delivered(event_id: str) -> bool:
-    """A worker ran this event's message to its end (the probe's "end" event; the event id is the task id)."""
-    return any(e.get("kind") == "end" and e.get("task_id") == event_id for e in events())
-
-
-def held(job_id: str) -> bool:
-    return any(e.get("kind") == "hold" and e.get("job") == job_id for e in events())
-
-
-def released(job_id: str) -> bool:
-    return any(e.get("kind") == "release" and e.get("job") == job_id for e in events())
+def recorded(kind: str, **fields) -> list[dict]:
+    """The probe's events of this kind with these fields: an "end" with its task_id (a worker ran that message
+    to its end; an event's id is its task id), a gate's "hold" or "release" of a job."""
+    return [e for e in events() if e.get("kind") == kind and all(e.get(k) == v for k, v in fields.items())]
 
 
 def hold(job_ids: list[str]) -> None:
@@ -271,7 +256,7 @@ def release(job_ids: list[str]) -> None:
 def first_held(job_ids: list[str], seconds: float, who: str) -> str:
     """The first of these jobs a worker took and is now held writing (the probe's "hold" event)."""
     try:
-        return wait_until(lambda: next((j for j in job_ids if held(j)), None), seconds,
+        return wait_until(lambda: next((j for j in job_ids if recorded("hold", job=j)), None), seconds,
                           f"the {who} worker to start a held job", interval=0.05)
     except WaitTimeout:
         raise AssertionError(t("the {who} worker did not start any of the jobs within {seconds:g}s: {stuck_reason}",
@@ -341,18 +326,18 @@ def stuck_reason(job_id: str) -> str:
                  "queue=event[\"queue_name\"]")
     if queue:
         return t("its message waits in the Redis queue {queue}", queue=queue)
-    seen = starts(job_id)
-    unclaimed = [e for e in events() if e.get("kind") == "end" and e.get("task_id") == event["id"]
-                 and isinstance(e.get("retval"), dict) and e["retval"].get("claimed") is False]
+    started = starts(job_id)
+    unclaimed = [e for e in recorded("end", task_id=event["id"])
+                 if isinstance(e.get("retval"), dict) and e["retval"].get("claimed") is False]
     row = job_row(job_id)
     if unclaimed and row and row["status"] == "queued":
         return t("the worker got the message but claim returned None (claimed False) while the job is still queued: "
                  "the row was locked at that instant. With FOR UPDATE SKIP LOCKED, the outbox confirm's foreign-key "
                  "check (it updates sent_at) makes claim skip it; claim one known row with FOR UPDATE (check 13.7, "
                  "and the guide)")
-    if seen:
-        return t("{node} took it from {queue} but has not finished it", node=seen[-1].get('node'),
-                 queue=seen[-1].get('queue'))
+    if started:
+        return t("{node} took it from {queue} but has not finished it", node=started[-1].get('node'),
+                 queue=started[-1].get('queue'))
     return t("its event was sent but no worker started it")
 
 
@@ -383,19 +368,6 @@ def serve(app: str, env: dict | None = None):
         raise AssertionError(t("the HTTP app did not start: {exc}", exc=redact(str(exc))[-300:])) from None
     finally:
         proc.stop()
-
-
-def http_full_freed_full(env: dict) -> tuple:
-    """13.6, at the limit: POST /exports; the kit finishes the oldest queued job; POST twice more.
-    Returns how the route is served and the three answers."""
-    app, how = http_app()
-    with serve(app, env=env) as client:
-        full = client.post("/exports", json={"product_ids": [8]})
-        finished = sql("SELECT id FROM export_jobs WHERE status='queued' ORDER BY created_at LIMIT 1")[0]["id"]
-        sql("UPDATE export_jobs SET status='succeeded', updated_at=NOW(6) WHERE id=%s", (finished,))
-        freed = client.post("/exports", json={"product_ids": [8]})
-        again = client.post("/exports", json={"product_ids": [8]})
-    return how, full, freed, again
 
 
 def body_of(response) -> object:

@@ -1,10 +1,7 @@
 """The races of lesson 13's checks (not a lesson file): the kit's hold on the first job INSERT, what the
-server shows waiting (a user lock, a row lock, a metadata lock), the producer processes (lab13_tools.py
-produce) that submit at the same moment, each round started by the checker's go, and 13.7's claimer
-(lab13_tools.py claim) sent in while a kit transaction holds the job row as the outbox confirm does.
-
-Races are forced, never hoped for: the kit holds its lock until the server shows every helper waiting
-for it (or finished), then lets go; the outcomes (admitted, CapacityExceeded, errors) decide.
+server shows waiting (a user lock, a row lock, a metadata lock), the lab13_tools.py helpers that submit at
+the same moment, and 13.7's claimer sent in while a kit transaction holds the job row as the confirm does.
+Forced, never hoped for: the kit lets go once the server shows every helper waiting (or finished).
 """
 
 from __future__ import annotations
@@ -33,12 +30,9 @@ HOLD_BACKSTOP = 60  # seconds a held INSERT waits if the kit never lets go (it a
 
 @contextlib.contextmanager
 def insert_hold():
-    """While active, every job INSERT waits for the kit's user lock, which the kit holds until release().
-
-    The trigger changes nothing else: it only stretches the moment between a submit's count and its
-    insert, as a slow disk or a busy server would.  The producers' sessions may wait that long
-    (lab13_tools.py lifts the lesson's time limits in those processes only).
-    """
+    """While active, every job INSERT waits for the kit's user lock, held until release().  The trigger changes
+    nothing else: it only stretches the moment between a submit's count and its insert, as a slow disk or a busy
+    server would (the producers' sessions may wait that long: lab13_tools.py lifts the lesson's limits there)."""
     lock = gate_lock_name("lab13")
     make_marks_table(MARKS)
     body = f"""CREATE TRIGGER {TRIGGER} BEFORE INSERT ON export_jobs FOR EACH ROW
@@ -98,42 +92,40 @@ def classify(results: list[dict]) -> dict:
     return out
 
 
-def helpers_ready(folder, procs: dict[str, Process]) -> None:
-    """Every helper said it is ready (shared/handshake.py), or one exited: a failed check with its log."""
-    wait_until(lambda: all((folder / f"ready-{n}").exists() or not p.alive() for n, p in procs.items()),
-               30, "the helper processes to start", interval=0.02)
-    dead = [n for n, p in procs.items() if not p.alive()]
-    assert not dead, t("a helper process of the checker could not start: {log_tail}",
-                       log_tail=redact(procs[dead[0]].log_tail(4)))
+class Helpers:
+    """lab13_tools.py processes (`produce`: the producers; `claim JOB`: 13.7's claimer), each round started by
+    the checker's go (shared/handshake.py), all at once.  Ready when made; stopped by stop() or a with block."""
 
-
-def answered(folder, name: str, round_no: int) -> bool:
-    return (folder / f"res-{name}-{round_no}").exists()  # shared/handshake.py's result file
-
-
-class Producers:
-    """Producer processes (lab13_tools.py produce), each round started by the checker's go, all at once."""
-
-    def __init__(self, names: list[str], env: dict | None = None):
-        self.names = names
-        self.folder = LOG_DIR / f"lab13-producers-{uuid4().hex[:8]}"
+    def __init__(self, command: str, names: list[str], *args: str, env: dict | None = None):
+        self.names, self.round = names, 0
+        self.folder = LOG_DIR / f"lab13-{command}-{uuid4().hex[:8]}"
         self.folder.mkdir(parents=True)
-        self.round = 0
-        self.procs = {name: Process([sys.executable, TOOLS, "produce", str(self.folder), name], cwd=WORK,
+        self.procs = {name: Process([sys.executable, TOOLS, command, str(self.folder), name, *args], cwd=WORK,
                                     log_path=self.folder / f"{name}.log", env=env) for name in names}
-        try:
-            helpers_ready(self.folder, self.procs)
+        try:  # every helper said it is ready, or one exited: a failed check with its log
+            wait_until(lambda: all((self.folder / f"ready-{n}").exists() or not p.alive()
+                                   for n, p in self.procs.items()), 30, "the helper processes to start", interval=0.02)
+            dead = [n for n, p in self.procs.items() if not p.alive()]
+            assert not dead, t("a helper process of the checker could not start: {log_tail}",
+                               log_tail=redact(self.procs[dead[0]].log_tail(4)))
         except BaseException:
             self.stop()
             raise
 
-    def go(self, n: int, ids: list[int]) -> int:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    def go(self, **plan) -> int:
         self.round += 1
-        handshake.go(self.folder, self.names, {"n": n, "ids": ids}, self.round)
+        handshake.go(self.folder, self.names, plan, self.round)
         return self.round
 
     def done(self, round_no: int) -> int:
-        return sum(answered(self.folder, n, round_no) for n in self.names)
+        """How many have answered this round (shared/handshake.py's result files)."""
+        return sum((self.folder / f"res-{n}-{round_no}").exists() for n in self.names)
 
     def results(self, round_no: int, seconds: float) -> list[dict]:
         try:
@@ -152,13 +144,13 @@ class Producers:
             proc.stop(grace=3)
 
 
-def race_now(c, producers: Producers, n: int, ids: list[int]) -> dict:
+def race_now(c, producers: Helpers, n: int, ids: list[int]) -> dict:
     """Every producer submits n times at the same moment on the rows already there; the first INSERT is held
     until the server shows every producer held in its INSERT, waiting for a lock (the gate) or done.
-    Returns the outcomes and what the kit saw waiting (`seen`, for took_turns)."""
+    Returns the outcomes (classify()), the raw `results` and what the kit saw waiting (`seen`, for took_turns)."""
     size = len(producers.names)
     with insert_hold() as release:
-        round_no = producers.go(n, ids)
+        round_no = producers.go(n=n, ids=ids)
 
         def all_arrived():
             now = waiting_sessions()
@@ -170,8 +162,8 @@ def race_now(c, producers: Producers, n: int, ids: list[int]) -> dict:
             c.note(t("  (not every producer was seen waiting within 30 s; released anyway)"))
         seen = waiting_sessions()
         release()
-        outcome = classify(producers.results(round_no, 30))
-    return {**outcome, "seen": seen}
+        results = producers.results(round_no, 30)
+    return {**classify(results), "results": results, "seen": seen}
 
 
 def took_turns(seen: dict) -> bool:
@@ -180,29 +172,15 @@ def took_turns(seen: dict) -> bool:
     return seen["insert"] == 1 and seen["waiting"] >= 1
 
 
-def race_at_edge(c, producers: Producers, limit: int, running: int, bare: int) -> dict:
-    """limit-1 places taken; every producer submits once at the same moment (race_now(): the first INSERT held
-    until every producer has reached the database).  Returns the outcomes, what the kit saw waiting and
-    queued+running afterwards."""
+def near_edge(c, producers: Helpers, limit: int, running: int, bare: int, free: int = 1) -> dict:
+    """All but `free` places taken (`running` rows running, `bare` ones without an event).  One place free: every
+    producer submits once at the same moment, the first INSERT held (race_now()); three free: 4 times each,
+    nothing held.  Returns the outcomes (and what the kit saw waiting) and queued+running afterwards."""
     reset()
-    add_filler(limit - 1, running=running, with_events=max(0, limit - 1 - running - bare))
-    return {**race_now(c, producers, 1, [2]), "active": active_count()}
-
-
-def combined(*outcomes: dict) -> dict:
-    """Outcomes of several rounds (classify()) as one."""
-    return {"ok": [ok for o in outcomes for ok in o["ok"]], "capacity": sum(o["capacity"] for o in outcomes),
-            "lock_wait": sum(o["lock_wait"] for o in outcomes), "errors": [e for o in outcomes for e in o["errors"]]}
-
-
-def burst_near_edge(producers: Producers, limit: int, running: int, bare: int) -> dict:
-    """limit-3 places taken, nothing held: every producer submits 4 times at once.  Returns the outcomes
-    and queued+running afterwards."""
-    reset()
-    add_filler(limit - 3, running=running, with_events=max(0, limit - 3 - running - bare))
-    round_no = producers.go(4, [3])
-    outcome = classify(producers.results(round_no, 20))
-    return {**outcome, "active": active_count()}
+    add_filler(limit - free, running=running, with_events=max(0, limit - free - running - bare))
+    if free == 1:
+        return {**race_now(c, producers, 1, [2]), "active": active_count()}
+    return {**classify(producers.results(producers.go(n=4, ids=[3]), 20)), "active": active_count()}
 
 
 def outcome_text(o: dict) -> str:
@@ -220,19 +198,10 @@ def assert_no_errors(o: dict) -> None:
 
 # ---------------------------------------------------------------- 13.7: a claim meets the confirm's lock
 
-def start_claimer(job: str) -> tuple:
-    """The claimer (lab13_tools.py claim C): claim(job) once per round, on the checker's go.  Returns its
-    handshake folder and its process; helpers_ready() tells when it can go."""
-    folder = LOG_DIR / f"lab13-claimer-{uuid4().hex[:8]}"
-    folder.mkdir(parents=True)
-    helper = Process([sys.executable, TOOLS, "claim", str(folder), "C", job], cwd=WORK, log_path=folder / "claimer.log")
-    return folder, helper
-
-
-def claim_while_confirm_holds(c, folder, helper: Process, job: str, event_id: str) -> tuple[dict | None, list]:
-    """The claimer (lab13_tools.py claim, ready in `folder`) told to go while a kit transaction holds the job's
-    row as the publisher's confirm does; once the server shows it waiting (or it answered), the kit lets go.
-    Returns (its answer if it came while the row was held, else None; the LOCK WAIT statements then shown)."""
+def claim_while_confirm_holds(c, claimer: Helpers, job: str, event_id: str) -> tuple[dict, bool]:
+    """The claimer (Helpers("claim", ["C"], job)) told to go while a kit transaction holds the job's row as the
+    publisher's confirm does; once the server shows it waiting (or it answered), the kit lets go.  Returns its
+    answer, and whether it waited for the row (False: it answered while the row was still held)."""
     early, waiting = None, []
     with kit_db(autocommit=False) as lock:
         # What the publisher's confirm holds until it commits: its UPDATE of sent_at makes InnoDB check
@@ -243,40 +212,35 @@ def claim_while_confirm_holds(c, folder, helper: Process, job: str, event_id: st
         lock.execute("SELECT id FROM export_jobs WHERE id=%s LOCK IN SHARE MODE", (job,))
         c.note(t("job {job} is queued; a kit transaction updated its event's sent_at as the outbox confirm does (not "
                  "committed), so the job's row holds a share lock", job=short(job)))
-        handshake.go(folder, ["C"], round_no=1)
+        claimer.go()
 
         def seen():
-            if answered(folder, "C", 1):
+            if claimer.done(1):
                 return "answered"
             return lock_waits() and "waiting"
         try:
             state = wait_until(seen, 30, "claim to wait for the row or to answer", interval=INNODB_TRX_POLL)
         except WaitTimeout:
-            raise AssertionError(t("within 30 s claim neither waited for the row's lock nor returned") + "\n" + redact(helper.log_tail(6))) \
-                from None
+            raise AssertionError(t("within 30 s claim neither waited for the row's lock nor returned") + "\n"
+                                 + redact(claimer.procs["C"].log_tail(6))) from None
         if state == "answered":  # while the kit still holds the row
-            early = handshake.wait_result(folder, "C", 5, 1)
+            early = handshake.wait_result(claimer.folder, "C", 5, 1)
         else:
             waiting = lock_waits()
         lock.connection.rollback()  # the kit lets go; its confirm never happened (the event stays unsent)
-    return early, waiting
-
-
-def answer_after_waiting(c, folder, job: str, waiting: list) -> dict:
-    """The claimer was seen waiting for the row (`waiting`: the server's LOCK WAIT statements): its answer
-    once the kit let go."""
+    if early is not None:
+        return early, False
     shown = waiting[0].replace(job, short(job)) if waiting else "?"
     c.note(t("claim(job_id) in another process waits for the row's lock (the server shows LOCK WAIT: {shown})",
              shown=shown[:90]))
-    result = handshake.wait_result(folder, "C", 30, 1)
+    result = handshake.wait_result(claimer.folder, "C", 30, 1)
     c.note(t("the kit let go → claim returned {describe_claim}", describe_claim=describe_claim(result)))
-    return result
+    return result, True
 
 
-def claim_once_more(c, folder) -> dict:
+def claim_once_more(c, claimer: Helpers) -> dict:
     """The claimer's wait was ended by its own time limit: claim called again (round 2), the row now free."""
-    handshake.go(folder, ["C"], round_no=2)
-    result = handshake.wait_result(folder, "C", 30, 2)
+    result = handshake.wait_result(claimer.folder, "C", 30, claimer.go())
     c.note(t("(its own time limit ended the wait) the row free, called once more → {describe_claim}",
              describe_claim=describe_claim(result)))
     return result

@@ -10,15 +10,13 @@ It is the learner's own app, settings and tasks, plus, in these processes only:
 
 - every task start and end is recorded with the worker's node name and the queue the message came
   from, as JSON lines in $TASKLAB_LOG_DIR/lab13-events.jsonl (how the checks see who consumed what);
-- a long job on demand: the first write-mode open() of a file whose path holds a job id listed in
-  $TASKLAB_LOG_DIR/lab13-hold.txt records a "hold" event and waits until $TASKLAB_LOG_DIR/lab13-release-<job_id>
-  exists, then records a "release" event.  That keeps a worker provably busy (checks 13.4 and 13.5): the
-  checker writes the release file only after its verdict.  The backstop of 5 minutes outlasts every
-  check, so a hold never ends by time while a check is watching it.
+- a long job on demand (shared/hold_gate.py): the first write of a file whose path holds a job id listed in
+  $TASKLAB_LOG_DIR/lab13-hold.txt waits for the checker's release.  That keeps a worker provably busy (13.4,
+  13.5); the checker releases only after its verdict, and the backstop outlasts every check.
 """
 
+import functools
 import os
-
 
 from shared.lesson_celery import append_event
 from shared.worker_events import record_task_runs
@@ -29,13 +27,8 @@ EVENTS = os.path.join(FOLDER, "lab13-events.jsonl")
 HOLD_LIST = os.path.join(FOLDER, "lab13-hold.txt")
 HOLD_BACKSTOP = 300.0  # seconds: longer than any check's timeout
 
-
-def record(kind: str, **fields) -> None:
-    append_event(EVENTS, kind, **fields)
-
-
-# The first write of a held job's file waits for the checker's release (shared/hold_gate.py), installed
-# before the learner's modules load.
+record = functools.partial(append_event, EVENTS)  # record(kind, **fields): one JSON line per event
+# Installed before the learner's modules load.
 Gate(FOLDER, "lab13", HOLD_LIST, backstop=HOLD_BACKSTOP, record=record).hold_first_writes()
 
 

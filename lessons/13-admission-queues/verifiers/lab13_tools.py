@@ -57,13 +57,7 @@ def produce(folder: str, name: str) -> None:
     wait_while_the_kit_holds(state_store)
 
     def act(plan: dict) -> list[dict]:
-        results = []
-        for _ in range(plan["n"]):
-            started = time.monotonic()
-            result = outcome(lambda: state_store.submit_snapshot(list(plan["ids"])))
-            result["seconds"] = round(time.monotonic() - started, 4)
-            results.append(result)
-        return results
+        return [outcome(lambda: state_store.submit_snapshot(list(plan["ids"]))) for _ in range(plan["n"])]
 
     rounds(folder, name, act)
 
@@ -116,12 +110,8 @@ def admit() -> None:
 
 
 def limit() -> None:
-    import inspect
-
-    import state_store
-    param = inspect.signature(state_store.admit_export).parameters.get("limit")
-    default = None if param is None or param.default is inspect.Parameter.empty else param.default
-    print(json.dumps({"default": default}, default=repr))
+    from lab13_learner import limit_default
+    print(json.dumps({"default": limit_default()}, default=repr))
 
 
 if __name__ == "__main__":

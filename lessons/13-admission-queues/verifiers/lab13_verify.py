@@ -1,63 +1,49 @@
 """Verifier for lesson 13: a capacity gate in front of submit, and short and long jobs on separate queues.
 
-Limit L below is the configured one: the default of admit_export's `limit` parameter (the value
-every path that calls admit_export(cur) uses; the course's default is 100).
+Limit L below is the configured one: the default of admit_export's `limit` parameter (the value every
+path that calls admit_export(cur) uses; the course's default is 100).
 
-13.1  Leftover rows (queued, running, some without any outbox event) fill all but one place: L-1.
-      Three producer processes submit at the same moment; a kit trigger holds the first INSERT
-      for an instant (the kit's user lock) until all three have reached the database — with the gate,
-      the other two are waiting for the gate row; without it, all three have counted L-1.  Exactly
-      one is admitted, queued+running == L.  Then, without the trigger, 3 processes × 4 submits at
-      L-3: exactly 3 admitted, the rest CapacityExceeded, queued+running == L
+13.1  Leftover rows (queued, running, some without any outbox event) fill L-1 places.  Three producer
+      processes submit at once; a kit trigger holds the first INSERT (the kit's user lock) until all three
+      have reached the database — with the gate the other two wait for the gate row, without it all three
+      have counted L-1.  Exactly one is admitted, queued+running == L.  Then, no trigger, 3 processes × 4
+      submits at L-3: exactly 3 admitted, the rest CapacityExceeded, queued+running == L
 13.2  Submits of 1, 30, 31 and 60 products: the events say exports.fast, exports.fast, exports.bulk,
-      exports.bulk; the learner's publish_one sends them; the fast@ worker consumes exactly the first two
-      and the bulk@ worker exactly the last two (each delivery's node and queue are recorded; what is
-      judged is who consumed each message, and the jobs' end states are shown)
-13.3  The HTTP submit (the folder's api_db.py POST /exports, or the kit's route around accept_export):
-      at L-1 a POST is 202 with a job id that has its job row and event; at L a POST is 503 with
-      Retry-After: 5, no job id, and no new job or event row
-13.4  Both workers paused (SIGSTOP, by PID); a leftover running job an hour old; up to 6 short jobs
-      and 1 long one submitted and aged 70…10 s (created_at moved back by UPDATE, not waited for).  The
-      course's backlog queries show them; the publisher sends every event while the workers are still
-      paused (a publisher only sends); the workers resume and the fast worker's first job is held while
-      it writes its file (the probe): that first job is the oldest, so the queued group's oldest age has
-      fallen while the others provably still wait.  Released, the queue drains; the leftover running row
-      still shows in its own group
-13.5  Two long jobs go to the bulk worker, which is released only once the publisher has confirmed them;
-      the first one it takes is held while writing (the probe's "hold" event): the bulk worker is busy.
-      A short job is submitted and confirmed, the fast worker resumes, and the job completes on fast@
-      while the long job is still held (no "release" event, its row still running)
-13.6  exercise, with EXPORT_ADMISSION_LIMIT=5 in the environment of every process the kit starts
-      (or a limit of 5 written in the code): admit_export's default is 5; two producers from empty,
-      4 submits each, admit exactly 5 (2 each, then the last 2 each at once with the first INSERT held,
-      so the last place is always raced for: past 5 without taking turns at the gate is the gate's
-      fault, past 5 with turns taken the count's or the limit's); at 5 the direct admit_export(cur)
-      call, the HTTP submit and python submit_db_export.py all refuse, and one place freed lets the
-      HTTP submit in again; finally two producers at the edge (4 rows, one of them running, first
-      INSERT held) admit exactly one.
+      exports.bulk; publish_one sends them; fast@ consumes exactly the first two and bulk@ the last two
+      (judged: who consumed each message, as the probe recorded; the jobs' end states are shown)
+13.3  The HTTP submit (api_db.py POST /exports, or the kit's route around accept_export): at L-1 a POST
+      is 202 with a job id that has its job row and event; at L a 503 with Retry-After: 5, no job id,
+      no new job or event row
+13.4  Both workers paused (SIGSTOP); a leftover running job an hour old; up to 6 short jobs and 1 long
+      one aged 70…10 s (created_at moved back by UPDATE).  The course's backlog queries show them; the
+      publisher sends every event while the workers are paused (a publisher only sends); resumed, the
+      fast worker's first job is held while it writes (the probe): it is the oldest, so the queued
+      group's oldest age has fallen while the others provably still wait.  Released, the queue drains;
+      the leftover running row still shows in its own group
+13.5  Two long jobs go to the bulk worker, resumed once the publisher has confirmed them; the first one
+      it takes is held while writing: bulk is busy.  A short job, confirmed, then the fast worker
+      resumed: the job completes on fast@ while the long job is still held (no "release", still running)
+13.6  exercise, with EXPORT_ADMISSION_LIMIT=5 for every process the kit starts (or 5 in the code):
+      admit_export's default is 5; two producers from empty, 4 submits each (2 each, then 2 each at
+      once with the first INSERT held, so the last place is raced for: past 5 without turns taken at
+      the gate is the gate's fault, with turns taken the count's or the limit's) admit exactly 5; at 5
+      admit_export(cur), the HTTP submit and python submit_db_export.py all refuse, and one place freed
+      lets the HTTP submit in again; two producers at the edge (4 rows, one running) admit exactly one.
       SKIP when nothing refuses below 100 (the limit was not lowered)
-13.7  claim(job_id) of one known job, called in a helper process while a kit transaction holds what the
-      publisher's confirm holds (UPDATE export_outbox SET sent_at …, whose foreign-key check share-locks
-      the job row): it must wait for the lock — the server shows its statement in LOCK WAIT — and,
-      once the kit lets go, return the job (running, attempts 1).  None while the row is locked is the
-      SKIP LOCKED race that leaves a job queued for good
+13.7  claim(job_id) of one known job, in a helper process, while a kit transaction holds what the
+      publisher's confirm holds (its UPDATE of sent_at share-locks the job row, the foreign-key check):
+      it must wait for the lock (LOCK WAIT on the server) and, once the kit lets go, return the job
+      (running, attempts 1).  None while the row is locked is the SKIP LOCKED race that leaves a job
+      queued for good
 
 Races are forced, never hoped for: the kit holds a lock until the server shows every helper waiting
-for it (or finished), then lets go.  So that a slow machine cannot turn the kit's hold into a timeout,
-the helper processes (lab13_tools.py) let the learner's sessions wait as long as the kit holds.  A
-worker's claim never meets a publisher's confirm where a check needs its job to complete (13.4, 13.5):
-the workers stay paused until the publisher has confirmed those events; 13.2 judges who consumed each
-message, which that race cannot change.  The race itself is 13.7's, forced on purpose.
+for it (or finished), then lets go; the helpers (lab13_tools.py) let the learner's sessions wait as long
+as the kit holds.  Where a check needs a job to complete (13.4, 13.5) the workers stay paused until the
+publisher has confirmed its event, so no claim meets the confirm's lock; that race is 13.7's, on purpose.
 
-The checker starts its own two workers (celery -A lab13_probe:app … -Q exports.fast / exports.bulk,
---concurrency=1, --prefetch-multiplier=1, -n fast@%h / bulk@%h) when a check first needs them, and
-stops them by PID.  It reads the database through its own connections and never prints credentials.
-Every check starts from a clean backlog: queued/running rows of earlier checks are cancelled, their
-unsent events marked sent, the two queues emptied.
-
-This file holds the checks; lab13_fixture.py the lab they run in (database view, workers, publisher,
-probe events, HTTP submit), lab13_gate.py the races (the INSERT hold, the producers, 13.7's claimer under
-the confirm's lock) and lab13_figures.py the timelines drawn for 13.1 and 13.5.
+The checker starts its own two workers (lab13_fixture.workers, -Q exports.fast / exports.bulk) when a
+check first needs them and stops them by PID; it never prints credentials.  Every check starts from a
+clean backlog (lab13_fixture.reset).  lab13_gate.py holds the races, lab13_figures.py the timelines.
 """
 
 from __future__ import annotations
@@ -69,20 +55,18 @@ import time
 
 from lab13_figures import admission_steps, isolation_lanes
 from lab13_fixture import (EVENTS, TERMINAL, active_count, add_filler, age_jobs, backlog, body_of, comma_list,
-                           configured_limit, counts, delivered, event_of, first_held, hold, http_app,
-                           http_full_freed_full, learner, oldest_queued, pause, publisher_loop, release, released,
-                           reset, semicolon_list, serve, server_now, show, starts, stop_workers, store, stuck_reason,
-                           submit_quietly, tool, wait_confirmed, wait_done, waits_elsewhere, workers)
-from lab13_gate import (Producers, answer_after_waiting, assert_no_errors, burst_near_edge, claim_once_more,
-                        claim_while_confirm_holds, classify, combined, describe_claim, helpers_ready, outcome_text,
-                        race_at_edge, race_now, start_claimer, took_turns)
+                           configured_limit, counts, event_of, first_held, hold, http_app, learner, oldest_queued,
+                           pause, publisher_loop, recorded, release, reset, serve, server_now, show, starts,
+                           stop_workers, store, stuck_reason, submit_quietly, tool, wait_confirmed, wait_done,
+                           waits_elsewhere, workers)
+from lab13_gate import (Helpers, assert_no_errors, claim_once_more, claim_while_confirm_holds, classify,
+                        describe_claim, near_edge, outcome_text, race_now, took_turns)
 from lab13_tools import WAIT_TIMEOUTS  # errors that end a wait by time, not by what the statement found
 
-from shared import handshake
 from shared.lesson_celery import WORK
 from shared.figures import attach
 from shared.i18n import t
-from shared.lesson_db import job_row
+from shared.lesson_db import job_row, sql
 from shared.proc import WaitTimeout, run_python, wait_until
 from shared.tap import Check, run
 
@@ -107,15 +91,15 @@ def checks() -> list[Check]:
 # ---------------------------------------------------------------- 13.1
 
 def check_concurrent_limit(c) -> None:
-    state_store = store()
-    limit = configured_limit(state_store)
+    store()
+    limit = configured_limit()
     assert limit >= 4, t("the configured limit {limit} is too small for this item (at least 4; the exercise's 5 is "
                          "13.6)", limit=limit)
     running, bare = max(1, (limit - 1) // 4), max(1, (limit - 1) // 4)
     since = server_now()  # for the figure: the rows this check makes
-    producers = Producers(["P1", "P2", "P3"])
+    producers = Helpers("produce", ["P1", "P2", "P3"])
     try:
-        race = race_at_edge(c, producers, limit, running=running, bare=bare)
+        race = near_edge(c, producers, limit, running=running, bare=bare)
         c.note(t("limit L={limit} (admit_export's default); {limit2} rows already hold places ({running} running, "
                  "{bare} without any outbox event)", limit=limit, limit2=limit - 1, running=running, bare=bare))
         c.note(t("3 processes submit at once, the first INSERT held: {insert} waiting inside the INSERT, {waiting} "
@@ -143,7 +127,7 @@ def check_concurrent_limit(c) -> None:
         assert len(race["ok"]) == 1, t("with one place left exactly 1 submit must be admitted, got {n_ok} (do "
                                        "running rows and old rows without an event count?)", n_ok=len(race['ok']))
 
-        burst = burst_near_edge(producers, limit, running=running, bare=bare)
+        burst = near_edge(c, producers, limit, running=running, bare=bare, free=3)
         active = burst["active"]
         c.note(t("no trigger, 3 places left: 3 processes × 4 submits → {outcome}; queued+running = {active}",
                  outcome=outcome_text(burst), active=active))
@@ -161,14 +145,14 @@ def check_concurrent_limit(c) -> None:
 # ---------------------------------------------------------------- 13.2
 
 def check_routing(c) -> None:
-    state_store = store()
+    store()
     learner.module("publisher", "claim_event", "publish_one")
     reset()
     procs = workers()
     cases = [(1, "exports.fast"), (30, "exports.fast"), (31, "exports.bulk"), (60, "exports.bulk")]
     jobs = []
     for size, queue in cases:
-        job = submit_quietly(state_store, list(range(1, size + 1)))
+        job = submit_quietly(list(range(1, size + 1)))
         event = event_of(job)
         assert event is not None, t("the {size}-product job has no outbox event", size=size)
         jobs.append((job, size, queue, event))
@@ -182,10 +166,10 @@ def check_routing(c) -> None:
     # keeps the verdict off the claim race of 13.7: a claim that skipped a locked row was still consumed here.
     with publisher_loop():
         try:
-            wait_until(lambda: all(delivered(e["id"]) for *_, e in jobs), 30, "every message to be consumed",
-                       interval=0.05)
+            wait_until(lambda: all(recorded("end", task_id=e["id"]) for *_, e in jobs), 30,
+                       "every message to be consumed", interval=0.05)
         except WaitTimeout:
-            job, size = next((j, n) for j, n, _, e in jobs if not delivered(e["id"]))
+            job, size = next((j, n) for j, n, _, e in jobs if not recorded("end", task_id=e["id"]))
             raise AssertionError(t("no worker ran the {size}-product job's message to its end within 30 s: "
                                    "{stuck_reason}", size=size, stuck_reason=stuck_reason(job))) from None
     rows = {job: job_row(job) for job, *_ in jobs}
@@ -206,7 +190,7 @@ def check_routing(c) -> None:
         assert not wrong, t("the {size}-product job was consumed by {node} from {queue}; only {expected}… from "
                             "{queue2} may consume it", size=size, node=wrong[0].get('node'), expected=expected,
                             queue=wrong[0].get('queue'), queue2=queue)
-    c.note(t("consumed by: {lines}", lines=semicolon_list(lines)))
+    c.note(t("consumed by: {lines}", lines=comma_list(lines, semicolons=True)))
     c.note(t("two workers, concurrency=1 and prefetch 1 each (pid {pid} / {pid2})", pid=procs['fast'].pid,
              pid2=procs['bulk'].pid))
 
@@ -214,8 +198,8 @@ def check_routing(c) -> None:
 # ---------------------------------------------------------------- 13.3
 
 def check_http_503(c) -> None:
-    state_store = store()
-    limit = configured_limit(state_store)
+    store()
+    limit = configured_limit()
     app, how = http_app()
     reset()
     add_filler(limit - 1, running=max(0, (limit - 1) // 4), with_events=(limit - 1) // 2)
@@ -253,9 +237,9 @@ def check_http_503(c) -> None:
 # ---------------------------------------------------------------- 13.4
 
 def check_backlog(c) -> None:
-    state_store = store()
+    store()
     learner.module("publisher", "claim_event", "publish_one")
-    limit = configured_limit(state_store)
+    limit = configured_limit()
     assert limit >= 4, t("the configured limit {limit} is too small for this item (at least 4)", limit=limit)
     short_jobs = min(6, limit - 2)  # the leftover and the long job take a place each
     reset()
@@ -264,8 +248,8 @@ def check_backlog(c) -> None:
     jobs: list[str] = []
     pause(procs, signal.SIGSTOP)
     try:
-        jobs = [submit_quietly(state_store, [k]) for k in range(11, 11 + short_jobs)]
-        jobs.append(submit_quietly(state_store, list(range(1, 41))))
+        jobs = [submit_quietly([k]) for k in range(11, 11 + short_jobs)]
+        jobs.append(submit_quietly(list(range(1, 41))))
         ages = [70 - 10 * k for k in range(short_jobs)] + [10]
         age_jobs(jobs, ages)
         # The fast worker's first job stays running (held writing its file): the others provably still wait.
@@ -318,7 +302,7 @@ def check_backlog(c) -> None:
 # ---------------------------------------------------------------- 13.5
 
 def check_fast_isolated(c) -> None:
-    state_store = store()
+    store()
     learner.module("publisher", "claim_event", "publish_one")
     reset()
     procs = workers()
@@ -329,7 +313,7 @@ def check_fast_isolated(c) -> None:
     pause(procs, signal.SIGSTOP)
     try:
         for size in (40, 50):
-            bulk_jobs.append(submit_quietly(state_store, list(range(1, size + 1))))
+            bulk_jobs.append(submit_quietly(list(range(1, size + 1))))
             moments[bulk_jobs[-1]] = time.time()
         hold(bulk_jobs)
         with publisher_loop() as publisher:
@@ -340,7 +324,7 @@ def check_fast_isolated(c) -> None:
             c.note(t("2 long jobs (40, 50 rows): bulk@ runs one of them (held while writing), the other is {other}",
                      other=other))
 
-            fast = submit_quietly(state_store, [7])
+            fast = submit_quietly([7])
             moments[fast] = moments["fast"] = time.time()
             wait_confirmed(c, [fast], publisher)
             pause({"fast": procs["fast"]}, signal.SIGCONT)
@@ -352,7 +336,7 @@ def check_fast_isolated(c) -> None:
             row = job_row(fast)
             busy_row = job_row(busy)
             # The probe ends a hold only on the kit's release file (written below) or after 5 minutes.
-            still_busy = not released(busy) and busy_row is not None and busy_row["status"] == "running"
+            still_busy = not recorded("release", job=busy) and busy_row is not None and busy_row["status"] == "running"
             seen = starts(fast)
             c.note(t("a 1-row job submitted now (the fast worker resumed once its event was confirmed) → {row}, run "
                      "by {value}; the long job still running: {still_busy}", row=row and row['status'],
@@ -384,14 +368,14 @@ def check_exercise(c) -> None:
     env5 = dict(os.environ, EXPORT_ADMISSION_LIMIT="5")
     default = tool(["limit"], env5).get("default")
     reset()
-    producers = Producers(["A", "B"], env=env5)
+    producers = Helpers("produce", ["A", "B"], env=env5)
     try:
         # Two producers from empty, 4 submits each: 2 each first (4 places of 5, no count can reach the
         # limit), then 2 each at once with the first INSERT held until both reached the database.  So the
         # last place is always raced for, and the kit sees whether the two took turns at the gate.
-        first = classify(producers.results(producers.go(2, [6]), 20))
+        first = producers.results(producers.go(n=2, ids=[6]), 20)
         last = race_now(c, producers, 2, [6])
-        fill, active = combined(first, last), active_count()
+        fill, active = classify(first + last["results"]), active_count()
         c.note(t("EXPORT_ADMISSION_LIMIT=5: admit_export's default limit = {default!r}; two producers from empty, 4 "
                  "submits each (2 each, then the last 2 each at once, the first INSERT held: {insert} waiting "
                  "inside the INSERT, {waiting} waiting for a lock) → {outcome}; queued+running = {active}",
@@ -429,13 +413,18 @@ def check_exercise(c) -> None:
                  returncode=script.returncode, after=after[0]))
         assert script.returncode != 0 and after == before, t(
             "at 5 submit_db_export.py still admitted a job: it must go through the same admit_export")
-        how, full, freed, again = http_full_freed_full(env5)
+        app, how = http_app()
+        with serve(app, env=env5) as client:  # at 5; the kit finishes the oldest queued job; then twice more
+            full = client.post("/exports", json={"product_ids": [8]})
+            sql("UPDATE export_jobs SET status='succeeded', updated_at=NOW(6) WHERE id=%s", (oldest_queued()["id"],))
+            freed = client.post("/exports", json={"product_ids": [8]})
+            again = client.post("/exports", json={"product_ids": [8]})
         c.note(t("HTTP ({how}): at 5 → {status_code}; after one finished → {status_code2}; once more → {status_code3}",
                  how=how, status_code=full.status_code, status_code2=freed.status_code, status_code3=again.status_code))
         assert (full.status_code, freed.status_code, again.status_code) == (503, 202, 503), t(
             "the HTTP submit must use the same limit 5: 503 when full, 202 once a place is free, 503 when full again")
 
-        race = race_at_edge(c, producers, 5, running=1, bare=1)
+        race = near_edge(c, producers, 5, running=1, bare=1)
         c.note(t("at the edge: 4 rows (1 running), two producers at once → {outcome}; queued+running = {active}",
                  outcome=outcome_text(race), active=race['active']))
         assert race["active"] <= 5, t("two producers at once pushed queued+running to {active}, past 5: lock the "
@@ -451,52 +440,43 @@ def check_exercise(c) -> None:
 # ---------------------------------------------------------------- 13.7
 
 def check_claim_waits(c) -> None:
-    state_store = learner.module("state_store", "submit_snapshot", "claim", "CapacityExceeded")
+    learner.module("state_store", "submit_snapshot", "claim", "CapacityExceeded")
     reset()
-    job = submit_quietly(state_store, [9])
+    job = submit_quietly([9])
     event = event_of(job)
     assert event is not None, t("the submitted job has no outbox event")
-    folder, helper = start_claimer(job)
     try:
-        helpers_ready(folder, {"C": helper})
-        early, waiting = claim_while_confirm_holds(c, folder, helper, job, event["id"])
-        if early is not None:
-            status = (job_row(job) or {}).get("status")
-            c.note(t("while the row was still locked, claim(job_id) in another process → {describe_claim}; the job "
-                     "is now {status}", describe_claim=describe_claim(early), status=status))
-            assert early.get("code") in WAIT_TIMEOUTS, (t("while the job's row was locked for a moment (the kit held "
-                                                          "the share lock the outbox confirm's foreign-key check "
-                                                          "takes), claim returned None without waiting, and the job "
-                                                          "is still {status}: it skipped the locked row (FOR UPDATE "
-                                                          "SKIP LOCKED). In a real run the message is already out "
-                                                          "when the publisher confirms (UPDATE export_outbox SET "
-                                                          "sent_at …); a worker whose claim lands in those "
-                                                          "milliseconds leaves the job queued for good. Claim one "
-                                                          "known id with a plain FOR UPDATE: wait for that brief "
-                                                          "lock (at most innodb_lock_wait_timeout), then judge the "
-                                                          "conditions on the latest row; keep SKIP LOCKED for scans "
-                                                          "that may take any row (see the guide)", status=status)
-                                                        if early.get('none') else t(
-                "while the row was locked, claim did not wait for the lock: {describe_claim}",
-                describe_claim=describe_claim(early)))
-            result = early  # it waited, and its own time limit ended the wait: ask once more, the row now free
-        else:
-            result = answer_after_waiting(c, folder, job, waiting)
-        if result.get("code") in WAIT_TIMEOUTS:
-            result = claim_once_more(c, folder)
-        assert "job" in result and result["job"]["id"] == job, t(
-            "once the lock was gone claim should return this job, got {describe_claim}: {value}",
-            describe_claim=describe_claim(result),
-            value=t('after the wait, judge the conditions on the latest row; this job is still claimable') if result.get('none') else t('see above'))
-        row = job_row(job)
-        assert row and row["status"] == "running" and int(row["attempts"]) == 1 \
-            and str(row["lease_token"]) == result["job"]["lease_token"], t(
-                "claim returned the job, but the row is {row}, attempts={row2}", row=row and row['status'],
-                row2=row and row['attempts'])
-        c.note(t("the job's row: running, attempts=1, the returned lease_token"))
+        with Helpers("claim", ["C"], job) as claimer:
+            result, waited = claim_while_confirm_holds(c, claimer, job, event["id"])
+            if not waited:
+                status = (job_row(job) or {}).get("status")
+                c.note(t("while the row was still locked, claim(job_id) in another process → {describe_claim}; the "
+                         "job is now {status}", describe_claim=describe_claim(result), status=status))
+                assert result.get("code") in WAIT_TIMEOUTS, (t(
+                    "while the job's row was locked for a moment (the kit held the share lock the outbox confirm's "
+                    "foreign-key check takes), claim returned None without waiting, and the job is still {status}: it "
+                    "skipped the locked row (FOR UPDATE SKIP LOCKED). In a real run the message is already out when "
+                    "the publisher confirms (UPDATE export_outbox SET sent_at …); a worker whose claim lands in those "
+                    "milliseconds leaves the job queued for good. Claim one known id with a plain FOR UPDATE: wait "
+                    "for that brief lock (at most innodb_lock_wait_timeout), then judge the conditions on the latest "
+                    "row; keep SKIP LOCKED for scans that may take any row (see the guide)", status=status)
+                    if result.get('none') else t("while the row was locked, claim did not wait for the lock: "
+                                                 "{describe_claim}", describe_claim=describe_claim(result)))
+            # It waited, and its own time limit ended the wait: ask once more, the row now free.
+            if result.get("code") in WAIT_TIMEOUTS:
+                result = claim_once_more(c, claimer)
+            assert "job" in result and result["job"]["id"] == job, t(
+                "once the lock was gone claim should return this job, got {describe_claim}: {value}",
+                describe_claim=describe_claim(result),
+                value=t('after the wait, judge the conditions on the latest row; this job is still claimable')
+                if result.get('none') else t('see above'))
+            row = job_row(job)
+            assert row and row["status"] == "running" and int(row["attempts"]) == 1 \
+                and str(row["lease_token"]) == result["job"]["lease_token"], t(
+                    "claim returned the job, but the row is {row}, attempts={row2}", row=row and row['status'],
+                    row2=row and row['attempts'])
+            c.note(t("the job's row: running, attempts=1, the returned lease_token"))
     finally:
-        handshake.stop(folder)
-        helper.stop(grace=3)
         reset()
 
 

@@ -14,10 +14,10 @@ import signal
 
 from lab15_drills import (Helpers, add_overdue, all_locked_message, overdue, own_worker_argv, pending_counts,
                           row_lock_error, time_passes)
-from lab15_fixture import (TERMINAL, UUID_RE, celery_app, hold, make_due, parked, payload_of, publish_after_takeover,
-                           publish_event, published_payload, publisher, recovery, release, remove_jobs, retire,
-                           run_script, same_rows, scan, send, server_now, shown, store, task_end, token_of, unsent,
-                           wait_end, wait_hold)
+from lab15_fixture import (TERMINAL, UUID_RE, celery_app, hold, learner, make_due, outbox_row, parked, payload_of,
+                           publish_event, published_as, publisher, recovery, release, remove_jobs, retire, run_script,
+                           scan, send, server_now, shown, store, submitted, token_of, unsent, wait_end, wait_hold,
+                           worker_event)
 
 from shared.lesson_celery import DeclaredWorker, children_of, short, start_worker
 from shared.i18n import t
@@ -28,6 +28,11 @@ from shared.proc import WaitTimeout, wait_until
 MARKS = "lab15_kit_marks"
 
 
+def said(result: dict | None):
+    """A helper's result for a note: its value, or its error (None while it has not answered)."""
+    return result and result.get("value", result.get("error"))
+
+
 # ---------------------------------------------------------------- 15.4
 
 def check_unclaimed(c) -> None:
@@ -36,7 +41,7 @@ def check_unclaimed(c) -> None:
     jobs: list[str] = []
     crowd: list[str] = []
     try:
-        code, output, lines = run_script(c, ["verify_queued_recovery.py"])
+        code, output, lines = run_script(["verify_queued_recovery.py"])
         found = re.findall(rf"queued delivery recovery verified\s+({UUID_RE})", output)
         c.note("python verify_queued_recovery.py → " + (lines[-1] if lines else t("(no output)")))
         if code != 0 or not found:
@@ -47,8 +52,7 @@ def check_unclaimed(c) -> None:
         jobs.append(found[-1])
         assert len(unsent(found[-1])) == 1, t("the script's job should have exactly 1 unsent event")
 
-        lost, recent = st.submit_snapshot([31]), st.submit_snapshot([32])
-        jobs += [lost, recent]
+        lost, recent = submitted(st, jobs, [31]), submitted(st, jobs, [32])
         overdue(lost, 61)
         overdue(recent, 20)
         scan(rec)
@@ -90,13 +94,12 @@ def check_unclaimed(c) -> None:
             got_a = scanners.result("A", 20)
         finally:
             scanners.stop()
-        shown_b = got_b and got_b.get("value", got_b.get("error"))
         c.note(t("120 overdue jobs; scanner A held inside its batch, right after: {statement}",
                  statement=one_line(held['statement'])))
         c.note(t("EXPLAIN of A's scan: {line}", line=plan['line']))
         c.note(t("while A holds its batch: {locked} of the 120 overdue jobs are locked by A; with A still holding "
-                 "them, scanner B → {shown_b}; then A → {got_a}", locked=locked, shown_b=shown_b,
-                 got_a=got_a and got_a.get('value', got_a.get('error'))))
+                 "them, scanner B → {shown_b}; then A → {got_a}", locked=locked, shown_b=said(got_b),
+                 got_a=said(got_a)))
         assert got_b is not None, t(
             "scanner B did not return while A held its batch: it is waiting for A's locks (innodb_trx: {wait}). Use "
             "FOR UPDATE SKIP LOCKED", wait=waits[0]) if waits else t(
@@ -130,8 +133,7 @@ def check_retry_gate(c) -> None:
     try:
         # The kit's own duplicates first: its finding names the mistake (the claim's backoff condition); the
         # course's script failing on the same mistake would only say that it failed.
-        job_id = st.submit_snapshot([41])
-        jobs.append(job_id)
+        job_id = submitted(st, jobs, [41])
         # An hour, not the script's 10 s: the backoff must still hold however slowly the messages are handled.
         sql("UPDATE export_jobs SET next_attempt_at=DATE_ADD(NOW(6), INTERVAL 1 HOUR) WHERE id=%s", (job_id,))
         ends = [wait_end(task) for task in [send(app, job_id) for _ in range(3)]]
@@ -153,7 +155,7 @@ def check_retry_gate(c) -> None:
             attempts=row['attempts'])
 
         # Then the course's own script, its sleeps fast-forwarded.
-        code, output, lines = run_script(c, ["lab15_tools.py", "fast-forward"])
+        code, output, lines = run_script(["lab15_tools.py", "fast-forward"])
         printed = [line for line in lines if not line.startswith("LAB15-FAST-FORWARD")]
         info = next((json.loads(line.split(" ", 1)[1]) for line in lines if line.startswith("LAB15-FAST-FORWARD")),
                     {"jobs": [], "seconds": 0})
@@ -177,13 +179,12 @@ def check_confirm(c) -> None:
     jobs: list[str] = []
     try:
         # -- normal publish: both times, close together
-        job_id = st.submit_snapshot([51])
-        jobs.append(job_id)
+        job_id = submitted(st, jobs, [51])
         event = unsent(job_id)[0]
         before = server_now()
         result = publish_event(pub, event["id"])
         after = server_now()
-        sent = sql("SELECT sent_at FROM export_outbox WHERE id=%s", (event["id"],))[0]["sent_at"]
+        sent = outbox_row(event["id"])["sent_at"]
         row = job_row(job_id)
         c.note(t("publish_one() → {result}: sent_at={sent}, the job's last_dispatched_at={last_dispatched_at}",
                  result=result, sent=sent, last_dispatched_at=row['last_dispatched_at']))
@@ -194,8 +195,7 @@ def check_confirm(c) -> None:
         # -- lock order: job first, outbox second.  A publisher process stops right after the first statement
         # that takes a lock once its message is sent (the confirm's first lock) and holds it while the kit
         # looks which of the two rows is locked: a fact, whatever the machine's speed.
-        job_id = st.submit_snapshot([52])
-        jobs.append(job_id)
+        job_id = submitted(st, jobs, [52])
         event = unsent(job_id)[0]
         with parked({event["id"]}):
             helper = Helpers("publish", ["P"])
@@ -208,7 +208,7 @@ def check_confirm(c) -> None:
                 got = helper.result("P", 20)
             finally:
                 helper.stop()
-        shown_got = got and got.get("value", got.get("error"))
+        shown_got = said(got)
         if held:
             c.note(t("after the send, the confirm's first locking statement: {statement}; at that point the job row "
                      "is {locked} and the outbox row {locked2}; released, publish_one() → {shown_got}",
@@ -227,8 +227,7 @@ def check_confirm(c) -> None:
 
         # -- one transaction: when the job update fails, sent_at must not stay
         make_marks_table(MARKS)
-        job_id = st.submit_snapshot([53])
-        jobs.append(job_id)
+        job_id = submitted(st, jobs, [53])
         event = unsent(job_id)[0]
         sql(f"INSERT INTO {MARKS} (kind, ref) VALUES ('no-dispatch', %s)", (job_id,))
         body = f"""CREATE TRIGGER lab15_kit_no_dispatch BEFORE UPDATE ON export_jobs FOR EACH ROW
@@ -243,21 +242,20 @@ def check_confirm(c) -> None:
                 result = pub.publish_one()
             except Exception as exc:  # noqa: BLE001 - a raise is the right answer here
                 result = f"{type(exc).__name__}"
-        after = sql("SELECT sent_at FROM export_outbox WHERE id=%s", (event["id"],))[0]["sent_at"]
+        after = outbox_row(event["id"])["sent_at"]
         c.note(t("the last_dispatched_at write refused by a trigger: publish_one() → {result}; sent_at={after}",
                  result=result, after=after))
         assert after is None, t("the job update failed but sent_at was committed: sent_at and last_dispatched_at "
                                 "belong in one transaction")
 
         # -- a stale claim: another publisher has taken the event over
-        job_id = st.submit_snapshot([54])
-        jobs.append(job_id)
+        job_id = submitted(st, jobs, [54])
         event = unsent(job_id)[0]
         # Our claim runs out while we send: another publisher claims the event right after the learner's
         # claim_event returned it (done in the probe, between the claim and the send: lab15_learner.py).
         with parked({event["id"]}):
-            result = publish_after_takeover(event["id"])
-        after = sql("SELECT sent_at FROM export_outbox WHERE id=%s", (event["id"],))[0]["sent_at"]
+            result = learner.call("lab15_learner:publish_after_takeover", event["id"])
+        after = outbox_row(event["id"])["sent_at"]
         row = job_row(job_id)
         c.note(t("claim taken over by another publisher, publish_one() → {result}; sent_at={after}, "
                  "last_dispatched_at={last_dispatched_at}", result=result, after=after,
@@ -304,14 +302,13 @@ def check_warm_shutdown(c) -> None:
             proc.popen.wait(timeout=40)
         exited = not proc.alive()
         row = job_row(job_id)
-        end = task_end(task_id)
+        end = worker_event("end", task_id=task_id)
         c.note(t("released: job {status} (attempts={attempts}), worker {value}", status=row['status'],
                  attempts=row['attempts'],
                  value=t('exited with code ') + str(proc.popen.returncode) if exited else t('still up after 40 s')))
         assert row["status"] == "succeeded" and end is not None, t(
             "the job running during the warm shutdown did not finish ({status})", status=row['status'])
-        path, written = published_payload(row)
-        assert same_rows(written, snapshot), t("the result file is not the job's snapshot")
+        path = published_as(row, snapshot, t("the result file is not the job's snapshot"))
         assert exited, t("the worker did not exit within 40 s after the job finished")
         c.note(t("the job finished first ({name}), then the worker exited", name=path.name))
     finally:

@@ -15,6 +15,8 @@ import pymysql
 from shared import handshake
 from shared.lesson_celery import LOG_DIR, DeclaredWorker
 from shared.i18n import t
+from lab15_fixture import move_back
+
 from shared.lesson_db import index_columns, kit_db, sql
 
 
@@ -26,20 +28,14 @@ def overdue(job_id: str, seconds_ago: int) -> None:
         cur.execute("UPDATE export_outbox SET sent_at=DATE_SUB(NOW(6), INTERVAL %s SECOND), claim_until=NULL "
                     "WHERE job_id=%s AND sent_at IS NULL", (seconds_ago, job_id))
         cur.execute("UPDATE export_jobs SET last_dispatched_at=DATE_SUB(NOW(6), INTERVAL %s SECOND), "
-                    "updated_at=DATE_SUB(NOW(6), INTERVAL %s SECOND), next_attempt_at=DATE_SUB(NOW(6), INTERVAL %s SECOND) "
-                    "WHERE id=%s", (seconds_ago, seconds_ago, seconds_ago, job_id))
+                    "updated_at=DATE_SUB(NOW(6), INTERVAL %s SECOND), "
+                    "next_attempt_at=DATE_SUB(NOW(6), INTERVAL %s SECOND) WHERE id=%s", (seconds_ago,) * 3 + (job_id,))
 
 
 def time_passes(job_id: str, seconds: int) -> None:
     """As if `seconds` went by with nobody touching this job: all its recorded times move back."""
-    with kit_db() as cur:
-        cur.execute("UPDATE export_jobs SET updated_at=DATE_SUB(updated_at, INTERVAL %s SECOND), "
-                    "next_attempt_at=DATE_SUB(next_attempt_at, INTERVAL %s SECOND), "
-                    "last_dispatched_at=DATE_SUB(last_dispatched_at, INTERVAL %s SECOND), "
-                    "created_at=DATE_SUB(created_at, INTERVAL %s SECOND) WHERE id=%s", (seconds,) * 4 + (job_id,))
-        cur.execute("UPDATE export_outbox SET created_at=DATE_SUB(created_at, INTERVAL %s SECOND), "
-                    "available_at=DATE_SUB(available_at, INTERVAL %s SECOND), "
-                    "sent_at=DATE_SUB(sent_at, INTERVAL %s SECOND) WHERE job_id=%s", (seconds,) * 3 + (job_id,))
+    move_back(seconds, "export_jobs", "id", job_id, "updated_at", "next_attempt_at", "last_dispatched_at", "created_at")
+    move_back(seconds, "export_outbox", "job_id", job_id, "created_at", "available_at", "sent_at")
 
 
 def add_overdue(n: int) -> list[str]:
@@ -49,7 +45,8 @@ def add_overdue(n: int) -> list[str]:
         cur.executemany(
             "INSERT INTO export_jobs (id, payload, deadline_at, created_at, updated_at, next_attempt_at, "
             "last_dispatched_at) VALUES (%s, '[]', DATE_ADD(NOW(6), INTERVAL 10 MINUTE), "
-            "DATE_SUB(NOW(6), INTERVAL 3 MINUTE), DATE_ADD(DATE_SUB(NOW(6), INTERVAL 2 MINUTE), INTERVAL %s MICROSECOND), "
+            "DATE_SUB(NOW(6), INTERVAL 3 MINUTE), "
+            "DATE_ADD(DATE_SUB(NOW(6), INTERVAL 2 MINUTE), INTERVAL %s MICROSECOND), "
             "DATE_SUB(NOW(6), INTERVAL 2 MINUTE), DATE_SUB(NOW(6), INTERVAL 2 MINUTE))",
             [(j, k) for k, j in enumerate(jobs)])
         cur.executemany("INSERT INTO export_outbox (id, job_id, sent_at) VALUES "

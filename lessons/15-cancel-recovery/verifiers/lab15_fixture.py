@@ -1,15 +1,12 @@
-"""Lesson 15's lab as its checks use it (not a lesson file): the kit's own view of the database (events,
-dead letters, times moved with UPDATEs, a check's jobs retired or removed), the learner's modules (loaded in
-the probe, shared/probe.py and lab15_learner.py, never in this process), and the worker's deliveries and
-pauses as lab15_probe.py records them.
-
-The checks (lab15_verify.py, lab15_delivery.py) judge by what these return; an assert here only stops a
-helper that cannot go on (a pause that never came, a message the worker never finished).
+"""Lesson 15's lab as its checks use it (not a lesson file): the kit's view of the database, the learner's
+modules (in the probe, never in this process), and the worker's deliveries and pauses (lab15_probe.py's events).
+The checks judge by what these return; an assert here only stops a helper that cannot go on.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 from pathlib import Path
 from uuid import uuid4
@@ -31,13 +28,14 @@ UUID_RE = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 
 # ---------------------------------------------------------------- the kit's own view of the database
 
-def events_of(job_id: str) -> list[dict]:
-    return sql("SELECT id, queue_name, available_at, sent_at, claim_token, claim_until, created_at, NOW(6) AS now "
-               "FROM export_outbox WHERE job_id=%s ORDER BY created_at, id", (job_id,))
-
-
 def unsent(job_id: str) -> list[dict]:
-    return [e for e in events_of(job_id) if e["sent_at"] is None]
+    """The job's outbox events not sent yet, oldest first."""
+    return sql("SELECT id, queue_name, available_at, sent_at, claim_token, claim_until, created_at, NOW(6) AS now "
+               "FROM export_outbox WHERE job_id=%s AND sent_at IS NULL ORDER BY created_at, id", (job_id,))
+
+
+def outbox_row(event_id: str) -> dict:
+    return sql("SELECT sent_at, claim_token FROM export_outbox WHERE id=%s", (event_id,))[0]
 
 
 def dead_letter(job_id: str) -> dict | None:
@@ -45,13 +43,16 @@ def dead_letter(job_id: str) -> dict | None:
     return rows[0] if rows else None
 
 
+def submitted(st, jobs: list[str], product_ids: list[int]) -> str:
+    """A new job, kept in `jobs` (the check retires them at its end)."""
+    job_id = st.submit_snapshot(product_ids)
+    jobs.append(job_id)
+    return job_id
+
+
 def payload_of(row: dict):
     value = row["payload"]
     return json.loads(value) if isinstance(value, (str, bytes, bytearray)) else value
-
-
-def seconds_between(later, earlier) -> float:
-    return (later - earlier).total_seconds()
 
 
 def server_now():
@@ -61,6 +62,12 @@ def server_now():
 def expire_lease(job_id: str) -> None:
     sql("UPDATE export_jobs SET lease_until=DATE_SUB(NOW(6), INTERVAL 1 SECOND) WHERE id=%s AND status='running'",
         (job_id,))
+
+
+def move_back(seconds: float, table: str, key: str, ref: str, *columns: str) -> None:
+    """Time passing, done by UPDATE: these columns of the rows whose `key` is `ref` move `seconds` back."""
+    sets = ", ".join(f"{column}=DATE_SUB({column}, INTERVAL %s SECOND)" for column in columns)
+    sql(f"UPDATE {table} SET {sets} WHERE {key}=%s", (seconds,) * len(columns) + (ref,))
 
 
 def make_due(job_id: str) -> None:
@@ -79,21 +86,20 @@ def files_of(job_id: str) -> list[Path]:
     return sorted(folder.glob(f"*{job_id}*")) if folder.is_dir() else []
 
 
-def published_payload(row: dict):
+def published_as(row: dict, snapshot, message: str) -> Path:
+    """The job's result file; asserts (with `message`) that it holds `snapshot`'s rows, in any order."""
     ref = row.get("result_ref")
     assert ref, t("the job succeeded but result_ref is empty")
     path = Path(ref) if Path(ref).is_absolute() else WORK / ref
     assert path.is_file(), t("result_ref points to no file: {ref}", ref=ref)
-    return path, json.loads(path.read_text(encoding="utf-8"))
-
-
-def same_rows(got, expected) -> bool:
-    def key(rows):
-        return sorted((json.dumps(r, sort_keys=True, default=str) for r in rows))
+    written = json.loads(path.read_text(encoding="utf-8"))
     try:
-        return key(got) == key(expected)
+        same = sorted(json.dumps(r, sort_keys=True, default=str) for r in written) == \
+            sorted(json.dumps(r, sort_keys=True, default=str) for r in snapshot)
     except TypeError:
-        return False
+        same = False
+    assert same, message
+    return path
 
 
 def retire(job_ids: list[str]) -> None:
@@ -118,16 +124,15 @@ def parked(keep: set[str]):
     """Other due events are pushed a day ahead for a moment, so a publisher takes exactly ours."""
     others = [r["id"] for r in sql("SELECT id FROM export_outbox WHERE sent_at IS NULL "
                                    "AND available_at<=DATE_ADD(NOW(6), INTERVAL 1 HOUR)") if r["id"] not in keep]
+    move = "UPDATE export_outbox SET available_at={}(available_at, INTERVAL 1 DAY) WHERE id IN ({})"
+    marks = ",".join(["%s"] * len(others))
     if others:
-        marks = ",".join(["%s"] * len(others))
-        sql(f"UPDATE export_outbox SET available_at=DATE_ADD(available_at, INTERVAL 1 DAY) WHERE id IN ({marks})",
-            others)
+        sql(move.format("DATE_ADD", marks), others)
     try:
         yield
     finally:
         if others:
-            sql(f"UPDATE export_outbox SET available_at=DATE_SUB(available_at, INTERVAL 1 DAY) WHERE id IN ({marks})",
-                others)
+            sql(move.format("DATE_SUB", marks), others)
 
 
 # ---------------------------------------------------------------- the learner's modules (in the probe)
@@ -135,44 +140,23 @@ def parked(keep: set[str]):
 learner = Probe()  # the learner's modules load there, never in this process (the judge)
 
 
-def _import(name: str, functions: tuple[str, ...]):
-    """A stand-in for the learner's module (shared/probe.py; an import error is said with secrets masked)."""
-    return learner.module(name, *functions)
-
-
 def store(*extra: str):
-    return _import("state_store", ("transaction", "submit_snapshot", "claim", "finish", *extra))
+    return learner.module("state_store", "transaction", "submit_snapshot", "claim", "finish", *extra)
 
 
 def recovery():
-    return _import("recovery", ("recover_batch",))
+    return learner.module("recovery", "recover_batch")
 
 
 def publisher():
-    return _import("publisher", ("claim_event", "publish_one"))
+    return learner.module("publisher", "claim_event", "publish_one")
 
 
-def replay_job():
-    return _import("replay_job", ("replay",))
-
-
-class LearnerApp:
-    """The learner's Celery app, reached through the probe: send_task runs there (lab15_learner.py)."""
-
-    def send_task(self, name: str, args: list, task_id: str, queue: str, ignore_result: bool = True) -> str:
-        return learner.call("lab15_learner:send_task", name, list(args), task_id, queue, ignore_result)
-
-
-def celery_app() -> LearnerApp:
-    _import("celery_app", ())
+def celery_app():
+    """The learner's app.send_task(name, args, task_id, queue, ignore_result), run in the probe."""
+    learner.module("celery_app")
     assert learner.call("lab15_learner:has_app") is True, t("celery_app.py has no app")
-    return LearnerApp()
-
-
-def publish_after_takeover(event_id: str):
-    """publish_one() in the probe, its event's claim taken over by another publisher right after the learner's
-    claim_event returned it (lab15_learner.py): publish_one's return value."""
-    return learner.call("lab15_learner:publish_after_takeover", event_id)
+    return functools.partial(learner.call, "lab15_learner:send_task")
 
 
 def token_of(job) -> str | None:
@@ -190,8 +174,8 @@ def scan(rec) -> int:
     return count
 
 
-def run_script(c, args: list[str], timeout: float = 40, env: dict | None = None):
-    done = run_python(args, cwd=WORK, timeout=timeout, env=env)
+def run_script(args: list[str]):
+    done = run_python(args, cwd=WORK, timeout=40)
     output = redact(done.stdout)
     lines = [line[:200] for line in output.splitlines() if line.strip()]
     return done.returncode, output, lines
@@ -212,33 +196,31 @@ def release(phase: str, job_id: str) -> None:
     (LOG_DIR / f"lab15-release-{phase}-{job_id}").touch()
 
 
-def hold_event(phase: str, job_id: str) -> dict | None:
-    return next((e for e in events() if e.get("kind") == "hold" and e.get("phase") == phase
-                 and e.get("job") == job_id), None)
+def worker_event(kind: str, **fields) -> dict | None:
+    """The worker's first event of this kind ("hold", "end", ...) with these fields."""
+    return next((e for e in events() if e.get("kind") == kind and all(e.get(k) == v for k, v in fields.items())), None)
+
+
+def wait_event(said: str, seconds: float, interval: float, kind: str, **fields) -> dict:
+    """That event, once the worker has recorded it; a failed check that says `said` if it never does."""
+    try:
+        return wait_until(lambda: worker_event(kind, **fields), seconds, f"the worker's {kind} {fields}",
+                          interval=interval)
+    except WaitTimeout:
+        raise AssertionError(said) from None
 
 
 def wait_hold(phase: str, job_id: str, seconds: float = 20) -> dict:
-    def found():
-        return hold_event(phase, job_id)
-    try:
-        return wait_until(found, seconds, f"the worker to pause job {job_id} at {phase}", interval=0.02)
-    except WaitTimeout:
-        where = t("after its claim") if phase == "claim" else t(
-            "at the file write (the path must hold the job_id, e.g. artifacts/<job_id>.<token>.json)")
-        raise AssertionError(t("within {seconds:g}s the worker never paused job {job_id} {where} (see the worker log)",
-                               seconds=seconds, job_id=short(job_id), where=where)) from None
-
-
-def task_end(task_id: str) -> dict | None:
-    return next((e for e in events() if e.get("kind") == "end" and e.get("task_id") == task_id), None)
+    where = t("after its claim") if phase == "claim" else t(
+        "at the file write (the path must hold the job_id, e.g. artifacts/<job_id>.<token>.json)")
+    return wait_event(t("within {seconds:g}s the worker never paused job {job_id} {where} (see the worker log)",
+                        seconds=seconds, job_id=short(job_id), where=where), seconds, 0.02, "hold", phase=phase,
+                      job=job_id)
 
 
 def wait_end(task_id: str, seconds: float = 20) -> dict:
-    try:
-        return wait_until(lambda: task_end(task_id), seconds, f"task {task_id} to end", interval=0.05)
-    except WaitTimeout:
-        raise AssertionError(t("the worker did not finish message {task_id} within {seconds:g}s (see the worker log)",
-                               task_id=short(task_id), seconds=seconds)) from None
+    return wait_event(t("the worker did not finish message {task_id} within {seconds:g}s (see the worker log)",
+                        task_id=short(task_id), seconds=seconds), seconds, 0.05, "end", task_id=task_id)
 
 
 def shown(end: dict) -> str:
@@ -252,17 +234,13 @@ def shown(end: dict) -> str:
 def send(app, job_id: str, queue: str = "exports.fast") -> str:
     """A message for this job, straight to the broker (a duplicate, as far as the job is concerned)."""
     task_id = str(uuid4())
-    app.send_task("products.export", args=[job_id], task_id=task_id, queue=queue, ignore_result=True)
+    app("products.export", [job_id], task_id, queue, True)
     return task_id
 
 
 def run_published(c, pub, app, job_id: str, event_id: str, seconds: float = 20) -> dict:
-    """Publish this event and wait for the job to end.
-
-    The confirm now locks the job row for a few milliseconds; a worker whose claim lands in exactly that
-    window sees the row as busy (SKIP LOCKED), claims nothing and acknowledges the message.  The scan
-    would re-dispatch the job after 60 s; here one duplicate message stands in for that re-dispatch.
-    """
+    """Publish this event and wait for the job to end.  A claim that lands while the confirm locks the job
+    row skips it (SKIP LOCKED) and acks the message; one duplicate stands in for the scan's re-dispatch."""
     publish_event(pub, event_id)
     wait_end(event_id, seconds)
     row = job_row(job_id)

@@ -3,22 +3,19 @@
 tasks.json starts the lesson's worker as `celery -A lab15_probe:app worker ...`: the learner's own app,
 settings and tasks, plus, in this process and its pool children only:
 
-- every task start and end is appended (pid, message id, arguments, return value) as a JSON line to
-  $TASKLAB_LOG_DIR/lab15-events.jsonl;
-- two pauses a check can ask for, per job id, by a line in $TASKLAB_LOG_DIR/lab15-hold.txt:
+- every task start and end is appended as a JSON line to $TASKLAB_LOG_DIR/lab15-events.jsonl;
+- two pauses (shared/hold_gate.py) a check asks for by a line in $TASKLAB_LOG_DIR/lab15-hold.txt:
     `claim <job_id>`  right after state_store.claim() returned that job (the lease is committed, the
                       task has not reached its work boundary yet);
     `write <job_id>`  at the first write-mode open() of a file whose path holds the job id (the task
                       has passed its boundary check and is writing).
-  A pause records a "hold" event and waits, at most 60 s, until $TASKLAB_LOG_DIR/lab15-release-<phase>-<job_id>
-  exists.  Only the first pause of each phase and job waits (across pool children).
 
 claim() is wrapped on the state_store module before the learner's task module imports it; the
 wrapper returns exactly what the learner's claim returned.  Nothing else is changed.
 """
 
+import functools
 import os
-
 
 from shared.lesson_celery import append_event
 from shared.worker_events import record_task_runs
@@ -29,18 +26,13 @@ EVENTS = os.path.join(FOLDER, "lab15-events.jsonl")
 HOLD_LIST = os.path.join(FOLDER, "lab15-hold.txt")
 HOLD_SECONDS = 60.0
 
-
-def record(kind: str, **fields) -> None:
-    append_event(EVENTS, kind, **fields)
+record = functools.partial(append_event, EVENTS)  # record(kind, **fields): one JSON line per event
 
 
-# Pauses the checker releases (shared/hold_gate.py): at the first write of a held job's file ("write"),
-# and right after a held job's claim ("claim").  The write gate goes in before the learner's modules load.
+# The write gate goes in before the learner's modules load.
 GATE = Gate(FOLDER, "lab15", HOLD_LIST, backstop=HOLD_SECONDS, record=record)
 GATE.hold_first_writes(phase="write")
 
-
-# ---------------------------------------------------------------- pause after the claim
 
 def _wrap_claim() -> None:
     try:
@@ -63,8 +55,6 @@ def _wrap_claim() -> None:
 
 
 _wrap_claim()
-
-
 record_task_runs(record)
 
 from celery_app import app  # noqa: E402  the learner's app, tasks and settings

@@ -6,27 +6,22 @@
     python lab15_tools.py scan FOLDER NAME      one recovery.recover_batch() on the checker's go (15.4)
     python lab15_tools.py publish FOLDER NAME   one publisher.publish_one() on the checker's go (15.6)
 
-scan and publish say they are ready and wait for the checker's go (shared/handshake.py), then write
-{"value": …} or {"error": …} as their result.  With {"hold": true} in the plan they stop right after the
-first statement that takes row locks (a locking read or a write) — for publish, the first one after the
-send — with the transaction open and every lock it took held: they write held-NAME (the statement as sent
-to the server) and go on only at the checker's go for round 2.  No statement is running meanwhile, so no
-statement time limit cuts the hold short, and every wait is bounded (shared.handshake.HELPER_LIFETIME).
+scan and publish run on the checker's go (shared/handshake.py) and write {"value": …} or {"error": …}.  With
+{"hold": true} in the plan they stop right after the first statement that takes row locks (for publish, the
+first one after the send), their locks held, until round 2's go (handshake.hold_after_first_lock).  No
+statement is running meanwhile, so no statement time limit cuts the hold short.
 """
 
 import json
 import runpy
 import sys
 import time
-from pathlib import Path
 
 from shared.handshake import hold_after_first_lock, ready, wait_go, write_result
 
 
-
 def after_send():
-    """A test that turns true once this process has handed a message to the broker (Celery.send_task,
-    which apply_async and delay also go through)."""
+    """True once this process has handed a message to the broker (Celery.send_task: apply_async and delay too)."""
     from celery import Celery
     real = Celery.send_task
     sent = []
@@ -40,19 +35,18 @@ def after_send():
     return lambda: bool(sent)
 
 
-def run_once(folder: str, name: str, call, armed=None) -> None:
-    folder_path = Path(folder)
-    ready(folder_path, name)
-    plan = wait_go(folder_path, name)
+def run_once(folder: str, name: str, call, armed=lambda: True) -> None:
+    ready(folder, name)
+    plan = wait_go(folder, name)
     if plan is None:
         return
     if plan.get("hold"):
-        hold_after_first_lock(folder_path, name, armed or (lambda: True))
+        hold_after_first_lock(folder, name, armed)
     try:
         result = {"value": call()}
     except Exception as exc:  # noqa: BLE001 - reported to the checker, which decides
         result = {"error": f"{type(exc).__name__}: {exc}"[:300]}
-    write_result(folder_path, name, result)
+    write_result(folder, name, result)
 
 
 def scan(folder: str, name: str) -> None:

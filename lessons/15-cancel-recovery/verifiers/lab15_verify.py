@@ -2,55 +2,45 @@
 
 15.1  can_continue is True only for the live owner (a foreign token, a cancel, an expired lease and a
       passed deadline each make it False).  Through the worker: a job cancelled right after its claim
-      (the probe pauses the task there) stops at the work boundary — no file, no result; a job cancelled
-      while its file is being written is refused by finish; a queued job cancelled before any claim is
-      never claimed.  Nothing is ever published as a success; the recovery scan (leases moved into the
-      past) makes all three 'cancelled'
-15.2  a job is paused mid-write in the worker and its pool child is SIGKILLed (by the PID the probe
-      recorded, checked to be a child of the worker).  With the lease still live the scan leaves it
-      alone; with the lease moved into the past, the scan makes it queued, error lease_expired,
-      attempts unchanged, next_attempt_at = the scan's NOW(6) + 10 s (the server's clock read before and
-      after the scan brackets it) and one new unsent event due at that same moment;
-      python publisher.py sends nothing for it; with both times moved 11 s back the publisher sends it,
-      the worker claims it with attempts == 2 and it succeeds with its snapshot in the file
-15.3  a claimed job past its deadline (times moved with UPDATEs) is failed by the scan with a dead
-      letter; python replay_job.py <id> prints a new id: queued, attempts 0, replay_of = old, the same
-      payload, one unsent event; the old job, its attempts and its dead letter are unchanged.  Replaying
-      a job that is not failed changes nothing; with the admission gate full, replay raises
-      CapacityExceeded and creates nothing; the replay itself runs to succeeded
-15.4  python verify_queued_recovery.py prints "queued delivery recovery verified"; a job whose event was
-      sent 61 s ago gets exactly one new event over three scans (attempts 0), one sent 20 s ago none;
-      120 overdue jobs: scanner A (a lab15_tools.py process) stops inside its batch right after its first
-      locking statement, its transaction open; scanner B must recover other jobs while A still holds its
-      locks.  The jobs A holds are counted (a SKIP LOCKED read) and A's scan is EXPLAINed, so a B that got
-      nothing is told which index/scan made A lock them all and what to write instead; in the end every
-      job has one new event
-15.5  python verify_retry_gate.py passes, run with its sleeps fast-forwarded (each sleep moves the job's
-      next_attempt_at back by the same amount instead of waiting); then, next_attempt_at an hour ahead,
-      three duplicate messages through the worker and two claim() calls get nothing and attempts stays
-      0; moved into the past, one message claims it with attempts == 1
-15.6  publishing sets sent_at and the job's last_dispatched_at, both inside the publish call; a publisher
-      process stops right after the first locking statement that follows its send, and at that moment the
-      job row is locked and the outbox row is not (job → outbox, the scan's order); a confirm whose job
-      update fails leaves sent_at NULL (one transaction); a publisher whose claim was taken over confirms
-      nothing and leaves last_dispatched_at alone
-15.7  a worker of the kit's own (same app, a private queue) gets a job paused mid-write; one TERM to
-      its main process: "Warm shutdown", the worker stays up, the job finishes (succeeded, file written)
-      and only then the worker exits
+      (the probe pauses the task there) writes no file and publishes nothing; one cancelled while its
+      file is written is refused by finish; a queued one cancelled before any claim is never claimed.
+      The recovery scan (leases moved into the past) makes all three 'cancelled'
+15.2  a job paused mid-write has its pool child SIGKILLed (the PID the probe recorded, a child of the
+      worker).  Lease live: the scan leaves it alone; lease moved into the past: queued, lease_expired,
+      attempts unchanged, next_attempt_at = the scan's NOW(6) + 10 s (bracketed by the server's clock
+      read before and after) and one new unsent event due then; python publisher.py sends nothing for
+      it; both times moved 11 s back, it is sent, claimed with attempts == 2 and succeeds with its snapshot
+15.3  a claimed job past its deadline is failed by the scan with a dead letter; python replay_job.py <id>
+      prints a new id: queued, attempts 0, replay_of = old, the same payload, one unsent event; the old
+      job and its dead letter are unchanged.  Replaying a job that is not failed changes nothing; with
+      the admission gate full replay raises CapacityExceeded and creates nothing; the replay succeeds
+15.4  python verify_queued_recovery.py prints "queued delivery recovery verified"; a job sent 61 s ago
+      gets exactly one new event over three scans (attempts 0), one sent 20 s ago none.  120 overdue
+      jobs: scanner A (a lab15_tools.py process) stops inside its batch right after its first locking
+      statement; scanner B must recover other jobs meanwhile.  The jobs A holds are counted and A's scan
+      EXPLAINed, so a B that got nothing is told what made A lock them all; in the end every job has
+      one new event
+15.5  next_attempt_at an hour ahead: three duplicate messages through the worker and two claim() calls
+      get nothing, attempts stays 0; moved into the past, one message claims it with attempts == 1.  Then
+      python verify_retry_gate.py passes, its sleeps fast-forwarded (each moves next_attempt_at back)
+15.6  publishing sets sent_at and the job's last_dispatched_at inside the publish call; a publisher
+      process stopped right after the first locking statement after its send has the job row locked and
+      the outbox row not (job → outbox, the scan's order); a confirm whose job update fails leaves
+      sent_at NULL (one transaction); a publisher whose claim was taken over confirms nothing
+15.7  a worker of the kit's own (same app, a private queue) gets a job paused mid-write; one TERM to its
+      main process: "Warm shutdown", the worker stays up, the job finishes, then the worker exits
 15.8  exercise: three claims, each lease moved into the past and scanned: twice queued again, the third
       time failed with dead letter attempts_exhausted; no fourth claim (claim() and a message), attempts 3
 
 Time is never waited out: lease_until, deadline_at, next_attempt_at, available_at and sent_at are moved
-with UPDATEs.  The kit reads the database through its own connections and never prints credentials.
-Each check uses fresh jobs and retires them when done, so any check can run alone.
-
-This file holds 15.1-15.3 and 15.8 (the recovery scan's transitions) and runs all eight; lab15_delivery.py
-holds 15.4-15.7, lab15_drills.py their drills, lab15_fixture.py the lab they run in, lab15_figures.py the
-timelines drawn for 15.2, 15.3 and 15.8.
+with UPDATEs.  Each check uses fresh jobs and retires them when done, so any check can run alone.
+This file holds 15.1-15.3 and 15.8 and runs all eight; lab15_delivery.py holds 15.4-15.7, lab15_drills.py
+their drills, lab15_fixture.py the lab they run in, lab15_figures.py the timelines of 15.2, 15.3 and 15.8.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -59,11 +49,11 @@ from uuid import uuid4
 
 from lab15_delivery import check_confirm, check_retry_gate, check_unclaimed, check_warm_shutdown
 from lab15_figures import dead_letter_lanes, exhausted_lanes, recovery_lanes
-from lab15_fixture import (UUID_RE, cancel, celery_app, dead_letter, events, expire_lease, explained, files_of,
-                           hold, hold_event, make_due, parked, payload_of, publish_event, published_payload, publisher,
-                           recovery, release, remove_jobs, replay_job, retire, run_published, run_script, same_rows,
-                           scan, seconds_between, send, server_now, shown, store, task_end, token_of, unsent, wait_end,
-                           wait_hold)
+from lab15_fixture import (UUID_RE, cancel, celery_app, dead_letter, events, expire_lease, explained,
+                           files_of, hold, learner, make_due, move_back, outbox_row, parked, payload_of, publish_event,
+                           published_as, publisher, recovery, release, remove_jobs, retire, run_published, run_script,
+                           scan, send, server_now, shown, store, submitted, token_of, unsent, wait_end, wait_hold,
+                           worker_event)
 
 from shared.lesson_celery import LOG_DIR, DeclaredWorker, children_of, pid_running, short
 from shared.figures import attach
@@ -74,9 +64,8 @@ from shared.tap import Check, run
 
 
 def checks() -> list[Check]:
-    """The checks, in order: id -> what proves it.  All need the box's MariaDB and Redis, the learner's modules
-    loaded in the probe (shared/probe.py; never in this process) and the worker the runner started (the worker
-    probe's events); each runs inside explained()."""
+    """The checks, in order: id -> what proves it.  All need MariaDB, Redis, the probe and the runner's worker;
+    each runs inside explained()."""
     return [
         Check("15.1", check_cancel, "worker paused by the probe; the recovery scan"),
         Check("15.2", check_lease_recovery, "worker; its pool child SIGKILLed; python publisher.py"),
@@ -100,21 +89,16 @@ def check_cancel(c) -> None:
     try:
         # -- can_continue answers for the live owner only
         seen = []
-        for case in ("live", "foreign token", "cancel requested", "lease expired", "deadline passed"):
-            job_id = st.submit_snapshot([3])
-            jobs.append(job_id)
+        spoilers = {"live": None, "foreign token": None, "cancel requested": cancel, "lease expired": expire_lease,
+                    "deadline passed": lambda job: sql("UPDATE export_jobs SET deadline_at=DATE_SUB(NOW(6), INTERVAL 1 "
+                                                       "SECOND) WHERE id=%s", (job,))}
+        for case, spoil in spoilers.items():
+            job_id = submitted(st, jobs, [3])
             token = token_of(st.claim(job_id))
             assert token, t("a fresh job could not be claimed")
-            asked = token
-            if case == "foreign token":
-                asked = str(uuid4())
-            elif case == "cancel requested":
-                cancel(job_id)
-            elif case == "lease expired":
-                expire_lease(job_id)
-            elif case == "deadline passed":
-                sql("UPDATE export_jobs SET deadline_at=DATE_SUB(NOW(6), INTERVAL 1 SECOND) WHERE id=%s", (job_id,))
-            answer = st.can_continue(job_id, asked)
+            if spoil:
+                spoil(job_id)
+            answer = st.can_continue(job_id, str(uuid4()) if case == "foreign token" else token)
             seen.append(f"{case} → {answer}")
             assert answer is (case == "live"), t("can_continue returned {answer!r} for '{case}': True only for the "
                                                  "current token of a running job inside its lease and deadline with "
@@ -122,14 +106,8 @@ def check_cancel(c) -> None:
         c.note("can_continue: " + "; ".join(seen))
 
         # -- A: cancelled right after its claim, before the work boundary
-        job_a = st.submit_snapshot([4])
-        jobs.append(job_a)
-        hold("claim", job_a)
-        task_a = send(app, job_a)
-        wait_hold("claim", job_a)
-        changed = cancel(job_a)
-        release("claim", job_a)
-        end_a = wait_end(task_a)
+        job_a = submitted(st, jobs, [4])
+        changed, end_a = cancelled_at(app, "claim", job_a)
         row_a = job_row(job_a)
         written = files_of(job_a)
         c.note(t("A: cancelled after the worker's claim, before the write (UPDATE changed {changed} row) → task "
@@ -141,14 +119,8 @@ def check_cancel(c) -> None:
                               "the work boundary (before the write) and stop when it is False", name=written[0].name)
 
         # -- B: cancelled while the file is being written: finish must refuse
-        job_b = st.submit_snapshot([5])
-        jobs.append(job_b)
-        hold("write", job_b)
-        task_b = send(app, job_b)
-        wait_hold("write", job_b)
-        cancel(job_b)
-        release("write", job_b)
-        end_b = wait_end(task_b)
+        job_b = submitted(st, jobs, [5])
+        _, end_b = cancelled_at(app, "write", job_b)
         row_b = job_row(job_b)
         c.note(t("B: cancelled during the write → task returned {shown}; row {status}, result_ref={result_ref}",
                  shown=shown(end_b), status=row_b['status'], result_ref=row_b['result_ref']))
@@ -157,8 +129,7 @@ def check_cancel(c) -> None:
             "WHERE")
 
         # -- C: cancelled while still queued: nobody claims it
-        job_c = st.submit_snapshot([6])
-        jobs.append(job_c)
+        job_c = submitted(st, jobs, [6])
         cancel(job_c)
         wait_end(send(app, job_c))
         row_c = job_row(job_c)
@@ -181,6 +152,17 @@ def check_cancel(c) -> None:
         retire(jobs)
 
 
+def cancelled_at(app, phase: str, job_id: str) -> tuple[int, dict]:
+    """A message for the job; the worker paused at `phase` ("claim" or "write"), the job cancelled there, then
+    let go.  The rows the cancel changed, and the task's end."""
+    hold(phase, job_id)
+    task_id = send(app, job_id)
+    wait_hold(phase, job_id)
+    changed = cancel(job_id)
+    release(phase, job_id)
+    return changed, wait_end(task_id)
+
+
 # ---------------------------------------------------------------- 15.2
 
 def check_lease_recovery(c) -> None:
@@ -188,8 +170,7 @@ def check_lease_recovery(c) -> None:
     rec = recovery()
     pub = publisher()
     worker = DeclaredWorker()
-    ids = [11, 12]
-    job_id = st.submit_snapshot(ids)
+    job_id = st.submit_snapshot([11, 12])
     jobs = [job_id]
     tl: dict = {}  # the figure's moments (time.time())
     try:
@@ -199,12 +180,10 @@ def check_lease_recovery(c) -> None:
         assert len(first) == 1, t("a new job should have exactly 1 unsent event")
         tl["pub1"] = time.time()
         publish_event(pub, first[0]["id"])
-        try:
-            wait_until(lambda: hold_event("write", job_id) or task_end(first[0]["id"]), 20,
-                       "the worker to start the job", interval=0.02)
-        except WaitTimeout:
-            pass
-        if not hold_event("write", job_id) and task_end(first[0]["id"]):
+        with contextlib.suppress(WaitTimeout):
+            wait_until(lambda: worker_event("hold", phase="write", job=job_id)
+                       or worker_event("end", task_id=first[0]["id"]), 20, "the worker to start the job", interval=0.02)
+        if not worker_event("hold", phase="write", job=job_id) and worker_event("end", task_id=first[0]["id"]):
             c.note(t("(the first delivery met the publisher's confirm holding the job row and was skipped; one more "
                      "message sent)"))
             send(celery_app(), job_id)
@@ -245,8 +224,8 @@ def check_lease_recovery(c) -> None:
         after = server_now()
         row = job_row(job_id)
         pending = unsent(job_id)
-        since_start = seconds_between(row["next_attempt_at"], before)
-        since_end = seconds_between(row["next_attempt_at"], after)
+        since_start = (row["next_attempt_at"] - before).total_seconds()
+        since_end = (row["next_attempt_at"] - after).total_seconds()
         tl["backoff"] = since_start
         c.note(t("lease moved into the past, recover_batch() → {status}, error_code={error_code}, "
                  "attempts={attempts}, next_attempt_at = {since_start:.1f}s after the scan began / {since_end:.1f}s "
@@ -267,16 +246,16 @@ def check_lease_recovery(c) -> None:
 
         tl["pub_wait"] = time.time()
         with parked({event["id"]}):
-            code, output, lines = run_script(c, ["publisher.py"])
-        after = sql("SELECT sent_at, claim_token FROM export_outbox WHERE id=%s", (event["id"],))[0]
+            code, output, lines = run_script(["publisher.py"])
+        after = outbox_row(event["id"])
         c.note(t("during the backoff python publisher.py → {lines} (exit code {code}); the event is still unsent: "
                  "{value}", lines=lines[-1] if lines else '', code=code, value=after['sent_at'] is None))
         assert after["sent_at"] is None and after["claim_token"] is None, t(
             "the publisher claimed or sent the recovery event before its available_at")
 
         tl["ff"] = time.time()
-        sql("UPDATE export_jobs SET next_attempt_at=DATE_SUB(next_attempt_at, INTERVAL 11 SECOND) WHERE id=%s", (job_id,))
-        sql("UPDATE export_outbox SET available_at=DATE_SUB(available_at, INTERVAL 11 SECOND) WHERE id=%s", (event["id"],))
+        move_back(11, "export_jobs", "id", job_id, "next_attempt_at")
+        move_back(11, "export_outbox", "id", event["id"], "available_at")
         tl["pub2"] = time.time()
         row = run_published(c, pub, celery_app(), job_id, event["id"])
         tl.update(status=row["status"], attempts2=row["attempts"])
@@ -285,8 +264,7 @@ def check_lease_recovery(c) -> None:
         assert row["status"] == "succeeded", t("the recovered job ended {status}", status=row['status'])
         assert row["attempts"] == 2, t("the claim after recovery should have attempts == 2, got {attempts}",
                                        attempts=row['attempts'])
-        path, written = published_payload(row)
-        assert same_rows(written, snapshot), t("the result file is not the job's snapshot")
+        path = published_as(row, snapshot, t("the result file is not the job's snapshot"))
         claimed_by = [e for e in events() if e.get("kind") == "start" and e.get("args", [None])[:1] == [job_id]
                       and e.get("task_id") == event["id"]]
         c.note(t("recovery event {id} delivered {n_claimed_by} time(s); result file {name} holds the submit-time "
@@ -303,7 +281,7 @@ def check_dead_letter_replay(c) -> None:
     st = store("decode_payload")
     rec = recovery()
     pub = publisher()
-    replay_mod = replay_job()
+    replay_mod = learner.module("replay_job", "replay")
     job_id = st.submit_snapshot([21, 22])
     jobs = [job_id]
     fillers: list[str] = []
@@ -328,7 +306,7 @@ def check_dead_letter_replay(c) -> None:
                                             status=old['status'])
         assert letter is not None, t("the failed job has no export_dead_letters row")
 
-        code, output, lines = run_script(c, ["replay_job.py", job_id])
+        code, output, lines = run_script(["replay_job.py", job_id])
         tl["replay"] = time.time()
         found = re.findall(UUID_RE, lines[-1]) if lines else []
         c.note(f"python replay_job.py {short(job_id)} → " + (lines[-1] if lines else t("(no output)")))
@@ -346,22 +324,21 @@ def check_dead_letter_replay(c) -> None:
             "the replay should be queued/0, got {status}/{attempts}", status=new['status'], attempts=new['attempts'])
         assert new["replay_of"] == job_id, t("the new job's replay_of does not point at the failed job")
         assert payload_of(new) == payload_of(old), t("the replay's payload is not the failed job's snapshot")
-        assert seconds_between(new["deadline_at"], new["now"]) > 60, t(
+        assert (new["deadline_at"] - new["now"]).total_seconds() > 60, t(
             "the replay needs a fresh deadline (the old one has passed)")
         assert len(new_events) == 1, t("the replay should create exactly 1 unsent event, found {n_new_events}",
                                        n_new_events=len(new_events))
         kept, letter_after = job_row(job_id), dead_letter(job_id)
-        assert (kept["status"], kept["attempts"], kept["error_code"]) == (old["status"], old["attempts"], old["error_code"]), t(
+        assert all(kept[key] == old[key] for key in ("status", "attempts", "error_code")), t(
             "the replay changed the failed job (now {status}, attempts={attempts}): the old job and its evidence "
             "must stay as they were", status=kept['status'], attempts=kept['attempts'])
         assert letter_after == letter, t("the replay removed or rewrote the dead letter")
         c.note(t("the old job is still failed, attempts={attempts}, dead letter {reason} intact",
                  attempts=kept['attempts'], reason=letter['reason']))
 
-        queued = st.submit_snapshot([23])
-        jobs.append(queued)
+        queued = submitted(st, jobs, [23])
         before = sql("SELECT COUNT(*) AS n FROM export_jobs")[0]["n"]
-        code, output, lines = run_script(c, ["replay_job.py", queued])
+        code, output, lines = run_script(["replay_job.py", queued])
         tl.update(refused=time.time(), refused_code=code)
         after = sql("SELECT COUNT(*) AS n FROM export_jobs")[0]["n"]
         c.note(t("replay_job.py on a queued job → exit code {code}, jobs {before} → {after}", code=code, before=before,
@@ -396,8 +373,7 @@ def check_dead_letter_replay(c) -> None:
         done = run_published(c, pub, celery_app(), new_id, new_events[0]["id"])
         tl.update(done=time.time(), status=done["status"])
         assert done["status"] == "succeeded", t("the replay ended {status}", status=done['status'])
-        path, written = published_payload(done)
-        assert same_rows(written, payload_of(old)), t("the replay's file is not the old snapshot")
+        path = published_as(done, payload_of(old), t("the replay's file is not the old snapshot"))
         c.note(t("the replay, published, succeeded; file {name} holds the old snapshot", name=path.name))
     finally:
         attach(c, lambda: dead_letter_lanes(job_id, new_id, tl))  # pass or fail: what happened so far
