@@ -76,14 +76,14 @@ monitor: $(VENV_READY)
 	+@exec $(VPY) -m checks monitor $(if $(PORT),--port $(PORT))
 
 # make flake [LESSON=NN] [ROUNDS=N] [PARALLEL=K] [BURN=C]: the reference, N rounds of K isolated copies side by
-# side, C processes burning CPU meanwhile; every non-pass is printed and written to .lab/flake/flake.json.
+# side, C processes burning CPU meanwhile; every non-pass is printed and written to .state/flake/flake.json.
 flake: $(VENV_READY)
 	+@$(VPY) -m checks flake $(or $(LESSON),all) --rounds $(or $(ROUNDS),3) --parallel $(or $(PARALLEL),2) --burn $(or $(BURN),0) $(if $(SEED),--seed $(SEED))
 
 # make grade-drill: class grading spread over three Celery workers while one is killed, one stopped and the
 # broker restarted; the ledger must show every folder graded once and verdicts equal to a local grade.
 grade-drill: $(VENV_READY)
-	+@$(VPY) -m checks.grade_drill --out .lab/grade-drill.json
+	+@$(VPY) -m checks.grade_drill --out .state/grade-drill.json
 
 # Redis + MySQL for lessons 08–16 (lessons start them on their own; these are for poking around).
 services: $(VENV_READY)

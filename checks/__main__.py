@@ -1,7 +1,11 @@
 import signal
 import sys
 
-from checks.cli import main
+from shared.state import move_old
+
+move_old()  # an old checkout's .lab/ becomes .state/ before anything reads the state folder's place
+
+from checks.cli import main  # noqa: E402 - after the move above
 
 # Ctrl-C is KeyboardInterrupt even when the shell that started us ignored SIGINT (a command started with
 # `&` in a script): `make watch` and every run must stop on it.  Stopped with TERM (a CI timeout, `kill`,

@@ -1,7 +1,7 @@
 """The box every run of learner code happens in (bubblewrap), seen from outside.
 
 A box has its own pid, network (loopback only), ipc and uts namespaces and a non-root uid.  It sees:
-the system's programs read-only, the kit's code and manifest read-only (not its .lab/ or .env.tasks), the scratch copy
+the system's programs read-only, the kit's code and manifest read-only (not its .state/ or .env.tasks), the scratch copy
 of the folder being checked and the run's log folder writable, and a private /tmp of bounded size.  It
 never sees $HOME, the kit's servers or their credentials, other learners' folders or other boxes.
 
@@ -151,7 +151,7 @@ class Box:
         for outside in dict.fromkeys([prefix, venv]):  # the interpreter and its packages, when outside /usr
             if not str(outside).startswith("/usr/"):
                 args += ["--ro-bind", str(outside), str(outside)]
-        # Only the kit's code and manifest: never its .lab/ (servers, root password, other runs), its
+        # Only the kit's code and manifest: never its .state/ (servers, root password, other runs), its
         # .env.tasks, its git history or anything added beside them later.
         kit = KIT_ROOT.resolve()
         for part in KIT_PARTS:

@@ -226,10 +226,10 @@ def cmd_clean(args) -> int:
     import shutil
 
     from shared import servicectl
-    servicectl.down()  # the native servers keep their data under .lab/services: stop them first, by PID
+    servicectl.down()  # the native servers keep their data under .state/services: stop them first, by PID
     if STATE_DIR.exists():
         shutil.rmtree(STATE_DIR)
-    print(t("removed .lab/"))
+    print(t("removed .state/"))
     return 0
 
 
@@ -277,7 +277,7 @@ def build_parser() -> argparse.ArgumentParser:
     grade.add_argument("--repeat", type=int, default=1, metavar="N", help="grade each folder N times per lesson; "
                        "a check's points count only if it passed every run (its pass rate is reported)")
     grade.add_argument("--at", metavar="REF", help="grade each folder's git history at REF (lesson-{NN}: a tag per lesson)")
-    grade.add_argument("--keep", action="store_true", help="keep each folder's work copies and logs under .lab/ "
+    grade.add_argument("--keep", action="store_true", help="keep each folder's work copies and logs under .state/ "
                                                           "(removed when its grading ends otherwise)")
 
     worker = sub.add_parser("grade-worker", help="grade folders sent by `grade --broker` on this machine")
@@ -293,7 +293,7 @@ def build_parser() -> argparse.ArgumentParser:
     watch.add_argument("--max-runs", type=int, default=None, help=argparse.SUPPRESS)
     sub.add_parser("help", help="the make targets and lessons (make help)")
     sub.add_parser("table", help="the README lesson table, from tasks.json")
-    sub.add_parser("clean", help="remove the .lab/ work folders, logs and progress")
+    sub.add_parser("clean", help="remove the .state/ work folders, logs and progress")
     bench = sub.add_parser("bench", help="run the teaching benchmarks (tables + JSON, never asserted)")
     bench.add_argument("--quick", action="store_true", help="a smaller run")
     soak = sub.add_parser("soak", help="jobs under chaos (killed workers, restarted servers), then a ledger")

@@ -161,7 +161,7 @@ def print_help(data: dict) -> None:
         ("make services", t("start Redis and MySQL for your own terminal work")),
         ("make services-status", t("are the services up?")),
         ("make services-down", t("stop the services the kit started")),
-        ("make clean", t("stop the services and remove .lab/")),
+        ("make clean", t("stop the services and remove .state/")),
     ]
     for cmd, text in rows:
         print(f"  {cmd:<30} {text}")

@@ -156,7 +156,7 @@ class Grader:
 
 
 def lab_env(home: Path) -> dict:
-    """The drill's own .lab (work folders, logs), sharing the kit's prepared MariaDB data dir: nothing
+    """The drill's own state folder (work folders, logs), sharing the kit's prepared MariaDB data dir: nothing
     of it outlives the drill, and no instructor's scratch folders are touched."""
     lab = home / "lab"
     if not lab.exists():

@@ -50,7 +50,7 @@ class Intake:
 
 
 # Never descended, never counted.  Matched by name whatever the entry is (a submodule's `.git` is a file).
-SKIP_DIRS = {".venv", "venv", "__pycache__", ".git", ".lab", ".pytest_cache", "node_modules", ".mypy_cache",
+SKIP_DIRS = {".venv", "venv", "__pycache__", ".git", ".state", ".lab", ".pytest_cache", "node_modules", ".mypy_cache",
              ".ruff_cache"}
 
 CHUNK = 1 << 20

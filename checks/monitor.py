@@ -7,7 +7,7 @@ and running jobs' ages, the outbox lag (unsent events and the oldest one's age),
 letters by reason, and each Redis queue's depth (plus messages delivered but not yet acknowledged).
 
 The database is read through `monitor_ro`, an account that can only SELECT (servicectl makes it, its
-password in .lab/services/monitor.env, 0600).  Two sources:
+password in .state/services/monitor.env, 0600).  Two sources:
 
   services  the kit's servers on this machine (make services): for your own worker and publisher;
   soak      a running `make soak`.  The soak runs in a box with servers of its own, unreachable from

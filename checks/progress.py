@@ -1,4 +1,4 @@
-"""What the kit remembers between runs, under .lab/ (LAB_HOME): the learner's folder, and the last
+"""What the kit remembers between runs, under .state/ (LAB_HOME): the learner's folder, and the last
 result of each lesson — the kit's reference and the learner's folder kept apart, for `list` and for
 choosing the next lesson."""
 

@@ -32,7 +32,7 @@ PATTERNS = {
     r"/proc/(?:self|\d+|\{)[^\"']*/(?:mem|fd|environ)|\bptrace\b|\bctypes\b": "reaches into process memory or file descriptors",
 }
 COMPILED = [(re.compile(pattern), why) for pattern, why in PATTERNS.items()]
-SKIP_PARTS = {".venv", "venv", "__pycache__", ".git", ".lab", "node_modules"}
+SKIP_PARTS = {".venv", "venv", "__pycache__", ".git", ".state", ".lab", "node_modules"}
 
 
 @dataclass

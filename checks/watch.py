@@ -11,7 +11,7 @@ from checks.console import print_lesson
 from checks.session import run_many
 from shared.i18n import t
 
-IGNORED = {".venv", "venv", "__pycache__", ".git", ".lab", ".pytest_cache"}
+IGNORED = {".venv", "venv", "__pycache__", ".git", ".state", ".lab", ".pytest_cache"}
 
 
 def folder_signature(folder: Path) -> tuple:

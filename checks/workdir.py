@@ -7,12 +7,13 @@ import shutil
 from pathlib import Path
 
 from shared.manifest import KIT_ROOT
+from shared.state import state_root
 
-# Work folders, logs and progress. LAB_HOME moves them (tests give each run its own).
-STATE_DIR = Path(os.environ.get("LAB_HOME") or KIT_ROOT / ".lab")
+# Work folders, logs and progress (.state/). LAB_HOME moves them (tests give each run its own).
+STATE_DIR = Path(os.environ.get("LAB_HOME") or state_root())
 NOT_LESSON_FILES = {"README.md", "verifiers", "__pycache__"}
 # What never comes along from a learner's folder: environments, caches, VCS data.
-COPY_IGNORE = shutil.ignore_patterns(".venv", "venv", "__pycache__", "*.pyc", ".git", ".lab",
+COPY_IGNORE = shutil.ignore_patterns(".venv", "venv", "__pycache__", "*.pyc", ".git", ".state", ".lab",
                                     ".pytest_cache", "node_modules", ".mypy_cache", ".ruff_cache")
 
 

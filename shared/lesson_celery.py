@@ -26,7 +26,7 @@ from shared.i18n import t
 from shared.proc import Process, WaitTimeout, proc_stat, wait_until
 
 WORK = Path.cwd()
-LOG_DIR = Path(os.environ.get("TASKLAB_LOG_DIR") or WORK / ".lab-logs")
+LOG_DIR = Path(os.environ.get("TASKLAB_LOG_DIR") or WORK / ".check-logs")
 READY_MARK = " ready."  # celery's "<nodename> ready." log line
 
 

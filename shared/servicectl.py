@@ -5,7 +5,7 @@ while a lesson runs (the services lock).
 
 Modes (LAB_SERVICES=docker|native|external, else auto-detected: shared/services.py mode):
   docker    docker/compose.yaml (shared/services_docker.py)
-  native    private redis-server and mariadbd processes under .lab/services/ (shared/services_native.py)
+  native    private redis-server and mariadbd processes under .state/services/ (shared/services_native.py)
   external  servers you run yourself, reached through the URLs in the environment or .env.tasks
 
 Credentials are generated once into .env.tasks (mode 0600) and never printed (shared/credentials.py).

@@ -179,7 +179,7 @@ def test_a_syntax_error_points_at_the_learners_own_file_and_line(tmp_path):
     (lab / "api_states.py").write_text(source)
     run = _lab_cli(tmp_path / "home", "run", "01", "--lab", str(lab))
     assert run.returncode == 1 and f"api_states.py does not compile: {lab / 'api_states.py'}:" in run.stdout
-    assert ".lab/work" not in run.stdout and run.stdout.count("BLOCKED (api_states.py)") == 5
+    assert ".state/work" not in run.stdout and run.stdout.count("BLOCKED (api_states.py)") == 5
 
 
 def test_a_file_shadowing_a_standard_module_is_named(tmp_path):

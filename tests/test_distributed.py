@@ -38,7 +38,7 @@ def test_packing_skips_environments_caches_and_history_and_is_the_same_for_the_s
     lab = tmp_path / "alice" / "tasks_lab"
     write(lab / "api_states.py")
     write(lab / "pkg" / "mod.py")
-    for junk in (".venv/lib/x.py", "venv/bin/python", "__pycache__/a.pyc", ".git/HEAD", ".lab/work/x",
+    for junk in (".venv/lib/x.py", "venv/bin/python", "__pycache__/a.pyc", ".git/HEAD", ".state/work/x",
                  "node_modules/m.js", "pkg/__pycache__/mod.pyc"):
         write(lab / junk, b"junk")
     first = pack_folder(lab)

@@ -179,7 +179,7 @@ def test_overwriting_the_verifier_in_the_copy_fails(tmp_path):
 
 def _secrets() -> list[str]:
     found = []
-    for path in (KIT / ".env.tasks", KIT / ".lab" / "services" / "root.env"):
+    for path in (KIT / ".env.tasks", KIT / ".state" / "services" / "root.env"):
         if path.is_file():
             for line in path.read_text().splitlines():
                 if "=" in line and not line.startswith("#"):
@@ -198,7 +198,7 @@ def test_the_kits_secrets_home_and_other_folders_are_out_of_reach(tmp_path):
     attack = f"""
         import json, os, pathlib
         seen = {{}}
-        for path in ({str(KIT / '.env.tasks')!r}, {str(KIT / '.lab' / 'services' / 'root.env')!r}, "/etc/shadow",
+        for path in ({str(KIT / '.env.tasks')!r}, {str(KIT / '.state' / 'services' / 'root.env')!r}, "/etc/shadow",
                      {str(Path.home() / '.bashrc')!r}):
             try:
                 seen[path] = pathlib.Path(path).read_text()
@@ -259,7 +259,7 @@ PROOF = """
              "kit_lab_hidden": not any(pathlib.Path(%r).iterdir()) if pathlib.Path(%r).exists() else True}
     pathlib.Path("proof.json").write_text(json.dumps(proof))
     OK = True
-""" % (str(KIT / ".lab"), str(KIT / ".lab"))
+""" % (str(KIT / ".state"), str(KIT / ".state"))
 
 
 def _proven_box(tmp_path: Path) -> dict:
@@ -296,7 +296,7 @@ def test_kill_everything_costs_only_that_folder(tmp_path):
                 except (OSError, ValueError):
                     pass
             os.kill(-1, signal.SIGKILL)
-        """ % str(KIT / ".lab" / "services")
+        """ % str(KIT / ".state" / "services")
         result, _ = _attack_lesson(tmp_path / "a", attack)
         assert result.checks[0].status in NOT_PASSED
         assert sentinel.poll() is None, "a process outside the box was killed"

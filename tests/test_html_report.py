@@ -261,7 +261,7 @@ def test_hardest_checks_are_ordered_by_how_many_did_not_pass(tmp_path):
 
 
 KIT = Path(__file__).resolve().parent.parent
-SCREENS = KIT / ".lab" / "screenshots"
+SCREENS = KIT / ".state" / "screenshots"
 
 
 def ten_students():

@@ -178,7 +178,7 @@ def test_a_failed_table_row_is_marked_and_a_peak_past_the_limit_is_drawn():
 
 
 def test_two_checks_at_once_each_read_their_own_copy(tmp_path):
-    """Lessons checked side by side on one .lab/ (a check beside a watch, parallel tests): each run takes the
+    """Lessons checked side by side on one .state/ (a check beside a watch, parallel tests): each run takes the
     folder in to a copy of its own, so none sees another's copy removed under it (seen as false BLOCKED lines
     when parallel runs shared one)."""
     lab = learner_folder(tmp_path / "tasks_lab", "03")

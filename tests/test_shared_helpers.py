@@ -222,3 +222,27 @@ def test_probe_report_travels_whole_in_its_own_file_and_is_read_as_data(tmp_path
     monkeypatch.delenv(probe_report.REPORT_ENV, raising=False)
     with pytest.raises(SystemExit):
         probe_report.write({})
+
+
+def test_an_old_state_folder_is_used_until_moved_and_never_moved_from_under_a_running_server(tmp_path, capsys):
+    from shared.state import move_old, state_root
+    assert state_root(tmp_path) == tmp_path / ".state"  # a fresh checkout
+    (tmp_path / ".lab" / "services").mkdir(parents=True)
+    (tmp_path / ".lab" / "progress.json").write_text("{}")
+    assert state_root(tmp_path) == tmp_path / ".lab"  # an old checkout keeps working as it is
+    # A private server still runs from .lab/ (this test's own process stands in for it): not moved.
+    (tmp_path / ".lab" / "services" / "mysql.pid").write_text(f"{os.getpid()}\n")
+    move_old(tmp_path)
+    assert state_root(tmp_path) == tmp_path / ".lab" and "services-down" in capsys.readouterr().err
+    # Once nothing runs from it, it is moved whole, with a one-line notice, once.
+    (tmp_path / ".lab" / "services" / "mysql.pid").write_text("999999999\n")
+    move_old(tmp_path)
+    assert state_root(tmp_path) == tmp_path / ".state" and (tmp_path / ".state" / "progress.json").is_file()
+    assert not (tmp_path / ".lab").exists() and ".state/" in capsys.readouterr().err
+    move_old(tmp_path)
+    assert capsys.readouterr().err == ""
+    # A .lab that is a link is not the kit's: never used, never moved.
+    (tmp_path / "fresh").mkdir()
+    (tmp_path / "fresh" / ".lab").symlink_to(tmp_path / ".state")
+    move_old(tmp_path / "fresh")
+    assert state_root(tmp_path / "fresh") == tmp_path / "fresh" / ".state" and (tmp_path / "fresh" / ".lab").is_symlink()

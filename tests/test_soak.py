@@ -17,7 +17,7 @@ from shared import manifest
 LESSON = manifest.lesson("16")
 
 
-SCREENS = manifest.KIT_ROOT / ".lab" / "screenshots"
+SCREENS = manifest.KIT_ROOT / ".state" / "screenshots"
 
 
 def _watch_with_the_monitor(env: dict, soak: subprocess.Popen, tmp_path) -> dict:

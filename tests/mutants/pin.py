@@ -21,7 +21,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 SAID = Path(__file__).with_name("said.json")
-VARIES = re.compile(r"[0-9'\"`{\[<(]|\b[0-9a-f]{8}\b|https?://|/tmp/|\.lab/")
+VARIES = re.compile(r"[0-9'\"`{\[<(]|\b[0-9a-f]{8}\b|https?://|/tmp/|\.state/")
 MIN_WORDS = 10  # characters: less says too little to pin
 GOOD = 24       # leading words this long are the phrase; shorter ones give way to a longer stretch
 

@@ -48,7 +48,7 @@ def checks() -> list[Check]:
 @functools.cache  # several checks read the same run
 def probe_run(kind: str) -> dict:
     """One scenario in a child process: its report, {"hung": True}, or {"error": why there is none}."""
-    path = probe_report.fresh_path(HERE / ".lab-logs" / "02", f"probe-{kind}")
+    path = probe_report.fresh_path(HERE / ".check-logs" / "02", f"probe-{kind}")
     try:
         done = run_python(["lab02_probe.py", kind], cwd=HERE, timeout=PROBE_TIMEOUT,
                           env={**os.environ, probe_report.REPORT_ENV: str(path)})
@@ -275,7 +275,7 @@ def check_exercise(c) -> None:
 # ----- the kit's extension: the asyncio note's demo and experiments (not the course's exercise)
 
 GUIDE = "lessons/02-asyncio-bounded/README.md"
-NOTE_LOGS = HERE / ".lab-logs" / "02"
+NOTE_LOGS = HERE / ".check-logs" / "02"
 
 
 def note_run(c, name: str) -> dict:

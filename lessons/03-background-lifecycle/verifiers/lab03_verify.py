@@ -16,7 +16,7 @@
 uvicorn runs `lab03_app:app` (see there): the export's work is held while 03.1 looks, so "running" is seen
 while the work is provably under way, and a blocked event loop is written down.  While 03.1 waits, a blocked
 loop or an exception in the server's log after the response ends the wait at once, with the cause.  03.4
-reuses 03.1's uvicorn when both run.  Server logs and handshake files go to .lab-logs/03/.
+reuses 03.1's uvicorn when both run.  Server logs and handshake files go to .check-logs/03/.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from shared.proc import Process, WaitTimeout, run_python, start_uvicorn, wait_un
 from shared.tap import Check, run
 
 WORK = Path.cwd()
-LOGS = WORK / ".lab-logs" / "03"
+LOGS = WORK / ".check-logs" / "03"
 APP = "lab03_app:app"  # the learner's api_background:app, its export's wait held (see above)
 TERMINAL = {"succeeded", "failed", "cancelled"}
 BOUND = 30.0  # backstop for waits that facts end in well under a second
@@ -309,7 +309,7 @@ def not_registered() -> str:
 def helper_run(args: list[str], late: str) -> tuple[dict | None, subprocess.CompletedProcess]:
     """A kit helper run in the work folder: its report (shared/probe_report.py; None without one) and the run.
     `late`: the reason to fail with when it does not end within BOUND."""
-    report = probe_report.fresh_path(WORK / ".lab-logs" / "03", Path(args[0]).stem)
+    report = probe_report.fresh_path(WORK / ".check-logs" / "03", Path(args[0]).stem)
     try:
         done = run_python(args, cwd=WORK, timeout=BOUND, env={**os.environ, probe_report.REPORT_ENV: str(report)})
     except subprocess.TimeoutExpired:

@@ -43,7 +43,7 @@ from shared.proc import run_python
 from shared.tap import Check, run
 
 HERE = Path.cwd()
-LOGS = HERE / ".lab-logs" / "05"
+LOGS = HERE / ".check-logs" / "05"
 
 
 def checks() -> list[Check]:

@@ -22,7 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-LOGS = Path.cwd() / ".lab-logs" / "06"
+LOGS = Path.cwd() / ".check-logs" / "06"
 
 _REC: dict = {}
 

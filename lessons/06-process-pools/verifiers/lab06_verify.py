@@ -23,7 +23,7 @@ How: each scenario runs in a fresh interpreter (a "probe", lab06_probe.py) with 
 writes one JSON report (shared/probe_report.py); for the fault drills the pool's target is swapped for a
 top-level function of lab06_probe.py.  Timings are compared only with the learner's own timers -- never
 against a speed.  The serial-versus-pool timelines of 06.3 and 06.6 are pictures, never part of a verdict.
-Probe logs go to .lab-logs/06/.  This file is the judge: it runs none of the learner's code and imports
+Probe logs go to .check-logs/06/.  This file is the judge: it runs none of the learner's code and imports
 nothing from the probe, so neither the probe nor its workers load the judge.
 """
 
@@ -43,7 +43,7 @@ from shared.proc import Process, WaitTimeout, wait_until
 from shared.tap import Check, run as run_checks  # `run` names a probe run here
 
 WORK = Path.cwd()
-LOGS = WORK / ".lab-logs" / "06"
+LOGS = WORK / ".check-logs" / "06"
 PROBE = "import lab06_probe as p; p.probe()"  # a probe interpreter's program (python -c)
 ROUNDS_EXERCISE = (10, 2000)
 # The learner prints perf_counter() differences; allow for a value printed with 2 decimals.

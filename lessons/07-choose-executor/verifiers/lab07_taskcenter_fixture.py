@@ -19,7 +19,7 @@ from shared.probe import LearnerRaised, Probe
 from shared.proc import Process, wait_until
 
 WORK = Path.cwd()
-LOGS = WORK / ".lab-logs" / "07"
+LOGS = WORK / ".check-logs" / "07"
 CALL_TIMEOUT = 30.0  # the worker's call timeout where no check means a call to time out
 BOUND = 30.0  # backstop for waits that facts end in well under a second
 SLACK = 15.0  # a probe call's timeout beyond the bound the probe itself keeps

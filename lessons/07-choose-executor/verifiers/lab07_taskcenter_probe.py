@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 BOUND = 30.0  # backstop for waits that facts end in well under a second
-LOGS = Path.cwd() / ".lab-logs" / "07"
+LOGS = Path.cwd() / ".check-logs" / "07"
 _stream = None
 _sessions: dict[int, "Session"] = {}
 _numbers = itertools.count(1)
