@@ -1,4 +1,4 @@
-"""The lab services' secrets, generated once (mode 0600) and never printed: .env.tasks (the app's URLs and
+"""The kit's services' secrets, generated once (mode 0600) and never printed: .env.tasks (the app's URLs and
 passwords), the MySQL root password, docker compose's env file, and the read-only monitor account."""
 
 from __future__ import annotations
@@ -109,7 +109,7 @@ def monitor_credentials() -> tuple[str, str]:
 
 
 def create_monitor_account(cur) -> None:
-    """The monitor's account on every host it may come from, with SELECT on the lab's databases only."""
+    """The monitor's account on every host it may come from, with SELECT on the kit's databases only."""
     user, password = monitor_credentials()
     pattern = S.DATABASE_PATTERN.replace("%", "%%")
     for host in (S.HOST, "localhost", "%"):

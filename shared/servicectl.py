@@ -1,4 +1,4 @@
-"""Start, check and stop the lab's Redis and MySQL-compatible servers, one start at a time, and hold them
+"""Start, check and stop the kit's Redis and MySQL-compatible servers, one start at a time, and hold them
 while a lesson runs (the services lock).
 
     python -m shared.servicectl up|down|status|reset|compose [--check]

@@ -1,4 +1,4 @@
-"""The one source of the lab services' settings, and which mode runs them (LAB_SERVICES).
+"""The one source of the kit's services' settings, and which mode runs them (LAB_SERVICES).
 
 servicectl's native mode and docker/compose.yaml (plus its init SQL) are both made
 from these values; tests/test_services.py keeps the committed docker files equal

@@ -1,4 +1,4 @@
-"""Reaching the lab's servers: one real round trip to Redis, MySQL connections (app_user's wherever the URLs
+"""Reaching the kit's servers: one real round trip to Redis, MySQL connections (app_user's wherever the URLs
 point, root's through the socket), and whether each answers."""
 
 from __future__ import annotations

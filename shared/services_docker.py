@@ -1,4 +1,4 @@
-"""Docker mode: the lab's servers from docker/compose.yaml, and the docker files written from
+"""Docker mode: the kit's servers from docker/compose.yaml, and the docker files written from
 shared/services.py (`python -m shared.servicectl compose`)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Native mode: the lab's own redis-server and mariadbd, private processes under .state/services/ (same ports
+"""Native mode: the kit's own redis-server and mariadbd, private processes under .state/services/ (same ports
 as docker mode, own data dirs, pid files and logs), installed as root when missing, started, bootstrapped
 with the kit's accounts, and stopped by PID."""
 
