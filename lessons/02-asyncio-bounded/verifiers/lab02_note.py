@@ -13,9 +13,9 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-import runpy
 import sys
-import traceback
+
+from shared.learner_spies import Lines, run_as_main
 
 _seq = itertools.count(1)
 tasks: dict[int, "RecTask"] = {}
@@ -139,27 +139,11 @@ class _TaskGroup(asyncio.TaskGroup):
         return result
 
 
-class _Lines:
-    """stdout that passes everything through and notes each line with the task that printed it."""
-
-    def __init__(self, real):
-        self.real, self.buffer = real, ""
-
-    def write(self, text):
-        self.real.write(text)
-        self.buffer += text
-        while "\n" in self.buffer:
-            line, self.buffer = self.buffer.split("\n", 1)
-            task = _current()
-            record["lines"].append({"at": next(_seq), "text": line.strip(), "task": task and task.lab_id,
-                                    "cancelling": task.cancelling() if task is not None else 0})
-        return len(text)
-
-    def flush(self):
-        self.real.flush()
-
-    def __getattr__(self, name):
-        return getattr(self.real, name)
+def _line(text: str) -> None:
+    """Note each printed line with the task that printed it."""
+    task = _current()
+    record["lines"].append({"at": next(_seq), "text": text.strip(), "task": task and task.lab_id,
+                            "cancelling": task.cancelling() if task is not None else 0})
 
 
 def _ending(task: RecTask) -> dict:
@@ -178,15 +162,8 @@ def _ending(task: RecTask) -> dict:
 def main(script: str, out_path: str) -> int:
     asyncio.set_event_loop_policy(_Policy())
     asyncio.wait_for, asyncio.timeout, asyncio.shield, asyncio.TaskGroup = _wait_for, _Timeout, _shield, _TaskGroup
-    sys.stdout = _Lines(sys.stdout)
-    try:
-        runpy.run_path(script, run_name="__main__")
-    except SystemExit as exc:
-        if exc.code not in (None, 0):
-            record["outcome"] = f"SystemExit: {exc.code}"
-    except BaseException as exc:
-        record["outcome"] = f"{type(exc).__name__}: {exc}"
-        traceback.print_exc()
+    sys.stdout = Lines(sys.stdout, _line)
+    record["outcome"] = run_as_main(script)
     sys.stdout.flush()
     record["tasks"] = [_ending(task) for task in tasks.values()]
     with open(out_path, "w", encoding="utf-8") as handle:

@@ -29,7 +29,6 @@ task ended and when the budget was due are for the figures of 02.2–02.4 only, 
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 SHORT_BUDGET = 0.15  # the timeout scenario's budget, in seconds
 
@@ -80,21 +79,19 @@ def run_probe(kind: str) -> dict:
     import time
     import traceback
 
+    from shared.learner_spies import LoopTurn, ModuleView, watch_loop_sleeps
+
     report: dict = {"kind": kind}
     buffer = io.StringIO()
     sleeps: list[str] = []
-    real_sleep = time.sleep
 
-    def watched_sleep(seconds):
+    def blocking_sleep(place, function, seconds):
         # A blocking sleep on the loop's own thread while the loop runs: nothing else can run meanwhile.
-        if asyncio._get_running_loop() is not None:
-            frame = sys._getframe(1)
-            place = f"{Path(frame.f_code.co_filename).name}:{frame.f_lineno} {frame.f_code.co_name}(): time.sleep({seconds})"
-            if place not in sleeps:
-                sleeps.append(place)
-        real_sleep(seconds)
+        place = f"{place} {function}(): time.sleep({seconds})"
+        if place not in sleeps:
+            sleeps.append(place)
 
-    time.sleep = watched_sleep  # before the import, so `from time import sleep` gets it too
+    watch_loop_sleeps(blocking_sleep)  # before the import, so `from time import sleep` gets it too
     try:
         with contextlib.redirect_stdout(buffer):
             import bounded_async as module
@@ -166,10 +163,7 @@ def run_probe(kind: str) -> dict:
         read["start"] = time.monotonic()
         if len(timeline["running"]) < 1000:
             timeline["running"].append([read["start"], state["active"]])
-        # A callback scheduled now runs at the loop's next turn: if it has not run when the read is
-        # over, the read never gave the loop back -- no other task ran while it did.
-        turned = []
-        handle = asyncio.get_running_loop().call_soon(turned.append, True)
+        turn = LoopTurn()  # not turned when the read is over: no other task ran while it did
         try:
             value = await real_read(product_id, *args, **kwargs)
             read["outcome"] = "ok"
@@ -185,9 +179,9 @@ def run_probe(kind: str) -> dict:
             state["active"] -= 1
             if len(timeline["running"]) < 1000:
                 timeline["running"].append([read["end"], state["active"]])
-            if not turned:
+            if not turn.turned:
                 state["blocking_reads"] += 1
-            handle.cancel()
+            turn.cancel()
 
     async def spy_collect(*args, **kwargs):
         try:
@@ -204,19 +198,13 @@ def run_probe(kind: str) -> dict:
         report["collect"] = {"returned": True, "len": len(rows), "ids": ids, "type": type(rows).__name__}
         return rows
 
-    class AsyncioView:
-        """Stands in for bounded_async.asyncio: everything is the real asyncio except timeout()."""
-
-        def __getattr__(self, name):
-            return getattr(asyncio, name)
-
-        def timeout(self, delay):
-            # Only the timeout run has a deadline, a short one.  The others run without: a slow machine
-            # can never make a normal batch time out, and a stall shows as a loop with nothing to wait for.
-            report["budget_requested"] = delay
-            budget = asyncio.timeout(SHORT_BUDGET if kind == "timeout" else None)
-            budgets.append(budget)
-            return budget
+    def timeout(delay):
+        # Only the timeout run has a deadline, a short one.  The others run without: a slow machine
+        # can never make a normal batch time out, and a stall shows as a loop with nothing to wait for.
+        report["budget_requested"] = delay
+        budget = asyncio.timeout(SHORT_BUDGET if kind == "timeout" else None)
+        budgets.append(budget)
+        return budget
 
     budgets: list = []
     asyncio.Queue = SpyQueue
@@ -224,7 +212,7 @@ def run_probe(kind: str) -> dict:
     module.collect_products = spy_collect
     report["asyncio_view"] = getattr(module, "asyncio", None) is asyncio
     if report["asyncio_view"]:
-        module.asyncio = AsyncioView()
+        module.asyncio = ModuleView(asyncio, timeout=timeout)  # everything else is the real asyncio
 
     async def drive():
         root_holder.append(asyncio.current_task())

@@ -17,57 +17,46 @@ import asyncio
 import contextvars
 import itertools
 import os
-import sys
-import time
 from pathlib import Path
 
 from shared import handshake
+from shared.learner_spies import LoopTurn, ModuleView, watch_loop_sleeps
 
 GATE = Path(os.environ["LAB03_GATE"])
-_real_sleep = time.sleep
 _blocks = itertools.count(1)
 
 
-def _watched_sleep(seconds):
-    if asyncio._get_running_loop() is not None:  # a blocking sleep on the loop's thread: nothing else runs
-        frame = sys._getframe(1)
-        handshake.write_json(GATE / f"blocking-{next(_blocks)}", {
-            "place": f"{Path(frame.f_code.co_filename).name}:{frame.f_lineno}",
-            "function": frame.f_code.co_name, "seconds": seconds})
-    _real_sleep(seconds)
+def _blocking_sleep(place, function, seconds):
+    handshake.write_json(GATE / f"blocking-{next(_blocks)}", {"place": place, "function": function,
+                                                               "seconds": seconds})
 
 
-time.sleep = _watched_sleep  # before api_background is imported, so `from time import sleep` gets it too
+watch_loop_sleeps(_blocking_sleep)  # before api_background is imported, so `from time import sleep` gets it too
 
 import api_background  # noqa: E402
 _response: contextvars.ContextVar[dict | None] = contextvars.ContextVar("lab03_response", default=None)
 _sleeps = itertools.count(1)
 
 
-class _HeldAsyncio:
-    """What api_background sees as `asyncio`: the real module, except for sleep."""
-
-    def __getattr__(self, name):
-        return getattr(asyncio, name)
-
-    async def sleep(self, delay, result=None):
-        name = f"sleep-{next(_sleeps)}"
-        request = _response.get()
-        after = bool(request and request["sent"])
-        handshake.write_json(GATE / f"seen-{name}", {"name": name, "after_response": after,
-                                                      "path": request and request["path"]})
-        if not after:
-            return await asyncio.sleep(delay, result)
-        handshake.ready(GATE, name)
-        # The blocking poll runs in a thread: the event loop goes on answering requests meanwhile.
-        await asyncio.to_thread(handshake.wait_go, GATE, name)
-        return result
+async def _held_sleep(delay, result=None):
+    """api_background's asyncio.sleep: noted, and held after its request's response."""
+    name = f"sleep-{next(_sleeps)}"
+    request = _response.get()
+    after = bool(request and request["sent"])
+    handshake.write_json(GATE / f"seen-{name}", {"name": name, "after_response": after,
+                                                  "path": request and request["path"]})
+    if not after:
+        return await asyncio.sleep(delay, result)
+    handshake.ready(GATE, name)
+    # The blocking poll runs in a thread: the event loop goes on answering requests meanwhile.
+    await asyncio.to_thread(handshake.wait_go, GATE, name)
+    return result
 
 
-api_background.asyncio = _HeldAsyncio()
+api_background.asyncio = ModuleView(asyncio, sleep=_held_sleep)  # the real module, except for sleep
 
 _real_transition = api_background.transition
-_turned: dict[str, list] = {}  # job id -> [True] once the loop ran anything after the job became running
+_turned: dict[str, LoopTurn] = {}  # job id -> did the loop run anything after the job became running?
 
 
 def _transition(job_id, target):
@@ -77,9 +66,8 @@ def _transition(job_id, target):
     except RuntimeError:
         return
     if target == "running":
-        _turned[job_id] = []
-        loop.call_soon(_turned[job_id].append, True)
-    elif job_id in _turned and not _turned.pop(job_id):
+        _turned[job_id] = LoopTurn(loop)
+    elif job_id in _turned and not _turned.pop(job_id).turned:
         handshake.write_json(GATE / f"noyield-{job_id}", {"job": job_id, "target": target})
 
 

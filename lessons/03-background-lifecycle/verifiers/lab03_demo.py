@@ -11,8 +11,9 @@ callback").
 
 import gc
 import logging
-import runpy
 import sys
+
+from shared.learner_spies import run_as_main
 
 
 class Keep(logging.Handler):
@@ -77,14 +78,7 @@ def main() -> None:
         return task
 
     task_registry.start = start
-    outcome = "ok"
-    try:
-        runpy.run_path(sys.argv[1], run_name="__main__")
-    except SystemExit as exc:
-        if exc.code not in (None, 0):
-            outcome = f"SystemExit: {exc.code}"
-    except BaseException as exc:  # the learner's script crashed: say how, keep the facts gathered so far
-        outcome = f"{type(exc).__name__}: {exc}"
+    outcome = run_as_main(sys.argv[1], print_crash=False)  # a crash: say how, keep the facts gathered so far
     gc.collect()  # a task nobody read is reported when it is collected
     sys.stdout.flush()
     report(keep, 300, outcome=outcome, started=started, left=len(task_registry.running))

@@ -10,13 +10,12 @@ the exercise, `pending` (a view of the learner's own queue counting the puts tha
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import threading
 import time
-from pathlib import Path
 from queue import Queue
 
 from lab04_stuck import deadlocked
+from shared.learner_spies import fresh_module, replace_sleep, start_call
 from shared.proc import WaitTimeout, wait_until
 
 SCRIPT = "threaded_queue.py"
@@ -58,7 +57,7 @@ class TrackedLock:
 
 
 class TimeSpy:
-    """Replaces the module's `time`: counts and times every sleep, passes everything else through.
+    """The module's sleep (shared.learner_spies.replace_sleep): counts and times every sleep.
 
     meet=True: the first sleep of each thread that does not hold the lock waits at a barrier for
     the other thread's first such sleep -- the two threads are then sleeping at the same time, a
@@ -93,17 +92,6 @@ class TimeSpy:
         if self.before_sleep is not None:
             self.before_sleep.wait(BOUND)
         time.sleep(seconds)
-
-    def __getattr__(self, name):
-        return getattr(time, name)
-
-    def install(self, module) -> None:
-        # Whatever name the module uses: `import time`, `import time as clock`, `from time import sleep`.
-        for name, value in list(vars(module).items()):
-            if value is time:
-                setattr(module, name, self)
-            elif value is time.sleep:
-                setattr(module, name, self.sleep)
 
 
 class CountingQueue:
@@ -171,9 +159,7 @@ run: Run | None = None  # the current check's copy (checks run one after another
 def load() -> dict:
     """A fresh module object; which of the names the checks need it lacks; the capacity of its pending."""
     global run
-    spec = importlib.util.spec_from_file_location("threaded_queue", Path.cwd() / SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = fresh_module("threaded_queue")
     run = Run(module)
     capacity = getattr(module.pending, "maxsize", 0) if hasattr(module, "pending") else None
     return {"missing": [name for name in NAMES if not hasattr(module, name)],
@@ -192,7 +178,7 @@ def start(track_lock: bool = False, meet: bool = False, count_puts: bool = False
             run.view = module.pending = CountingQueue(module.pending)
         gate = run.view.held_back if gate_on_full and run.view is not None else None
         run.spy = TimeSpy(lock, meet=meet, before_sleep=gate)
-        run.spy.install(module)
+        replace_sleep(module, run.spy.sleep)
     run.started = time.monotonic()
     run.threads = [threading.Thread(target=run.consume, daemon=True, name=f"consumer-{n}") for n in range(WORKERS)]
     for thread in run.threads:
@@ -251,7 +237,6 @@ def join() -> dict:
     unfinished = run.module.pending.unfinished_tasks
     if unfinished:
         return {"unfinished": unfinished, "returned": False}
-    joiner = threading.Thread(target=run.module.pending.join, daemon=True, name="pending-join")
-    joiner.start()
+    joiner, _ = start_call(run.module.pending.join, name="pending-join")
     joiner.join(BOUND)
     return {"unfinished": unfinished, "returned": not joiner.is_alive()}

@@ -16,11 +16,11 @@ Two things make the run a matter of facts rather than of scheduling:
 
 import concurrent.futures as cf
 import json
-import runpy
 import sys
 import threading
 import time
-import traceback
+
+from shared.learner_spies import Lines, run_as_main
 
 PICKUP_BOUND = 30.0  # a free worker picks a job up long before this, however loaded the machine
 
@@ -154,38 +154,9 @@ threading.Event.wait = wait_event
 time.sleep = sleep
 
 
-class Lines:
-    """Pass prints through and log each finished line."""
-
-    def __init__(self, real):
-        self.real, self.buffer = real, ""
-
-    def write(self, text):
-        self.real.write(text)
-        self.buffer += text
-        while "\n" in self.buffer:
-            line, self.buffer = self.buffer.split("\n", 1)
-            log(ev="print", text=line)
-        return len(text)
-
-    def flush(self):
-        self.real.flush()
-
-    def __getattr__(self, name):
-        return getattr(self.real, name)
-
-
 def main(script: str, out_path: str) -> int:
-    sys.stdout = Lines(sys.stdout)
-    outcome = "ok"
-    try:
-        runpy.run_path(script, run_name="__main__")
-    except SystemExit as exc:
-        if exc.code not in (None, 0):
-            outcome = f"SystemExit: {exc.code}"
-    except BaseException as exc:
-        outcome = f"{type(exc).__name__}: {exc}"
-        traceback.print_exc()
+    sys.stdout = Lines(sys.stdout, lambda line: log(ev="print", text=line))
+    outcome = run_as_main(script)
     sys.stdout.flush()
     left = [th.name for th in threading.enumerate() if th is not threading.main_thread() and th.is_alive()]
     with open(out_path, "w", encoding="utf-8") as handle:

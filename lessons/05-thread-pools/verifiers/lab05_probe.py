@@ -11,15 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib.util
 import io
 import itertools
 import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
+from shared.learner_spies import fresh_module, replace_sleep, start_call
 from shared.proc import WaitTimeout, wait_until
 
 CALL_BOUND = 30.0  # read_sync's whole loop takes 2 s; waits for it end after this, whatever it does
@@ -28,15 +27,6 @@ SHUTDOWN_BOUND = 10.0  # the default executor's shutdown, once read_sync has ret
 _raised: dict[int, BaseException] = {}  # run number -> what the learner's code raised there
 _to_thread: dict[int, dict] = {}  # 05.4's run number -> what its exit step needs
 _numbers = itertools.count(1)
-
-
-def fresh(name: str):
-    """A new module object for NAME (its own globals to patch); its imports resolve normally."""
-    path = Path.cwd() / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def keep(exc: BaseException) -> int:
@@ -48,23 +38,6 @@ def keep(exc: BaseException) -> int:
 def reraise(number: int) -> None:
     """Raise again what the learner's code raised in run `number` (the judge gets it rebuilt)."""
     raise _raised.pop(number)
-
-
-def start_call(fn, *args) -> tuple[threading.Thread, dict]:
-    """Run fn(*args) in a daemon thread (one that never returns cannot keep the probe alive)."""
-    box: dict = {}
-
-    def run():
-        started = time.monotonic()
-        try:
-            box["value"] = fn(*args)
-        except BaseException as exc:
-            box["error"] = exc
-        box["seconds"] = time.monotonic() - started
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    return thread, box
 
 
 def finished(thread: threading.Thread, box: dict, **seen) -> dict:
@@ -95,24 +68,10 @@ class Slices:
         with self.cond:
             return 0 if self.at_stop is None else self.begun - self.at_stop
 
-    def install(self, module) -> callable:
-        """Count the sleeps of `module` (whichever way it imported time); returns what undoes it."""
-        slices, replaced = self, {}
-
-        class SleepSpy:
-            def sleep(self, seconds):
-                slices.begin()
-                time.sleep(seconds)
-
-            def __getattr__(self, name):
-                return getattr(time, name)
-
-        spy = SleepSpy()
-        for name, value in list(vars(module).items()):
-            if value is time or value is time.sleep:
-                replaced[name] = value
-                setattr(module, name, spy if value is time else spy.sleep)
-        return lambda: [setattr(module, name, value) for name, value in replaced.items()]
+    def sleep(self, seconds) -> None:
+        """The sleep put in the read's module (shared.learner_spies.replace_sleep): one slice."""
+        self.begin()
+        time.sleep(seconds)
 
 
 class SpyStop(threading.Event):
@@ -139,9 +98,9 @@ class SpyStop(threading.Event):
 def stop_read() -> dict:
     """read_sync(3, stop) in a thread; stop is set once its first slice has begun (or it has returned).
     began: slices begun at the set; after: slices begun after it."""
-    pool_io = fresh("pool_io")
+    pool_io = fresh_module("pool_io")
     slices = Slices()
-    slices.install(pool_io)
+    replace_sleep(pool_io, slices.sleep)
     stop = SpyStop(slices)
     thread, box = start_call(pool_io.read_sync, 3, stop)
     with slices.cond:
@@ -217,7 +176,7 @@ class BatchProbe:
 def batches() -> dict:
     """export_batches(range(8)) with batch_io's ThreadPoolExecutor and read_sync replaced by counting
     stand-ins (reads and outstanding: for the figures only)."""
-    batch_io = fresh("batch_io")
+    batch_io = fresh_module("batch_io")
     if not hasattr(batch_io, "export_batches"):
         return {"has": False}
     probe = BatchProbe()
@@ -235,7 +194,7 @@ def to_thread() -> dict:
     counted, Event replaced by SpyStop.  Then read_sync is given CALL_BOUND to return by itself, before
     the default executor shuts down (SHUTDOWN_BOUND).  escaped: a TimeoutError left demo(); run: the number
     for `to_thread_exit`."""
-    module = fresh("async_thread")
+    module = fresh_module("async_thread")
     if not hasattr(module, "demo"):
         return {"has": False}
     calls: list[dict] = []
@@ -259,7 +218,7 @@ def to_thread() -> dict:
     module.Event = RecordingEvent
     # Count the slices where read_sync's own module looks up its sleep (pool_io, as a rule).
     home = sys.modules.get(getattr(real_read, "__module__", None) or "")
-    undo = slices.install(home) if home is not None else (lambda: None)
+    undo = replace_sleep(home, slices.sleep) if home is not None else (lambda: None)
 
     baseline = threading.active_count()
     loop = asyncio.new_event_loop()
@@ -284,9 +243,7 @@ def to_thread() -> dict:
             with contextlib.suppress(WaitTimeout):
                 wait_until(lambda: calls and "end" in calls[0], CALL_BOUND, "read_sync to return", interval=0.01)
     finally:
-        closer = threading.Thread(target=executor.shutdown, daemon=True, name="executor-shutdown")
-        closer.start()
-        closer.join(SHUTDOWN_BOUND)
+        start_call(executor.shutdown, name="executor-shutdown")[0].join(SHUTDOWN_BOUND)
         loop.close()
         undo()
     number = next(_numbers)

@@ -118,27 +118,6 @@ def _describe_error(exc: BaseException) -> dict:
     }
 
 
-class _Lines:
-    """stdout that passes everything through and stamps each finished line with perf_counter()."""
-
-    def __init__(self, real):
-        self.real, self.buffer = real, ""
-
-    def write(self, text: str) -> int:
-        self.real.write(text)
-        self.buffer += text
-        while "\n" in self.buffer:
-            line, self.buffer = self.buffer.split("\n", 1)
-            _REC["lines"].append([time.perf_counter(), line])
-        return len(text)
-
-    def flush(self) -> None:
-        self.real.flush()
-
-    def __getattr__(self, name):
-        return getattr(self.real, name)
-
-
 def _recording_pool(swap, timed: str | None = None):
     """A ProcessPoolExecutor that records how it is built and used; `swap` replaces its target.
     `timed`: a file the workers note each call's time span in (for the figures), when the target is one a
@@ -295,9 +274,11 @@ def probe() -> None:
     """Entry point of a probe interpreter: python -c 'import lab06_probe as p; p.probe()' MODE ..."""
     import runpy
 
+    from shared.learner_spies import Lines
+
     mode, *args = sys.argv[1:]
     _REC.update(_new_record())
-    sys.stdout = _Lines(sys.stdout)
+    sys.stdout = Lines(sys.stdout, lambda line: _REC["lines"].append([time.perf_counter(), line]))
     if mode == "imports":
         _probe_imports()
     elif mode == "script":  # run a lesson script as `python FILE [ARGS]` would, with the recorders in place
