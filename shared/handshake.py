@@ -58,6 +58,20 @@ def write_result(folder: str | Path, name: str, value, round_no: int = 1) -> Non
     write_json(Path(folder) / f"res-{name}-{round_no}", value)
 
 
+def serve(folder: str | Path, name: str, act, rounds: int | None = 1, lifetime: float = HELPER_LIFETIME) -> None:
+    """A helper's whole side: say ready, then per round wait for the go and write act(plan) as the result —
+    `rounds` times (None: until told to stop), never past `lifetime` in all."""
+    ready(folder, name)
+    give_up = time.monotonic() + lifetime
+    round_no = 1
+    while rounds is None or round_no <= rounds:
+        plan = wait_go(folder, name, round_no, lifetime=max(0.0, give_up - time.monotonic()))
+        if plan is None:
+            return
+        write_result(folder, name, act(plan), round_no)
+        round_no += 1
+
+
 # ---------------------------------------------------------------- checker side
 
 def wait_ready(folder: str | Path, names: list[str], timeout: float = 30.0) -> None:
@@ -120,19 +134,22 @@ def hold_after_first_lock(folder: str | Path, name: str, armed=lambda: True) -> 
 
 class HelperGroup:
     """Helper processes of a verifier (each runs the learner's code when the checker says go), started
-    together in one handshake folder: `argv` + [folder, name] per helper, in the work dir.  Used where a
-    checker holds one helper inside its locks and looks at what the others do meanwhile."""
+    together in one handshake folder: `argv` + [folder, name] + `args` per helper, in the work dir (in `env`,
+    else this environment).  Either one helper at a time (go, release: a checker holds one helper inside its
+    locks and looks at what the others do meanwhile) or all of them, round after round (go_round)."""
 
-    def __init__(self, argv: list[str], names: list[str], folder: Path, what: str):
+    def __init__(self, argv: list[str], names: list[str], folder: Path, what: str, args: tuple = (),
+                 env: dict | None = None):
         import sys
 
         from shared.lesson_celery import WORK, redact
         from shared.i18n import t
         from shared.proc import Process
         self.folder, self.what = folder, what
+        self.names, self.round = names, 0
         self.folder.mkdir(parents=True)
-        self.procs = {name: Process([sys.executable, *argv, str(self.folder), name], cwd=WORK,
-                                    log_path=self.folder / f"{name}.log") for name in names}
+        self.procs = {name: Process([sys.executable, *argv, str(self.folder), name, *args], cwd=WORK,
+                                    log_path=self.folder / f"{name}.log", env=env) for name in names}
         try:
             wait_until(lambda: all((self.folder / f"ready-{n}").exists() for n in names) or self.dead(), 30,
                        f"the {what} processes to import the learner's modules", interval=0.02)
@@ -180,7 +197,23 @@ class HelperGroup:
             redact(self.procs[name].log_tail(6))
         return json.loads((self.folder / f"res-{name}-1").read_text(encoding="utf-8"))
 
+    def go_round(self, **plan) -> int:
+        """Every helper's next round, started at once with this plan; its number."""
+        self.round += 1
+        go(self.folder, self.names, plan, self.round)
+        return self.round
+
+    def done(self, round_no: int) -> int:
+        """How many helpers have written their result of this round."""
+        return sum((self.folder / f"res-{n}-{round_no}").exists() for n in self.names)
+
     def stop(self) -> None:
         stop(self.folder)
         for proc in self.procs.values():
             proc.stop(grace=3)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()

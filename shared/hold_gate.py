@@ -5,6 +5,9 @@ A lesson's kit probe (labNN_probe.py, imported by the worker before the learner'
     gate = Gate(FOLDER, "lab11", HOLD_LIST, backstop=25.0, record=record)
     gate.hold_first_writes()          # the first write-mode open() of a held job's file waits
 
+or, with the kit's file names (labNN-events.jsonl, labNN-hold.txt in $TASKLAB_LOG_DIR), probe_gate("labNN", …);
+the checker's side of that gate is HoldList(LOG_DIR, "labNN").
+
 The checker lists what to hold in HOLD_LIST (a job id per line, or "PHASE JOB" for a gate with phases)
 and releases it by creating FOLDER/<prefix>-release-<job> (or -<phase>-<job>).  Only the first pause of
 each job (and phase) waits, across every pool child (an O_EXCL marker).  Each pause records a "hold"
@@ -16,9 +19,14 @@ died from waiting for ever.
 from __future__ import annotations
 
 import builtins
+import functools
 import io
 import os
 import time
+from pathlib import Path
+
+from shared.lesson_celery import append_event, read_events
+from shared.proc import wait_until
 
 
 def read_list(path: str, phase: str | None = None) -> list[str]:
@@ -85,3 +93,44 @@ class Gate:
 
         io.open = held_open
         builtins.open = held_open
+
+
+def probe_gate(prefix: str, backstop: float, phase: str | None = None) -> Gate:
+    """In a lesson's probe, before the learner's modules load: its event recorder (gate.record, one JSON line
+    per event in $TASKLAB_LOG_DIR/PREFIX-events.jsonl) and its gate on PREFIX-hold.txt, first writes held."""
+    folder = os.environ.get("TASKLAB_LOG_DIR") or "."
+    record = functools.partial(append_event, os.path.join(folder, f"{prefix}-events.jsonl"))
+    gate = Gate(folder, prefix, os.path.join(folder, f"{prefix}-hold.txt"), backstop=backstop, record=record)
+    gate.hold_first_writes(phase)
+    return gate
+
+
+class HoldList:
+    """The checker's side of a probe_gate(prefix): which jobs to hold, their release, the probe's "hold" events."""
+
+    def __init__(self, folder: str | Path, prefix: str):
+        self.folder, self.prefix = Path(folder), prefix
+        self.path = self.folder / f"{prefix}-hold.txt"
+        self.events = self.folder / f"{prefix}-events.jsonl"
+
+    def hold(self, *jobs: str, phase: str | None = None) -> None:
+        """The first pause of each of these jobs (at `phase`) will wait for release()."""
+        with open(self.path, "a", encoding="utf-8") as handle:
+            handle.writelines(f"{phase} {job}\n" if phase else f"{job}\n" for job in jobs)
+
+    def release(self, *jobs: str, phase: str | None = None) -> None:
+        for job in jobs:
+            key = f"{phase}-{job}" if phase else job
+            (self.folder / f"{self.prefix}-release-{key}").touch()
+
+    def holds(self, job: str, phase: str | None = None) -> list[dict]:
+        """The probe's "hold" events of this job (at `phase`): a worker reached its pause."""
+        ident = {"phase": phase, "job": job} if phase else {"job": job}
+        return [e for e in read_events(self.events)
+                if e.get("kind") == "hold" and all(e.get(k) == v for k, v in ident.items())]
+
+    def wait_held(self, jobs: list[str], seconds: float, what: str, phase: str | None = None,
+                  interval: float = 0.05) -> dict:
+        """The first "hold" event of any of these jobs, once a worker is held there (WaitTimeout if none is)."""
+        return wait_until(lambda: next((held[0] for j in jobs if (held := self.holds(j, phase))), None), seconds,
+                          what, interval=interval)

@@ -4,7 +4,8 @@
   then .env.tasks), and never printed;
 - the worker the runner declared in tasks.json (TASKLAB_PROC_WORKER_PID, _ARGV, _LOG): stop it by its PID;
 - extra workers the verifier owns (shared.proc.Process), stopped by their PID;
-- a look into the broker's queue list without consuming anything;
+- a look into the broker's queue list without consuming anything, and taking the kit's own messages back;
+- a learner's or the kit's script run as the lesson runs it, its output with secrets masked;
 - for the probes that run inside workers: append_event, one JSON line per event to a shared file;
 
 Shared by the verifiers and probes of lessons 08–16.
@@ -13,17 +14,20 @@ Shared by the verifiers and probes of lessons 08–16.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import signal
 import socket
+import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import NamedTuple
 from urllib.parse import urlsplit
 
 from shared.i18n import t
-from shared.proc import Process, WaitTimeout, proc_stat, wait_until
+from shared.proc import Process, WaitTimeout, proc_stat, run_python, wait_until
 
 WORK = Path.cwd()
 LOG_DIR = Path(os.environ.get("TASKLAB_LOG_DIR") or WORK / ".check-logs")
@@ -43,9 +47,9 @@ def append_event(path: str | Path, kind: str, /, **fields) -> None:
         os.close(fd)
 
 
-def read_events(path: str | Path) -> list[dict]:
-    """Every whole JSON line of an event file written by append_event.  A line still being written by
-    another process (or cut short by a SIGKILL) is skipped, never a crash."""
+def read_events(path: str | Path, /, **match) -> list[dict]:
+    """Every whole JSON line of an event file written by append_event (only those whose fields equal `match`).
+    A line still being written by another process (or cut short by a SIGKILL) is skipped, never a crash."""
     try:
         lines = Path(path).read_text(encoding="utf-8", errors="replace").splitlines()
     except FileNotFoundError:
@@ -56,7 +60,7 @@ def read_events(path: str | Path) -> list[dict]:
             event = json.loads(line)
         except ValueError:
             continue
-        if isinstance(event, dict):
+        if isinstance(event, dict) and all(event.get(k) == v for k, v in match.items()):
             found.append(event)
     return found
 
@@ -147,19 +151,18 @@ def nodename_from_argv(argv: list[str]) -> str:
     return name.replace("%h", host).replace("%n", host.split(".")[0]).replace("%d", host.partition(".")[2])
 
 
-def with_nodename(argv: list[str], nodename: str) -> list[str]:
+def private_worker_argv(argv: list[str], queue: str, nodename: str, app: str | None = None) -> list[str]:
+    """The declared worker's command (its app, probe and options) for a worker of the kit's own: one process on a
+    private queue under its own node name, the app swapped for `app` when given (a drill module in its place)."""
     out, skip = [], False
     for part in argv:
         if skip:
             skip = False
-            continue
-        if part in ("-n", "--hostname"):
-            skip = True
-            continue
-        if part.startswith("--hostname="):
-            continue
-        out.append(part)
-    return [*out, "-n", nodename]
+        elif part in ("-Q", "--queues", "-n", "--hostname", "-c", "--concurrency"):
+            skip = True  # and its value
+        elif not part.startswith(("--queues=", "--hostname=", "--concurrency=")):
+            out.append(app if app and part == "celery_app:app" else part)
+    return [*out, "-Q", queue, "--concurrency=1", "-n", nodename]
 
 
 class DeclaredWorker:
@@ -178,6 +181,12 @@ class DeclaredWorker:
 
     def alive(self) -> bool:
         return pid_running(self.pid)
+
+    def running(self, tail: int = 600) -> DeclaredWorker:
+        """This worker, for a check that needs it running: once it has exited the check fails with its log tail."""
+        assert self.alive(), t("the worker (pid {pid}) has exited; log tail:\n{log_text}", pid=self.pid,
+                               log_text=self.log_text()[-tail:])
+        return self
 
     def log_text(self) -> str:
         try:
@@ -200,13 +209,30 @@ class DeclaredWorker:
         return time.monotonic() - started
 
 
-def start_worker(argv: list[str], log_name: str, timeout: float = 30.0, env: dict | None = None) -> Process:
-    """Start a worker we own (in its own session, log in TASKLAB_LOG_DIR) and wait for 'ready.'."""
+_declared: dict[str, DeclaredWorker] = {}
+
+
+def declared_worker(name: str = "WORKER") -> DeclaredWorker:
+    """The worker the runner declared, asked for inside each check that needs it (read once): without one that
+    check fails, saying why, and the checks that do not need it still run."""
+    if name not in _declared:
+        _declared[name] = DeclaredWorker(name)
+    return _declared[name]
+
+
+def spawn(argv: list[str], log_name: str, env: dict | None = None) -> Process:
+    """Start a process we own in the work folder ("{python}" in argv: this interpreter), its log fresh in
+    TASKLAB_LOG_DIR; not waited for."""
     log_path = LOG_DIR / log_name
     log_path.parent.mkdir(parents=True, exist_ok=True)
     log_path.unlink(missing_ok=True)
     argv = [sys.executable if part == "{python}" else part for part in argv]
-    proc = Process(argv, cwd=WORK, log_path=log_path, env=env)
+    return Process(argv, cwd=WORK, log_path=log_path, env=env)
+
+
+def start_worker(argv: list[str], log_name: str, timeout: float = 30.0, env: dict | None = None) -> Process:
+    """Start a worker we own (spawn) and wait for 'ready.'."""
+    proc = spawn(argv, log_name, env)
     try:
         proc.wait_ready(timeout, log_contains=READY_MARK)
     except BaseException:
@@ -221,26 +247,74 @@ def log_lines(text: str, *needles: str, limit: int = 6) -> list[str]:
     return [line if len(line) <= 220 else line[:219] + "…" for line in lines[-limit:]]
 
 
-# ---------------------------------------------------------------- the broker, read-only
+# ---------------------------------------------------------------- scripts, as the lesson runs them
+
+class Script(NamedTuple):
+    """A finished `python ARGS`: its exit code, its output with secrets masked, that output's non-empty lines."""
+
+    code: int
+    output: str
+    lines: list[str]
+
+    def tail(self, c, shown: int, width: int | None = 200) -> None:
+        """Its last `shown` lines noted on check `c`, indented and cut to `width` characters (None: whole)."""
+        for line in self.lines[-shown:]:
+            c.note("  " + line[:width])
+
+
+def run_script(args: list[str], timeout: float, late: str | None = None) -> Script:
+    """`python ARGS` in the work folder.  Still running after `timeout` s: the check fails with `late`
+    (without one, subprocess.TimeoutExpired goes up).  The raw output is never kept: it may hold a secret."""
+    try:
+        done = run_python(args, cwd=WORK, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        if late is None:
+            raise
+        raise AssertionError(late) from None
+    output = redact(done.stdout)
+    return Script(done.returncode, output, [line for line in output.splitlines() if line.strip()])
+
+
+# ---------------------------------------------------------------- the broker
 
 def redis_client(url: str | None = None):
     import redis
     return redis.Redis.from_url(url or setting("CELERY_BROKER_URL"), socket_connect_timeout=3, socket_timeout=5)
 
 
-def queued_task_ids(queue: str = "exports") -> list[str]:
-    """Task ids of the messages waiting in a queue (LRANGE: nothing is consumed)."""
+def queued_messages(queue: str = "exports") -> list[tuple[bytes, dict]]:
+    """The messages waiting in a queue, as (raw, headers) (LRANGE: nothing is consumed); one that is not a
+    JSON object is skipped."""
     client = redis_client()
     try:
         raw = client.lrange(queue, 0, -1)
     finally:
         client.close()
-    ids = []
+    found = []
     for item in raw:
+        with contextlib.suppress(ValueError, TypeError, AttributeError):
+            found.append((item, json.loads(item).get("headers") or {}))
+    return found
+
+
+def queued_task_ids(queue: str = "exports") -> list[str]:
+    """Task ids of the messages waiting in a queue (protocol 2 in the headers, protocol 1 in the body)."""
+    ids = []
+    for item, headers in queued_messages(queue):
         try:
-            message = json.loads(item)
-            ids.append(message.get("headers", {}).get("id") or
-                       json.loads(base64.b64decode(message["body"])).get("id"))
-        except (ValueError, KeyError, TypeError):
+            ids.append(headers.get("id") or json.loads(base64.b64decode(json.loads(item)["body"])).get("id"))
+        except (ValueError, KeyError, TypeError, AttributeError):
             continue
     return [i for i in ids if i]
+
+
+def take_back(queue: str, items: list[bytes]) -> int:
+    """The kit's own messages (raw, as queued_messages gave them) removed from a queue, so that no later
+    worker runs them: how many were still there."""
+    if not items:
+        return 0
+    client = redis_client()
+    try:
+        return sum(int(client.lrem(queue, 1, item)) for item in items)
+    finally:
+        client.close()

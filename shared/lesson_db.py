@@ -10,16 +10,20 @@ test.  `kit_db()` opens a connection of its own for work that holds session stat
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import threading
+from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from shared.lesson_celery import setting, short
+from shared.lesson_celery import WORK, setting, short
 from shared.i18n import t
 from shared.proc import WaitTimeout, wait_until
 
 _local = threading.local()
+TERMINAL = ("succeeded", "failed", "cancelled")  # an export job's final statuses
+UUID_RE = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"  # a job or event id, as a script prints it
 
 
 def db_settings() -> dict:
@@ -93,6 +97,12 @@ def sql(query: str, args=()) -> list[dict]:
         return list(cur.fetchall())
 
 
+def changed_rows(query: str, args=()) -> int:
+    """One autocommitted statement (an UPDATE, say) on a connection of its own; how many rows it changed."""
+    with kit_db() as cur:
+        return cur.execute(query, args)
+
+
 # ---------------------------------------------------------------- export_jobs, as the kit sees it
 
 def job_row(job_id: str) -> dict | None:
@@ -114,6 +124,93 @@ def wait_status(job_id: str, statuses: tuple[str, ...], seconds: float = 20, int
         raise AssertionError(t("job {job_id} did not reach {statuses} within {seconds:g}s (now: {now})", now=now,
                                job_id=short(job_id), statuses='/'.join(statuses), seconds=seconds)) from None
 
+
+# ---------------------------------------------------------------- rows and files, as the checks read them
+
+def payload_of(row: dict):
+    """A job's payload column as Python: a JSON column may come back as text (MySQL) or already decoded."""
+    value = row["payload"]
+    return json.loads(value) if isinstance(value, (str, bytes, bytearray)) else value
+
+
+def server_now():
+    """The server's clock (NOW(6)), the one the lesson's SQL compares with."""
+    return sql("SELECT NOW(6) AS now")[0]["now"]
+
+
+def seconds_until(job_id: str, column: str) -> float | None:
+    """How far export_jobs.<column> of this job lies ahead of the server's clock, in seconds (negative: in the
+    past; None: no such job, or the column is NULL)."""
+    rows = sql(f"SELECT TIMESTAMPDIFF(MICROSECOND, NOW(6), {column}) AS us FROM export_jobs WHERE id=%s", (job_id,))
+    us = rows[0]["us"] if rows else None
+    return None if us is None else us / 1e6
+
+
+def expire_lease(job_id: str, running_only: bool = False) -> None:
+    """The job's lease moved into the past (time set by an UPDATE, never waited out); with `running_only`, only
+    while the job is running."""
+    sql("UPDATE export_jobs SET lease_until=DATE_SUB(NOW(6), INTERVAL 1 SECOND) WHERE id=%s"
+        + (" AND status='running'" if running_only else ""), (job_id,))
+
+
+def lease_token_of(job) -> str | None:
+    """The lease token of what the learner's claim() returned (None: nothing claimed); a row without one fails."""
+    if job is None:
+        return None
+    assert isinstance(job, dict) and job.get("lease_token"), t(
+        "claim must return a row with lease_token or None, got {job!r}", job=job)[:200]
+    return str(job["lease_token"])
+
+
+def job_event_counts() -> tuple[int, int]:
+    """How many rows export_jobs and export_outbox hold now (one statement: both from the same moment)."""
+    row = sql("SELECT (SELECT COUNT(*) FROM export_jobs) AS jobs, (SELECT COUNT(*) FROM export_outbox) AS events")[0]
+    return int(row["jobs"]), int(row["events"])
+
+
+def outbox_of(job_id: str, unsent_only: bool = False) -> list[dict]:
+    """The job's outbox events (only those not sent yet, with `unsent_only`), oldest first, each with `live`
+    (its claim still runs) and the server's `now`."""
+    return sql("SELECT *, claim_until>NOW(6) AS live, NOW(6) AS now FROM export_outbox WHERE job_id=%s"
+               + (" AND sent_at IS NULL" if unsent_only else "") + " ORDER BY created_at, id", (job_id,))
+
+
+def result_file(row: dict) -> tuple[Path, object]:
+    """A succeeded job's result file (result_ref: absolute, or relative to the work folder) and its JSON."""
+    ref = row.get("result_ref")
+    assert ref, t("the job succeeded but result_ref is empty")
+    path = Path(ref) if Path(ref).is_absolute() else WORK / ref
+    assert path.is_file(), t("result_ref points to no file: {ref}", ref=ref)
+    return path, json.loads(path.read_text(encoding="utf-8"))
+
+
+def row_lock_error(table: str, row_id: str) -> str | None:
+    """None when the kit can lock this row at once (FOR UPDATE NOWAIT); the server's error ("code: text")
+    when another transaction holds it."""
+    import pymysql
+    try:
+        with kit_db(autocommit=False) as cur:
+            cur.execute(f"SELECT id FROM {table} WHERE id=%s FOR UPDATE NOWAIT", (row_id,))
+            cur.connection.rollback()
+        return None
+    except pymysql.MySQLError as exc:
+        return f"{exc.args[0]}: {exc.args[1] if len(exc.args) > 1 else ''}"
+
+
+MARIADB_NO_MAX_EXECUTION_TIME = 1193  # "Unknown system variable 'max_execution_time'": MariaDB has none
+
+
+@contextlib.contextmanager
+def explained(hint: str):
+    """The one known server mismatch (the course's connect() sets max_execution_time, which MariaDB lacks)
+    turned into `hint`, a pointer to the guide, instead of a bare traceback; any other error passes."""
+    import pymysql
+    try:
+        yield
+    except pymysql.err.OperationalError as exc:
+        if exc.args and exc.args[0] == MARIADB_NO_MAX_EXECUTION_TIME and "max_execution_time" in str(exc):
+            raise AssertionError(hint) from None
+        raise
 
 
 def remove_jobs(ids, tables: tuple[str, ...] = ()) -> None:
@@ -152,6 +249,40 @@ def trigger(name: str, body: str, marks_table: str):
         yield
     finally:
         sql(f"DROP TRIGGER IF EXISTS {name}")
+        sql(f"DELETE FROM {marks_table}")
+
+
+@contextlib.contextmanager
+def marked_trigger(name: str, timing: str, table: str, marks_table: str, kind: str, action: str, when: str = "",
+                   ref_of: str | None = None):
+    """A kit trigger `name` ("BEFORE UPDATE" etc. ON `table`) for the block: it runs `action` (SQL statements,
+    each ending in ;) for a row only if `when` holds (an SQL condition, "": always) and `marks_table` has a mark
+    of `kind` (for the row's `ref_of`, e.g. "OLD.id", if given).  The caller puts the marks in."""
+    match = f" AND ref={ref_of}" if ref_of else ""
+    condition = f"{when} AND " if when else ""
+    body = f"""CREATE TRIGGER {name} {timing} ON {table} FOR EACH ROW
+               BEGIN
+                 IF {condition}EXISTS (SELECT 1 FROM {marks_table} WHERE kind='{kind}'{match}) THEN
+                   {action}
+                 END IF;
+               END"""
+    with trigger(name, body, marks_table):
+        yield
+
+
+@contextlib.contextmanager
+def fault_trigger(name: str, timing: str, table: str, marks_table: str, kind: str, ref: str, message: str,
+                  when: str = "", ref_of: str | None = None):
+    """A database fault for the block: the statement fails (SQLSTATE 45000, `message`) for the rows marked
+    (kind, ref) — `ref_of` names the row's column to match ref against, none: every row; `when` narrows it
+    (see marked_trigger).  Only this mark is in place; it is cleared afterwards, even if no trigger came."""
+    make_marks_table(marks_table)
+    sql(f"INSERT INTO {marks_table} (kind, ref) VALUES (%s, %s)", (kind, ref))
+    try:
+        with marked_trigger(name, timing, table, marks_table, kind,
+                            f"SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = '{message}';", when, ref_of):
+            yield
+    finally:
         sql(f"DELETE FROM {marks_table}")
 
 

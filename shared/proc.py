@@ -146,7 +146,7 @@ class Process:
                                 returncode=self.popen.returncode)
                               + self.log_tail())
 
-    def _signal_group(self, sig: int) -> None:
+    def signal_group(self, sig: int) -> None:
         # The process leads its own session (start_new_session), so its group id is its pid:
         # this reaches the children it started (e.g. uvicorn's reloader, a pool) and nothing else.
         try:
@@ -156,7 +156,7 @@ class Process:
 
     def kill(self) -> None:
         """SIGKILL: the crash case — no finally blocks, no shutdown hooks."""
-        self._signal_group(signal.SIGKILL)
+        self.signal_group(signal.SIGKILL)
         self.popen.wait(timeout=10)
         self._log.close()
         _live.discard(self)
@@ -164,11 +164,11 @@ class Process:
     def stop(self, grace: float = 5.0) -> int:
         """TERM, wait up to `grace` seconds, then KILL.  Returns the exit code."""
         if self.alive():
-            self._signal_group(signal.SIGTERM)
+            self.signal_group(signal.SIGTERM)
             try:
                 self.popen.wait(timeout=grace)
             except subprocess.TimeoutExpired:
-                self._signal_group(signal.SIGKILL)
+                self.signal_group(signal.SIGKILL)
                 self.popen.wait(timeout=10)
         self._log.close()
         _live.discard(self)
@@ -183,11 +183,12 @@ class Process:
 
 
 def start_uvicorn(app: str, cwd: Path | str, log_path: Path | str, port: int | None = None,
-                  timeout: float = 15.0) -> tuple[Process, int]:
-    """Start `python -m uvicorn APP` on a free loopback port and wait until it accepts connections."""
+                  timeout: float = 15.0, env: dict | None = None) -> tuple[Process, int]:
+    """Start `python -m uvicorn APP` on a free loopback port (in `env`, else this environment) and wait until
+    it accepts connections."""
     port = port or free_port()
     proc = Process([sys.executable, "-m", "uvicorn", app, "--host", "127.0.0.1", "--port", str(port)],
-                   cwd=cwd, log_path=log_path)
+                   cwd=cwd, log_path=log_path, env=env)
     try:
         proc.wait_ready(timeout, port=port)
     except BaseException:

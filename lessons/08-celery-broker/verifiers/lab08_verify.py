@@ -24,6 +24,7 @@ never load here (the judge): export_products is sent with, waited on and asked a
 from __future__ import annotations
 
 import ast
+import contextlib
 import json
 import os
 import shutil
@@ -41,15 +42,19 @@ from shared.lesson_celery import (
     LOG_DIR,
     WORK,
     DeclaredWorker,
+    declared_worker,
     describe_url,
     env_file_values,
     log_lines,
+    queued_messages,
     read_events,
     redact,
     redis_client,
+    run_script,
     secrets_in,
     setting,
     start_worker,
+    take_back,
 )
 from shared.i18n import t
 from shared.probe import Probe
@@ -62,8 +67,6 @@ REPLY_SECONDS = 45  # bounds on answers that take milliseconds when all is well;
 ANSWER_SECONDS = 20
 OUTAGE = 20  # seconds: a worker restart (a deploy, a crash) easily lasts this long; queued work must outlive it
 API_WAITS = LOG_DIR / "api-waits.jsonl"  # written by lab08_api.py
-WORKER: DeclaredWorker | None = None  # the worker the runner declared (tasks.json): read in main, before the checks
-NO_WORKER = ""  # why there is none: each check that needs the worker fails with this
 RESULT_MARGIN = 15  # seconds a probe call may take beyond the wait on a result it was asked for
 learner = Probe(verifiers=Path(__file__).resolve().parent)  # the learner's modules load there, never here
 
@@ -80,12 +83,6 @@ def checks() -> list[Check]:
         Check("08.6", check_prepare, "python prepare_broker.py in scratch folders"),
         Check("08.7", lambda c: check_restart(c, declared_worker()), "worker (stopped); an equivalent worker started"),
     ]
-
-
-def declared_worker() -> DeclaredWorker:
-    """The declared worker, asked for inside a check that needs it: without one that check fails, saying why."""
-    assert WORKER, NO_WORKER
-    return WORKER
 
 
 def _out(done: subprocess.CompletedProcess, limit: int = 8) -> list[str]:
@@ -126,21 +123,9 @@ def _state(task_id: str) -> str:
 
 
 def _waiting(job_id: str) -> tuple[bytes, dict] | None:
-    """The message of job_id while it waits in the broker's exports list, as (raw, headers); LRANGE
-    consumes nothing.  None when it is not there."""
-    client = redis_client()
-    try:
-        raw = client.lrange(QUEUE, 0, -1)
-    finally:
-        client.close()
-    for item in raw:
-        try:
-            headers = json.loads(item).get("headers") or {}
-        except (ValueError, AttributeError):
-            continue
-        if headers.get("id") == job_id:
-            return item, headers
-    return None
+    """The message of job_id while it waits in the broker's exports list, as (raw, headers); None when it is not
+    there."""
+    return next(((raw, headers) for raw, headers in queued_messages(QUEUE) if headers.get("id") == job_id), None)
 
 
 # ---------------------------------------------------------------- 08.1
@@ -197,8 +182,7 @@ def check_ping(c) -> None:
 # ---------------------------------------------------------------- 08.2
 
 def check_registered(c, worker: DeclaredWorker) -> None:
-    assert worker.alive(), t("the worker (pid {pid}) has exited; log tail:\n{log_text}", pid=worker.pid,
-                             log_text=worker.log_text()[-800:])
+    worker.running(tail=800)
     command = ["-m", "celery", "-A", "celery_app:app", "inspect", "registered", "-d", worker.nodename, "-t", "5"]
     # A broadcast sent before the worker's control channel is subscribed is dropped, not queued, so one
     # "No nodes replied" proves nothing: ask again until the worker answers (bounded).  With -d the command
@@ -226,17 +210,13 @@ def check_registered(c, worker: DeclaredWorker) -> None:
 
 def check_producer(c, worker: DeclaredWorker) -> None:
     started = time.monotonic()
-    try:
-        done = run_python(["produce_export.py"], cwd=WORK, timeout=30)
-    except subprocess.TimeoutExpired:
-        raise AssertionError(t("produce_export.py did not finish within 30 s")) from None
-    c.note(t("python produce_export.py → exit code {returncode} in {monotonic:.1f} s", returncode=done.returncode,
+    done = run_script(["produce_export.py"], 30, late=t("produce_export.py did not finish within 30 s"))
+    c.note(t("python produce_export.py → exit code {returncode} in {monotonic:.1f} s", returncode=done.code,
              monotonic=time.monotonic() - started))
-    for line in _out(done):
-        c.note(line)
-    assert done.returncode == 0, t("produce_export.py failed (see the output above; a TimeoutError usually means the "
-                                   "worker never got the task or does not know its name)")
-    lines = [line.strip() for line in done.stdout.splitlines()]
+    done.tail(c, 8, width=None)
+    assert done.code == 0, t("produce_export.py failed (see the output above; a TimeoutError usually means the "
+                             "worker never got the task or does not know its name)")
+    lines = [line.strip() for line in done.lines]
     submitted = next((line.split()[1] for line in lines if line.startswith("submitted ") and len(line.split()) > 1),
                      None)
     result = None
@@ -324,11 +304,9 @@ def check_api(c, worker: DeclaredWorker) -> None:
         with httpx2.Client(base_url=f"http://127.0.0.1:{port}", timeout=ANSWER_SECONDS + 10) as client:
             outcome = _post_in_thread(client, "/exports/celery", body)
             # Facts, not a stopwatch: either the answer comes, or the handler is seen waiting on a result.
-            try:
+            with contextlib.suppress(WaitTimeout):
                 wait_until(lambda: outcome.get("done") or read_events(API_WAITS), ANSWER_SECONDS,
                            "the answer to POST /exports/celery")
-            except WaitTimeout:
-                pass
             waits = read_events(API_WAITS)
             for wait in waits[:2]:
                 c.note(t("the request handler called {call}(timeout={timeout})", call=wait.get('call'),
@@ -355,11 +333,7 @@ def check_api(c, worker: DeclaredWorker) -> None:
         proc.stop()
         found = _waiting(job_id) if job_id else None
         if found:  # take our test message back, so no later worker on this slot runs it
-            client = redis_client()
-            try:
-                client.lrem(QUEUE, 1, found[0])
-            finally:
-                client.close()
+            take_back(QUEUE, [found[0]])
 
 
 # ---------------------------------------------------------------- 08.6
@@ -498,11 +472,9 @@ def check_restart(c, worker: DeclaredWorker) -> None:
     proc = start_worker(worker.argv, "worker-restarted.log", timeout=REPLY_SECONDS)
     c.note(t("started a worker with the same command: pid {pid}", pid=proc.pid))
     try:
-        try:
+        with contextlib.suppress(WaitTimeout):
             wait_until(lambda: _state(job_id) in ("SUCCESS", "FAILURE", "REVOKED"), REPLY_SECONDS,
                        f"{job_id} to finish", interval=0.1)
-        except WaitTimeout:
-            pass
         final = _state(job_id)
         if final != "SUCCESS":
             for line in log_lines(proc.log_text(), job_id):
@@ -517,8 +489,4 @@ def check_restart(c, worker: DeclaredWorker) -> None:
 
 
 if __name__ == "__main__":
-    try:
-        WORKER = DeclaredWorker()
-    except AssertionError as exc:
-        NO_WORKER = str(exc)
     run(checks())

@@ -9,6 +9,7 @@ start and end recorded (pid, message id, redelivered).  Events: TASKLAB_DRILL_DI
 """
 
 import os
+from functools import partial
 from pathlib import Path
 
 from shared import handshake
@@ -20,10 +21,7 @@ EVENTS = DRILL_DIR / "events.jsonl"
 HOLD_JOB = os.environ["TASKLAB_DRILL_JOB"]
 HELD_ONCE = DRILL_DIR / "held"  # created with O_EXCL: only the first execution ever pauses
 HOLD_LIFETIME = 300.0  # a bound for a verifier that vanished, far beyond the check's own limit
-
-
-def record(kind: str, **fields) -> None:
-    append_event(EVENTS, kind, **fields)
+record = partial(append_event, EVENTS)
 
 
 _real_replace = os.replace

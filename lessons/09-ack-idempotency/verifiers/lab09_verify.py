@@ -30,27 +30,24 @@ import os
 import select
 import signal
 import struct
-import subprocess
 import threading
 import time
 from pathlib import Path
 from uuid import uuid4
 
 from shared import handshake
-from shared.lesson_celery import (LOG_DIR, WORK, DeclaredWorker, children_of, log_lines, read_events, redact, short,
-                              start_worker, with_nodename)
+from shared.lesson_celery import (LOG_DIR, WORK, children_of, declared_worker, log_lines, private_worker_argv,
+                                  read_events, redact, run_script, short, start_worker)
 from shared.figures import attach, bar, lane, lanes, mark
 from shared.i18n import t
 from shared.probe import Probe
-from shared.proc import WaitTimeout, run_python, wait_until
+from shared.proc import WaitTimeout, wait_until
 from shared.tap import Check, run
 
 ARTIFACTS = WORK / "artifacts"
 VISIBILITY = 60
 TERMINAL = ("SUCCESS", "FAILURE", "REVOKED")
 REPLY_SECONDS = 45  # bound on getting one worker's control reply; a pass takes milliseconds
-WORKER: DeclaredWorker | None = None  # the worker the runner declared (tasks.json): read in main, before the checks
-NO_WORKER = ""  # why there is none: each check that needs the worker fails with this
 RESULT_MARGIN = 15  # seconds a probe call may take beyond the wait it was asked for
 learner = Probe(verifiers=Path(__file__).resolve().parent)  # the learner's modules load there, never here
 
@@ -63,12 +60,6 @@ def checks() -> list[Check]:
         Check("09.4", check_redelivery, "our lab09_drill.py worker, child killed"),
         Check("09.5", check_versions, "worker"),
     ]
-
-
-def declared_worker() -> DeclaredWorker:
-    """The declared worker, asked for inside a check that needs it: without one that check fails, saying why."""
-    assert WORKER, NO_WORKER
-    return WORKER
 
 
 def _import() -> None:
@@ -190,14 +181,10 @@ class Reader(threading.Thread):
 # ---------------------------------------------------------------- 09.1
 
 def check_duplicate(c) -> None:
-    try:
-        done = run_python(["duplicate_export.py"], cwd=WORK, timeout=40)
-    except subprocess.TimeoutExpired:
-        raise AssertionError(t("duplicate_export.py did not finish within 40 s")) from None
-    c.note(t("python duplicate_export.py → exit code {returncode}", returncode=done.returncode))
-    for line in done.stdout.splitlines()[-4:]:
-        c.note("  " + redact(line)[:240])
-    assert done.returncode == 0 and "same logical output" in done.stdout, t(
+    done = run_script(["duplicate_export.py"], 40, late=t("duplicate_export.py did not finish within 40 s"))
+    c.note(t("python duplicate_export.py → exit code {returncode}", returncode=done.code))
+    done.tail(c, 4, width=240)
+    assert done.code == 0 and "same logical output" in done.output, t(
         "duplicate_export.py did not print same logical output (see the output above)")
 
     _import()
@@ -379,17 +366,11 @@ def check_redelivery(c) -> None:
     # runs leave no trail of queue bindings in Redis.
     queue = "lab09-drill"
     node = f"lab09drill{os.getpid()}@{worker.nodename.split('@', 1)[-1]}"
-    argv = [part if part != "celery_app:app" else "lab09_drill:app" for part in with_nodename(worker.argv, node)
-            if not part.startswith("--concurrency")]
-    if "-Q" in argv:
-        argv[argv.index("-Q") + 1] = queue
-    else:
-        argv += ["-Q", queue]
-    argv += ["--concurrency=1"]
+    argv = private_worker_argv(worker.argv, queue, node, app="lab09_drill:app")
     env = dict(os.environ, TASKLAB_DRILL_DIR=str(drill_dir), TASKLAB_DRILL_JOB=job_id)
 
     def events(kind: str) -> list[dict]:
-        return [e for e in read_events(events_path) if e.get("kind") == kind]
+        return read_events(events_path, kind=kind)
 
     proc = start_worker(argv, "worker-drill.log", env=env)
     message_id = str(uuid4())
@@ -494,8 +475,4 @@ def check_versions(c) -> None:
 
 
 if __name__ == "__main__":
-    try:
-        WORKER = DeclaredWorker()
-    except AssertionError as exc:
-        NO_WORKER = str(exc)
     run(checks())

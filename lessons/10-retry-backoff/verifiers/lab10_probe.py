@@ -21,6 +21,7 @@ Nothing is imported ahead of the worker: a module missing from include stays mis
 import os
 import time
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 
 from shared.hold_gate import read_list
@@ -31,6 +32,7 @@ from shared.worker_events import record_task_runs
 TASK_NAME = "products.retry_demo"
 FOLDER = Path(os.environ.get("TASKLAB_LOG_DIR") or ".")
 EVENTS = FOLDER / "retry-events.jsonl"
+record = partial(append_event, EVENTS)
 PERMANENT = FOLDER / "retry-permanent.txt"
 BUDGET = FOLDER / "retry-budget.txt"
 BUDGET_LEFT = 0.05  # seconds the task's clock leaves before the deadline after a budget-eating read
@@ -43,10 +45,6 @@ _skew = 0.0  # added to the learner module's clock; set by a budget-eating read,
 # are forked after), and the verifier never clears them, so a verifier started again mid-run loses nothing.
 for _stale in (EVENTS, PERMANENT, BUDGET):
     _stale.unlink(missing_ok=True)
-
-
-def record(kind: str, **fields) -> None:
-    append_event(EVENTS, kind, **fields)
 
 
 def _request():

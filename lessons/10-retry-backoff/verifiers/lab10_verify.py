@@ -24,16 +24,15 @@ from __future__ import annotations
 import ast
 import contextlib
 import functools
-import subprocess
 import time
 from pathlib import Path
 from uuid import uuid4
 
-from shared.lesson_celery import LOG_DIR, WORK, DeclaredWorker, log_lines, read_events, redact
+from shared.lesson_celery import LOG_DIR, declared_worker, log_lines, read_events, redact, run_script
 from shared.figures import attach, bar, lane, lanes, mark
 from shared.i18n import t
 from shared.probe import Probe
-from shared.proc import WaitTimeout, run_python, wait_until
+from shared.proc import WaitTimeout, wait_until
 from shared.tap import Check, run
 
 EVENTS = LOG_DIR / "retry-events.jsonl"
@@ -41,8 +40,6 @@ PERMANENT = LOG_DIR / "retry-permanent.txt"
 BUDGET = LOG_DIR / "retry-budget.txt"
 DEFAULT_BACKOFF = {"backoff_base": 1.0, "backoff_max": 8.0}  # the course's caps: min(8, 2**n)
 FINISH_SECONDS = 20  # bound on one job's run; a pass takes well under a second
-WORKER: DeclaredWorker | None = None  # the worker the runner declared (tasks.json): read in main, before the checks
-NO_WORKER = ""  # why there is none: each check that needs the worker fails with this
 learner = Probe(verifiers=Path(__file__).resolve().parent)  # the learner's modules load there, never here
 
 
@@ -55,15 +52,6 @@ def checks() -> list[Check]:
         Check("10.5", check_delays, "worker"),
         Check("10.6", check_budget, "worker"),
     ]
-
-
-def alive_worker() -> DeclaredWorker:
-    """The declared worker, asked for first by every check: without one, or with one that has exited, the
-    check fails, saying why."""
-    assert WORKER, NO_WORKER
-    assert WORKER.alive(), t("the worker (pid {pid}) has exited; log tail:\n{log_text}", pid=WORKER.pid,
-                             log_text=WORKER.log_text()[-600:])
-    return WORKER
 
 
 def retry_export() -> None:
@@ -88,7 +76,7 @@ class Run:
         self.state = "PENDING"
 
     def events(self, kind: str) -> list[dict]:
-        return [e for e in read_events(EVENTS) if e.get("kind") == kind and e.get("task_id") == self.id]
+        return read_events(EVENTS, kind=kind, task_id=self.id)
 
     def attempts(self, kind: str) -> list[int]:
         """The attempt number (request.retries) of each `kind` event, in attempt order, never the file's order."""
@@ -154,7 +142,7 @@ def timeline(run: Run, task_clock: bool = False) -> dict:
     planned retry (its countdown, ending at the next attempt's eta; labelled against the doubling cap), a
     mark per read, and the deadline as a line when it is near enough to see (else told in the caption).
     task_clock: the deadline as the task's (probe-set) clock saw it after a budget-eating read."""
-    events = [e for e in read_events(EVENTS) if e.get("task_id") == run.id and isinstance(e.get("at"), (int, float))]
+    events = [e for e in read_events(EVENTS, task_id=run.id) if isinstance(e.get("at"), (int, float))]
 
     def by_attempt(kind: str) -> dict:
         return {e["retries"]: e for e in events if e.get("kind") == kind and isinstance(e.get("retries"), int)}
@@ -199,21 +187,17 @@ def timeline(run: Run, task_clock: bool = False) -> dict:
 # ---------------------------------------------------------------- 10.1
 
 def check_recovers(c) -> None:
-    alive_worker()
-    try:
-        done = run_python(["verify_retry.py"], cwd=WORK, timeout=50)  # the script's own waits add up to 45 s
-    except subprocess.TimeoutExpired:
-        raise AssertionError(t("verify_retry.py did not finish within 50 s")) from None
-    lines = [redact(line.strip()) for line in done.stdout.splitlines() if line.strip()]
-    c.note(t("python verify_retry.py → exit code {returncode}", returncode=done.returncode))
-    for line in lines[-3:]:
-        c.note("  " + line[:200])
-    dicts = [line for line in lines if line.startswith("{")]
+    declared_worker().running()
+    # The script's own waits add up to 45 s.
+    done = run_script(["verify_retry.py"], 50, late=t("verify_retry.py did not finish within 50 s"))
+    c.note(t("python verify_retry.py → exit code {returncode}", returncode=done.code))
+    done.tail(c, 3)
+    dicts = [line.strip() for line in done.lines if line.strip().startswith("{")]
     try:
         first = ast.literal_eval(dicts[0]) if dicts else None
     except (ValueError, SyntaxError):
         first = None
-    assert done.returncode == 0 and isinstance(first, dict) and first.get("rows") == 1, t(
+    assert done.code == 0 and isinstance(first, dict) and first.get("rows") == 1, t(
         "verify_retry.py's first result should be a dict with rows 1 (fail_until=2 succeeds after two retries)")
 
     run = Run(time.time() + 30, 2).finish(c)
@@ -234,7 +218,7 @@ def check_recovers(c) -> None:
 # ---------------------------------------------------------------- 10.2
 
 def check_expired(c) -> None:
-    alive_worker()
+    declared_worker().running()
     run = Run(time.time() - 1, 0).finish(c)
     c.note(t("deadline 1 s in the past, fail_until=0: {summary}, error {error}", summary=run.summary(),
              error=run.error()))
@@ -251,7 +235,7 @@ def check_expired(c) -> None:
 # ---------------------------------------------------------------- 10.3
 
 def check_permanent(c) -> None:
-    alive_worker()
+    declared_worker().running()
     run = Run(time.time() + 30, 0, listed_in=PERMANENT).finish(c)
     c.note(t("the read raises ValueError('invalid export request'): {summary}, error {error}", summary=run.summary(),
              error=run.error()))
@@ -267,7 +251,7 @@ def check_permanent(c) -> None:
 # ---------------------------------------------------------------- 10.4
 
 def check_limit(c) -> None:
-    worker = alive_worker()
+    worker = declared_worker().running()
     run = Run(time.time() + 60, 10).finish(c)
     c.note(t("fail_until=10: {summary}, error {error}", summary=run.summary(), error=run.error()))
     for line in log_lines(worker.log_text(), run.id, "retry", limit=3):
@@ -285,7 +269,7 @@ def check_limit(c) -> None:
 # ---------------------------------------------------------------- 10.5
 
 def check_delays(c) -> None:
-    alive_worker()
+    declared_worker().running()
     run = Run(time.time() + 60, 10).finish(c)
     run.assert_finished()
     planned = sorted(run.events("retry"), key=lambda e: e.get("retries") or 0)
@@ -316,7 +300,7 @@ def check_delays(c) -> None:
 # ---------------------------------------------------------------- 10.6
 
 def check_budget(c) -> None:
-    alive_worker()
+    declared_worker().running()
     # The deadline is a minute away, so the entry check passes however slowly the message travels; the probe
     # then makes the failed read use up the budget: the retry decision sees 0.05 s left, as in the exercise.
     run = Run(time.time() + 60, 2, listed_in=BUDGET).finish(c, task_clock=True)
@@ -334,8 +318,4 @@ def check_budget(c) -> None:
 
 
 if __name__ == "__main__":
-    try:
-        WORKER = DeclaredWorker()
-    except AssertionError as exc:
-        NO_WORKER = str(exc)
     run(checks())

@@ -6,43 +6,25 @@ The checks judge by what these return; an assert here only stops a helper that c
 from __future__ import annotations
 
 import contextlib
-import json
 from functools import cached_property
-from pathlib import Path
 from types import SimpleNamespace
 
 import pymysql
 
-from shared.lesson_celery import LOG_DIR, WORK, DeclaredWorker, read_events, short, start_worker
+from shared.lesson_celery import LOG_DIR, DeclaredWorker, read_events, short, start_worker
+from shared.hold_gate import HoldList
 from shared.i18n import t
 from shared.lesson_db import db_settings, kit_db, sql
 from shared.probe import Probe
 from shared.proc import Process, WaitTimeout, wait_until
 
-EVENTS = LOG_DIR / "lab11-events.jsonl"
-HOLD_LIST = LOG_DIR / "lab11-hold.txt"
-TERMINAL = ("succeeded", "failed", "cancelled")
+GATE = HoldList(LOG_DIR, "lab11")  # lab11_probe's gate on the first file write, and its events
 
 
 # ---------------------------------------------------------------- the kit's own view of the database
 
-def expire_lease(job_id: str) -> None:
-    """The job's lease moved into the past (time set, never waited out)."""
-    sql("UPDATE export_jobs SET lease_until=DATE_SUB(NOW(6), INTERVAL 1 SECOND) WHERE id=%s", (job_id,))
-
-
-def sql_count(query: str, args=()) -> int:
-    with kit_db() as cur:
-        return cur.execute(query, args)
-
-
 def job_count() -> int:
     return sql("SELECT COUNT(*) AS n FROM export_jobs")[0]["n"]
-
-
-def payload_of(row: dict) -> list:
-    value = row["payload"]
-    return json.loads(value) if isinstance(value, (str, bytes, bytearray)) else value
 
 
 def products(ids: list[int]) -> list[dict]:
@@ -85,14 +67,6 @@ def export_task() -> SimpleNamespace:
     return SimpleNamespace(delay=lambda job_id: SimpleNamespace(id=learner.call("lab11_learner:delay", job_id)))
 
 
-def claimed_token(job) -> str | None:
-    if job is None:
-        return None
-    assert isinstance(job, dict) and job.get("lease_token"), t(
-        "claim must return a row with lease_token or None, got {job!r}", job=job)[:200]
-    return str(job["lease_token"])
-
-
 # ---------------------------------------------------------------- workers and their events
 
 class Workers:
@@ -120,7 +94,7 @@ class Workers:
 def event(kind: str, **fields) -> dict | None:
     """The first probe event of this kind with these fields, or None."""
     wanted = {"kind": kind, **fields}
-    return next((e for e in read_events(EVENTS) if all(e.get(k) == v for k, v in wanted.items())), None)
+    return next((e for e in read_events(GATE.events) if all(e.get(k) == v for k, v in wanted.items())), None)
 
 
 def wait_task_end(result, seconds: float = 20) -> dict:
@@ -130,14 +104,6 @@ def wait_task_end(result, seconds: float = 20) -> dict:
     except WaitTimeout:
         raise AssertionError(t("the worker did not finish message {id} within {seconds:g}s (see the worker log)",
                                id=short(result.id), seconds=seconds)) from None
-
-
-def published_file(row: dict) -> tuple[Path, list]:
-    ref = row.get("result_ref")
-    assert ref, t("the job succeeded but result_ref is empty")
-    path = Path(ref) if Path(ref).is_absolute() else WORK / ref
-    assert path.is_file(), t("result_ref points to no file: {ref}", ref=ref)
-    return path, json.loads(path.read_text(encoding="utf-8"))
 
 
 # ---------------------------------------------------------------- restarting the database server
@@ -204,27 +170,3 @@ def transactions_now() -> list[dict]:
         threads = {row["Id"]: row for row in cur.fetchall()}
     return [row for row in trx if (thread := threads.get(row["thread"], {})).get("User") in (None, settings["user"])
             and thread.get("db") in (None, settings["database"])]
-
-
-def row_lockable(job_id: str) -> str | None:
-    """None when we can lock the row at once; the server's error otherwise."""
-    try:
-        with kit_db(autocommit=False) as cur:
-            cur.execute("SELECT id FROM export_jobs WHERE id=%s FOR UPDATE NOWAIT", (job_id,))
-            cur.connection.rollback()
-        return None
-    except pymysql.MySQLError as exc:
-        return f"{exc.args[0]}: {exc.args[1] if len(exc.args) > 1 else ''}"
-
-
-# ---------------------------------------------------------------- the one known server mismatch
-
-@contextlib.contextmanager
-def explained():
-    """Turn the one known server mismatch into a pointer to the guide instead of a bare traceback."""
-    try:
-        yield
-    except pymysql.err.OperationalError as exc:
-        if exc.args and exc.args[0] == 1193 and "max_execution_time" in str(exc):
-            raise AssertionError(mariadb_hint()) from None
-        raise

@@ -8,17 +8,16 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import sys
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
 from uuid import uuid4
 
-from lab11_fixture import claimed_token, expire_lease, export_task, job_count, learner, store
+from lab11_fixture import export_task, job_count, learner, store
 
 from shared import probe_report
 from shared.lesson_celery import LOG_DIR, WORK, redact, setting, short
 from shared.i18n import t
-from shared.lesson_db import job_row, sql
-from shared.proc import Process, free_port, run_python
+from shared.lesson_db import expire_lease, job_row, lease_token_of, seconds_until, server_now, sql
+from shared.proc import free_port, run_python, start_uvicorn
 
 
 # ---------------------------------------------------------------- 11.7
@@ -27,11 +26,8 @@ from shared.proc import Process, free_port, run_python
 def api(log_name: str, env: dict | None = None):
     """uvicorn api_db:app on a free port for the block: GET /exports/{job_id} as a function."""
     import httpx2
-    port = free_port()
-    proc = Process([sys.executable, "-m", "uvicorn", "api_db:app", "--host", "127.0.0.1", "--port", str(port)],
-                   cwd=WORK, log_path=LOG_DIR / log_name, env=env)
+    proc, port = start_uvicorn("api_db:app", WORK, LOG_DIR / log_name, timeout=20, env=env)
     try:
-        proc.wait_ready(20, port=port)
         yield lambda job_id: httpx2.get(f"http://127.0.0.1:{port}/exports/{job_id}", timeout=10)
     finally:
         proc.stop()
@@ -188,16 +184,6 @@ COURSE_FUNCTIONS = {"connect", "transaction", "claim", "finish", "submit_snapsho
                     "replay", "accept_export", "get_export", "fetch_snapshot", "request_cancel"}
 
 
-def server_now():
-    return sql("SELECT NOW(6) AS now")[0]["now"]
-
-
-def lease_seconds(job_id: str) -> float:
-    row = sql("SELECT TIMESTAMPDIFF(MICROSECOND, NOW(6), lease_until) / 1e6 AS s FROM export_jobs WHERE id=%s",
-              (job_id,))[0]
-    return float(row["s"])
-
-
 def check_renew(c) -> None:
     state_store = store()
     # The learner's own functions in state_store taking (job_id, token), preferring a name that says renewal.
@@ -214,7 +200,7 @@ def check_renew(c) -> None:
         return learner.call(f"state_store:{name}", *args)
 
     job_id = state_store.submit_snapshot([58])
-    token = claimed_token(state_store.claim(job_id))
+    token = lease_token_of(state_store.claim(job_id))
     assert token, t("the first claim of a fresh job got no token")
 
     sql("UPDATE export_jobs SET lease_until=DATE_ADD(NOW(6), INTERVAL 5 SECOND) WHERE id=%s", (job_id,))
@@ -230,10 +216,10 @@ def check_renew(c) -> None:
     assert ok is True and since_start >= 29 and since_end <= 31, t(
         "a live lease must give True and end 30 s after the renewal")
 
-    before = lease_seconds(job_id)
+    before = seconds_until(job_id, "lease_until")
     foreign = renew(job_id, str(uuid4()))
     c.note(t("a foreign token → {foreign}", foreign=foreign))
-    assert foreign is False and lease_seconds(job_id) <= before, t("a foreign token renewed")
+    assert foreign is False and seconds_until(job_id, "lease_until") <= before, t("a foreign token renewed")
 
     sql("UPDATE export_jobs SET deadline_at=DATE_ADD(NOW(6), INTERVAL 10 SECOND) WHERE id=%s", (job_id,))
     first, second = renew(job_id, token), renew(job_id, token)
@@ -253,7 +239,7 @@ def check_renew(c) -> None:
 
     expire_lease(job_id)
     revived = renew(job_id, token)
-    still = lease_seconds(job_id)
+    still = seconds_until(job_id, "lease_until")
     c.note(t("lease expired → {revived}, lease_until stays in the past ({still:.1f} s)", revived=revived, still=still))
     assert revived is False and still < 0, t("an expired lease came back to life: after expiry only a new claim helps")
 

@@ -7,22 +7,13 @@ looks at information_schema.innodb_trx meanwhile.  Nothing is imported ahead of 
 from include stays missing.
 """
 
-import os
-from functools import partial
-
-from shared.lesson_celery import append_event
 from shared.worker_events import record_task_runs
-from shared.hold_gate import Gate
+from shared.hold_gate import probe_gate
 
-FOLDER = os.environ.get("TASKLAB_LOG_DIR") or "."
-EVENTS = os.path.join(FOLDER, "lab11-events.jsonl")
-HOLD_LIST = os.path.join(FOLDER, "lab11-hold.txt")
 HOLD_SECONDS = 25.0
-record = partial(append_event, EVENTS)
 
-# Installed before the learner's modules load.
-Gate(FOLDER, "lab11", HOLD_LIST, backstop=HOLD_SECONDS, record=record).hold_first_writes()
-record_task_runs(record)
+GATE = probe_gate("lab11", HOLD_SECONDS)  # installed before the learner's modules load
+record_task_runs(GATE.record)
 
 from celery_app import app  # noqa: E402  the learner's app, tasks and settings
 

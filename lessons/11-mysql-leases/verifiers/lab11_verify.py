@@ -46,15 +46,15 @@ import threading
 from pathlib import Path
 from uuid import uuid4
 
-from lab11_fixture import (HOLD_LIST, TERMINAL, Workers, claimed_token, event, expire_lease, explained, export_task,
-                           mariadb_hint, other_transactions, payload_of, products, published_file, restart_database,
-                           row_lockable, same_rows, sql_count, store, wait_task_end)
+from lab11_fixture import (GATE, Workers, event, export_task, mariadb_hint, other_transactions, products,
+                           restart_database, same_rows, store, wait_task_end)
 from lab11_interfaces import check_bad_input, check_http, check_renew, check_url
 
 from shared import handshake
-from shared.lesson_celery import LOG_DIR, WORK, redact, short
+from shared.lesson_celery import LOG_DIR, WORK, redact, run_script, short
 from shared.i18n import t
-from shared.lesson_db import job_row, sql, wait_status
+from shared.lesson_db import (TERMINAL, UUID_RE, changed_rows, expire_lease, explained, job_row, lease_token_of,
+                              payload_of, result_file, row_lock_error, sql, wait_status)
 from shared.proc import Process, WaitTimeout, run_python, wait_until
 from shared.tap import Check, run
 
@@ -82,15 +82,13 @@ def checks() -> list[Check]:
 
 def run_submit_script(c) -> None:
     """python submit_db_export.py with the worker up: its job (found in its output) reaches succeeded."""
-    done = run_python(["submit_db_export.py"], cwd=WORK, timeout=40)
-    output = redact(done.stdout)
-    found = re.findall(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", output)
-    if done.returncode != 0 or not found:
-        for line in [line for line in output.splitlines() if line.strip()][-4:]:
-            c.note("  " + line[:200])
-    if done.returncode != 0 and "max_execution_time" in output and "1193" in output:
+    script = run_script(["submit_db_export.py"], 40)
+    found = re.findall(UUID_RE, script.output)
+    if script.code != 0 or not found:
+        script.tail(c, 4)
+    if script.code != 0 and "max_execution_time" in script.output and "1193" in script.output:
         raise AssertionError(mariadb_hint())
-    assert done.returncode == 0, t("python submit_db_export.py failed (see the output below)")
+    assert script.code == 0, t("python submit_db_export.py failed (see the output below)")
     assert found, t("submit_db_export.py printed no job row (no job id found)")
     row = wait_status(found[0], TERMINAL, 20)
     assert row["status"] == "succeeded", t("submit_db_export.py's job ended {status}", status=row['status'])
@@ -134,7 +132,7 @@ def check_durable(c, workers: Workers) -> None:
     own = workers.start_own()
     row = wait_status(job_id, TERMINAL, 25)
     assert row["status"] == "succeeded", t("the job ended {status}, expected succeeded", status=row['status'])
-    path, written = published_file(row)
+    path, written = result_file(row)
     assert same_rows(written, snapshot), t("the published file is not the submit-time snapshot: the worker must not "
                                            "re-read products")
     c.note(t("a new worker (pid {pid}, same command) ran it: succeeded, attempts={attempts}, the file holds the "
@@ -199,7 +197,7 @@ RECOVER_SQL = """UPDATE export_jobs SET status='queued', lease_token=NULL, lease
 def check_old_token(c) -> None:
     state_store = store()
     job_id = state_store.submit_snapshot([21])
-    old = claimed_token(state_store.claim(job_id))
+    old = lease_token_of(state_store.claim(job_id))
     assert old, t("the first claim of a fresh job got no token")
 
     forged = str(uuid4())
@@ -220,8 +218,8 @@ def check_old_token(c) -> None:
         "with its lease expired (before recovery) the old token still finished: keep lease_until>NOW(6) in the WHERE")
     c.note(t("lease moved into the past, before recovery: old token → False, result_ref still empty"))
 
-    assert sql_count(RECOVER_SQL, (job_id,)) == 1, t("the recovery transition missed the row")
-    new = claimed_token(state_store.claim(job_id))
+    assert changed_rows(RECOVER_SQL, (job_id,)) == 1, t("the recovery transition missed the row")
+    new = lease_token_of(state_store.claim(job_id))
     assert new and new != old, t("after recovery a new claim must get a new token")
     after = state_store.finish(job_id, old, "artifacts/stale.json")
     row = job_row(job_id)
@@ -244,9 +242,7 @@ def check_no_transaction(c, workers: Workers) -> None:
     state_store, export_products = store(), export_task()
     workers.ensure()
     job_id = state_store.submit_snapshot([31, 32, 33])
-    with open(HOLD_LIST, "a", encoding="utf-8") as handle:
-        handle.write(job_id + "\n")
-    release = LOG_DIR / f"lab11-release-{job_id}"
+    GATE.hold(job_id)
     try:
         result = export_products.delay(job_id)
         try:
@@ -258,11 +254,11 @@ def check_no_transaction(c, workers: Workers) -> None:
                  name=Path(hold['path']).name))
         row = job_row(job_id)
         open_trx = other_transactions()
-        lock_error = row_lockable(job_id)
+        lock_error = row_lock_error("export_jobs", job_id)
         # The probe holds the write for 25 s at most: what was seen counts only if it still holds it now.
         ran_out = event("release", job=job_id) is not None
     finally:
-        release.touch()
+        GATE.release(job_id)
     assert not ran_out, t("the probe's hold (25 s at most) ended before the checker had looked: this observation "
                           "does not count; run the check again on a less busy machine")
     c.note(t("during the write: row {status}, attempts={attempts}, lease_token {committed}", status=row['status'],
@@ -299,7 +295,7 @@ def check_backoff(c, workers: Workers) -> None:
     def claimer():
         go.wait(10)
         try:
-            results.append(claimed_token(state_store.claim(job_id)))
+            results.append(lease_token_of(state_store.claim(job_id)))
         except Exception as exc:  # noqa: BLE001
             results.append(f"error {type(exc).__name__}: {exc}")
 
@@ -324,7 +320,7 @@ def check_backoff(c, workers: Workers) -> None:
         "next_attempt_at<=NOW(6)")
 
     sql("UPDATE export_jobs SET next_attempt_at=DATE_SUB(NOW(6), INTERVAL 1 SECOND) WHERE id=%s", (job_id,))
-    token = claimed_token(state_store.claim(job_id))
+    token = lease_token_of(state_store.claim(job_id))
     assert token, t("still not claimable with next_attempt_at in the past: something besides the backoff blocks the "
                     "claim")
     c.note(t("next_attempt_at moved into the past (an UPDATE, no waiting) → claim gets a token, attempts=1"))
@@ -337,7 +333,7 @@ def check_recovery(c, workers: Workers) -> None:
     workers.ensure()
     job_id = state_store.submit_snapshot([51, 52])
     snapshot = products([51, 52])
-    old = claimed_token(state_store.claim(job_id))
+    old = lease_token_of(state_store.claim(job_id))
     assert old, t("the first claim of a fresh job got no token")
     expire_lease(job_id)
     c.note(t("job {job_id} claimed by an old executor, lease moved into the past (running + expired)",
@@ -354,7 +350,7 @@ def check_recovery(c, workers: Workers) -> None:
     assert row["status"] == "running" and row["attempts"] == 1 and row["lease_token"] == old, t(
         "before recovery a duplicate message took over the expired running job")
 
-    assert sql_count(RECOVER_SQL, (job_id,)) == 1, t("the recovery transition missed the row")
+    assert changed_rows(RECOVER_SQL, (job_id,)) == 1, t("the recovery transition missed the row")
     row = job_row(job_id)
     assert row["attempts"] == 1, t("recovery must not change attempts")
     end = wait_task_end(export_products.delay(job_id))
@@ -365,7 +361,7 @@ def check_recovery(c, workers: Workers) -> None:
     assert row["attempts"] == 2, t("the claim after recovery should be attempts == 2, got {attempts}",
                                    attempts=row['attempts'])
     assert row["lease_token"] != old, t("the old token is the one that published")
-    path, written = published_file(row)
+    path, written = result_file(row)
     assert same_rows(written, snapshot), t("the new token's file is not the job's snapshot")
     assert state_store.finish(job_id, old, "artifacts/stale.json") is False and \
         job_row(job_id)["result_ref"] == row["result_ref"], t("the old token can still publish")
@@ -375,10 +371,10 @@ def check_recovery(c, workers: Workers) -> None:
     # The moment verify_lease.py tests, looked at by the kit first, so its finding names the mistake: an old
     # token finishing while a new one holds the job running (after the row ended, finish refuses anyway).
     probe = state_store.submit_snapshot([53])
-    first = claimed_token(state_store.claim(probe))
+    first = lease_token_of(state_store.claim(probe))
     expire_lease(probe)
-    assert first and sql_count(RECOVER_SQL, (probe,)) == 1, t("the recovery transition missed the row")
-    second = claimed_token(state_store.claim(probe))
+    assert first and changed_rows(RECOVER_SQL, (probe,)) == 1, t("the recovery transition missed the row")
+    second = lease_token_of(state_store.claim(probe))
     stale = state_store.finish(probe, first, "artifacts/stale.json")
     c.note(t("while a new token holds the job running, the old token's finish → {stale}", stale=stale))
     assert stale is False and not job_row(probe)["result_ref"], t(
@@ -398,5 +394,5 @@ def check_recovery(c, workers: Workers) -> None:
 # ---------------------------------------------------------------- main
 
 if __name__ == "__main__":
-    HOLD_LIST.parent.mkdir(parents=True, exist_ok=True)
-    run(checks(), around=explained, teardown=WORKERS.stop_all)
+    LOG_DIR.mkdir(parents=True, exist_ok=True)
+    run(checks(), around=lambda: explained(mariadb_hint()), teardown=WORKERS.stop_all)

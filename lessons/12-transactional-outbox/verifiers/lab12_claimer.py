@@ -14,29 +14,25 @@ as long as the checker needs: no statement is running, so no statement time limi
 """
 
 import sys
-from pathlib import Path
 
-from shared.handshake import hold_after_first_lock, ready, wait_go, write_result
-
+from shared.handshake import hold_after_first_lock, serve
 
 
 def main(folder: str, name: str) -> None:
     from publisher import claim_event  # an import error ends the process before it says ready
-    folder_path = Path(folder)
-    ready(folder_path, name)
-    plan = wait_go(folder_path, name)
-    if plan is None:
-        return
-    if plan.get("hold"):
-        hold_after_first_lock(folder_path, name)
-    results = []
-    for _ in range(int(plan.get("rounds", 1))):
-        try:
-            event = claim_event()
-            results.append({"event": None if event is None else str(event["id"])})
-        except Exception as exc:  # noqa: BLE001 - reported to the checker, which decides
-            results.append({"error": f"{type(exc).__name__}: {exc}"[:200]})
-    write_result(folder_path, name, results)
+
+    def claims(plan: dict) -> list[dict]:
+        if plan.get("hold"):
+            hold_after_first_lock(folder, name)
+        results = []
+        for _ in range(int(plan.get("rounds", 1))):
+            try:
+                event = claim_event()
+                results.append({"event": None if event is None else str(event["id"])})
+            except Exception as exc:  # noqa: BLE001 - reported to the checker, which decides
+                results.append({"error": f"{type(exc).__name__}: {exc}"[:200]})
+        return results
+    serve(folder, name, claims)
 
 
 if __name__ == "__main__":

@@ -6,20 +6,14 @@ start and end is appended (pid, message id, arguments, return value) as a JSON l
 $TASKLAB_LOG_DIR/lab12-events.jsonl.  That is how the checks count deliveries of one outbox event.
 """
 
+import functools
 import os
-
 
 from shared.lesson_celery import append_event
 from shared.worker_events import record_task_runs
 
 EVENTS = os.path.join(os.environ.get("TASKLAB_LOG_DIR") or ".", "lab12-events.jsonl")
-
-
-def record(kind: str, **fields) -> None:
-    append_event(EVENTS, kind, **fields)
-
-
-record_task_runs(record)
+record_task_runs(functools.partial(append_event, EVENTS))
 
 from celery_app import app  # noqa: E402  the learner's app, tasks and settings
 

@@ -38,15 +38,14 @@ from uuid import uuid4
 from shared import handshake
 from shared.lesson_celery import LOG_DIR, WORK, read_events, redact, short
 from shared.i18n import t
-from shared.lesson_db import (held_by_others, index_columns, job_row, kit_db, lock_waits, make_marks_table, one_line,
-                          plan_of, remove_jobs, sql, trigger, wait_status)
+from shared.lesson_db import (TERMINAL, UUID_RE, changed_rows, fault_trigger, held_by_others, index_columns,
+                              job_event_counts, job_row, kit_db, lock_waits, make_marks_table, one_line, outbox_of,
+                              plan_of, remove_jobs, sql, wait_status)
 from shared.probe import Probe
 from shared.proc import WaitTimeout, free_port, run_python, wait_until
 from shared.tap import Check, run
 
 EVENTS = LOG_DIR / "lab12-events.jsonl"
-TERMINAL = ("succeeded", "failed", "cancelled")
-UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 
 
 # ---------------------------------------------------------------- the kit's own view of the database
@@ -63,23 +62,11 @@ def checks() -> list[Check]:
     ]
 
 
-def outbox_rows(job_id: str) -> list[dict]:
-    return sql("SELECT id, job_id, sent_at, claim_token, claim_until, attempts, claim_until>NOW(6) AS live "
-               "FROM export_outbox WHERE job_id=%s ORDER BY created_at, id", (job_id,))
-
-
 def one_event(job_id: str) -> dict:
-    rows = outbox_rows(job_id)
+    rows = outbox_of(job_id)
     assert len(rows) == 1, t("job {job_id} should have exactly 1 outbox event, found {n_rows}", job_id=short(job_id),
                              n_rows=len(rows))
     return rows[0]
-
-
-def counts() -> tuple[int, int]:
-    with kit_db() as cur:
-        cur.execute("SELECT (SELECT COUNT(*) FROM export_jobs) AS jobs, (SELECT COUNT(*) FROM export_outbox) AS events")
-        row = cur.fetchone()
-    return int(row["jobs"]), int(row["events"])
 
 
 def pending_ids() -> list[str]:
@@ -88,12 +75,11 @@ def pending_ids() -> list[str]:
 
 def expire_claims(job_id: str) -> int:
     """The claim runs out now: moved into the past by an UPDATE, never waited for."""
-    with kit_db() as cur:
-        return cur.execute("UPDATE export_outbox SET claim_until=DATE_SUB(NOW(6), INTERVAL 1 SECOND) "
-                           "WHERE job_id=%s AND sent_at IS NULL AND claim_until IS NOT NULL", (job_id,))
+    return changed_rows("UPDATE export_outbox SET claim_until=DATE_SUB(NOW(6), INTERVAL 1 SECOND) "
+                        "WHERE job_id=%s AND sent_at IS NULL AND claim_until IS NOT NULL", (job_id,))
 
 
-# Kit triggers (faults) fire only for the rows marked in this kit-owned table (shared.lesson_db.trigger).
+# Kit triggers (faults) fire only for the rows marked in this kit-owned table (shared.lesson_db.fault_trigger).
 MARKS = "lab12_kit_marks"
 
 
@@ -192,7 +178,7 @@ def start_redis() -> None:
 def check_submit(c) -> None:
     state_store = store()
     _import("publisher", ("claim_event", "publish_one"))
-    jobs_before, events_before = counts()
+    jobs_before, events_before = job_event_counts()
     job_id = state_store.submit_snapshot([5])
     job = job_row(job_id)
     assert job is not None, t("no job row after submit_snapshot returned")
@@ -202,7 +188,7 @@ def check_submit(c) -> None:
     assert event["sent_at"] is None and event["claim_token"] is None, t(
         "the new event must be unsent and unclaimed (sent_at and claim_token NULL)")
     assert event["id"] != job_id, t("the event id must differ from the job id")
-    assert counts() == (jobs_before + 1, events_before + 1), t("a submit must add exactly 1 job and 1 event")
+    assert job_event_counts() == (jobs_before + 1, events_before + 1), t("a submit must add exactly 1 job and 1 event")
     c.note(t("submit_snapshot([5]) → job {job_id} queued, event {id} sent_at=NULL", job_id=short(job_id),
              id=short(event['id'])))
 
@@ -211,7 +197,7 @@ def check_submit(c) -> None:
     closed = f"redis://127.0.0.1:{free_port()}/0"
     done = run_python(["submit_db_export.py"], cwd=WORK, timeout=30, env=dict(os.environ, CELERY_BROKER_URL=closed))
     output = redact(done.stdout)
-    found = re.findall(rf"ready for publisher:\s*({UUID})", output)
+    found = re.findall(rf"ready for publisher:\s*({UUID_RE})", output)
     if done.returncode != 0 or not found:
         for line in last_lines(output, 4):
             c.note("  " + line)
@@ -287,16 +273,10 @@ def check_skip_confirm(c) -> None:
     make_marks_table(MARKS)
     job_id = state_store.submit_snapshot([9])
     event = one_event(job_id)
-    sql(f"INSERT INTO {MARKS} (kind, ref) VALUES ('no-confirm', %s)", (event["id"],))
     # The confirm (sent_at NULL -> a time) of this one event fails, as if the publisher died right after the send.
-    body = f"""CREATE TRIGGER lab12_kit_no_confirm BEFORE UPDATE ON export_outbox FOR EACH ROW
-               BEGIN
-                 IF OLD.sent_at IS NULL AND NEW.sent_at IS NOT NULL
-                    AND EXISTS (SELECT 1 FROM {MARKS} WHERE kind='no-confirm' AND ref=OLD.id) THEN
-                   SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lab12 drill: the publisher stopped before confirming';
-                 END IF;
-               END"""
-    with trigger("lab12_kit_no_confirm", body, MARKS):
+    with fault_trigger("lab12_kit_no_confirm", "BEFORE UPDATE", "export_outbox", MARKS, "no-confirm", event["id"],
+                       "lab12 drill: the publisher stopped before confirming",
+                       when="OLD.sent_at IS NULL AND NEW.sent_at IS NOT NULL", ref_of="OLD.id"):
         code, output = run_publisher()
     first = one_event(job_id)
     c.note(t("run 1 of python publisher.py (confirm skipped) → exit code {code}; sent_at={sent_at}, "
@@ -474,22 +454,15 @@ def check_skip_locked(c) -> None:
 
 def check_rollback(c) -> None:
     state_store = store()
-    make_marks_table(MARKS)
-    sql(f"INSERT INTO {MARKS} (kind, ref) VALUES ('fail-outbox', 'all')")
-    body = f"""CREATE TRIGGER lab12_kit_fail_outbox BEFORE INSERT ON export_outbox FOR EACH ROW
-               BEGIN
-                 IF EXISTS (SELECT 1 FROM {MARKS} WHERE kind='fail-outbox') THEN
-                   SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lab12 drill: the outbox insert fails';
-                 END IF;
-               END"""
-    before = counts()
+    before = job_event_counts()
     raised = None
-    with trigger("lab12_kit_fail_outbox", body, MARKS):
+    with fault_trigger("lab12_kit_fail_outbox", "BEFORE INSERT", "export_outbox", MARKS, "fail-outbox", "all",
+                       "lab12 drill: the outbox insert fails"):
         try:
             state_store.submit_snapshot([11])
         except Exception as exc:  # noqa: BLE001 - any exception is what the drill expects
             raised = exc
-    after = counts()
+    after = job_event_counts()
     c.note(t("the outbox INSERT is refused by a trigger: submit_snapshot → {name}",
              name=type(raised).__name__ if raised else t('no exception')))
     assert raised is not None, t("submit_snapshot raised nothing although the outbox insert failed (swallowed?)")
@@ -498,7 +471,7 @@ def check_rollback(c) -> None:
     assert after == before, t("the exception left a job row without its event: both INSERTs must share one "
                               "connection and transaction")
     job_id = state_store.submit_snapshot([11])
-    assert len(outbox_rows(job_id)) == 1, t("without the fault a submit works again")
+    assert len(outbox_of(job_id)) == 1, t("without the fault a submit works again")
     c.note(t("without the fault a new submit records job and event"))
 
 

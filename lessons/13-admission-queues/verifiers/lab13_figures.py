@@ -8,11 +8,11 @@ from __future__ import annotations
 import time
 from datetime import datetime
 
-from lab13_fixture import events, server_now
+from lab13_fixture import events
 
 from shared.figures import bar, lane, lanes, mark, steps
 from shared.i18n import t
-from shared.lesson_db import sql
+from shared.lesson_db import server_now, sql
 
 
 def admission_steps(since: datetime, limit: int) -> dict:

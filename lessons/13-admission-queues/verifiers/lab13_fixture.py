@@ -8,19 +8,17 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
-import os
 import sys
-from datetime import datetime
 from uuid import uuid4
 
 from shared.lesson_celery import LOG_DIR, WORK, read_events, redact, redis_client
+from shared.hold_gate import HoldList
 from shared.i18n import t
 from shared.probe import Probe
-from shared.lesson_db import job_row, kit_db, sql
-from shared.proc import Process, WaitTimeout, free_port, run_python, wait_until
+from shared.lesson_db import job_row, kit_db, outbox_of, sql
+from shared.proc import Process, WaitTimeout, free_port, run_python, start_uvicorn, wait_until
 
-EVENTS = LOG_DIR / "lab13-events.jsonl"
-HOLD_LIST = LOG_DIR / "lab13-hold.txt"
+GATE = HoldList(LOG_DIR, "lab13")  # lab13_probe.py's gate on the first file write
 TOOLS = str(WORK / "lab13_tools.py")
 TERMINAL = ("succeeded", "failed", "cancelled")
 QUEUES = ("exports.fast", "exports.bulk")
@@ -41,19 +39,9 @@ def active_count() -> int:
     return int(sql("SELECT COUNT(*) AS n FROM export_jobs WHERE status IN ('queued','running')")[0]["n"])
 
 
-def counts() -> tuple[int, int]:
-    row = sql("SELECT (SELECT COUNT(*) FROM export_jobs) AS jobs, (SELECT COUNT(*) FROM export_outbox) AS events")[0]
-    return int(row["jobs"]), int(row["events"])
-
-
 def event_of(job_id: str) -> dict | None:
-    rows = sql("SELECT id, queue_name, sent_at, claim_until > NOW(6) AS claim_live FROM export_outbox WHERE job_id=%s "
-               "ORDER BY created_at, id", (job_id,))
+    rows = outbox_of(job_id)
     return rows[0] if rows else None
-
-
-def server_now() -> datetime:
-    return sql("SELECT NOW(6) AS now")[0]["now"]
 
 
 def backlog() -> tuple[dict, dict]:
@@ -109,7 +97,7 @@ def reset() -> None:
         client.delete(*QUEUES)
     finally:
         client.close()
-    HOLD_LIST.unlink(missing_ok=True)
+    GATE.path.unlink(missing_ok=True)
 
 
 def add_filler(n: int, running: int = 0, with_events: int = 0, age_seconds: int = 0) -> list[str]:
@@ -207,9 +195,9 @@ def stop_workers() -> None:
 
 
 def pause(procs, sig: int) -> None:
+    """SIGSTOP or SIGCONT to each worker's process group (the pool children too)."""
     for proc in procs.values():
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, sig)
+        proc.signal_group(sig)
 
 
 @contextlib.contextmanager
@@ -229,7 +217,7 @@ def publisher_loop():
 # ---------------------------------------------------------------- the probe's events (lab13_probe.py)
 
 def events() -> list[dict]:
-    return read_events(EVENTS)
+    return read_events(GATE.events)
 
 
 def starts(job_id: str) -> list[dict]:
@@ -243,21 +231,10 @@ def recorded(kind: str, **fields) -> list[dict]:
     return [e for e in events() if e.get("kind") == kind and all(e.get(k) == v for k, v in fields.items())]
 
 
-def hold(job_ids: list[str]) -> None:
-    """The probe keeps each of these jobs' first file write waiting until release() (lab13_probe.py)."""
-    HOLD_LIST.write_text("\n".join(job_ids) + "\n")
-
-
-def release(job_ids: list[str]) -> None:
-    for job in job_ids:
-        (LOG_DIR / f"lab13-release-{job}").write_text("go")
-
-
 def first_held(job_ids: list[str], seconds: float, who: str) -> str:
     """The first of these jobs a worker took and is now held writing (the probe's "hold" event)."""
     try:
-        return wait_until(lambda: next((j for j in job_ids if recorded("hold", job=j)), None), seconds,
-                          f"the {who} worker to start a held job", interval=0.05)
+        return GATE.wait_held(job_ids, seconds, f"the {who} worker to start a held job")["job"]
     except WaitTimeout:
         raise AssertionError(t("the {who} worker did not start any of the jobs within {seconds:g}s: {stuck_reason}",
                                who=who, seconds=seconds, stuck_reason=stuck_reason(job_ids[0]))) from None
@@ -313,7 +290,7 @@ def stuck_reason(job_id: str) -> str:
     event = event_of(job_id)
     if event is None:
         return t("it has no outbox event")
-    if event["sent_at"] is None and event["claim_live"]:
+    if event["sent_at"] is None and event["live"]:
         return t("the publisher claimed its event (queue_name={queue_name}) but has not confirmed it: it is stuck "
                  "between its send and its confirm (waiting for the job's result, for example)",
                  queue_name=event['queue_name'])
@@ -356,16 +333,14 @@ def http_app() -> tuple[str, str]:
 @contextlib.contextmanager
 def serve(app: str, env: dict | None = None):
     port = free_port()
-    log = LOG_DIR / f"lab13-http-{port}.log"
-    proc = Process([sys.executable, "-m", "uvicorn", app, "--host", "127.0.0.1", "--port", str(port)],
-                   cwd=WORK, log_path=log, env=env)
     try:
-        proc.wait_ready(20, port=port)
+        proc, _ = start_uvicorn(app, WORK, LOG_DIR / f"lab13-http-{port}.log", port=port, timeout=20, env=env)
+    except WaitTimeout as exc:
+        raise AssertionError(t("the HTTP app did not start: {exc}", exc=redact(str(exc))[-300:])) from None
+    try:
         import httpx2
         with httpx2.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as client:
             yield client
-    except WaitTimeout as exc:
-        raise AssertionError(t("the HTTP app did not start: {exc}", exc=redact(str(exc))[-300:])) from None
     finally:
         proc.stop()
 

@@ -7,16 +7,15 @@ Forced, never hoped for: the kit lets go once the server shows every helper wait
 from __future__ import annotations
 
 import contextlib
-import sys
 from uuid import uuid4
 
 from lab13_fixture import TOOLS, TRIGGER, active_count, add_filler, comma_list, reset
 
 from shared import handshake
-from shared.lesson_celery import LOG_DIR, WORK, redact, short
+from shared.lesson_celery import LOG_DIR, redact, short
 from shared.i18n import t
 from shared.lesson_db import db_settings, gate_lock_name, kit_db, lock_waits, make_marks_table, sql, trigger
-from shared.proc import Process, WaitTimeout, wait_until
+from shared.proc import WaitTimeout, wait_until
 
 LOCK_WAIT_TIMEOUT = 1205  # both servers: a gate waiter that ran out of innodb_lock_wait_timeout
 INNODB_TRX_POLL = 0.15  # INNODB_TRX is a cache the server refreshes at most every 0.1 s: poll it no faster
@@ -92,40 +91,12 @@ def classify(results: list[dict]) -> dict:
     return out
 
 
-class Helpers:
+class Helpers(handshake.HelperGroup):
     """lab13_tools.py processes (`produce`: the producers; `claim JOB`: 13.7's claimer), each round started by
-    the checker's go (shared/handshake.py), all at once.  Ready when made; stopped by stop() or a with block."""
+    the checker's go_round, all at once.  Ready when made; stopped by stop() or a with block."""
 
     def __init__(self, command: str, names: list[str], *args: str, env: dict | None = None):
-        self.names, self.round = names, 0
-        self.folder = LOG_DIR / f"lab13-{command}-{uuid4().hex[:8]}"
-        self.folder.mkdir(parents=True)
-        self.procs = {name: Process([sys.executable, TOOLS, command, str(self.folder), name, *args], cwd=WORK,
-                                    log_path=self.folder / f"{name}.log", env=env) for name in names}
-        try:  # every helper said it is ready, or one exited: a failed check with its log
-            wait_until(lambda: all((self.folder / f"ready-{n}").exists() or not p.alive()
-                                   for n, p in self.procs.items()), 30, "the helper processes to start", interval=0.02)
-            dead = [n for n, p in self.procs.items() if not p.alive()]
-            assert not dead, t("a helper process of the checker could not start: {log_tail}",
-                               log_tail=redact(self.procs[dead[0]].log_tail(4)))
-        except BaseException:
-            self.stop()
-            raise
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.stop()
-
-    def go(self, **plan) -> int:
-        self.round += 1
-        handshake.go(self.folder, self.names, plan, self.round)
-        return self.round
-
-    def done(self, round_no: int) -> int:
-        """How many have answered this round (shared/handshake.py's result files)."""
-        return sum((self.folder / f"res-{n}-{round_no}").exists() for n in self.names)
+        super().__init__([TOOLS, command], names, LOG_DIR / f"lab13-{command}-{uuid4().hex[:8]}", command, args, env)
 
     def results(self, round_no: int, seconds: float) -> list[dict]:
         try:
@@ -138,11 +109,6 @@ class Helpers:
             found.extend(handshake.wait_result(self.folder, name, 1, round_no))
         return found
 
-    def stop(self) -> None:
-        handshake.stop(self.folder)
-        for proc in self.procs.values():
-            proc.stop(grace=3)
-
 
 def race_now(c, producers: Helpers, n: int, ids: list[int]) -> dict:
     """Every producer submits n times at the same moment on the rows already there; the first INSERT is held
@@ -150,7 +116,7 @@ def race_now(c, producers: Helpers, n: int, ids: list[int]) -> dict:
     Returns the outcomes (classify()), the raw `results` and what the kit saw waiting (`seen`, for took_turns)."""
     size = len(producers.names)
     with insert_hold() as release:
-        round_no = producers.go(n=n, ids=ids)
+        round_no = producers.go_round(n=n, ids=ids)
 
         def all_arrived():
             now = waiting_sessions()
@@ -180,7 +146,7 @@ def near_edge(c, producers: Helpers, limit: int, running: int, bare: int, free: 
     add_filler(limit - free, running=running, with_events=max(0, limit - free - running - bare))
     if free == 1:
         return {**race_now(c, producers, 1, [2]), "active": active_count()}
-    return {**classify(producers.results(producers.go(n=4, ids=[3]), 20)), "active": active_count()}
+    return {**classify(producers.results(producers.go_round(n=4, ids=[3]), 20)), "active": active_count()}
 
 
 def outcome_text(o: dict) -> str:
@@ -212,7 +178,7 @@ def claim_while_confirm_holds(c, claimer: Helpers, job: str, event_id: str) -> t
         lock.execute("SELECT id FROM export_jobs WHERE id=%s LOCK IN SHARE MODE", (job,))
         c.note(t("job {job} is queued; a kit transaction updated its event's sent_at as the outbox confirm does (not "
                  "committed), so the job's row holds a share lock", job=short(job)))
-        claimer.go()
+        claimer.go_round()
 
         def seen():
             if claimer.done(1):
@@ -240,7 +206,7 @@ def claim_while_confirm_holds(c, claimer: Helpers, job: str, event_id: str) -> t
 
 def claim_once_more(c, claimer: Helpers) -> dict:
     """The claimer's wait was ended by its own time limit: claim called again (round 2), the row now free."""
-    result = handshake.wait_result(claimer.folder, "C", 30, claimer.go())
+    result = handshake.wait_result(claimer.folder, "C", 30, claimer.go_round())
     c.note(t("(its own time limit ended the wait) the row free, called once more → {describe_claim}",
              describe_claim=describe_claim(result)))
     return result

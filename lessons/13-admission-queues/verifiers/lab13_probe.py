@@ -15,21 +15,12 @@ It is the learner's own app, settings and tasks, plus, in these processes only:
   13.5); the checker releases only after its verdict, and the backstop outlasts every check.
 """
 
-import functools
-import os
-
-from shared.lesson_celery import append_event
 from shared.worker_events import record_task_runs
-from shared.hold_gate import Gate
+from shared.hold_gate import probe_gate
 
-FOLDER = os.environ.get("TASKLAB_LOG_DIR") or "."
-EVENTS = os.path.join(FOLDER, "lab13-events.jsonl")
-HOLD_LIST = os.path.join(FOLDER, "lab13-hold.txt")
 HOLD_BACKSTOP = 300.0  # seconds: longer than any check's timeout
 
-record = functools.partial(append_event, EVENTS)  # record(kind, **fields): one JSON line per event
-# Installed before the learner's modules load.
-Gate(FOLDER, "lab13", HOLD_LIST, backstop=HOLD_BACKSTOP, record=record).hold_first_writes()
+GATE = probe_gate("lab13", HOLD_BACKSTOP)  # installed before the learner's modules load
 
 
 def _where(task) -> dict:
@@ -38,7 +29,7 @@ def _where(task) -> dict:
     return {"node": getattr(request, "hostname", None), "queue": info.get("routing_key")}
 
 
-record_task_runs(record, started=lambda task, args, kwargs: _where(task),
+record_task_runs(GATE.record, started=lambda task, args, kwargs: _where(task),
                  ended=lambda task, state, retval: _where(task))
 
 from celery_app import app  # noqa: E402  the learner's app, tasks and settings

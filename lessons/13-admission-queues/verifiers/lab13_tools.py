@@ -16,7 +16,7 @@ import os
 import sys
 import time
 
-from shared.handshake import HELPER_LIFETIME, ready, wait_go, write_result
+from shared.handshake import HELPER_LIFETIME, serve
 from shared.learner_limits import wait_while_the_kit_holds
 
 # Server errors that end a wait by time, not by what the statement found: a lock wait (1205), a statement
@@ -39,19 +39,6 @@ def outcome(fn) -> dict:
         return error_of(exc)
 
 
-def rounds(folder: str, name: str, act) -> None:
-    """Say ready, then one act(plan) per round, each started by the checker's go, until told to stop."""
-    ready(folder, name)
-    give_up = time.monotonic() + HELPER_LIFETIME
-    round_no = 1
-    while True:
-        plan = wait_go(folder, name, round_no, lifetime=max(0.0, give_up - time.monotonic()))
-        if plan is None:
-            return
-        write_result(folder, name, act(plan), round_no)
-        round_no += 1
-
-
 def produce(folder: str, name: str) -> None:
     import state_store
     wait_while_the_kit_holds(state_store)
@@ -59,7 +46,7 @@ def produce(folder: str, name: str) -> None:
     def act(plan: dict) -> list[dict]:
         return [outcome(lambda: state_store.submit_snapshot(list(plan["ids"]))) for _ in range(plan["n"])]
 
-    rounds(folder, name, act)
+    serve(folder, name, act, rounds=None)
 
 
 def claim(folder: str, name: str, job_id: str) -> None:
@@ -77,7 +64,7 @@ def claim(folder: str, name: str, job_id: str) -> None:
             return {"other": repr(job)[:200]}
         return {"job": {key: str(job.get(key)) for key in ("id", "lease_token", "attempts")}}
 
-    rounds(folder, name, act)
+    serve(folder, name, act, rounds=None)
 
 
 def publish(folder: str) -> None:

@@ -54,9 +54,9 @@ import signal
 import time
 
 from lab13_figures import admission_steps, isolation_lanes
-from lab13_fixture import (EVENTS, TERMINAL, active_count, add_filler, age_jobs, backlog, body_of, comma_list,
-                           configured_limit, counts, event_of, first_held, hold, http_app, learner, oldest_queued,
-                           pause, publisher_loop, recorded, release, reset, serve, server_now, show, starts,
+from lab13_fixture import (GATE, TERMINAL, active_count, add_filler, age_jobs, backlog, body_of, comma_list,
+                           configured_limit, event_of, first_held, http_app, learner, oldest_queued,
+                           pause, publisher_loop, recorded, reset, serve, show, starts,
                            stop_workers, store, stuck_reason, submit_quietly, tool, wait_confirmed, wait_done,
                            waits_elsewhere, workers)
 from lab13_gate import (Helpers, assert_no_errors, claim_once_more, claim_while_confirm_holds, classify,
@@ -66,7 +66,7 @@ from lab13_tools import WAIT_TIMEOUTS  # errors that end a wait by time, not by 
 from shared.lesson_celery import WORK
 from shared.figures import attach
 from shared.i18n import t
-from shared.lesson_db import job_row, sql
+from shared.lesson_db import job_event_counts, job_row, server_now, sql
 from shared.proc import WaitTimeout, run_python, wait_until
 from shared.tap import Check, run
 
@@ -215,9 +215,9 @@ def check_http_503(c) -> None:
         assert job_id and job_row(str(job_id)) and event_of(str(job_id)), t(
             "the 202 answer must carry a job_id whose job row and outbox event both exist")
 
-        before = counts()
+        before = job_event_counts()
         full = client.post("/exports", json={"product_ids": [5]})
-        after = counts()
+        after = job_event_counts()
         full_body = body_of(full)
         c.note(t("full (queued+running={active_count}): POST /exports → {status_code}, Retry-After: {get}, "
                  "{full_body}", active_count=active_count(), status_code=full.status_code,
@@ -253,7 +253,7 @@ def check_backlog(c) -> None:
         ages = [70 - 10 * k for k in range(short_jobs)] + [10]
         age_jobs(jobs, ages)
         # The fast worker's first job stays running (held writing its file): the others provably still wait.
-        hold(jobs[:short_jobs])
+        GATE.hold(*jobs[:short_jobs])
         before_jobs, before_outbox = backlog()
         c.note(t("workers paused (SIGSTOP); {short_jobs} short and 1 long job submitted, created_at moved {ages}…10 "
                  "s back by UPDATE; plus one running row left over from an hour ago", short_jobs=short_jobs,
@@ -279,7 +279,7 @@ def check_backlog(c) -> None:
                  "queued age {start_age:.1f}s → {waiting:.1f}s while {waiting2} still wait (the oldest created_at "
                  "moved {moved:.0f} s forward)", node=node, ages=ages[jobs.index(first)], start_age=start_age,
                  waiting=waiting[1], waiting2=waiting[0], moved=moved))
-        release(jobs)
+        GATE.release(*jobs)
         rows = wait_done(jobs, 30)
         after_jobs, after_outbox = backlog()
         c.note(t("released and drained: {jobs}; unpublished: {outbox}", jobs=show(after_jobs),
@@ -295,7 +295,7 @@ def check_backlog(c) -> None:
         assert job_row(leftover)["status"] == "running"
     finally:
         pause(procs, signal.SIGCONT)
-        release(jobs)
+        GATE.release(*jobs)
         reset()
 
 
@@ -315,7 +315,7 @@ def check_fast_isolated(c) -> None:
         for size in (40, 50):
             bulk_jobs.append(submit_quietly(list(range(1, size + 1))))
             moments[bulk_jobs[-1]] = time.time()
-        hold(bulk_jobs)
+        GATE.hold(*bulk_jobs)
         with publisher_loop() as publisher:
             wait_confirmed(c, bulk_jobs, publisher)
             pause({"bulk": procs["bulk"]}, signal.SIGCONT)
@@ -349,7 +349,7 @@ def check_fast_isolated(c) -> None:
             assert still_busy, t("the long job ended before the short one completed: isolation not shown")
             assert seen and all(str(e.get("node")).startswith("fast@") for e in seen), t(
                 "the short job must be run by the fast@ worker")
-            release(bulk_jobs)
+            GATE.release(*bulk_jobs)
             rows = wait_done(bulk_jobs, 30)
             c.note(t("released, the long jobs: {value}",
                      value=', '.join(str(r and r['status']) for r in rows.values())))
@@ -357,7 +357,7 @@ def check_fast_isolated(c) -> None:
         if not drawn:  # it failed earlier: what happened so far
             attach(c, lambda: isolation_lanes(bulk_jobs, fast, moments))
         pause(procs, signal.SIGCONT)
-        release(bulk_jobs)
+        GATE.release(*bulk_jobs)
         reset()
 
 
@@ -373,7 +373,7 @@ def check_exercise(c) -> None:
         # Two producers from empty, 4 submits each: 2 each first (4 places of 5, no count can reach the
         # limit), then 2 each at once with the first INSERT held until both reached the database.  So the
         # last place is always raced for, and the kit sees whether the two took turns at the gate.
-        first = producers.results(producers.go(n=2, ids=[6]), 20)
+        first = producers.results(producers.go_round(n=2, ids=[6]), 20)
         last = race_now(c, producers, 2, [6])
         fill, active = classify(first + last["results"]), active_count()
         c.note(t("EXPORT_ADMISSION_LIMIT=5: admit_export's default limit = {default!r}; two producers from empty, 4 "
@@ -406,9 +406,9 @@ def check_exercise(c) -> None:
                  refused=t('refused') if 'capacity' in direct else direct))
         assert "capacity" in direct, t("at 5 admit_export(cur) did not raise CapacityExceeded: {direct}",
                                        direct=direct)
-        before = counts()
+        before = job_event_counts()
         script = run_python(["submit_db_export.py"], cwd=WORK, timeout=30, env=env5)
-        after = counts()
+        after = job_event_counts()
         c.note(t("at 5, python submit_db_export.py → exit {returncode}, jobs {before} → {after}", before=before[0],
                  returncode=script.returncode, after=after[0]))
         assert script.returncode != 0 and after == before, t(
@@ -483,5 +483,5 @@ def check_claim_waits(c) -> None:
 # ---------------------------------------------------------------- main
 
 if __name__ == "__main__":
-    EVENTS.parent.mkdir(parents=True, exist_ok=True)
+    GATE.folder.mkdir(parents=True, exist_ok=True)
     run(checks(), teardown=stop_workers)

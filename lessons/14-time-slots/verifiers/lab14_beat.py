@@ -6,28 +6,22 @@ an assert here is a chain that cannot go on (no slot, a process gone, a job that
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
 import sys
 
-from lab14_fixture import run_script
+from lab14_fixture import script_lines
 
-from shared.lesson_celery import LOG_DIR, READY_MARK, WORK, log_lines, read_events, redact, redis_client, short
+from shared.lesson_celery import (LOG_DIR, READY_MARK, log_lines, queued_messages, read_events, redact, short, spawn,
+                                  take_back)
 from shared.i18n import t
 from shared.lesson_db import job_row, sql
 from shared.proc import Process, WaitTimeout, wait_until
 
-EVENTS = LOG_DIR / "lab14-events.jsonl"
+EVENTS = LOG_DIR / "lab14-events.jsonl"  # each marked with its processes' LAB14_RUN (lab14_probe.py)
 TICK = "products.schedule_tick"
 
 WORKER_ARGV = ["-m", "celery", "-A", "lab14_probe:app", "worker", "-l", "INFO", "--concurrency=1",
                "--without-mingle", "--without-gossip", "--without-heartbeat"]
-
-
-def probe_events(run: str) -> list[dict]:
-    """The events of one run of 14.2 (the probe marks each with its processes' LAB14_RUN)."""
-    return [e for e in read_events(EVENTS) if e.get("run") == run]
 
 
 def new_slots(before: set[str]) -> list[dict]:
@@ -40,7 +34,7 @@ def publish_until_sent(c, event_id: str, runs: int = 4) -> str:
     """python publisher.py, as the lesson runs it, until this event is sent (bounded)."""
     line = ""
     for _ in range(runs):
-        lines = run_script(c, "publisher.py", 25, 3, t("python publisher.py failed (output below)"))
+        lines = script_lines(c, "publisher.py", 25, 3, t("python publisher.py failed (output below)"))
         line = lines[-1][:200] if lines else ""
         rows = sql("SELECT sent_at FROM export_outbox WHERE id=%s", (event_id,))
         if rows and rows[0]["sent_at"] is not None:
@@ -50,31 +44,14 @@ def publish_until_sent(c, event_id: str, runs: int = 4) -> str:
 
 
 def queued_ticks() -> list[bytes]:
-    """Tick messages still waiting in exports.fast (LRANGE: nothing is consumed)."""
-    client = redis_client()
-    try:
-        raw = client.lrange("exports.fast", 0, -1)
-    finally:
-        client.close()
-    found = []
-    for item in raw:
-        with contextlib.suppress(ValueError, TypeError, AttributeError):
-            if json.loads(item).get("headers", {}).get("task") == TICK:
-                found.append(item)
-    return found
+    """Tick messages still waiting in exports.fast."""
+    return [raw for raw, headers in queued_messages("exports.fast") if headers.get("task") == TICK]
 
 
 def drop_leftover_ticks() -> int:
     """The check's own leftovers: ticks beat sent that no worker took before it stopped.  Left in the
     queue they would run in the next lesson's fast worker and create a job there."""
-    leftovers = queued_ticks()
-    if not leftovers:
-        return 0
-    client = redis_client()
-    try:
-        return sum(int(client.lrem("exports.fast", 1, item)) for item in leftovers)
-    finally:
-        client.close()
+    return take_back("exports.fast", queued_ticks())
 
 
 def start_chain(procs: dict[str, Process], run: str) -> None:
@@ -87,14 +64,9 @@ def start_chain(procs: dict[str, Process], run: str) -> None:
     env = dict(os.environ, LAB14_RUN=run)
     for role, extra in (("fast", ["-Q", "exports.fast", "-n", "fast@%h"]),
                         ("bulk", ["-Q", "exports.bulk", "-n", "bulk@%h"])):
-        log = LOG_DIR / f"lab14-{role}.log"
-        log.unlink(missing_ok=True)
-        procs[role] = Process([sys.executable, *WORKER_ARGV, *extra], cwd=WORK, log_path=log, env=env)
-    beat_log = LOG_DIR / "lab14-beat.log"
-    beat_log.unlink(missing_ok=True)
-    procs["beat"] = Process([sys.executable, "-m", "celery", "-A", "lab14_probe:app", "beat", "-l", "INFO",
-                             f"--schedule={schedule_file}"], cwd=WORK, log_path=beat_log,
-                            env=dict(env, LAB14_TICK_SECONDS="1"))
+        procs[role] = spawn([sys.executable, *WORKER_ARGV, *extra], f"lab14-{role}.log", env)
+    procs["beat"] = spawn([sys.executable, "-m", "celery", "-A", "lab14_probe:app", "beat", "-l", "INFO",
+                           f"--schedule={schedule_file}"], "lab14-beat.log", dict(env, LAB14_TICK_SECONDS="1"))
     for role in ("fast", "bulk"):
         procs[role].wait_ready(40, log_contains=READY_MARK)
     procs["beat"].wait_ready(20, log_contains="beat: Starting")
@@ -116,7 +88,7 @@ def wait_first_slot(c, procs: dict[str, Process], before: set[str], run: str, qu
         got = wait_until(first_slot, 20, "a tick to create a slot", interval=0.1)
     except WaitTimeout:
         sent = log_lines(procs["beat"].log_text(), "Sending due task")
-        ran = [e for e in probe_events(run) if e.get("task") == TICK and e.get("kind") == "end"]
+        ran = read_events(EVENTS, run=run, task=TICK, kind="end")
         for line in sent[-2:]:
             c.note("  beat: " + line)
         for e in ran[-2:]:
@@ -150,7 +122,7 @@ def wait_finished(job_id: str) -> dict:
 
 def tick_chain_runs(run: str, job_id: str) -> tuple[list[dict], list[dict], list[dict]]:
     """From this run's probe events: the ticks started, the ticks that returned this job, the export's starts."""
-    seen = probe_events(run)
+    seen = read_events(EVENTS, run=run)
     ticks = [e for e in seen if e.get("task") == TICK and e.get("kind") == "start"]
     made = [e for e in seen if e.get("task") == TICK and e.get("kind") == "end" and e.get("retval") == job_id]
     exports = [e for e in seen if e.get("task") == "products.export" and e.get("kind") == "start"

@@ -16,12 +16,12 @@ from pathlib import Path
 from uuid import uuid4
 
 from shared import probe_report
-from shared.lesson_celery import LOG_DIR, WORK, redact, short
+from shared.lesson_celery import LOG_DIR, WORK, redact, run_script, short, spawn
 from shared.i18n import t
 from shared import lesson_db
 from shared.lesson_db import db_settings, kit_db, sql
 from shared.probe import Probe
-from shared.proc import Process, run_python
+from shared.proc import Process
 
 UTC = dtmod.timezone.utc
 UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
@@ -82,16 +82,14 @@ def own_rows():
         remove_jobs(job_ids() - before)
 
 
-def run_script(c, script: str, timeout: float, shown: int, failed: str) -> list[str]:
-    """`python SCRIPT` in the work folder, as the lesson runs it: its non-empty output lines, secrets masked.
-    When it fails, its last `shown` lines are noted and the check fails with `failed`."""
-    done = run_python([script], cwd=WORK, timeout=timeout)
-    lines = [x for x in redact(done.stdout).strip().splitlines() if x.strip()]
-    if done.returncode != 0:
-        for line in lines[-shown:]:
-            c.note("  " + line[:200])
-    assert done.returncode == 0, failed
-    return lines
+def script_lines(c, script: str, timeout: float, shown: int, failed: str) -> list[str]:
+    """`python SCRIPT`'s non-empty output lines, secrets masked.  When it fails, its last `shown` lines are noted
+    and the check fails with `failed`."""
+    done = run_script([script], timeout)
+    if done.code != 0:
+        done.tail(c, shown)
+    assert done.code == 0, failed
+    return done.lines
 
 
 # ---------------------------------------------------------------- the learner's modules (in the probe)
@@ -173,11 +171,10 @@ def far_day() -> dtmod.datetime:
 def zone_run(tz: str) -> tuple[Process, Path]:
     """lab14_zones.py started under TZ=tz, and where it will report (shared/probe_report.py)."""
     name = f"lab14-zones-{tz.replace('+', 'p').replace('-', 'm')}"
-    (LOG_DIR / f"{name}.log").unlink(missing_ok=True)
     report = probe_report.fresh_path(LOG_DIR, name)
     # POSIX TZ strings need no tz database: "LAB-8" is UTC+8, "LAB+5" is UTC-5.
-    proc = Process([sys.executable, str(WORK / "lab14_zones.py")], cwd=WORK, log_path=LOG_DIR / f"{name}.log",
-                   env=dict(os.environ, TZ=tz, **{probe_report.REPORT_ENV: str(report)}))
+    proc = spawn([sys.executable, str(WORK / "lab14_zones.py")], f"{name}.log",
+                 dict(os.environ, TZ=tz, **{probe_report.REPORT_ENV: str(report)}))
     return proc, report
 
 

@@ -8,6 +8,7 @@ LAB14_TICK_SECONDS is set (the beat), the tick entries of beat_schedule at that 
 """
 
 import os
+from functools import partial
 
 from shared.lesson_celery import append_event
 from shared.worker_events import record_task_runs
@@ -15,10 +16,7 @@ from shared.worker_events import record_task_runs
 EVENTS = os.path.join(os.environ.get("TASKLAB_LOG_DIR") or ".", "lab14-events.jsonl")
 TICK_TASK = "products.schedule_tick"
 RUN = os.environ.get("LAB14_RUN")
-
-
-def record(kind: str, **fields) -> None:
-    append_event(EVENTS, kind, run=RUN, **fields)
+record = partial(append_event, EVENTS, run=RUN)
 
 
 def _delivered(task, args, kwargs) -> dict:

@@ -42,8 +42,8 @@ from lab14_beat import (TICK, drop_leftover_ticks, new_slots, publish_until_sent
                         tick_chain_runs, wait_finished, wait_first_slot)
 from lab14_fixture import (UTC, admission_limit, at_capacity, celery_app, counts, describe, events_of, far_day,
                            first_product, hold_gate, job_ids, learner, outcome, outcome_of, own_rows, payload_of,
-                           remove_jobs, run_script, schedule_store, schedule_tasks, slot_keys, slot_of, slots_of_job,
-                           state_store, ticks_at, waiting_at_gate, zone_run)
+                           remove_jobs, schedule_store, schedule_tasks, script_lines, slot_keys, slot_of,
+                           slots_of_job, state_store, ticks_at, waiting_at_gate, zone_run)
 
 from shared import handshake, probe_report
 from shared.lesson_celery import LOG_DIR, WORK, log_lines, redact, short
@@ -288,7 +288,7 @@ def check_boundary(c) -> None:
 
         # Then the learner's own script, as the course runs it.
         assert (WORK / "verify_schedule_slots.py").is_file(), t("verify_schedule_slots.py is missing from the folder")
-        lines = run_script(c, "verify_schedule_slots.py", 30, 4,
+        lines = script_lines(c, "verify_schedule_slots.py", 30, 4,
                            t("python verify_schedule_slots.py failed (see the output below)"))
         printed = [x for x in lines if "same_slot" in x and "{" in x]
         assert printed, t("verify_schedule_slots.py did not print first / same_slot / later_slot")

@@ -12,17 +12,17 @@ import os
 import re
 import signal
 
-from lab15_drills import (Helpers, add_overdue, all_locked_message, overdue, own_worker_argv, pending_counts,
-                          row_lock_error, time_passes)
-from lab15_fixture import (TERMINAL, UUID_RE, celery_app, hold, learner, make_due, outbox_row, parked, payload_of,
-                           publish_event, published_as, publisher, recovery, release, remove_jobs, retire, run_script,
-                           scan, send, server_now, shown, store, submitted, token_of, unsent, wait_end, wait_hold,
-                           worker_event)
+from lab15_drills import (Helpers, add_overdue, all_locked_message, overdue, pending_counts,
+                          time_passes)
+from lab15_fixture import (GATE, celery_app, learner, make_due, outbox_row, parked,
+                           publish_event, published_as, publisher, recovery, remove_jobs, retire, run_script,
+                           scan, send, shown, store, submitted, unsent, wait_end, wait_hold, worker_event)
 
-from shared.lesson_celery import DeclaredWorker, children_of, short, start_worker
+from shared.lesson_celery import DeclaredWorker, children_of, private_worker_argv, short, start_worker
 from shared.i18n import t
-from shared.lesson_db import (held_by_others, job_row, lock_waits, make_marks_table, one_line, plan_of, sql, trigger,
-                          wait_status)
+from shared.lesson_db import (TERMINAL, UUID_RE, fault_trigger, held_by_others, job_row, lease_token_of, lock_waits,
+                              make_marks_table, one_line, payload_of, plan_of, row_lock_error, server_now, sql,
+                              wait_status)
 from shared.proc import WaitTimeout, wait_until
 
 MARKS = "lab15_kit_marks"
@@ -141,7 +141,7 @@ def check_retry_gate(c) -> None:
         row = job_row(job_id)
         c.note(t("next_attempt_at an hour ahead: 3 duplicate messages through the worker → {value}; 2 claim() calls "
                  "→ {value2}; row {status}, attempts={attempts}", value=t(', ').join((shown(e) for e in ends)),
-                 value2=[token_of(j) for j in direct], status=row['status'], attempts=row['attempts']))
+                 value2=[lease_token_of(j) for j in direct], status=row['status'], attempts=row['attempts']))
         assert direct == [None, None] and row["status"] == "queued" and row["attempts"] == 0, t(
             "a duplicate claimed the job or raised attempts during the backoff: both the SELECT and the UPDATE in "
             "claim need next_attempt_at<=NOW(6)")
@@ -229,15 +229,10 @@ def check_confirm(c) -> None:
         make_marks_table(MARKS)
         job_id = submitted(st, jobs, [53])
         event = unsent(job_id)[0]
-        sql(f"INSERT INTO {MARKS} (kind, ref) VALUES ('no-dispatch', %s)", (job_id,))
-        body = f"""CREATE TRIGGER lab15_kit_no_dispatch BEFORE UPDATE ON export_jobs FOR EACH ROW
-                   BEGIN
-                     IF NOT (NEW.last_dispatched_at <=> OLD.last_dispatched_at)
-                        AND EXISTS (SELECT 1 FROM {MARKS} WHERE kind='no-dispatch' AND ref=OLD.id) THEN
-                       SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lab15 drill: the dispatch time cannot be written';
-                     END IF;
-                   END"""
-        with trigger("lab15_kit_no_dispatch", body, MARKS), parked({event["id"]}):
+        no_dispatch = fault_trigger("lab15_kit_no_dispatch", "BEFORE UPDATE", "export_jobs", MARKS, "no-dispatch",
+                                    job_id, "lab15 drill: the dispatch time cannot be written",
+                                    when="NOT (NEW.last_dispatched_at <=> OLD.last_dispatched_at)", ref_of="OLD.id")
+        with no_dispatch, parked({event["id"]}):
             try:
                 result = pub.publish_one()
             except Exception as exc:  # noqa: BLE001 - a raise is the right answer here
@@ -278,8 +273,8 @@ def check_warm_shutdown(c) -> None:
     proc = None
     try:
         snapshot = payload_of(job_row(job_id))
-        proc = start_worker(own_worker_argv(declared), "worker-warm.log")
-        hold("write", job_id)
+        proc = start_worker(private_worker_argv(declared.argv, "lab15.warm", "lab15warm@%h"), "worker-warm.log")
+        GATE.hold(job_id, phase="write")
         task_id = send(app, job_id, queue="lab15.warm")
         paused = wait_hold("write", job_id)
         assert int(paused["pid"]) in children_of(proc.pid), t("the paused task is not in the kit's own worker")
@@ -297,7 +292,7 @@ def check_warm_shutdown(c) -> None:
         assert warm and alive and not cold, t("one TERM must be a warm shutdown: the worker takes no new messages "
                                               "but waits for the running job; never follow with a second signal or "
                                               "KILL")
-        release("write", job_id)
+        GATE.release(job_id, phase="write")
         with contextlib.suppress(Exception):  # still running after 40 s: reported below
             proc.popen.wait(timeout=40)
         exited = not proc.alive()
@@ -312,7 +307,7 @@ def check_warm_shutdown(c) -> None:
         assert exited, t("the worker did not exit within 40 s after the job finished")
         c.note(t("the job finished first ({name}), then the worker exited", name=path.name))
     finally:
-        release("write", job_id)
+        GATE.release(job_id, phase="write")
         if proc is not None:
             proc.stop(grace=5)
         retire(jobs)

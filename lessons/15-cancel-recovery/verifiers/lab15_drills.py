@@ -1,7 +1,6 @@
 """Lesson 15's drills (not a lesson file): times moved back so a delivery is overdue (15.4), a crowd of
 overdue jobs, the lab15_tools.py helper processes that scan or publish on the checker's word and can stop
-holding their first locks (15.4, 15.6), what such a held scanner locked and why (15.4's known gap), and the
-kit's own warm-shutdown worker command (15.7).
+holding their first locks (15.4, 15.6), and what such a held scanner locked and why (15.4's known gap).
 """
 
 from __future__ import annotations
@@ -10,10 +9,8 @@ import functools
 import re
 from uuid import uuid4
 
-import pymysql
-
 from shared import handshake
-from shared.lesson_celery import LOG_DIR, DeclaredWorker
+from shared.lesson_celery import LOG_DIR
 from shared.i18n import t
 from lab15_fixture import move_back
 
@@ -74,17 +71,6 @@ class Helpers(handshake.HelperGroup):
         super().__init__(["lab15_tools.py", command], names, LOG_DIR / f"lab15-{command}-{uuid4().hex[:8]}", command)
 
 
-def row_lock_error(table: str, row_id: str) -> str | None:
-    """None if the kit can lock this row at once; otherwise the server's error."""
-    try:
-        with kit_db(autocommit=False) as cur:
-            cur.execute(f"SELECT id FROM {table} WHERE id=%s FOR UPDATE NOWAIT", (row_id,))
-            cur.connection.rollback()
-        return None
-    except pymysql.MySQLError as exc:
-        return f"{exc.args[0]}"
-
-
 # ---------------------------------------------------------------- why a second scanner found everything locked
 
 SCAN_INDEX = "KEY export_jobs_recovery_scan (status, updated_at, id)"
@@ -121,18 +107,3 @@ def all_locked_message(statement: str, plan: dict, locked: int, overdue: int) ->
         "LIMIT 50, and FOR UPDATE locks every row it read. Fix (the index, FORCE INDEX and the ORDER BY work only "
         "together): {steps} (this lesson's guide: 'Making SKIP LOCKED really skip')", line=plan['line'], how=how,
         steps=functools.reduce(lambda a, b: t("{a}; {b}", a=a, b=b), numbered) if numbered else "")
-
-
-# ---------------------------------------------------------------- the kit's own worker (15.7)
-
-def own_worker_argv(declared: DeclaredWorker) -> list[str]:
-    """The declared worker's command (same app, probe and options) on a private queue, one process."""
-    out, skip = [], False
-    for part in declared.argv:
-        if skip:
-            skip = False
-        elif part in ("-Q", "--queues", "-n", "--hostname", "-c", "--concurrency"):
-            skip = True
-        elif not part.startswith(("--queues=", "--hostname=", "--concurrency=")):
-            out.append(part)
-    return [*out, "-Q", "lab15.warm", "--concurrency=1", "-n", "lab15warm@%h"]

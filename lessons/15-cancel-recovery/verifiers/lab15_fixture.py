@@ -11,27 +11,22 @@ import json
 from pathlib import Path
 from uuid import uuid4
 
-import pymysql
-
-from shared.lesson_celery import LOG_DIR, WORK, read_events, redact, short
+from shared.lesson_celery import LOG_DIR, WORK, read_events, short
+from shared.hold_gate import HoldList
 from shared.i18n import t
-from shared import lesson_db
-from shared.lesson_db import job_row, kit_db, sql, wait_status
+from shared import lesson_celery, lesson_db
+from shared.lesson_db import TERMINAL, changed_rows, job_row, kit_db, outbox_of, result_file, sql, wait_status
 from shared.probe import Probe
-from shared.proc import WaitTimeout, run_python, wait_until
+from shared.proc import WaitTimeout, wait_until
 
-EVENTS = LOG_DIR / "lab15-events.jsonl"
-HOLD_LIST = LOG_DIR / "lab15-hold.txt"
-TERMINAL = ("succeeded", "failed", "cancelled")
-UUID_RE = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+GATE = HoldList(LOG_DIR, "lab15")  # lab15_probe's gates (phases claim and write), and its events
 
 
 # ---------------------------------------------------------------- the kit's own view of the database
 
 def unsent(job_id: str) -> list[dict]:
     """The job's outbox events not sent yet, oldest first."""
-    return sql("SELECT id, queue_name, available_at, sent_at, claim_token, claim_until, created_at, NOW(6) AS now "
-               "FROM export_outbox WHERE job_id=%s AND sent_at IS NULL ORDER BY created_at, id", (job_id,))
+    return outbox_of(job_id, unsent_only=True)
 
 
 def outbox_row(event_id: str) -> dict:
@@ -50,18 +45,8 @@ def submitted(st, jobs: list[str], product_ids: list[int]) -> str:
     return job_id
 
 
-def payload_of(row: dict):
-    value = row["payload"]
-    return json.loads(value) if isinstance(value, (str, bytes, bytearray)) else value
-
-
-def server_now():
-    return sql("SELECT NOW(6) AS now")[0]["now"]
-
-
 def expire_lease(job_id: str) -> None:
-    sql("UPDATE export_jobs SET lease_until=DATE_SUB(NOW(6), INTERVAL 1 SECOND) WHERE id=%s AND status='running'",
-        (job_id,))
+    lesson_db.expire_lease(job_id, running_only=True)
 
 
 def move_back(seconds: float, table: str, key: str, ref: str, *columns: str) -> None:
@@ -76,9 +61,8 @@ def make_due(job_id: str) -> None:
 
 def cancel(job_id: str) -> int:
     """The cancel request exactly as the lesson writes it (schema_recovery.sql); the rows it changed."""
-    with kit_db() as cur:
-        return cur.execute("UPDATE export_jobs SET cancel_requested=TRUE, updated_at=NOW(6) "
-                           "WHERE id=%s AND status IN ('queued','running')", (job_id,))
+    return changed_rows("UPDATE export_jobs SET cancel_requested=TRUE, updated_at=NOW(6) "
+                        "WHERE id=%s AND status IN ('queued','running')", (job_id,))
 
 
 def files_of(job_id: str) -> list[Path]:
@@ -88,11 +72,7 @@ def files_of(job_id: str) -> list[Path]:
 
 def published_as(row: dict, snapshot, message: str) -> Path:
     """The job's result file; asserts (with `message`) that it holds `snapshot`'s rows, in any order."""
-    ref = row.get("result_ref")
-    assert ref, t("the job succeeded but result_ref is empty")
-    path = Path(ref) if Path(ref).is_absolute() else WORK / ref
-    assert path.is_file(), t("result_ref points to no file: {ref}", ref=ref)
-    written = json.loads(path.read_text(encoding="utf-8"))
+    path, written = result_file(row)
     try:
         same = sorted(json.dumps(r, sort_keys=True, default=str) for r in written) == \
             sorted(json.dumps(r, sort_keys=True, default=str) for r in snapshot)
@@ -159,14 +139,6 @@ def celery_app():
     return functools.partial(learner.call, "lab15_learner:send_task")
 
 
-def token_of(job) -> str | None:
-    if job is None:
-        return None
-    assert isinstance(job, dict) and job.get("lease_token"), t(
-        "claim must return a row with lease_token or None, got {job!r}", job=job)[:200]
-    return str(job["lease_token"])
-
-
 def scan(rec) -> int:
     count = rec.recover_batch()
     assert isinstance(count, int), t("recover_batch() should return how many jobs it changed, got {count!r}",
@@ -175,25 +147,15 @@ def scan(rec) -> int:
 
 
 def run_script(args: list[str]):
-    done = run_python(args, cwd=WORK, timeout=40)
-    output = redact(done.stdout)
-    lines = [line[:200] for line in output.splitlines() if line.strip()]
-    return done.returncode, output, lines
+    """`python ARGS` in the work folder: exit code, output (secrets masked), its lines cut to 200 characters."""
+    script = lesson_celery.run_script(args, 40)
+    return script.code, script.output, [line[:200] for line in script.lines]
 
 
 # ---------------------------------------------------------------- the worker, its deliveries and pauses
 
 def events() -> list[dict]:
-    return read_events(EVENTS)
-
-
-def hold(phase: str, job_id: str) -> None:
-    with open(HOLD_LIST, "a", encoding="utf-8") as handle:
-        handle.write(f"{phase} {job_id}\n")
-
-
-def release(phase: str, job_id: str) -> None:
-    (LOG_DIR / f"lab15-release-{phase}-{job_id}").touch()
+    return read_events(GATE.events)
 
 
 def worker_event(kind: str, **fields) -> dict | None:
@@ -264,15 +226,7 @@ def publish_event(pub, event_id: str, tries: int = 3) -> bool:
                            "{result!r})", event_id=short(event_id), tries=tries, result=result))
 
 
-# ---------------------------------------------------------------- the one known server mismatch
-
-@contextlib.contextmanager
 def explained():
-    """Turn the one known server mismatch into a pointer to lesson 11's guide instead of a bare traceback."""
-    try:
-        yield
-    except pymysql.err.OperationalError as exc:
-        if exc.args and exc.args[0] == 1193 and "max_execution_time" in str(exc):
-            raise AssertionError(t("the server is MariaDB, which has no max_execution_time: change that line in "
-                                   "connect() to SET SESSION max_statement_time = 3 (lesson 11's guide)")) from None
-        raise
+    """The one known server mismatch as a pointer to lesson 11's guide instead of a bare traceback."""
+    return lesson_db.explained(t("the server is MariaDB, which has no max_execution_time: change that line in "
+                                 "connect() to SET SESSION max_statement_time = 3 (lesson 11's guide)"))

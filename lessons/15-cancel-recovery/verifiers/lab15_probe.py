@@ -14,24 +14,12 @@ claim() is wrapped on the state_store module before the learner's task module im
 wrapper returns exactly what the learner's claim returned.  Nothing else is changed.
 """
 
-import functools
-import os
-
-from shared.lesson_celery import append_event
 from shared.worker_events import record_task_runs
-from shared.hold_gate import Gate
+from shared.hold_gate import probe_gate
 
-FOLDER = os.environ.get("TASKLAB_LOG_DIR") or "."
-EVENTS = os.path.join(FOLDER, "lab15-events.jsonl")
-HOLD_LIST = os.path.join(FOLDER, "lab15-hold.txt")
 HOLD_SECONDS = 60.0
 
-record = functools.partial(append_event, EVENTS)  # record(kind, **fields): one JSON line per event
-
-
-# The write gate goes in before the learner's modules load.
-GATE = Gate(FOLDER, "lab15", HOLD_LIST, backstop=HOLD_SECONDS, record=record)
-GATE.hold_first_writes(phase="write")
+GATE = probe_gate("lab15", HOLD_SECONDS, phase="write")  # the write gate, before the learner's modules load
 
 
 def _wrap_claim() -> None:
@@ -55,7 +43,7 @@ def _wrap_claim() -> None:
 
 
 _wrap_claim()
-record_task_runs(record)
+record_task_runs(GATE.record)
 
 from celery_app import app  # noqa: E402  the learner's app, tasks and settings
 

@@ -17,7 +17,7 @@ import runpy
 import sys
 import time
 
-from shared.handshake import hold_after_first_lock, ready, wait_go, write_result
+from shared.handshake import hold_after_first_lock, serve
 
 
 def after_send():
@@ -36,17 +36,14 @@ def after_send():
 
 
 def run_once(folder: str, name: str, call, armed=lambda: True) -> None:
-    ready(folder, name)
-    plan = wait_go(folder, name)
-    if plan is None:
-        return
-    if plan.get("hold"):
-        hold_after_first_lock(folder, name, armed)
-    try:
-        result = {"value": call()}
-    except Exception as exc:  # noqa: BLE001 - reported to the checker, which decides
-        result = {"error": f"{type(exc).__name__}: {exc}"[:300]}
-    write_result(folder, name, result)
+    def once(plan: dict) -> dict:
+        if plan.get("hold"):
+            hold_after_first_lock(folder, name, armed)
+        try:
+            return {"value": call()}
+        except Exception as exc:  # noqa: BLE001 - reported to the checker, which decides
+            return {"error": f"{type(exc).__name__}: {exc}"[:300]}
+    serve(folder, name, once)
 
 
 def scan(folder: str, name: str) -> None:

@@ -49,16 +49,15 @@ from uuid import uuid4
 
 from lab15_delivery import check_confirm, check_retry_gate, check_unclaimed, check_warm_shutdown
 from lab15_figures import dead_letter_lanes, exhausted_lanes, recovery_lanes
-from lab15_fixture import (UUID_RE, cancel, celery_app, dead_letter, events, expire_lease, explained,
-                           files_of, hold, learner, make_due, move_back, outbox_row, parked, payload_of, publish_event,
-                           published_as, publisher, recovery, release, remove_jobs, retire, run_published, run_script,
-                           scan, send, server_now, shown, store, submitted, token_of, unsent, wait_end, wait_hold,
-                           worker_event)
+from lab15_fixture import (GATE, cancel, celery_app, dead_letter, events, expire_lease, explained,
+                           files_of, learner, make_due, move_back, outbox_row, parked, publish_event,
+                           published_as, publisher, recovery, remove_jobs, retire, run_published, run_script,
+                           scan, send, shown, store, submitted, unsent, wait_end, wait_hold, worker_event)
 
 from shared.lesson_celery import LOG_DIR, DeclaredWorker, children_of, pid_running, short
 from shared.figures import attach
 from shared.i18n import t
-from shared.lesson_db import job_row, kit_db, sql
+from shared.lesson_db import UUID_RE, job_row, kit_db, lease_token_of, payload_of, server_now, sql
 from shared.proc import WaitTimeout, wait_until
 from shared.tap import Check, run
 
@@ -94,7 +93,7 @@ def check_cancel(c) -> None:
                                                        "SECOND) WHERE id=%s", (job,))}
         for case, spoil in spoilers.items():
             job_id = submitted(st, jobs, [3])
-            token = token_of(st.claim(job_id))
+            token = lease_token_of(st.claim(job_id))
             assert token, t("a fresh job could not be claimed")
             if spoil:
                 spoil(job_id)
@@ -155,11 +154,11 @@ def check_cancel(c) -> None:
 def cancelled_at(app, phase: str, job_id: str) -> tuple[int, dict]:
     """A message for the job; the worker paused at `phase` ("claim" or "write"), the job cancelled there, then
     let go.  The rows the cancel changed, and the task's end."""
-    hold(phase, job_id)
+    GATE.hold(job_id, phase=phase)
     task_id = send(app, job_id)
     wait_hold(phase, job_id)
     changed = cancel(job_id)
-    release(phase, job_id)
+    GATE.release(job_id, phase=phase)
     return changed, wait_end(task_id)
 
 
@@ -175,7 +174,7 @@ def check_lease_recovery(c) -> None:
     tl: dict = {}  # the figure's moments (time.time())
     try:
         snapshot = payload_of(job_row(job_id))
-        hold("write", job_id)
+        GATE.hold(job_id, phase="write")
         first = unsent(job_id)
         assert len(first) == 1, t("a new job should have exactly 1 unsent event")
         tl["pub1"] = time.time()
@@ -271,7 +270,7 @@ def check_lease_recovery(c) -> None:
                  "snapshot", id=short(event['id']), n_claimed_by=len(claimed_by), name=path.name))
     finally:
         attach(c, lambda: recovery_lanes(job_id, tl))  # pass or fail: what happened so far
-        release("write", job_id)
+        GATE.release(job_id, phase="write")
         retire(jobs)
 
 
@@ -290,7 +289,7 @@ def check_dead_letter_replay(c) -> None:
     try:
         claimed = st.claim(job_id)
         tl.update(claim=time.time(), got=claimed.get("attempts") if isinstance(claimed, dict) else None)
-        assert token_of(claimed), t("a fresh job could not be claimed")
+        assert lease_token_of(claimed), t("a fresh job could not be claimed")
         tl["moved"] = time.time()
         sql("UPDATE export_jobs SET deadline_at=DATE_SUB(NOW(6), INTERVAL 1 SECOND), "
             "lease_until=DATE_SUB(NOW(6), INTERVAL 1 SECOND) WHERE id=%s", (job_id,))
@@ -400,7 +399,7 @@ def check_exhausted(c) -> None:
             job = st.claim(job_id)
             tl.update({f"claim{attempt}": time.time(), f"got{attempt}": job.get("attempts") if isinstance(job, dict)
                        else None})
-            assert token_of(job), t("claim {attempt} got no token (the job should be claimable)", attempt=attempt)
+            assert lease_token_of(job), t("claim {attempt} got no token (the job should be claimable)", attempt=attempt)
             assert job["attempts"] == attempt, t("claim {attempt} should have attempts {attempt}, got {attempts}",
                                                  attempt=attempt, attempts=job['attempts'])
             tl[f"expire{attempt}"] = time.time()
@@ -428,8 +427,9 @@ def check_exhausted(c) -> None:
         row = job_row(job_id)
         letters = sql("SELECT COUNT(*) AS n FROM export_dead_letters WHERE job_id=%s", (job_id,))[0]["n"]
         c.note(t("dead letter {reason}; a 4th claim() → {token_of}, a message → {shown}; afterwards {status}, "
-                 "attempts={attempts}, {letters} dead letter(s)", reason=letter['reason'], token_of=token_of(fourth),
-                 shown=shown(end), status=row['status'], attempts=row['attempts'], letters=letters))
+                 "attempts={attempts}, {letters} dead letter(s)", reason=letter['reason'],
+                 token_of=lease_token_of(fourth), shown=shown(end), status=row['status'], attempts=row['attempts'],
+                 letters=letters))
         assert fourth is None and row["status"] == "failed" and row["attempts"] == 3 and letters == 1, t(
             "a 4th claim happened after exhaustion, or the failed job changed")
     finally:

@@ -18,15 +18,16 @@ LIFETIME = 1800.0  # waits for the row as long as a whole matrix may take; FOLDE
 
 def main(folder: str) -> int:
     from publisher import publish_one  # the learner's module, from the work dir
-    handshake.ready(folder, CACHE_PUBLISHER)
-    if handshake.wait_go(folder, CACHE_PUBLISHER, lifetime=LIFETIME) is None:
-        return 0  # told to stop (or the matrix never got to the row)
-    try:
-        with publishing():  # the matrix worker's claims wait meanwhile (lab16_probe)
-            outcome = {"published": bool(publish_one())}
-    except Exception as exc:  # noqa: BLE001 - reported to the checker, which decides
-        outcome = {"error": f"{type(exc).__name__}: {exc}"[:300]}
-    handshake.write_result(folder, CACHE_PUBLISHER, outcome)
+
+    def publish(plan: dict) -> dict:
+        try:
+            with publishing():  # the matrix worker's claims wait meanwhile (lab16_probe)
+                return {"published": bool(publish_one())}
+        except Exception as exc:  # noqa: BLE001 - reported to the checker, which decides
+            return {"error": f"{type(exc).__name__}: {exc}"[:300]}
+
+    # Told to stop (or the matrix never got to the row): it ends without publishing.
+    handshake.serve(folder, CACHE_PUBLISHER, publish, lifetime=LIFETIME)
     return 0
 
 

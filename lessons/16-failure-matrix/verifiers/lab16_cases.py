@@ -19,8 +19,8 @@ from lab16_drills_dispatch import (case_backoff_duplicates, case_cross_minute, c
                                    case_pending_rescan, case_queue_full, case_same_slot, case_sent_unclaimed)
 from lab16_drills_execution import (case_broker_down, case_cancel, case_commit_fault, case_exhausted,
                                     case_publish_before_mark, case_result_cache, case_stale_token, case_worker_exit)
-from lab16_fixture import (FAIL_LIST, HOLD_LIST, active_jobs, artifact_evidence, deliveries, drop_kit_triggers,
-                           due_events, park, release)
+from lab16_fixture import (FAIL_LIST, GATE, active_jobs, artifact_evidence, deliveries, drop_kit_triggers,
+                           due_events, park)
 from lab16_record import empty_row, now_iso
 from lab16_row import Row
 
@@ -87,7 +87,7 @@ CASE_IDS = [c.id for c in CASES]
 def baseline(stack, row: Row) -> None:
     """Before a row: no kit fault left in place, broker answering, worker alive and idle, nothing due."""
     drop_kit_triggers()
-    for path in (HOLD_LIST, FAIL_LIST):
+    for path in (GATE.path, FAIL_LIST):
         path.unlink(missing_ok=True)
     if stack.private and not stack.broker_ping():
         stack.broker_start()
@@ -105,8 +105,8 @@ def restore(stack, row: Row, failed: bool) -> None:
         drop_kit_triggers()
     for job in row.jobs:
         with contextlib.suppress(OSError):
-            release(job)
-    for path in (HOLD_LIST, FAIL_LIST):
+            GATE.release(job)
+    for path in (GATE.path, FAIL_LIST):
         path.unlink(missing_ok=True)
     if stack.private and not stack.broker_ping():
         with contextlib.suppress(Exception):

@@ -12,13 +12,13 @@ from collections import namedtuple
 from datetime import UTC, datetime
 from uuid import uuid4
 
-from lab16_fixture import (QUEUES, active_jobs, ask, counts, delivery_log, ended, events_of, fail_claim, learner,
+from lab16_fixture import (QUEUES, active_jobs, ask, delivery_log, ended, events_of, fail_claim, learner,
                            pending_of, seconds_until)
 from lab16_row import QUEUED_BUDGET, Row, age_until_requeued, settle
 
 from shared.lesson_celery import WORK, redact, short
 from shared.i18n import t
-from shared.lesson_db import job_row, kept_db, remove_jobs, sql
+from shared.lesson_db import job_event_counts, job_row, kept_db, remove_jobs, sql
 
 
 def capacity_limit() -> int:
@@ -63,7 +63,7 @@ def case_queue_full(row: Row, stack) -> None:
                 cur.executemany("INSERT INTO export_jobs (id, payload, next_attempt_at, deadline_at) VALUES "
                                 "(%s, '[]', DATE_ADD(NOW(6), INTERVAL 1 DAY), DATE_ADD(NOW(6), INTERVAL 1 DAY))",
                                 [(f,) for f in fillers])
-            before = counts()
+            before = job_event_counts()
             burst = _concurrent_posts(api, 6, row.products())
             accepted = [json.loads(a.text)["job_id"] for a in burst if a.status == 202]
             refused = [a for a in burst if a.status == 503]
@@ -92,7 +92,7 @@ def case_queue_full(row: Row, stack) -> None:
                        t("exactly two submits (the places left) must be accepted, then 503; accepted {n_accepted}, "
                          "one at a time {top_up}", n_accepted=len(accepted), top_up=top_up))
             row.expect(all(r.retry_after for r in refused), t("a 503 must carry Retry-After"))
-            row.expect(counts() == (before[0] + 2, before[1] + 2) and active_jobs() == limit,
+            row.expect(job_event_counts() == (before[0] + 2, before[1] + 2) and active_jobs() == limit,
                        t("only the two accepted requests left a job and an event"))
             for job in accepted:
                 row.job(job)

@@ -11,15 +11,15 @@ import os
 import signal
 from uuid import uuid4
 
-from lab16_fixture import (PROBE, RESULT_TTL, ask, claim_seconds_left, confirm_lost, counts, dead_letters, deliveries,
-                           events_of, learner, outbox_insert_fails, pending_of, release, seconds_until)
+from lab16_fixture import (GATE, PROBE, RESULT_TTL, ask, claim_seconds_left, confirm_lost, dead_letters,
+                           deliveries, events_of, learner, outbox_insert_fails, pending_of, seconds_until)
 from lab16_publishing import CACHE_PUBLISHER
 from lab16_row import LEASE_BUDGET, Row, await_hold, scan_until, settle
 
 from shared import handshake
 from shared.lesson_celery import WORK, pid_running, redact, setting, short
 from shared.i18n import t
-from shared.lesson_db import job_row, sql, wait_status
+from shared.lesson_db import job_event_counts, job_row, sql, wait_status
 from shared.proc import free_port, run_python, wait_until
 
 
@@ -28,7 +28,7 @@ def raised(error: Exception | None) -> str:
 
 
 def case_commit_fault(row: Row, stack) -> None:
-    before = counts()
+    before = job_event_counts()
     with row.fault(t("the outbox INSERT fails before the commit (kit trigger), after the job INSERT")):
         error = None
         with outbox_insert_fails():
@@ -36,7 +36,7 @@ def case_commit_fault(row: Row, stack) -> None:
                 stack.state_store.submit_snapshot(row.products())
             except Exception as exc:  # noqa: BLE001 - any exception is what the drill expects
                 error = exc
-        after = counts()
+        after = job_event_counts()
         row.observe("absent")
         row.note(t("submit_snapshot → {name}; jobs {before}→{after}, events {before2}→{after2}", before=before[0],
                    name=raised(error), after=after[0], before2=before[1], after2=after[1]))
@@ -164,7 +164,7 @@ def case_stale_token(row: Row, stack) -> None:
         row.expect(now["result_ref"] is None and now["lease_token"] == current["lease_token"],
                    t("the old token must not write result_ref or take the lease back"))
     row.recover()
-    release(job)
+    GATE.release(job)
     final = wait_status(job, ("succeeded",), 60)
     again = stack.state_store.finish(job, token_a, str(target))
     after = job_row(job)
@@ -180,7 +180,7 @@ def case_cancel(row: Row, stack) -> None:
     with row.fault(t("cancel_requested=TRUE while the export runs")):
         sql("UPDATE export_jobs SET cancel_requested=TRUE, updated_at=NOW(6) "
             "WHERE id=%s AND status IN ('queued','running')", (job,))
-        release(job)
+        GATE.release(job)
         stack.wait_ended(job, 1)
         now = job_row(job)
         row.expect(now["status"] != "succeeded" and now["result_ref"] is None,

@@ -21,13 +21,15 @@ from lab16_publishing import CACHE_PUBLISHER, publishing
 
 from shared import handshake
 from shared.lesson_celery import LOG_DIR, WORK, pid_running, read_events, redact, redis_client, setting, short
+from shared.hold_gate import HoldList
 from shared.i18n import t
-from shared.lesson_db import close_kit_connection, kept_db, make_marks_table, sql, trigger
+from shared import lesson_db
+from shared.lesson_db import close_kit_connection, fault_trigger, kept_db, make_marks_table, payload_of, sql
+from shared.lesson_db import outbox_of as events_of  # the job's outbox events, oldest first
 from shared.probe import LearnerRaised, Probe
 from shared.proc import Process, WaitTimeout, free_port, port_open, wait_until
 
-EVENTS = LOG_DIR / "lab16-events.jsonl"
-HOLD_LIST = LOG_DIR / "lab16-hold.txt"
+GATE = HoldList(LOG_DIR, "lab16")  # lab16_probe's gate on the first file write, and its events
 FAIL_LIST = LOG_DIR / "lab16-fail-claim.txt"
 MARKS = "lab16_kit_marks"
 TRANSITIONS = "lab16_kit_transitions"
@@ -68,22 +70,12 @@ def max_attempts():
 
 # ================================================================ the database, as the kit reads it
 
-def events_of(job_id: str) -> list[dict]:
-    return sql("SELECT id, sent_at, available_at, claim_until, created_at, NOW(6) AS now FROM export_outbox "
-               "WHERE job_id=%s ORDER BY created_at, id", (job_id,))
-
-
 def pending_of(job_id: str) -> list[dict]:
-    return [e for e in events_of(job_id) if e["sent_at"] is None]
+    return events_of(job_id, unsent_only=True)
 
 
 def dead_letters(job_id: str) -> list[dict]:
     return sql("SELECT job_id, reason FROM export_dead_letters WHERE job_id=%s", (job_id,))
-
-
-def counts() -> tuple[int, int]:
-    row = sql("SELECT (SELECT COUNT(*) FROM export_jobs) AS jobs, (SELECT COUNT(*) FROM export_outbox) AS events")[0]
-    return int(row["jobs"]), int(row["events"])
 
 
 def active_jobs() -> int:
@@ -97,9 +89,7 @@ def due_events() -> int:
 
 def seconds_until(job_id: str, column: str) -> float:
     """How far in the future export_jobs.<column> of this job is (0 when past or NULL)."""
-    rows = sql(f"SELECT TIMESTAMPDIFF(MICROSECOND, NOW(6), {column}) AS us FROM export_jobs WHERE id=%s", (job_id,))
-    us = rows[0]["us"] if rows else None
-    return max(0.0, (us or 0) / 1e6)
+    return max(0.0, lesson_db.seconds_until(job_id, column) or 0.0)
 
 
 def claim_seconds_left(job_id: str) -> float:
@@ -107,11 +97,6 @@ def claim_seconds_left(job_id: str) -> float:
     rows = sql("SELECT MAX(TIMESTAMPDIFF(MICROSECOND, NOW(6), claim_until)) AS us FROM export_outbox "
                "WHERE job_id=%s AND sent_at IS NULL", (job_id,))
     return max(0.0, (rows[0]["us"] or 0) / 1e6)
-
-
-def payload_of(row: dict):
-    value = row["payload"]
-    return json.loads(value) if isinstance(value, (str, bytes, bytearray)) else value
 
 
 def artifact_evidence(job: dict) -> tuple[str, str]:
@@ -222,35 +207,17 @@ FAIL_OUTBOX = "lab16_kit_fail_outbox"
 FAIL_CONFIRM = "lab16_kit_fail_confirm"
 
 
-@contextlib.contextmanager
-def _fault(name: str, timing: str, kind: str, ref: str, when: str, match: str, message: str):
-    """A kit trigger on export_outbox that fails the statement while the block runs, for the rows marked."""
-    make_marks_table(MARKS)  # created if needed, emptied: only this mark is in place
-    sql(f"INSERT INTO {MARKS} (kind, ref) VALUES (%s, %s)", (kind, ref))
-    body = f"""CREATE TRIGGER {name} {timing} ON export_outbox FOR EACH ROW
-               BEGIN
-                 IF {when}EXISTS (SELECT 1 FROM {MARKS} WHERE kind='{kind}'{match}) THEN
-                   SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lab16 drill: {message}';
-                 END IF;
-               END"""
-    try:
-        with trigger(name, body, MARKS):
-            yield
-    finally:
-        sql(f"DELETE FROM {MARKS}")
-
-
 def outbox_insert_fails():
     """Every export_outbox INSERT fails before the commit, while the block runs."""
-    return _fault(FAIL_OUTBOX, "BEFORE INSERT", "fail-outbox", "all", "", "",
-                  "the outbox insert fails before commit")
+    return fault_trigger(FAIL_OUTBOX, "BEFORE INSERT", "export_outbox", MARKS, "fail-outbox", "all",
+                         "lab16 drill: the outbox insert fails before commit")
 
 
 def confirm_lost(event_id: str):
     """The publisher's confirm of this one event (sent_at set) fails, while the block runs."""
-    return _fault(FAIL_CONFIRM, "BEFORE UPDATE", "fail-confirm", event_id,
-                  "NEW.sent_at IS NOT NULL AND OLD.sent_at IS NULL AND ", " AND ref=OLD.id",
-                  "the confirm write is lost")
+    return fault_trigger(FAIL_CONFIRM, "BEFORE UPDATE", "export_outbox", MARKS, "fail-confirm", event_id,
+                         "lab16 drill: the confirm write is lost", "NEW.sent_at IS NOT NULL AND OLD.sent_at IS NULL",
+                         "OLD.id")
 
 
 def drop_kit_triggers() -> None:
@@ -266,7 +233,7 @@ def delivery_log(job_id: str) -> list[dict]:
     """Each delivery of the job the worker started: {task_id, pid, start, end (None while running or
     killed)}.  One process writes a delivery's start before its end, so the k-th start of a (task id,
     pid) pair ends with the k-th end of that pair."""
-    events = read_events(EVENTS)
+    events = read_events(GATE.events)
     ends: dict[tuple, list[dict]] = {}
     for event in events:
         if event.get("kind") == "end":
@@ -309,35 +276,18 @@ def describe_end(end: dict) -> str:
     return redact(f"{end.get('state')} {json.dumps(end.get('retval'), default=str)}")[:160]
 
 
-def holds(job_id: str) -> list[dict]:
-    return [e for e in read_events(EVENTS) if e.get("kind") == "hold" and e.get("job") == job_id]
-
-
 def open_deliveries() -> list[dict]:
     """Task starts with no end whose process still lives (a killed child's start stays open forever)."""
-    events = read_events(EVENTS)
+    events = read_events(GATE.events)
     done = {(e.get("task_id"), e.get("pid")) for e in events if e.get("kind") == "end"}
     return [e for e in events if e.get("kind") == "start" and (e.get("task_id"), e.get("pid")) not in done
             and pid_running(e["pid"])]
 
 
-def _add_line(path: Path, value: str) -> None:
-    with open(path, "a", encoding="utf-8") as handle:
-        handle.write(value + "\n")
-
-
-def hold(job_id: str) -> None:
-    """The worker's first write of this job's file will wait for release(job_id) (lab16_probe)."""
-    _add_line(HOLD_LIST, job_id)
-
-
-def release(job_id: str) -> None:
-    (LOG_DIR / f"lab16-release-{job_id}").write_text("go")
-
-
 def fail_claim(job_id: str) -> None:
     """The worker's first claim of this job raises a database error before it reaches the database."""
-    _add_line(FAIL_LIST, job_id)
+    with open(FAIL_LIST, "a", encoding="utf-8") as handle:
+        handle.write(job_id + "\n")
 
 
 # ================================================================ the stack: broker, workers, learner code
@@ -373,7 +323,7 @@ class Stack:
 
     def start(self) -> None:
         started = time.monotonic()
-        for path in (EVENTS, HOLD_LIST, FAIL_LIST):
+        for path in (GATE.events, GATE.path, FAIL_LIST):
             path.unlink(missing_ok=True)
         for pattern in ("lab16-held-*", "lab16-failed-*", "lab16-release-*"):  # the probe's once-only markers
             for path in LOG_DIR.glob(pattern):

@@ -20,23 +20,13 @@ import time
 
 import pymysql
 
-from shared.lesson_celery import append_event
 from shared.worker_events import record_task_runs
-from shared.hold_gate import Gate, read_list
+from shared.hold_gate import probe_gate, read_list
 
-FOLDER = os.environ.get("TASKLAB_LOG_DIR") or "."
-EVENTS = os.path.join(FOLDER, "lab16-events.jsonl")
-HOLD_LIST = os.path.join(FOLDER, "lab16-hold.txt")
-FAIL_LIST = os.path.join(FOLDER, "lab16-fail-claim.txt")
 HOLD_SECONDS = 600.0  # far beyond any row: the release file, not this limit, ends a hold
 
-
-def record(kind: str, **fields) -> None:
-    append_event(EVENTS, kind, **fields)
-
-
-GATE = Gate(FOLDER, "lab16", HOLD_LIST, backstop=HOLD_SECONDS, record=record)
-GATE.hold_first_writes()  # installed before the learner's modules load
+GATE = probe_gate("lab16", HOLD_SECONDS)  # installed before the learner's modules load
+FAIL_LIST = os.path.join(GATE.folder, "lab16-fail-claim.txt")
 
 
 # ---------------------------------------------------------------- the database gone before claim
@@ -50,13 +40,13 @@ PUBLISH_WAIT = 60.0  # a publish_one takes milliseconds; a bound, so a wedged pu
 
 def _publishes_under_way() -> bool:
     return any(name.startswith(PUBLISHING) and os.path.exists(f"/proc/{name[len(PUBLISHING):]}")
-               for name in os.listdir(FOLDER))
+               for name in os.listdir(GATE.folder))
 
 
 def _claim(job_id, *args, **kwargs):
     job = str(job_id)
     if job in read_list(FAIL_LIST) and GATE.first_time(f"lab16-failed-{job}"):
-        record("db_fault", job=job)
+        GATE.record("db_fault", job=job)
         raise pymysql.err.OperationalError(2003, "lab16 drill: the database cannot be reached")
     until = time.monotonic() + PUBLISH_WAIT
     while _publishes_under_way() and time.monotonic() < until:
@@ -82,7 +72,7 @@ def _ended(task, state, retval) -> dict:
             "database_error": isinstance(retval, pymysql.err.OperationalError)}
 
 
-record_task_runs(record, started=_started, ended=_ended)
+record_task_runs(GATE.record, started=_started, ended=_ended)
 
 from celery_app import app  # noqa: E402  the learner's app, tasks and settings
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import time
 
-from lab16_fixture import (advance, delivery_log, describe_end, events_of, hold, holds, last_seq, max_attempts, outcome,
+from lab16_fixture import (GATE, advance, delivery_log, describe_end, events_of, last_seq, max_attempts, outcome,
                            pending_of, transitions_of)
 from lab16_record import collapse, now_iso
 
@@ -284,9 +284,9 @@ def settle(row: Row, job_id: str, wanted=("succeeded",), seconds: float = WAIT_L
 
 def await_hold(row: Row, job_id: str, seconds: float = WAIT_LIMIT) -> dict:
     """Hold the job's write, and publish until the worker is holding it (lab16_probe's hold event)."""
-    hold(job_id)
+    GATE.hold(job_id)
 
     def reached():
-        held = holds(job_id)
+        held = GATE.holds(job_id)
         return held[0] if held else None
     return _drive(row, job_id, reached, "hold", seconds)

@@ -45,9 +45,8 @@ from uuid import UUID
 
 from lab16_cases import CASE_IDS
 from lab16_evidence import backing_problems, claim_problems, learner_record, real_statuses, why_not_backed
-from lab16_fixture import (advance, artifact_evidence, claim_seconds_left, confirm_lost, dead_letters, deliveries,
-                           ended, events_of, hold, holds, learner, park, payload_of, pending_of, release,
-                           seconds_until)
+from lab16_fixture import (GATE, advance, artifact_evidence, claim_seconds_left, confirm_lost, dead_letters, deliveries,
+                           ended, events_of, learner, park, pending_of, seconds_until)
 from lab16_monitor import (age_bounds, insert_known_rows, load_schemas, number, pick, run_monitor, scratch_schema,
                            server_now, waiting_since)
 from lab16_record import RECORD, row_problems
@@ -58,7 +57,7 @@ from lab16_worker_log import log_leaks, phase_lines, worker_logs
 
 from shared.lesson_celery import WORK, short
 from shared.i18n import t
-from shared.lesson_db import job_row, sql
+from shared.lesson_db import job_row, payload_of, sql
 from shared.proc import wait_until
 from shared.tap import Check, run
 
@@ -424,15 +423,15 @@ def check_two_deliveries(c) -> None:
     job = stack.state_store.submit_snapshot(stack.product(4))
     event = pending_of(job)[0]["id"]
     helper = Row(None, stack)
-    hold(job)
+    GATE.hold(job)
     try:
         # Delivery 1 of the event: the confirm write is lost, so the event stays unsent.
         with confirm_lost(event):
             for sent in (1, 2):
                 stack.publish_once()  # the lost confirm may make it raise: that is the drill
-                wait_until(lambda sent=sent: holds(job) or len(ended(job)) >= sent, 60,
+                wait_until(lambda sent=sent: GATE.holds(job) or len(ended(job)) >= sent, 60,
                            t("the delivery to claim (hold its write) or end"), interval=0.05)
-                if holds(job):
+                if GATE.holds(job):
                     break
                 # It ended without a claim.  Only a claim the database refused is the system's to repeat:
                 # the unconfirmed event goes out again once the publisher's claim runs out (moved).
@@ -440,7 +439,7 @@ def check_two_deliveries(c) -> None:
                 assert sent == 1, reason
                 c.note(t("the unconfirmed event is sent again: ") + reason)
                 advance(job, claim_seconds_left(job) + 0.001)
-        assert holds(job), t("the worker never claimed the job")
+        assert GATE.holds(job), t("the worker never claimed the job")
         token_a = job_row(job)["lease_token"]
         # The first execution is slow: its lease runs out while it writes, recovery requeues the job and
         # the unmarked event goes out again once the publisher's claim is over (all moved, not waited).
@@ -449,7 +448,7 @@ def check_two_deliveries(c) -> None:
         advance(job, max(seconds_until(job, "next_attempt_at"), claim_seconds_left(job)) + 0.001)
         final = settle(helper, job)
     finally:
-        release(job)
+        GATE.release(job)
     stack.drain()
     starts = deliveries(job)
     # Every delivery ended (the held one too, once released): each wrote its phase lines before that.
