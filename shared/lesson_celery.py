@@ -262,11 +262,12 @@ class Script(NamedTuple):
             c.note("  " + line[:width])
 
 
-def run_script(args: list[str], timeout: float, late: str | None = None) -> Script:
-    """`python ARGS` in the work folder.  Still running after `timeout` s: the check fails with `late`
-    (without one, subprocess.TimeoutExpired goes up).  The raw output is never kept: it may hold a secret."""
+def run_script(args: list[str], timeout: float, late: str | None = None, env: dict | None = None) -> Script:
+    """`python ARGS` in the work folder (`env`: variables added to ours).  Still running after `timeout` s: the
+    check fails with `late` (without one, subprocess.TimeoutExpired goes up).  The raw output is never kept:
+    it may hold a secret."""
     try:
-        done = run_python(args, cwd=WORK, timeout=timeout)
+        done = run_python(args, cwd=WORK, timeout=timeout, env={**os.environ, **env} if env else None)
     except subprocess.TimeoutExpired:
         if late is None:
             raise

@@ -7,7 +7,6 @@ is lab15_fixture.py, the drills lab15_drills.py.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
 import signal
@@ -18,7 +17,8 @@ from lab15_fixture import (GATE, celery_app, learner, make_due, outbox_row, park
                            publish_event, published_as, publisher, recovery, remove_jobs, retire, run_script,
                            scan, send, shown, store, submitted, unsent, wait_end, wait_hold, worker_event)
 
-from shared.lesson_celery import DeclaredWorker, children_of, private_worker_argv, short, start_worker
+from shared import probe_report
+from shared.lesson_celery import LOG_DIR, DeclaredWorker, children_of, private_worker_argv, short, start_worker
 from shared.i18n import t
 from shared.lesson_db import (TERMINAL, UUID_RE, fault_trigger, held_by_others, job_row, lease_token_of, lock_waits,
                               make_marks_table, one_line, payload_of, plan_of, row_lock_error, server_now, sql,
@@ -155,13 +155,13 @@ def check_retry_gate(c) -> None:
             attempts=row['attempts'])
 
         # Then the course's own script, its sleeps fast-forwarded.
-        code, output, lines = run_script(["lab15_tools.py", "fast-forward"])
-        printed = [line for line in lines if not line.startswith("LAB15-FAST-FORWARD")]
-        info = next((json.loads(line.split(" ", 1)[1]) for line in lines if line.startswith("LAB15-FAST-FORWARD")),
-                    {"jobs": [], "seconds": 0})
-        jobs += info["jobs"]
+        report = probe_report.fresh_path(LOG_DIR, "lab15-fast-forward")
+        code, output, printed = run_script(["lab15_tools.py", "fast-forward"],
+                                           env={probe_report.REPORT_ENV: str(report)})
+        info = probe_report.read(report) or {}
+        jobs += [job for job in info.get("jobs", []) if isinstance(job, str)]
         c.note(t("python verify_retry_gate.py (sleeps fast-forwarded by {seconds} s) → {printed}",
-                 seconds=info['seconds'], printed=printed[-1] if printed else t('(no output)')))
+                 seconds=info.get('seconds', 0), printed=printed[-1] if printed else t('(no output)')))
         if code != 0:
             for line in printed[-4:-1]:
                 c.note("  " + line)

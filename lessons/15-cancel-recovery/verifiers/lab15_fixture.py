@@ -146,9 +146,9 @@ def scan(rec) -> int:
     return count
 
 
-def run_script(args: list[str]):
+def run_script(args: list[str], env: dict | None = None):
     """`python ARGS` in the work folder: exit code, output (secrets masked), its lines cut to 200 characters."""
-    script = lesson_celery.run_script(args, 40)
+    script = lesson_celery.run_script(args, 40, env=env)
     return script.code, script.output, [line[:200] for line in script.lines]
 
 

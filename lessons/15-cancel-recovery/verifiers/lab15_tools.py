@@ -2,7 +2,8 @@
 
     python lab15_tools.py fast-forward          python verify_retry_gate.py, its sleeps fast-forwarded (15.5):
                                                each sleep moves the script's jobs' next_attempt_at back by
-                                               as much instead of waiting; prints LAB15-FAST-FORWARD {…}
+                                               as much instead of waiting; reports the jobs
+                                               it made (shared/probe_report.py)
     python lab15_tools.py scan FOLDER NAME      one recovery.recover_batch() on the checker's go (15.4)
     python lab15_tools.py publish FOLDER NAME   one publisher.publish_one() on the checker's go (15.6)
 
@@ -12,11 +13,11 @@ first one after the send), their locks held, until round 2's go (handshake.hold_
 statement is running meanwhile, so no statement time limit cuts the hold short.
 """
 
-import json
 import runpy
 import sys
 import time
 
+from shared import probe_report
 from shared.handshake import hold_after_first_lock, serve
 
 
@@ -85,7 +86,7 @@ def fast_forward() -> None:
     try:
         runpy.run_path("verify_retry_gate.py", run_name="__main__")
     finally:
-        print("LAB15-FAST-FORWARD " + json.dumps({"jobs": created, "seconds": round(skipped[0], 2)}), flush=True)
+        probe_report.write({"jobs": created, "seconds": round(skipped[0], 2)})
 
 
 if __name__ == "__main__":
