@@ -1,4 +1,4 @@
-"""Kit helpers for the Celery verifiers (lessons 08–10).  Not a verifier itself.
+"""Kit helpers for the verifiers of the Celery lessons (08–16).  Not a verifier itself.
 
 - the broker settings, read the way the learner's celery_app reads them (environment first,
   then .env.tasks), and never printed;
