@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dtmod
-import json
 import os
 import re
 import sys
@@ -51,14 +50,6 @@ def slot_of(key: str) -> dict | None:
 
 def slots_of_job(job_id: str) -> list[str]:
     return [r["slot_key"] for r in sql("SELECT slot_key FROM export_schedule_slots WHERE job_id=%s", (job_id,))]
-
-
-def events_of(job_id: str) -> list[dict]:
-    return sql("SELECT id, queue_name, sent_at FROM export_outbox WHERE job_id=%s", (job_id,))
-
-
-def payload_of(job: dict) -> list:
-    return json.loads(job["payload"]) if isinstance(job["payload"], (str, bytes)) else job["payload"]
 
 
 def first_product() -> int:

@@ -40,15 +40,15 @@ from uuid import uuid4
 
 from lab14_beat import (TICK, drop_leftover_ticks, new_slots, publish_until_sent, queued_ticks, start_chain,
                         tick_chain_runs, wait_finished, wait_first_slot)
-from lab14_fixture import (UTC, admission_limit, at_capacity, celery_app, counts, describe, events_of, far_day,
-                           first_product, hold_gate, job_ids, learner, outcome, outcome_of, own_rows, payload_of,
+from lab14_fixture import (UTC, admission_limit, at_capacity, celery_app, counts, describe, far_day,
+                           first_product, hold_gate, job_ids, learner, outcome, outcome_of, own_rows,
                            remove_jobs, schedule_store, schedule_tasks, script_lines, slot_keys, slot_of,
                            slots_of_job, state_store, ticks_at, waiting_at_gate, zone_run)
 
 from shared import handshake, probe_report
 from shared.lesson_celery import LOG_DIR, WORK, log_lines, redact, short
 from shared.i18n import t
-from shared.lesson_db import job_row, kit_db, sql
+from shared.lesson_db import job_row, kit_db, outbox_of, payload_of, sql
 from shared.proc import Process, WaitTimeout, wait_until
 from shared.tap import Check, run
 
@@ -97,7 +97,7 @@ def check_slot_once(c) -> None:
         assert [row.get("id") for row in payload] == [product], t(
             "the job payload should be the snapshot of product {product}, got {payload}", product=product,
             payload=str(payload)[:120])
-        events = events_of(first)
+        events = outbox_of(first)
         assert len(events) == 1 and events[0]["sent_at"] is None, t(
             "job {first} should have exactly 1 unsent outbox event, found {n_events}", first=short(first),
             n_events=len(events))
@@ -135,7 +135,7 @@ def check_beat_chain(c) -> None:
             got = wait_first_slot(c, procs, before, run, queue)
             job_id = got["job_id"]
             c.note(t("tick → new slot {slot_key} → job {job_id}", slot_key=got['slot_key'], job_id=short(job_id)))
-            events = events_of(job_id)
+            events = outbox_of(job_id)
             assert len(events) == 1, t("the job should have 1 outbox event, found {n_events}", n_events=len(events))
             line = publish_until_sent(c, events[0]["id"])
             c.note(f"python publisher.py → {line}")
@@ -303,7 +303,7 @@ def check_boundary(c) -> None:
         script_slots = [slots_of_job(first), slots_of_job(later)]
         assert all(len(s) == 1 for s in script_slots) and script_slots[0] != script_slots[1], t(
             "the script's two jobs should each have their own slot, found {script_slots}", script_slots=script_slots)
-        assert all(len(events_of(j)) == 1 for j in (first, later)), t("each of the script's jobs needs 1 outbox event")
+        assert all(len(outbox_of(j)) == 1 for j in (first, later)), t("each of the script's jobs needs 1 outbox event")
         names = [s[0].split(":", 2)[-1] for s in script_slots]  # without the script's drill:<uuid>: prefix
         c.note(t("the script's jobs have one slot each: …{names}, …{names2}", names=names[0], names2=names[1]))
 
