@@ -25,6 +25,7 @@ from functools import partial
 from pathlib import Path
 
 from shared.hold_gate import read_list
+from shared.learner_spies import replace_time
 from shared.lesson_celery import append_event, read_events
 from shared.proc import WaitTimeout, wait_until
 from shared.worker_events import record_task_runs
@@ -64,14 +65,6 @@ def _clock_time() -> float:
     return time.time() + _skew
 
 
-class _Clock:
-    """The `time` module as the learner's task module sees it: the real one, except time() adds _skew."""
-    time = staticmethod(_clock_time)
-
-    def __getattr__(self, name):
-        return getattr(time, name)
-
-
 def _instrument(task) -> None:
     """Once per process: wrap the module's fetch_snapshot and clock, and shrink the task's backoff."""
     global _skew
@@ -97,14 +90,7 @@ def _instrument(task) -> None:
                     record("budget-used", task_id=getattr(request, "id", None), left=BUDGET_LEFT)
         module_globals["fetch_snapshot"] = fetch_snapshot
     # `import time` or `from time import time`: either name now reads the probe's clock.
-    clocks = []
-    for name, value in list(module_globals.items()):
-        if value is time:
-            module_globals[name] = _Clock()
-            clocks.append(name)
-        elif value is time.time:
-            module_globals[name] = _clock_time
-            clocks.append(name)
+    clocks = list(replace_time(module_globals, "time", _clock_time))
     knobs = {name: value for name, value in FAST_BACKOFF.items() if hasattr(task, name)}
     for name, value in knobs.items():
         setattr(task, name, value)
