@@ -162,6 +162,11 @@ def lease_token_of(job) -> str | None:
     return str(job["lease_token"])
 
 
+def active_jobs() -> int:
+    """How many jobs are still queued or running: what an admission limit or a drain counts."""
+    return int(sql("SELECT COUNT(*) AS n FROM export_jobs WHERE status IN ('queued','running')")[0]["n"])
+
+
 def job_event_counts() -> tuple[int, int]:
     """How many rows export_jobs and export_outbox hold now (one statement: both from the same moment)."""
     row = sql("SELECT (SELECT COUNT(*) FROM export_jobs) AS jobs, (SELECT COUNT(*) FROM export_outbox) AS events")[0]

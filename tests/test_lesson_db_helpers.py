@@ -122,6 +122,12 @@ def test_marked_trigger_without_condition_or_row_match(sent):
             "kit_marks WHERE kind='hold') THEN DO GET_LOCK('g', 60); DO RELEASE_LOCK('g'); END IF; END", ()) in sent
 
 
+def test_active_jobs(sent):
+    sent.answer[0] = [{"n": 4}]
+    assert lesson_db.active_jobs() == 4
+    assert sent[-1][0] == "SELECT COUNT(*) AS n FROM export_jobs WHERE status IN ('queued','running')"
+
+
 def test_job_event_counts(sent):
     sent.answer[0] = [{"jobs": 3, "events": 2}]
     assert lesson_db.job_event_counts() == (3, 2)

@@ -15,7 +15,7 @@ from shared.lesson_celery import LOG_DIR, WORK, read_events, redact, redis_clien
 from shared.hold_gate import HoldList
 from shared.i18n import t
 from shared.probe import Probe
-from shared.lesson_db import job_row, kit_db, outbox_of, sql
+from shared.lesson_db import active_jobs, job_row, kit_db, outbox_of, sql
 from shared.proc import Process, WaitTimeout, free_port, run_python, start_uvicorn, wait_until
 
 GATE = HoldList(LOG_DIR, "lab13")  # lab13_probe.py's gate on the first file write
@@ -34,10 +34,6 @@ FROM export_outbox WHERE sent_at IS NULL GROUP BY queue_name"""
 
 
 # ---------------------------------------------------------------- the kit's own view of the database
-
-def active_count() -> int:
-    return int(sql("SELECT COUNT(*) AS n FROM export_jobs WHERE status IN ('queued','running')")[0]["n"])
-
 
 def event_of(job_id: str) -> dict | None:
     rows = outbox_of(job_id)
@@ -144,7 +140,7 @@ def submit_quietly(product_ids: list[int]) -> str:
     answer = learner.call("lab13_learner:submit", product_ids)
     if "capacity" in answer:
         raise AssertionError(t("the submit was refused with CapacityExceeded while only {active_count} jobs are "
-                               "queued or running", active_count=active_count()))
+                               "queued or running", active_count=active_jobs()))
     assert isinstance(answer.get("job"), str), t("submit_snapshot should return the job id, got {job!r}",
                                                  job=answer.get('job'))
     return answer["job"]

@@ -9,12 +9,13 @@ from __future__ import annotations
 import contextlib
 from uuid import uuid4
 
-from lab13_fixture import TOOLS, TRIGGER, active_count, add_filler, comma_list, reset
+from lab13_fixture import TOOLS, TRIGGER, add_filler, comma_list, reset
 
 from shared import handshake
 from shared.lesson_celery import LOG_DIR, redact, short
 from shared.i18n import t
-from shared.lesson_db import db_settings, gate_lock_name, kit_db, lock_waits, make_marks_table, sql, trigger
+from shared.lesson_db import (active_jobs, db_settings, gate_lock_name, kit_db, lock_waits, make_marks_table, sql,
+                              trigger)
 from shared.proc import WaitTimeout, wait_until
 
 LOCK_WAIT_TIMEOUT = 1205  # both servers: a gate waiter that ran out of innodb_lock_wait_timeout
@@ -145,8 +146,8 @@ def near_edge(c, producers: Helpers, limit: int, running: int, bare: int, free: 
     reset()
     add_filler(limit - free, running=running, with_events=max(0, limit - free - running - bare))
     if free == 1:
-        return {**race_now(c, producers, 1, [2]), "active": active_count()}
-    return {**classify(producers.results(producers.go_round(n=4, ids=[3]), 20)), "active": active_count()}
+        return {**race_now(c, producers, 1, [2]), "active": active_jobs()}
+    return {**classify(producers.results(producers.go_round(n=4, ids=[3]), 20)), "active": active_jobs()}
 
 
 def outcome_text(o: dict) -> str:

@@ -54,7 +54,7 @@ import signal
 import time
 
 from lab13_figures import admission_steps, isolation_lanes
-from lab13_fixture import (GATE, TERMINAL, active_count, add_filler, age_jobs, backlog, body_of, comma_list,
+from lab13_fixture import (GATE, TERMINAL, add_filler, age_jobs, backlog, body_of, comma_list,
                            configured_limit, event_of, first_held, http_app, learner, oldest_queued,
                            pause, publisher_loop, recorded, reset, serve, show, starts,
                            stop_workers, store, stuck_reason, submit_quietly, tool, wait_confirmed, wait_done,
@@ -66,7 +66,7 @@ from lab13_tools import WAIT_TIMEOUTS  # errors that end a wait by time, not by 
 from shared.lesson_celery import WORK
 from shared.figures import attach
 from shared.i18n import t
-from shared.lesson_db import job_event_counts, job_row, server_now, sql
+from shared.lesson_db import active_jobs, job_event_counts, job_row, server_now, sql
 from shared.proc import WaitTimeout, run_python, wait_until
 from shared.tap import Check, run
 
@@ -220,7 +220,7 @@ def check_http_503(c) -> None:
         after = job_event_counts()
         full_body = body_of(full)
         c.note(t("full (queued+running={active_count}): POST /exports → {status_code}, Retry-After: {get}, "
-                 "{full_body}", active_count=active_count(), status_code=full.status_code,
+                 "{full_body}", active_count=active_jobs(), status_code=full.status_code,
                  get=full.headers.get('retry-after'), full_body=str(full_body)[:120]))
         c.note(t("jobs {before} → {after}, events {before2} → {after2}", before=before[0], after=after[0],
                  before2=before[1], after2=after[1]))
@@ -375,7 +375,7 @@ def check_exercise(c) -> None:
         # last place is always raced for, and the kit sees whether the two took turns at the gate.
         first = producers.results(producers.go_round(n=2, ids=[6]), 20)
         last = race_now(c, producers, 2, [6])
-        fill, active = classify(first + last["results"]), active_count()
+        fill, active = classify(first + last["results"]), active_jobs()
         c.note(t("EXPORT_ADMISSION_LIMIT=5: admit_export's default limit = {default!r}; two producers from empty, 4 "
                  "submits each (2 each, then the last 2 each at once, the first INSERT held: {insert} waiting "
                  "inside the INSERT, {waiting} waiting for a lock) → {outcome}; queued+running = {active}",

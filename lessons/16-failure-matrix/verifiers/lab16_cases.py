@@ -19,14 +19,14 @@ from lab16_drills_dispatch import (case_backoff_duplicates, case_cross_minute, c
                                    case_pending_rescan, case_queue_full, case_same_slot, case_sent_unclaimed)
 from lab16_drills_execution import (case_broker_down, case_cancel, case_commit_fault, case_exhausted,
                                     case_publish_before_mark, case_result_cache, case_stale_token, case_worker_exit)
-from lab16_fixture import (FAIL_LIST, GATE, active_jobs, artifact_evidence, deliveries, drop_kit_triggers,
+from lab16_fixture import (FAIL_LIST, GATE, artifact_evidence, deliveries, drop_kit_triggers,
                            due_events, park)
 from lab16_record import empty_row, now_iso
 from lab16_row import Row
 
 from shared.lesson_celery import redact
 from shared.i18n import t
-from shared.lesson_db import job_row, sql
+from shared.lesson_db import active_jobs, job_row, sql
 
 
 # ================================================================ the catalogue

@@ -12,13 +12,13 @@ from collections import namedtuple
 from datetime import UTC, datetime
 from uuid import uuid4
 
-from lab16_fixture import (QUEUES, active_jobs, ask, delivery_log, ended, events_of, fail_claim, learner,
+from lab16_fixture import (QUEUES, ask, delivery_log, ended, events_of, fail_claim, learner,
                            pending_of, seconds_until)
 from lab16_row import QUEUED_BUDGET, Row, age_until_requeued, settle
 
 from shared.lesson_celery import WORK, redact, short
 from shared.i18n import t
-from shared.lesson_db import job_event_counts, job_row, kept_db, remove_jobs, sql
+from shared.lesson_db import active_jobs, job_event_counts, job_row, kept_db, remove_jobs, sql
 
 
 def capacity_limit() -> int:

@@ -78,10 +78,6 @@ def dead_letters(job_id: str) -> list[dict]:
     return sql("SELECT job_id, reason FROM export_dead_letters WHERE job_id=%s", (job_id,))
 
 
-def active_jobs() -> int:
-    return int(sql("SELECT COUNT(*) AS n FROM export_jobs WHERE status IN ('queued','running')")[0]["n"])
-
-
 def due_events() -> int:
     return int(sql("SELECT COUNT(*) AS n FROM export_outbox WHERE sent_at IS NULL AND available_at<=NOW(6) "
                    "AND (claim_until IS NULL OR claim_until<NOW(6))")[0]["n"])
