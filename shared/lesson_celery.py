@@ -27,7 +27,7 @@ from typing import NamedTuple
 from urllib.parse import urlsplit
 
 from shared.i18n import t
-from shared.proc import Process, WaitTimeout, proc_stat, run_python, wait_until
+from shared.proc import Process, WaitTimeout, living_with, proc_stat, run_python, wait_until
 
 WORK = Path.cwd()
 LOG_DIR = Path(os.environ.get("TASKLAB_LOG_DIR") or WORK / ".check-logs")
@@ -120,23 +120,11 @@ def pid_running(pid: int) -> bool:
 
 
 def children_of(pid: int) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            stat = proc_stat(int(entry.name))
-            if stat is not None and stat[3] == str(pid) and stat[2] != "Z":
-                found.append(int(entry.name))
-    return sorted(found)
+    return living_with(3, pid)
 
 
 def group_members(pgid: int) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            stat = proc_stat(int(entry.name))
-            if stat is not None and stat[4] == str(pgid) and stat[2] != "Z":
-                found.append(int(entry.name))
-    return found
+    return living_with(4, pgid)
 
 
 def nodename_from_argv(argv: list[str]) -> str:

@@ -48,6 +48,18 @@ def proc_stat(pid: int) -> list[str] | None:
         return None
 
 
+def living_with(field: int, value: int) -> list[int]:
+    """The pids, in order, of the live (not zombie) processes whose stat field `field` is `value`
+    (3: the parent's pid, 4: the process group)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            stat = proc_stat(int(entry.name))
+            if stat is not None and stat[field] == str(value) and stat[2] != "Z":
+                found.append(int(entry.name))
+    return sorted(found)
+
+
 def is_zombie(pid: int) -> bool:
     """Finished but not reaped yet (or gone): either way, not running."""
     stat = proc_stat(pid)

@@ -51,6 +51,20 @@ def test_proc_stat_survives_spaces_and_parentheses_in_the_command_name(tmp_path)
     assert proc_stat(child.pid) is None and is_zombie(child.pid)
 
 
+def test_living_with_finds_children_and_group_members_and_not_the_dead():
+    from shared.proc import living_with
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], start_new_session=True)
+    try:
+        assert child.pid in living_with(3, os.getpid())  # a child of this process
+        assert living_with(4, child.pid) == [child.pid]  # alone in the group it leads
+    finally:
+        child.kill()
+    from shared.proc import wait_until
+    wait_until(lambda: is_zombie(child.pid), 10, "the killed child to become a zombie", interval=0.01)
+    assert child.pid not in living_with(3, os.getpid())  # a zombie until reaped: not living
+    child.wait()
+
+
 def test_handshake_ready_go_result_between_processes(tmp_path):
     helper = textwrap.dedent(f"""
         import sys
