@@ -36,12 +36,17 @@ def db_settings() -> dict:
             "ssl_disabled": is_loopback(parts.hostname) or None}  # see services_clients.is_loopback
 
 
-def connect(autocommit: bool = True):
-    """A new connection of the kit's own (the caller closes it)."""
+SLOT_DATABASE = object()  # connect()'s default: the database of this run's slot
+
+
+def connect(autocommit: bool = True, database=SLOT_DATABASE, io_timeout: float = 10):
+    """A new connection of the kit's own (the caller closes it), in UTC: to the slot's database, or to
+    `database` on the same server (None: no database); a read or write waits at most io_timeout s."""
     import pymysql
     from pymysql.cursors import DictCursor
-    return pymysql.connect(**db_settings(), charset="utf8mb4", cursorclass=DictCursor, autocommit=autocommit,
-                           connect_timeout=3, read_timeout=10, write_timeout=10,
+    settings = db_settings() if database is SLOT_DATABASE else dict(db_settings(), database=database)
+    return pymysql.connect(**settings, charset="utf8mb4", cursorclass=DictCursor, autocommit=autocommit,
+                           connect_timeout=3, read_timeout=io_timeout, write_timeout=io_timeout,
                            init_command="SET time_zone = '+00:00'")
 
 

@@ -157,3 +157,15 @@ def test_uuid_re_finds_a_printed_job_id():
     import uuid
     job_id = str(uuid.uuid4())
     assert re.findall(rf"ready for publisher:\s*({lesson_db.UUID_RE})", f"ready for publisher: {job_id}\n") == [job_id]
+
+
+def test_connect_reaches_the_slots_database_or_another_of_the_same_server(monkeypatch):
+    opened = []
+    monkeypatch.setattr(pymysql, "connect", lambda **kwargs: opened.append(kwargs))
+    monkeypatch.setattr(lesson_db, "db_settings", lambda: {"host": "127.0.0.1", "database": "shop_lab"})
+    lesson_db.connect()
+    lesson_db.connect(database=None, io_timeout=15)
+    lesson_db.connect(database="shop_lab_m16")
+    assert [o["database"] for o in opened] == ["shop_lab", None, "shop_lab_m16"]
+    assert [(o["read_timeout"], o["write_timeout"]) for o in opened] == [(10, 10), (15, 15), (10, 10)]
+    assert all(o["init_command"] == "SET time_zone = '+00:00'" for o in opened)  # UTC on every one

@@ -17,30 +17,21 @@ import pymysql
 
 from shared.lesson_celery import WORK
 from shared.i18n import t
-from shared.lesson_db import db_settings
+from shared.lesson_db import connect, db_settings
 
 SCHEMAS = ("schema_jobs.sql", "schema_outbox.sql", "schema_capacity.sql", "schema_schedule.sql", "schema_recovery.sql")
-
-
-def scratch_connection(database: str | None):
-    """The kit's connection settings (UTC, loopback without TLS) on another database of the same server."""
-    from pymysql.cursors import DictCursor
-    settings = dict(db_settings(), database=database)
-    return pymysql.connect(**settings, charset="utf8mb4", cursorclass=DictCursor, autocommit=True,
-                           connect_timeout=3, read_timeout=15, write_timeout=15,
-                           init_command="SET time_zone = '+00:00'")
 
 
 @contextlib.contextmanager
 def scratch_schema():
     """A cursor on a fresh scratch database of the kit's server, dropped again at the end."""
     scratch = f"{db_settings()['database']}_m16"
-    admin = scratch_connection(None)
+    admin = connect(database=None, io_timeout=15)
     try:
         with admin.cursor() as cur:
             cur.execute(f"DROP DATABASE IF EXISTS `{scratch}`")
             cur.execute(f"CREATE DATABASE `{scratch}` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci")
-        conn = scratch_connection(scratch)
+        conn = connect(database=scratch, io_timeout=15)
         try:
             with conn.cursor() as cur:
                 yield cur
