@@ -1,16 +1,7 @@
-"""Runs in a probe next to the learner's api_states (shared/probe.py): reads and sets the in-memory
-records the way lesson 01's checks need.  Plain data out; the judge decides."""
+"""Runs in a probe next to the learner's api_states (shared/probe.py): sets an in-memory record the way lesson
+01's checks need (the judge reads the records itself, as api_states.jobs)."""
 
 import api_states
-
-
-def job(job_id: str) -> dict:
-    """A copy of the stored record (the judge compares it before and after a refused move)."""
-    return dict(api_states.jobs[job_id])
-
-
-def job_ids() -> list[str]:
-    return list(api_states.jobs)
 
 
 def set_status(job_id: str, status: str) -> None:

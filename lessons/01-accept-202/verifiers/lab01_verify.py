@@ -1,12 +1,9 @@
 """Verifier for lesson 01: prove checks 01.1–01.5 against the learner's api_states.py.
 
-This process is the judge and never imports the learner's code.  The learner's app runs in a probe
-(shared/probe.py) behind starlette's TestClient (no server, no port); the judge sends requests and reads
-the answers, and lab01_probe.py (in the same probe) reads and sets the in-memory records.
-verify_states.py is the learner's own script and runs as a subprocess.  When that script stops, 01.3
-reads where (its traceback) and says which cause it is: the script asserts the status code and the
-Location too, and those belong to 01.1 (a new job's status to 01.2) -- fix that check first,
-transition is not to blame.
+The judge never imports the learner's code: api_states runs in a probe (shared/probe.py) behind a TestClient,
+and the judge reads its in-memory records there.  verify_states.py runs as a subprocess; when it stops, 01.3
+reads where (its traceback) and names the check that owns the cause (its status code and Location are 01.1's,
+a new job's status 01.2's) -- fix that one first, transition is not to blame.
 """
 
 from __future__ import annotations
@@ -29,8 +26,7 @@ learner = Probe()
 
 
 def checks() -> list[Check]:
-    """The checks, in order: id -> what proves it.  Every one needs only the probe (api_states.py loaded in it);
-    01.3 also runs the learner's verify_states.py."""
+    """The checks, in order: id -> what proves it."""
     return [
         Check("01.1", submit_answers_202_with_location, "probe: api_states"),
         Check("01.2", new_job_is_queued_unknown_is_404, "probe: api_states"),
@@ -46,17 +42,8 @@ def load(*functions: str):
 
 
 def serve():
-    """The learner's app, answering in the probe."""
     load()
     return learner.app("api_states:app")
-
-
-def stored(job_id: str) -> dict:
-    return learner.call("lab01_probe:job", job_id)
-
-
-def set_status(job_id: str, status: str) -> None:
-    learner.call("lab01_probe:set_status", job_id, status)
 
 
 def submit(client, ids=(1, 2)):
@@ -71,14 +58,7 @@ def submit(client, ids=(1, 2)):
 
 
 def as_json(value) -> str:
-    """A value as JSON text for a note, cut at 200 characters."""
     return json.dumps(value, ensure_ascii=False)[:200]
-
-
-def wrong_status(code: int) -> str:
-    """01.1's reason for a submit that does not answer 202 (01.3 points back at it)."""
-    return t("the submit should answer 202 (accepted, not done), got {code}: put status_code=202 on @app.post",
-             code=code)
 
 
 def submit_answers_202_with_location(c) -> None:
@@ -88,7 +68,8 @@ def submit_answers_202_with_location(c) -> None:
             response, job_id = submit(client, ids)
             location = response.headers.get("location")
             c.note(f"POST {as_json({'product_ids': ids})} -> {response.status_code}, Location: {location}")
-            assert response.status_code == 202, wrong_status(response.status_code)
+            assert response.status_code == 202, t("the submit should answer 202 (accepted, not done), got {code}: put "
+                                                  "status_code=202 on @app.post", code=response.status_code)
             target = location_target(response)
             assert target is not None and urlsplit(target).path == f"/exports/{job_id}", t(
                 "Location should lead to /exports/{job_id} (a path, or a full URL of this server), got {location!r}",
@@ -137,28 +118,20 @@ def transitions_refuse_illegal_moves(c) -> None:
                  "job_id": job_id, "new_status": client.get(f"/exports/{job_id}").json().get("status")}
         # Start from a known state, so this check is about transition() alone
         # (01.2 is the one that checks what a new job starts as).
-        set_status(job_id, "queued")
+        learner.call("lab01_probe:set_status", job_id, "queued")
 
         # A refused move must leave the record exactly as it was.
-        before = stored(job_id)
-        try:
-            api.transition(job_id, "succeeded")
-        except ValueError as exc:
-            c.note(t("queued -> succeeded refused: {exc}", exc=exc))
-        else:
-            raise AssertionError(t("queued → succeeded should raise ValueError (running comes first)"))
-        after = stored(job_id)
+        before = api.jobs[job_id]
+        exc = refusal(api, job_id, "succeeded", t("queued → succeeded should raise ValueError (running comes first)"))
+        c.note(t("queued -> succeeded refused: {exc}", exc=exc))
+        after = api.jobs[job_id]
         assert after == before, t("a refused transition changed the record: {as_json}", as_json=as_json(after))
 
         api.transition(job_id, "running")
         api.transition(job_id, "succeeded")
-        try:
-            api.transition(job_id, "running")
-        except ValueError as exc:
-            c.note(t("succeeded -> running refused: {exc}", exc=exc))
-        else:
-            raise AssertionError(t("succeeded → running should raise ValueError"))
-        kept = stored(job_id)["status"]
+        exc = refusal(api, job_id, "running", t("succeeded → running should raise ValueError"))
+        c.note(t("succeeded -> running refused: {exc}", exc=exc))
+        kept = api.jobs[job_id]["status"]
         queried = client.get(f"/exports/{job_id}").json().get("status")
         c.note(t("after the refusal: stored {kept}, GET says {queried}", kept=kept, queried=queried))
         assert kept == "succeeded" and queried == "succeeded", t(
@@ -175,30 +148,33 @@ def transitions_refuse_illegal_moves(c) -> None:
     assert "terminal transition rejected" in lines, t("verify_states.py did not print terminal transition rejected")
 
 
+def refusal(api, job_id: str, target: str, allowed: str) -> ValueError:
+    """The ValueError transition(job_id, target) raised; `allowed` is the failure when it made the move."""
+    try:
+        api.transition(job_id, target)
+    except ValueError as exc:
+        return exc
+    raise AssertionError(allowed)
+
+
 FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+)')
 ERROR_LINE = re.compile(r"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Exit))(?::\s*(?P<text>.*))?$")
 
 
-def where_it_stopped(output: str, script: Path) -> tuple[int, str, str] | None:
-    """(line number, source line, error line) of the last traceback frame in `script`, if it has one."""
-    stop, error = None, ""
-    for line in output.splitlines():
+def script_verdict(done, script: Path, facts: dict) -> str:
+    """Why verify_states.py stopped (the last traceback frame in `script`), naming the check that owns the cause
+    (and saying to fix it first)."""
+    number, error = None, ""
+    for line in done.stdout.splitlines():
         frame = FRAME.match(line)
         if frame and Path(frame["file"]).name == script.name:
             number = int(frame["line"])
-            stop = (number, linecache.getline(str(script), number).strip())
         elif ERROR_LINE.match(line.strip()):
             error = line.strip()
-    return (*stop, error) if stop else None
-
-
-def script_verdict(done, script: Path, facts: dict) -> str:
-    """Why verify_states.py stopped, naming the check that owns the cause (and saying to fix it first)."""
-    stop = where_it_stopped(done.stdout, script)
     tail = done.stdout.strip()[-600:]
-    if stop is None:
+    if number is None:
         return t("verify_states.py exited {returncode}:\n{tail}", returncode=done.returncode, tail=tail)
-    number, source, error = stop
+    source = linecache.getline(str(script), number).strip()
     at = t("verify_states.py stopped at line {number}: `{source}`", number=number, source=source) \
         + (f" ({error})" if error else "")
     lowered = source.lower()
@@ -206,13 +182,12 @@ def script_verdict(done, script: Path, facts: dict) -> str:
         return at + t(" -- your POST /exports answers {status}, not 202. That is 01.1's cause (the status code), not "
                       "transition: fix 01.1 first (status_code=202 on @app.post), then check again.",
                       status=facts['status'])
-    expected = f"/exports/{facts['job_id']}"
-    if "location" in lowered and facts["location"] != expected and facts["leads_there"]:
-        return at + t(" -- your Location {location!r} is a full URL of the same job (valid, and 01.1 accepts it), "
-                      "but your verify_states.py compares it with the path f\"/exports/{{job_id}}\": make the script "
-                      "and the route agree (compare what the route sends, or send the path).",
-                      location=facts['location'])
-    if "location" in lowered and facts["location"] != expected:
+    if "location" in lowered and facts["location"] != f"/exports/{facts['job_id']}":
+        if facts["leads_there"]:
+            return at + t(" -- your Location {location!r} is a full URL of the same job (valid, and 01.1 accepts "
+                          "it), but your verify_states.py compares it with the path f\"/exports/{{job_id}}\": make the "
+                          "script and the route agree (compare what the route sends, or send the path).",
+                          location=facts['location'])
         return at + t(" -- your Location is {location!r} and the script compares it with f\"/exports/{{job_id}}\". "
                       "That is 01.1's cause (the Location), not transition: fix 01.1 first (a full URL is fine too, "
                       "but the script and the route must agree).", location=facts['location'])
@@ -222,32 +197,23 @@ def script_verdict(done, script: Path, facts: dict) -> str:
     return t("{stopped_at}:\n{tail}", stopped_at=at, tail=tail)
 
 
-BAD_BODIES = [
-    ("empty list", {"product_ids": []}),
-    ("101 ids", {"product_ids": list(range(1, 102))}),
-    ("non-integer 'abc'", {"product_ids": [1, "abc"]}),
-    ("non-integer 1.5", {"product_ids": [1, 1.5]}),
-    ("missing product_ids", {}),
-]
-
-
-def label_text(label: str) -> str:
-    """A BAD_BODIES label in the learner's language (each written out here, so the catalogue has it)."""
-    return {"empty list": t("empty list"), "101 ids": t("101 ids"), "non-integer 'abc'": t("non-integer 'abc'"),
-            "non-integer 1.5": t("non-integer 1.5"), "missing product_ids": t("missing product_ids")}[label]
-
-
 def bad_bodies_get_422(c) -> None:
+    bad_bodies = [
+        (t("empty list"), {"product_ids": []}),
+        (t("101 ids"), {"product_ids": list(range(1, 102))}),
+        (t("non-integer 'abc'"), {"product_ids": [1, "abc"]}),
+        (t("non-integer 1.5"), {"product_ids": [1, 1.5]}),
+        (t("missing product_ids"), {}),
+    ]
+    api = load()
     with serve() as client:
-        for label, body in BAD_BODIES:
-            before = set(learner.call("lab01_probe:job_ids"))
+        for label, body in bad_bodies:
+            before = set(api.jobs)
             response = client.post("/exports", json=body)
-            c.note(f"{label_text(label)}: {response.status_code}")
-            assert response.status_code == 422, t("{label} should get 422, got {status_code}: {text}",
-                                                  label=label_text(label), status_code=response.status_code,
-                                                  text=response.text[:160])
-            assert set(learner.call("lab01_probe:job_ids")) == before, t(
-                "{label} was refused but jobs gained a record", label=label_text(label))
+            c.note(f"{label}: {response.status_code}")
+            assert response.status_code == 422, t("{label} should get 422, got {status_code}: {text}", label=label,
+                                                  status_code=response.status_code, text=response.text[:160])
+            assert set(api.jobs) == before, t("{label} was refused but jobs gained a record", label=label)
         # The limits are inclusive: exactly 100 ids is still a valid export.
         edge = client.post("/exports", json={"product_ids": list(range(1, 101))})
         c.note(t("100 ids: {status_code}", status_code=edge.status_code))
@@ -266,7 +232,7 @@ def terminal_follows_status(c) -> None:
         # a flag stored at submit time would not.
         observed = []
         for status in ("queued", "running", "succeeded", "failed", "cancelled"):
-            set_status(job_id, status)
+            learner.call("lab01_probe:set_status", job_id, status)
             value = client.get(f"/exports/{job_id}").json().get("terminal")
             assert isinstance(value, bool), t("terminal should be a boolean, got {value!r}", value=value)
             observed.append((status, value))

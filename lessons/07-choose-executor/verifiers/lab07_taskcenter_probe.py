@@ -15,6 +15,8 @@ import threading
 import time
 from pathlib import Path
 
+from shared.learner_spies import start_call
+
 BOUND = 30.0  # backstop for waits that facts end in well under a second
 LOGS = Path.cwd() / ".check-logs" / "07"
 _stream = None
@@ -31,7 +33,6 @@ def load() -> None:
         LOGS.mkdir(parents=True, exist_ok=True)
         _stream = open(LOGS / "inprocess.log", "a", encoding="utf-8")
         taskcenter.log.set_stream(_stream)  # the probe's output stays readable
-    import taskcenter  # noqa: F401
 
 
 def view(task) -> dict:
@@ -155,21 +156,15 @@ def submit_together(handles: list, url: str, body: bytes, key: str, max_attempts
     that raised or did not finish within BOUND)."""
     stores = [_sessions[h].store for h in handles]
     barrier = threading.Barrier(len(stores))
-    got: list = [None] * len(stores)
 
-    def one(i):
-        try:
-            barrier.wait(BOUND)
-            got[i] = stores[i].submit(url, body, key, max_attempts).id
-        except BaseException:  # noqa: BLE001 - an observation: this submit gave no id
-            pass
+    def one(store):
+        barrier.wait(BOUND)
+        return store.submit(url, body, key, max_attempts).id
 
-    threads = [threading.Thread(target=one, args=(i,), daemon=True) for i in range(len(stores))]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join(BOUND)
-    return got
+    calls = [start_call(one, store) for store in stores]  # what one raised is an observation: no id
+    for thread, _ in calls:
+        thread.join(BOUND)
+    return [box.get("value") for _, box in calls]
 
 
 def try_submit(handle: int, url: str, body: bytes, key: str, max_attempts: int) -> dict:

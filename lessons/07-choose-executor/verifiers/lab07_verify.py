@@ -22,7 +22,7 @@ from shared.proc import run_python
 from shared.tap import Check, run
 
 HERE = Path.cwd()
-learner = Probe()  # message_contract.py loads there, never in this process (the judge)
+learner = Probe()  # message_contract.py loads there, never in this process (the judge); its prints go to its log
 LIMIT = 64 * 1024
 ROW_FIELDS = {"id", "name", "description", "is_active", "price_cents"}
 # The curriculum's script has no function; the guide asks for one of these names.
@@ -149,8 +149,9 @@ def is_empty(cell: str) -> bool:
     return plain(cell).lower() in PLACEHOLDERS
 
 
-def place_kind(cell: str) -> str | None:
-    return next((kind for kind, pattern in PLACE_KINDS if pattern.search(cell)), None)
+def kind_of(kinds: list, text: str) -> str | None:
+    """The first kind whose pattern matches `text` (COLUMN_KINDS, PLACE_KINDS: their order decides)."""
+    return next((kind for kind, pattern in kinds if pattern.search(text)), None)
 
 
 def workload_table(text: str):
@@ -161,7 +162,7 @@ def workload_table(text: str):
     for table in tables:
         columns = {}
         for position, cell in enumerate(table["header"]):
-            kind = next((kind for kind, pattern in COLUMN_KINDS if pattern.search(cell)), None)
+            kind = kind_of(COLUMN_KINDS, cell)
             if kind:
                 columns.setdefault(kind, position)
         if len(columns) == 3:
@@ -252,11 +253,6 @@ CREDENTIAL_TEXT = [
 CREDENTIAL_KEY = re.compile(r"pass(word|wd)?|secret|token|api[_-]?key|credential", re.I)
 
 
-def load_contract():
-    """message_contract.py, loaded in the probe (its own prints go to the probe's log, not this output)."""
-    return learner.module("message_contract")
-
-
 def find_checker(module):
     name = next((name for name in CHECKER_NAMES if callable(getattr(module, name, None))), None)
     return name, name and getattr(module, name)
@@ -321,10 +317,6 @@ def credential_in(value, path="message"):
     return None
 
 
-def is_integer(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
 # --------------------------------------------------------------------------- checks
 
 def check_table(c) -> None:
@@ -348,7 +340,7 @@ def check_table(c) -> None:
         if is_empty(place):
             problems.append(t("\"{work}\" does not say where it runs", work=plain(work)))
             continue
-        kind = place_kind(place)
+        kind = kind_of(PLACE_KINDS, place)
         if kind is None:
             problems.append(t("\"{work}\" runs at \"{place}\", which is not a place: name asyncio/coroutines, a "
                               "thread pool, a process pool or a task queue (\"async\" alone is not one)",
@@ -402,7 +394,7 @@ def check_records(c) -> None:
 
 
 def check_message(c) -> None:
-    module = load_contract()
+    module = learner.module("message_contract")
     message = getattr(module, "message", None)
     assert isinstance(message, dict), t("message_contract.py should define a dict named message (step 2)")
     assert set(message) == {"job_id", "rows"}, t("message may hold only job_id and rows, got keys {map}",
@@ -417,9 +409,10 @@ def check_message(c) -> None:
             "rows[{index}] should hold exactly the five product fields {row_fields}, got {got}", index=index, got=got,
             row_fields=sorted(ROW_FIELDS))
         for field in ("id", "price_cents"):
-            assert is_integer(item[field]), t("rows[{index}].{field} should be an integer (price in whole cents), "
-                                              "got {name} {item!r}", index=index, field=field, item=item[field],
-                                              name=type(item[field]).__name__)
+            value = item[field]
+            assert isinstance(value, int) and not isinstance(value, bool), t(
+                "rows[{index}].{field} should be an integer (price in whole cents), got {name} {item!r}", index=index,
+                field=field, item=value, name=type(value).__name__)
     try:
         encoded = json.dumps(message, ensure_ascii=False).encode("utf-8")
     except (TypeError, ValueError) as exc:
@@ -447,10 +440,9 @@ def check_message(c) -> None:
     filler = [row(id=i, name=f"product-{i}", description="x" * 60, price_cents=i * 10) for i in range(1, 381)]
     expect_accepted(c, name, function, t("{n_filler} rows, about 48 KB", n_filler=len(filler)),
                     good_message(filler))
-    shape_cases = [
-        ("price_cents=19.99", good_message([row(price_cents=19.99)]), t("a float price")),
-        ("price_cents=True", good_message([row(price_cents=True)]), t("a bool price")),
-        ("price_cents='1999'", good_message([row(price_cents="1999")]), t("a string price")),
+    shape_cases = [(f"price_cents={price!r}", good_message([row(price_cents=price)]), why) for price, why in (
+        (19.99, t("a float price")), (True, t("a bool price")), ("1999", t("a string price")))]
+    shape_cases += [
         (t("row with extra created_at"), good_message([row(created_at="2024-05-01T10:00:00")]),
          t("a row with an extra field")),
         (t("row without description"), good_message([{k: v for k, v in row().items() if k != "description"}]),
@@ -466,7 +458,7 @@ def check_message(c) -> None:
 
 
 def check_refusals(c) -> None:
-    module = load_contract()
+    module = learner.module("message_contract")
     message = getattr(module, "message", None)
     if isinstance(message, dict):
         leak = credential_in(message)
@@ -497,12 +489,10 @@ def check_refusals(c) -> None:
     for label, bad in non_json:
         expect_refused(c, name, function, label, bad,
                        t("a value JSON cannot encode (do not force it through default=str)"))
-    secrets = [
-        ("description='mysql://shop:hunter2@db:3306/shop'",
-         good_message([row(description="mysql://shop:hunter2@db:3306/shop")])),
-        ("name='redis://:s3cret@cache:6379/0'", good_message([row(name="redis://:s3cret@cache:6379/0")])),
-        ("description='password=hunter2'", good_message([row(description="password=hunter2")])),
-        ("description='token: ghp_4f9a1c2b7d8e'", good_message([row(description="token: ghp_4f9a1c2b7d8e")])),
+    secrets = [(f"{field}={value!r}", good_message([row(**{field: value})])) for field, value in (
+        ("description", "mysql://shop:hunter2@db:3306/shop"), ("name", "redis://:s3cret@cache:6379/0"),
+        ("description", "password=hunter2"), ("description", "token: ghp_4f9a1c2b7d8e"))]
+    secrets += [
         (t("row key password"), good_message([{**row(), "password": "hunter2"}])),
         (t("top-level key token"), {**good_message(), "token": "ghp_4f9a1c2b7d8e"}),
     ]
