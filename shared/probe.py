@@ -11,6 +11,7 @@ sees itself wherever it can.
     store = learner.module("state_store")          # a stand-in: attribute calls go to the probe
     job_id = store.submit_snapshot([5])            # runs in the probe; a plain value comes back
     learner.call("lab11_probe:race", 8)            # a kit probe function, run next to learner code
+    learner.ask("lab04_probe:load", keys=("capacity",))   # the same, its answer a dict holding these keys
 
 Calls may come from several judge threads at once; the probe runs each in a thread of its own, so
 "many threads claim at once" still happens at once.  Every call is bounded (a learner function that
@@ -33,7 +34,7 @@ from pathlib import Path
 from shared.probe_wire import LearnerRaised, Opaque, decode, encode, rebuild
 
 # The names a lesson's judge imports from here.
-__all__ = ["Answer", "AppClient", "LearnerRaised", "ModuleStandIn", "Opaque", "Probe", "ProbeError"]
+__all__ = ["Answer", "AppClient", "LearnerRaised", "ModuleStandIn", "Opaque", "Probe", "ProbeError", "shaped"]
 
 KIT = Path(__file__).resolve().parent.parent
 ANSWER_LIMIT = 4 * 1024 * 1024   # one answer (a list of rows fits easily)
@@ -188,6 +189,11 @@ class Probe:
                             "kwargs": encode(kwargs)}, timeout)
         return self._result(answer, target)
 
+    def ask(self, target: str, *args, keys: tuple[str, ...] = (), timeout: float = CALL_TIMEOUT, **kwargs) -> dict:
+        """call() a kit probe function whose answer the judge reads by `keys`: a dict holding them, else the
+        check fails (shaped)."""
+        return shaped(target.rpartition(":")[2], self.call(target, *args, timeout=timeout, **kwargs), keys)
+
     def get(self, target: str, timeout: float = CALL_TIMEOUT) -> dict:
         """What "module:name" is in the probe: {"callable": True} or {"value": ...}; importing the module
         may raise (rebuilt here)."""
@@ -241,6 +247,15 @@ class Probe:
             return decode(value)
         except (ValueError, TypeError, KeyError) as exc:
             raise ProbeError(f"unexpected value from {target}: {exc}") from None
+
+
+def shaped(function: str, got, keys: tuple[str, ...] = (), ok: bool = True):
+    """`got`, a kit probe function's answer, when it has the shape the judge reads: a dict holding `keys`, and
+    `ok` (any further test of its shape the caller made); else the check fails, saying what came back."""
+    from shared.i18n import t
+    assert ok and isinstance(got, dict) and all(key in got for key in keys), t(
+        "the process running your code answered {function} out of shape: {got!r:.200}", function=function, got=got)
+    return got
 
 
 class ModuleStandIn:

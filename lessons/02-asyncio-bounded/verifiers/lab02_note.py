@@ -1,20 +1,20 @@
-"""Kit runner for lesson 02's extension checks 02.6–02.10 (not a lesson file):  python lab02_note.py SCRIPT OUT.json
+"""Kit runner for lesson 02's extension checks 02.6–02.10 (not a lesson file):  python lab02_note.py SCRIPT
 
-Runs SCRIPT as `python SCRIPT` would and writes to OUT.json what asyncio really did in it, each event numbered
-in the order it happened (one process, one counter: the order is a fact, not a clock): every task (its cancel()
-calls, how and when it ended); every printed line (which task printed it, and whether that task was being
-cancelled then); every budget -- asyncio.wait_for and asyncio.timeout: its delay, how it ended, which task ran
-it, which tasks were unfinished then; every asyncio.shield (the task it protects); every asyncio.TaskGroup (its
-tasks, what its `async with` raised).  A script that only prints the expected lines leaves none of these.
+Runs SCRIPT as `python SCRIPT` would and reports (shared/probe_report.py) what asyncio really did in it, each
+event numbered in the order it happened (one process, one counter: the order is a fact, not a clock): every task
+(its cancel() calls, how and when it ended); every printed line (which task printed it, and whether that task was
+being cancelled then); every budget -- asyncio.wait_for and asyncio.timeout: its delay, how it ended, which task
+ran it, which tasks were unfinished then; every asyncio.shield (the task it protects); every asyncio.TaskGroup
+(its tasks, what its `async with` raised).  A script that only prints the expected lines leaves none of these.
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
-import json
 import sys
 
+from shared import probe_report
 from shared.learner_spies import Lines, run_as_main
 
 _seq = itertools.count(1)
@@ -159,17 +159,16 @@ def _ending(task: RecTask) -> dict:
     return info
 
 
-def main(script: str, out_path: str) -> int:
+def main(script: str) -> int:
     asyncio.set_event_loop_policy(_Policy())
     asyncio.wait_for, asyncio.timeout, asyncio.shield, asyncio.TaskGroup = _wait_for, _Timeout, _shield, _TaskGroup
     sys.stdout = Lines(sys.stdout, _line)
     record["outcome"] = run_as_main(script)
     sys.stdout.flush()
     record["tasks"] = [_ending(task) for task in tasks.values()]
-    with open(out_path, "w", encoding="utf-8") as handle:
-        json.dump(record, handle)
+    probe_report.write(record, default=None)  # a value JSON cannot carry fails here: the judge finds no record
     return 0 if record["outcome"] == "ok" else 1
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1], sys.argv[2]))
+    sys.exit(main(sys.argv[1]))

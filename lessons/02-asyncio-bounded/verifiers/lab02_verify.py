@@ -13,21 +13,18 @@ script and records what asyncio really did -- budgets that expired, tasks cancel
 from __future__ import annotations
 
 import functools
-import json
-import os
-import subprocess
 from pathlib import Path
 
 from lab02_probe import SHORT_BUDGET  # a constant only: the probe's code runs in its child
 from shared import probe_report
 from shared.figures import attach, bar, lane, lanes, mark, steps
 from shared.i18n import t
-from shared.proc import run_python
 from shared.tap import Check, run
 
 PROBE_TIMEOUT = 30.0  # a normal batch takes about 1 s; a batch that never ends is killed after this
 SCRIPT_TIMEOUT = 30.0  # the note's scripts take about half a second
 HERE = Path.cwd()
+LOGS = HERE / ".check-logs" / "02"
 
 
 def checks() -> list[Check]:
@@ -48,14 +45,10 @@ def checks() -> list[Check]:
 @functools.cache  # several checks read the same run
 def probe_run(kind: str) -> dict:
     """One scenario in a child process: its report, {"hung": True}, or {"error": why there is none}."""
-    path = probe_report.fresh_path(HERE / ".check-logs" / "02", f"probe-{kind}")
-    try:
-        done = run_python(["lab02_probe.py", kind], cwd=HERE, timeout=PROBE_TIMEOUT,
-                          env={**os.environ, probe_report.REPORT_ENV: str(path)})
-    except subprocess.TimeoutExpired:
+    ran = probe_report.run(["lab02_probe.py", kind], LOGS, f"probe-{kind}", PROBE_TIMEOUT, HERE)
+    if ran.code is None:
         return {"hung": True}
-    found = probe_report.read(path)
-    return found if found is not None else {"error": f"probe exited {done.returncode}:\n{done.stdout[-1500:]}"}
+    return ran.report if ran.report is not None else {"error": f"probe exited {ran.code}:\n{ran.output[-1500:]}"}
 
 
 def probe(kind: str) -> dict:
@@ -275,35 +268,25 @@ def check_exercise(c) -> None:
 # ----- the kit's extension: the asyncio note's demo and experiments (not the course's exercise)
 
 GUIDE = "lessons/02-asyncio-bounded/README.md"
-NOTE_LOGS = HERE / ".check-logs" / "02"
 
 
-def note_run(c, name: str) -> dict:
-    """Run one of the note's scripts under lab02_note.py and return what asyncio really did in it."""
-    path = HERE / name
-    if not path.exists():  # the note's scripts are an extension beyond the course
+def note_run(c, name: str, budgets: bool = True) -> dict:
+    """Run one of the note's scripts under lab02_note.py and return what asyncio really did in it; budgets: note
+    how each of its budgets ended."""
+    if not (HERE / name).exists():  # the note's scripts are an extension beyond the course
         c.skip(t("not taken up: no {name}. What to write: {guide}, section \"Extension: the asyncio note's scripts\" "
                  "(the code and the lines to print)", name=name, guide=GUIDE))
-    NOTE_LOGS.mkdir(parents=True, exist_ok=True)
-    out = NOTE_LOGS / (Path(name).stem + ".json")
-    out.unlink(missing_ok=True)
-    try:
-        done = run_python(["lab02_note.py", name, str(out)], cwd=HERE, timeout=SCRIPT_TIMEOUT)
-    except subprocess.TimeoutExpired:
-        raise AssertionError(t("python {name} did not end within {script_timeout:g} s (it takes about half a second)",
-                               name=name, script_timeout=SCRIPT_TIMEOUT)) from None
-    assert out.exists(), t("running {name} left no record:\n{stdout}", name=name, stdout=done.stdout[-800:])
-    run = json.loads(out.read_text(encoding="utf-8"))
+    ran = probe_report.run(["lab02_note.py", name], LOGS, Path(name).stem, SCRIPT_TIMEOUT, HERE, limit=None)
+    assert ran.code is not None, t("python {name} did not end within {script_timeout:g} s (it takes about half a "
+                                   "second)", name=name, script_timeout=SCRIPT_TIMEOUT)
+    run = ran.report
+    assert run is not None, t("running {name} left no record:\n{stdout}", name=name, stdout=ran.output[-800:])
     run["texts"] = [line["text"] for line in run["lines"] if line["text"]]
     run["by_id"] = {task["id"]: task for task in run["tasks"]}
     c.note(t("python {name} -> {outcome}, output: {texts}", name=name, outcome=run['outcome'], texts=run['texts'][-8:]))
     assert run["outcome"] == "ok", t("{name} failed: {outcome}\n{stdout}", name=name, outcome=run['outcome'],
-                                     stdout=done.stdout[-600:])
-    return run
-
-
-def budget_note(c, run: dict) -> None:
-    for budget in run["budgets"]:  # lab02_note records a value only with the outcome it came with
+                                     stdout=ran.output[-600:])
+    for budget in run["budgets"] if budgets else ():  # lab02_note records a value only with the outcome it came with
         if "outcome" not in budget:
             c.note(t("asyncio.{kind}({delay}) ended: never", kind=budget['kind'], delay=budget['delay']))
         elif "value" in budget:
@@ -312,6 +295,7 @@ def budget_note(c, run: dict) -> None:
         else:
             c.note(t("asyncio.{kind}({delay}) ended: {outcome}", kind=budget['kind'], delay=budget['delay'],
                      outcome=budget['outcome']))
+    return run
 
 
 def printed_while_cancelled(run: dict, ending: str) -> list[dict]:
@@ -330,7 +314,6 @@ def in_order(lines: list[str], wanted: list[str]) -> bool:
 
 def check_demo(c) -> None:
     run = note_run(c, "asyncio_timeout_demo.py")
-    budget_note(c, run)
     expired = [b for b in run["budgets"] if b.get("outcome") == "TimeoutError"]
     assert expired, t("no asyncio.wait_for / asyncio.timeout ended in TimeoutError: no budget really expired "
                       "(printing the lines is not enough: the script must do what they say)")
@@ -354,7 +337,6 @@ def check_demo(c) -> None:
 
 def check_relaxed(c) -> None:
     run = note_run(c, "experiment_relaxed.py")
-    budget_note(c, run)
     in_time = [b for b in run["budgets"] if b.get("outcome") == "returned"]
     assert in_time, t("no asyncio.wait_for / asyncio.timeout ended in time (printing the lines is not enough: the "
                       "script must do what they say)")
@@ -368,7 +350,6 @@ def check_relaxed(c) -> None:
 
 def check_swallow(c) -> None:
     run = note_run(c, "experiment_swallow.py")
-    budget_note(c, run)
     swallowed = [task for task in run["tasks"] if task["cancel_calls"] and task["state"] == "returned"]
     assert swallowed, t(
         "no task went on to return after it was asked to cancel: the counter-example's slow call swallows "
@@ -385,7 +366,7 @@ def check_swallow(c) -> None:
 
 
 def check_taskgroup(c) -> None:
-    run = note_run(c, "experiment_taskgroup.py")
+    run = note_run(c, "experiment_taskgroup.py", budgets=False)
     groups = [g for g in run["groups"] if g.get("raised") in ("ExceptionGroup", "BaseExceptionGroup")
               and any(inner.startswith("ValueError") for inner in g["inner"])]
     for group in run["groups"]:
@@ -410,7 +391,6 @@ def check_taskgroup(c) -> None:
 
 def check_shield(c) -> None:
     run = note_run(c, "experiment_shield.py")
-    budget_note(c, run)
     assert run["shields"], t("asyncio.shield was never called (printing the lines is not enough: the script must do "
                              "what they say)")
     inner = run["shields"][0]["inner"]

@@ -27,7 +27,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import time
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -35,7 +34,7 @@ from urllib.parse import urlsplit
 from shared import handshake, probe_report
 from shared.i18n import t
 from shared.location import location_target
-from shared.proc import Process, WaitTimeout, run_python, start_uvicorn, wait_until
+from shared.proc import Process, WaitTimeout, start_uvicorn, wait_until
 from shared.tap import Check, run
 
 WORK = Path.cwd()
@@ -306,26 +305,24 @@ def not_registered() -> str:
              "cancelled when asyncio.run tears the loop down. Fix start() in task_registry.py first.")
 
 
-def helper_run(args: list[str], late: str) -> tuple[dict | None, subprocess.CompletedProcess]:
-    """A kit helper run in the work folder: its report (shared/probe_report.py; None without one) and the run.
-    `late`: the reason to fail with when it does not end within BOUND."""
-    report = probe_report.fresh_path(WORK / ".check-logs" / "03", Path(args[0]).stem)
-    try:
-        done = run_python(args, cwd=WORK, timeout=BOUND, env={**os.environ, probe_report.REPORT_ENV: str(report)})
-    except subprocess.TimeoutExpired:
-        raise AssertionError(late) from None
-    return probe_report.read(report), done
+def helper_run(args: list[str], late: str) -> probe_report.Ran:
+    """A kit helper run in the work folder (shared/probe_report.py).  `late`: the reason to fail with when it does
+    not end within BOUND."""
+    ran = probe_report.run(args, LOGS, Path(args[0]).stem, BOUND, WORK)
+    assert ran.code is not None, late
+    return ran
 
 
 @functools.cache  # once per verifier process (a run that failed is not kept)
 def demo_run() -> dict:
     """`python registry_demo.py`, run by lab03_demo.py (its tasks seen)."""
     started = time.monotonic()
-    run, done = helper_run(["lab03_demo.py", "registry_demo.py"], t(
+    ran = helper_run(["lab03_demo.py", "registry_demo.py"], t(
         "registry_demo.py did not end within {bound:g} s (it should take about 3 s): after the grace window cancel "
         "what is left, then gather it so it can leave.", bound=BOUND))
-    assert run is not None, t("running registry_demo.py gave no result:\n{stdout}", stdout=done.stdout[-800:])
-    run["output"] = done.stdout
+    run = ran.report
+    assert run is not None, t("running registry_demo.py gave no result:\n{stdout}", stdout=ran.output[-800:])
+    run["output"] = ran.output
     run["seconds"] = time.monotonic() - started
     return run
 
@@ -358,14 +355,15 @@ def check_registry_demo(c) -> None:
 # ---------------------------------------------------------------- 03.3
 
 def check_failure_logged(c) -> None:
-    report, done = helper_run(["lab03_failing_task.py"], t(
+    ran = helper_run(["lab03_failing_task.py"], t(
         "the failing-task run did not end within {bound:g} s (does task_registry.start hand the coroutine to the "
         "loop?)", bound=BOUND))
-    if done.returncode != 0 or report is None:
-        for line in done.stdout.splitlines()[-8:]:
+    report = ran.report
+    if ran.code != 0 or report is None:
+        for line in ran.output.splitlines()[-8:]:
             c.note("  " + line)
         raise AssertionError(t("running a failing task through task_registry.start broke (exit code {returncode})",
-                               returncode=done.returncode))
+                               returncode=ran.code))
     logged, loop_messages = report["logged"], report["loop"]
     assert report["registered"], not_registered()
     c.note(t("start(a coroutine that raises ValueError('drill-03') after 0.05 s)"))
@@ -382,7 +380,7 @@ def check_failure_logged(c) -> None:
         "cancelled, and log it.")
     assert report["left"] == 0, t("{left} task(s) stayed in running after the failure: observe must discard first, "
                                   "then deal with the exception.", left=report['left'])
-    assert "never retrieved" not in done.stdout, t("asyncio reported Task exception was never retrieved: observe "
+    assert "never retrieved" not in ran.output, t("asyncio reported Task exception was never retrieved: observe "
                                                    "did not read the task's exception.")
 
 

@@ -9,8 +9,8 @@ threads themselves, not from how long they have been quiet.  A wait this module 
 called stuck.
 
     python lab04_stuck.py threaded_queue.py     runs the script as `python threaded_queue.py` would; if its
-                                                threads deadlock, prints one "LAB04-STUCK {json}" line
-                                                saying where each waits, and exits with code 3
+                                                threads deadlock, reports (shared/probe_report.py) where
+                                                each waits, and exits with code 3
 
 deadlocked() says where each thread waits as plain data, {name: [what, detail]}: it runs next to learner
 code (in a probe, in the watchdog above) and its answer travels to the judge, which words it (describe).
@@ -18,7 +18,6 @@ code (in a probe, in the watchdog above) and its answer travels to the judge, wh
 
 from __future__ import annotations
 
-import json
 import os
 import queue
 import runpy
@@ -26,9 +25,9 @@ import sys
 import threading
 import time
 
+from shared import probe_report
 from shared.i18n import t
 
-STUCK_MARK = "LAB04-STUCK "
 STUCK_EXIT = 3
 LOOK_EVERY = 0.05  # how often the watchdog looks; the verdict never depends on it
 
@@ -119,9 +118,10 @@ def _watch() -> None:
         time.sleep(LOOK_EVERY)
         stuck = deadlocked([th for th in threading.enumerate() if th is not me])
         if stuck:
-            sys.stdout.write("\n" + STUCK_MARK + json.dumps(stuck) + "\n")
-            sys.stdout.flush()
-            os._exit(STUCK_EXIT)
+            try:
+                probe_report.write(stuck)
+            finally:
+                os._exit(STUCK_EXIT)  # the deadlocked threads would keep the interpreter forever
 
 
 def main(script: str) -> None:

@@ -18,16 +18,14 @@ the threads' stacks (lab04_stuck.py), wall times are evidence only, and every wa
 
 from __future__ import annotations
 
-import json
 import re
-import subprocess
 from pathlib import Path
 
 from lab04_probe import BOUND, IDS, SCRIPT, WORKERS, total  # the probe's own numbers, and how it adds the counts
-from lab04_stuck import STUCK_EXIT, STUCK_MARK, describe
+from lab04_stuck import STUCK_EXIT, describe
+from shared import probe_report
 from shared.i18n import t
-from shared.probe import LearnerRaised, Probe
-from shared.proc import run_python
+from shared.probe import LearnerRaised, Probe, shaped
 from shared.tap import Check, run
 
 HERE = Path.cwd()
@@ -37,7 +35,6 @@ learner = Probe()
 
 
 def checks() -> list[Check]:
-    """The checks, in order: id -> what proves it."""
     return [
         Check("04.1", check_counts, "probe: threaded_queue (lab04_probe)"),
         Check("04.2", check_join_and_exit, "probe: threaded_queue (lab04_probe); python lab04_stuck.py threaded_queue.py"),
@@ -46,17 +43,9 @@ def checks() -> list[Check]:
     ]
 
 
-def shaped(function: str, got, ok: bool):
-    """The probe's answer to `function`, if `ok` says it has the shape the judge reads."""
-    assert ok, t("the process running your code answered {function} out of shape: {got!r:.200}", function=function,
-                 got=got)
-    return got
-
-
-def ask(function: str, *args, timeout: float = QUICK, keys: tuple[str, ...] = (), **kwargs) -> dict:
+def ask(function: str, *args, timeout: float = QUICK, **kwargs) -> dict:
     """One step in the probe: its answer, a dict holding `keys` (any other shape fails the check)."""
-    got = learner.call(f"lab04_probe:{function}", *args, timeout=timeout, **kwargs)
-    return shaped(function, got, isinstance(got, dict) and all(key in got for key in keys))
+    return learner.ask(f"lab04_probe:{function}", *args, timeout=timeout, **kwargs)
 
 
 def crash_text(got: dict) -> str:
@@ -87,7 +76,7 @@ def load():
         raise AssertionError(t("cannot import {script}: {type_name}: {exc}", script=SCRIPT, exc=exc,
                                type_name=exc.type_name)
                              + (f"\n{tail}" if tail else "")) from None
-    missing = shaped("load", got, isinstance(got["missing"], list))["missing"]
+    missing = shaped("load", got, ok=isinstance(got["missing"], list))["missing"]
     assert not missing, t("{script} lacks the module-level names: {map}", script=SCRIPT,
                           map=', '.join(map(str, missing)))
     return got["capacity"]
@@ -122,8 +111,8 @@ def sleeps() -> tuple[dict, dict]:
     """The counts now, and what the module's sleeps did (lab04_probe.TimeSpy)."""
     seen = ask("observe", keys=("counts", "spy"))
     spy = seen["spy"]
-    shaped("observe", seen, isinstance(spy, dict) and all(key in spy for key in ("calls", "in_lock", "met", "total",
-                                                                                "asked")))
+    shaped("observe", seen, ok=isinstance(spy, dict) and all(key in spy for key in ("calls", "in_lock", "met", "total",
+                                                                                   "asked")))
     return seen["counts"], spy
 
 
@@ -170,26 +159,16 @@ def check_join_and_exit(c) -> None:
 
     # The learner's own main block, under a watchdog: non-daemon threads, so the script ends only if
     # they all return; if they deadlock, the watchdog says where each one waits.
-    try:
-        done = run_python(["lab04_stuck.py", SCRIPT], cwd=HERE, timeout=BOUND)
-    except subprocess.TimeoutExpired as exc:
-        partial = (exc.stdout or b"")
-        partial = partial.decode(errors="replace") if isinstance(partial, bytes) else partial
-        raise AssertionError(t("python {script} did not finish within {bound:g} s (stopped). Output so far: {strip!r}",
-                               script=SCRIPT, bound=BOUND, strip=partial.strip()[-200:])) from None
-    lines = [line for line in done.stdout.splitlines() if line.strip()]
-    found = [line[len(STUCK_MARK):] for line in lines if line.startswith(STUCK_MARK)]
-    if done.returncode == STUCK_EXIT and found:
-        try:
-            stuck = json.loads(found[-1])
-        except ValueError:
-            stuck = found[-1][:200]
-        raise AssertionError(t("python {script} never ends: {where}. Send one None per thread and settle every get() "
-                               "with task_done().", script=SCRIPT, where=where(stuck)))
-    c.note(t("python {script} -> exit {returncode}: {lines}", script=SCRIPT, returncode=done.returncode,
-             lines=lines[-3:]))
-    assert done.returncode == 0, t("python {script} exited {returncode}:\n{stdout}", script=SCRIPT,
-                                   returncode=done.returncode, stdout=done.stdout[-600:])
+    ran = probe_report.run(["lab04_stuck.py", SCRIPT], HERE / ".check-logs" / "04", "lab04_stuck", BOUND, HERE)
+    assert ran.code is not None, t("python {script} did not finish within {bound:g} s (stopped). Output so far: "
+                                   "{strip!r}", script=SCRIPT, bound=BOUND, strip=ran.output.strip()[-200:])
+    assert not (ran.code == STUCK_EXIT and ran.report), t("python {script} never ends: {where}. Send one None per "
+                                                          "thread and settle every get() with task_done().",
+                                                          script=SCRIPT, where=where(ran.report))
+    lines = [line for line in ran.output.splitlines() if line.strip()]
+    c.note(t("python {script} -> exit {returncode}: {lines}", script=SCRIPT, returncode=ran.code, lines=lines[-3:]))
+    assert ran.code == 0, t("python {script} exited {returncode}:\n{stdout}", script=SCRIPT, returncode=ran.code,
+                            stdout=ran.output[-600:])
     printed = None
     for line in lines:
         match = re.search(r"'done':\s*(\d+),\s*'failed':\s*(\d+)", line)
@@ -231,7 +210,7 @@ def check_put_waits(c) -> None:
     # numbers alone, so nothing waits for a put that may never find the queue full.
     put, _, left = run_consumers(count_puts=True, gate_on_full=one)
     waits, held_back = put["waits"], put["found_full"]  # the ids' puts only, not the stop signals'
-    shaped("produce", put, isinstance(waits, list) and isinstance(held_back, int))
+    shaped("produce", put, ok=isinstance(waits, list) and isinstance(held_back, int))
     counts, spy = sleeps()
     per_id = spy["asked"] / IDS
     c.note(t("your pending holds {own}; consume() waits {per_id:.2f}s per id ({calls} time.sleep calls)", own=own,

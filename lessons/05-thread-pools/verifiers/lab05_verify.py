@@ -29,17 +29,14 @@ its check and the set), however slowly the machine runs.
 
 from __future__ import annotations
 
-import functools
-import json
 import re
-import subprocess
 import time
 from pathlib import Path
 
+from shared import probe_report
 from shared.figures import attach, bar, lane, lanes, mark, steps
 from shared.i18n import t
-from shared.probe import LearnerRaised, Opaque, Probe
-from shared.proc import run_python
+from shared.probe import Opaque, Probe, shaped
 from shared.tap import Check, run
 
 HERE = Path.cwd()
@@ -47,7 +44,6 @@ LOGS = HERE / ".check-logs" / "05"
 
 
 def checks() -> list[Check]:
-    """The checks, in order: id -> what proves it."""
     return [
         Check("05.1", check_timeout_and_cancel, "python lab05_driver.py pool_io.py"),
         Check("05.2", check_stop_and_close, "probe: pool_io (lab05_probe); pool_io.py's driver run"),
@@ -65,23 +61,18 @@ class PoolRun:
     """One run of `python SCRIPT` under the driver; pool_io.py's is shared by 05.1, 05.2 and 05.5."""
 
     def __init__(self, name: str = "pool_io.py"):
-        script = HERE / name
-        assert script.exists(), t("{name} is missing (step 1)", name=name)
+        assert (HERE / name).exists(), t("{name} is missing (step 1)", name=name)
         self.name = name
-        LOGS.mkdir(parents=True, exist_ok=True)
-        out = LOGS / f"{script.stem}-events.json"
-        out.unlink(missing_ok=True)
         started = time.monotonic()
-        try:
-            done = run_python(["lab05_driver.py", script.name, str(out)], cwd=HERE, timeout=RUN_BOUND)
-        except subprocess.TimeoutExpired:
-            raise AssertionError(t("python {name} did not finish within {run_bound:g} s (stopped): leaving the with "
-                                   "block waits for a call that never stops", name=name, run_bound=RUN_BOUND)) from None
+        ran = probe_report.run(["lab05_driver.py", name], LOGS, f"{Path(name).stem}-events", RUN_BOUND, HERE,
+                               limit=None)
+        assert ran.code is not None, t("python {name} did not finish within {run_bound:g} s (stopped): leaving the "
+                                       "with block waits for a call that never stops", name=name, run_bound=RUN_BOUND)
         self.seconds = time.monotonic() - started
-        self.returncode = done.returncode
-        self.output = done.stdout
-        assert out.exists(), t("the driver wrote no record; output:\n{stdout}", stdout=done.stdout[-600:])
-        record = json.loads(out.read_text(encoding="utf-8"))
+        self.returncode = ran.code
+        self.output = ran.output
+        record = ran.report
+        assert record is not None, t("the driver wrote no record; output:\n{stdout}", stdout=ran.output[-600:])
         self.events = record["events"]
         self.outcome = record["outcome"]
         self.threads_left = record["threads_left"]
@@ -182,32 +173,6 @@ QUICK = 20.0  # a probe call that only loads, reads or raises again
 learner = Probe()
 
 
-def ask(function: str, *args, timeout: float, keys: tuple[str, ...] = ()) -> dict:
-    """One scenario in the probe (lab05_probe.py): its answer, a dict holding `keys` (any other shape fails
-    the check)."""
-    return shaped(function, learner.call(f"lab05_probe:{function}", *args, timeout=timeout), keys)
-
-
-def shaped(function: str, got, keys: tuple[str, ...]) -> dict:
-    assert isinstance(got, dict) and all(key in got for key in keys), t(
-        "the process running your code answered {function} out of shape: {got!r:.200}", function=function, got=got)
-    return got
-
-
-def learner_frames(prove):
-    """A check that loads learner code in the probe: an exception that code raised (rebuilt here) also
-    shows its last lines from the probe's traceback, where the learner's own frames are."""
-    @functools.wraps(prove)
-    def checked(c) -> None:
-        try:
-            prove(c)
-        except LearnerRaised as exc:
-            for line in exc.learner_traceback.rstrip().splitlines()[-6:]:
-                c.note(line)
-            raise
-    return checked
-
-
 def raise_learner_error(number) -> None:
     """What the learner's code raised in the probe's run `number`, raised here (rebuilt by the probe)."""
     if number is not None:
@@ -256,11 +221,11 @@ def check_timeout_and_cancel(c) -> None:
 
 # ---------------------------------------------------------------- 05.2
 
-@learner_frames
 def check_stop_and_close(c) -> None:
     # The function on its own: stop is set once it is inside its loop (its first slice has begun).
     module_file("pool_io")
-    seen = ask("stop_read", timeout=2 * CALL_BOUND + QUICK, keys=("returned", "began", "after", "value", "raised"))
+    seen = learner.ask("lab05_probe:stop_read", timeout=2 * CALL_BOUND + QUICK,
+                       keys=("returned", "began", "after", "value", "raised"))
     assert seen["returned"] is True, t("read_sync had not returned {call_bound:g} s after stop was set",
                                        call_bound=CALL_BOUND)
     raise_learner_error(seen["raised"])
@@ -329,10 +294,9 @@ def size(value) -> int:
     return len(value)
 
 
-@learner_frames
 def check_batches(c) -> None:
     module_file("batch_io")
-    seen = ask("batches", timeout=CALL_BOUND + QUICK, keys=("has",))
+    seen = learner.ask("lab05_probe:batches", timeout=CALL_BOUND + QUICK, keys=("has",))
     assert seen["has"], t("batch_io.py lacks export_batches")
     shaped("batches", seen, ("returned", "results", "seconds", "submitted", "max_outstanding", "max_running", "workers",
                              "reads", "outstanding", "raised"))
@@ -359,13 +323,12 @@ def check_batches(c) -> None:
 
 # ---------------------------------------------------------------- 05.4
 
-@learner_frames
 def check_to_thread_stop(c) -> None:
     module_file("async_thread")
     # The probe runs demo() on a loop of its own, then gives read_sync CALL_BOUND to return by itself
     # before the executor shuts down (SHUTDOWN_BOUND): the thread must finish because the function
     # returned, not because the pool was shut down.
-    seen = ask("to_thread", timeout=CALL_BOUND + SHUTDOWN_BOUND + QUICK, keys=("has",))
+    seen = learner.ask("lab05_probe:to_thread", timeout=CALL_BOUND + SHUTDOWN_BOUND + QUICK, keys=("has",))
     assert seen["has"], t("async_thread.py lacks demo()")
     shaped("to_thread", seen, ("escaped", "raised", "returned", "seconds", "lines", "calls", "on_loop_thread", "ended",
                                "at_stop", "after", "run"))
@@ -389,7 +352,8 @@ def check_to_thread_stop(c) -> None:
              at_stop=at_stop, after=after))
     assert after <= 1, t("read_sync in the thread began {after} more slices after stop.set(): it should leave before "
                          "the next one", after=after)
-    gone = ask("to_thread_exit", seen["run"], timeout=CALL_BOUND + QUICK, keys=("exited", "threads", "baseline"))
+    gone = learner.ask("lab05_probe:to_thread_exit", seen["run"], timeout=CALL_BOUND + QUICK,
+                       keys=("exited", "threads", "baseline"))
     threads, baseline = gone["threads"], gone["baseline"]
     if gone["exited"] is not True:
         raise AssertionError(t("after the executor shut down there are {threads} threads, {baseline} at the start: "

@@ -30,16 +30,13 @@ nothing from the probe, so neither the probe nor its workers load the judge.
 from __future__ import annotations
 
 import ast
-import os
 import re
-import sys
 from collections import Counter
 from pathlib import Path
 
 from shared import probe_report
 from shared.figures import attach, bar, lane, lanes, mark
 from shared.i18n import t
-from shared.proc import Process, WaitTimeout, wait_until
 from shared.tap import Check, run as run_checks  # `run` names a probe run here
 
 WORK = Path.cwd()
@@ -55,7 +52,6 @@ HEAVY_PROBE_BOUND = 120.0
 
 
 def checks() -> list[Check]:
-    """The checks, in order: id -> what proves it."""
     return [
         Check("06.1", check_results, "probes: process_export.py real, mismatch"),
         Check("06.2", check_structure, "probes: imports; process_export.py real"),
@@ -66,20 +62,13 @@ def checks() -> list[Check]:
     ]
 
 
-def _run(argv: list[str], log_name: str, timeout: float, env: dict | None = None) -> tuple[int, list[str]]:
-    """Run a process we own (its own session: pool workers included) with a bounded wait."""
-    log = LOGS / log_name
-    log.unlink(missing_ok=True)
-    proc = Process(argv, cwd=WORK, log_path=log, env={**os.environ, **env} if env else None)
-    try:
-        wait_until(lambda: not proc.alive(), timeout, f"{log_name} to finish")
-    except WaitTimeout:
-        proc.stop(grace=2)
-        tail = proc.log_tail(8)
-        raise AssertionError(t("{argv} did not finish within {timeout:g} s:\n{tail}", argv=' '.join(argv[1:3]),
-                               timeout=timeout, tail=tail)) from None
-    code = proc.stop()
-    return code, proc.log_text().splitlines()
+def _run(args: list[str], name: str, timeout: float) -> probe_report.Ran:
+    """`python ARGS` (pool workers included) with a bounded wait: a run that does not end fails the check."""
+    ran = probe_report.run(args, LOGS, name, timeout, WORK)
+    if ran.code is None:
+        raise AssertionError(t("{argv} did not finish within {timeout:g} s:\n{tail}", argv=' '.join(args[:2]),
+                               timeout=timeout, tail="\n".join(ran.output.splitlines()[-8:])))
+    return ran
 
 
 _reports: dict[tuple, dict | str] = {}  # probe args -> its report, or why it gave none
@@ -88,16 +77,11 @@ _reports: dict[tuple, dict | str] = {}  # probe args -> its report, or why it ga
 def probe(*args: str, timeout: float = PROBE_BOUND) -> dict:
     """One probe scenario's report, run at most once: several checks read the same run."""
     if args not in _reports:
-        name = "probe-" + "-".join(a.replace(".py", "") for a in args)
-        path = probe_report.fresh_path(LOGS, name)
-        code, lines = _run([sys.executable, "-c", PROBE, *args], name + ".log", timeout,
-                           env={probe_report.REPORT_ENV: str(path)})
-        report = probe_report.read(path)
-        if report is None:
+        ran = _run(["-c", PROBE, *args], "probe-" + "-".join(a.replace(".py", "") for a in args), timeout)
+        _reports[args] = ran.report
+        if ran.report is None:
             _reports[args] = t("the probe {args} gave no result (exit code {exit}):\n", args=' '.join(args),
-                               exit=code) + "\n".join(lines[-12:])
-        else:
-            _reports[args] = dict(report, output=lines)  # output: what the script and its workers printed
+                               exit=ran.code) + "\n".join(ran.output.splitlines()[-12:])
     if isinstance(_reports[args], str):
         raise AssertionError(_reports[args])
     return _reports[args]
@@ -142,12 +126,6 @@ def _printed(c, run: dict, script: str = "process_export.py") -> None:
     lines = [line for _, line in run.get("lines", [])][:4]
     c.note(t("python {script} printed: ", script=script)
            + (" | ".join(lines) if lines else t("(nothing)")))
-
-
-def _values(run: dict) -> tuple[list, list]:
-    serial = [entry[1] for entry in run["serial"]]
-    pooled = [value for _, value, _ in sorted(run["pool_results"], key=lambda r: r[0])]
-    return serial, pooled
 
 
 def _rounds_seen(run: dict) -> tuple[set, set]:
@@ -200,7 +178,8 @@ def check_results(c) -> None:
                                                 rounds_seen=sorted(_rounds_seen(run)[0], key=str),
                                                 n_pool_calls=len(run['pool_calls']),
                                                 rounds_seen2=sorted(_rounds_seen(run)[1], key=str))
-    serial, pooled = _values(run)
+    serial = [entry[1] for entry in run["serial"]]
+    pooled = [value for _, value, _ in sorted(run["pool_results"], key=lambda r: r[0])]
     c.note(t("serial results  {serial}", serial=serial))
     c.note(t("process results {pooled}", pooled=pooled))
     assert serial == pooled, t("same inputs, different results: score_text must depend on text and rounds only "
@@ -335,7 +314,8 @@ def check_timings(c) -> None:
 # ---------------------------------------------------------------- 06.4
 
 def check_local_function(c) -> None:
-    code, lines = _run([sys.executable, "process_pool_review.py"], "process_pool_review.log", PROBE_BOUND)
+    ran = _run(["process_pool_review.py"], "process_pool_review", PROBE_BOUND)
+    code, lines = ran.code, ran.output.splitlines()
     c.note(t("python process_pool_review.py → exit code {code}", code=code))
     for line in lines[-4:]:
         c.note("  " + line)
@@ -419,7 +399,6 @@ def check_exercise(c) -> None:
         c.skip(t("neither run used rounds={rounds_exercise}: exercise not attempted (set rounds to 10 and to 2000 "
                  "and compare; e.g. python process_export.py 10 runs 10 and no argument runs 2000, or one run does "
                  "both in turn)", rounds_exercise=ROUNDS_EXERCISE[0]))
-    measured = {}
     for rounds in ROUNDS_EXERCISE:
         both = [(label, run) for label, run in runs if all(rounds in side for side in _rounds_seen(run))]
         assert both, t("no run used rounds={rounds} on both the serial and the pool side: between the two sizes "
@@ -442,11 +421,9 @@ def check_exercise(c) -> None:
             "{label} ran {sizes} rounds value(s) but printed {serial} serial and {process} process timing line(s): "
             "record both timings of each run.", label=label, sizes=sizes, serial=printed['serial'],
             process=printed['process'])
-        measured[rounds] = label
         c.note(t("rounds={rounds} ({label}): same inputs on both sides, equal results, timings printed", rounds=rounds,
                  label=label))
 
 
 if __name__ == "__main__":
-    LOGS.mkdir(parents=True, exist_ok=True)
     run_checks(checks())
