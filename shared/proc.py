@@ -66,6 +66,13 @@ def is_zombie(pid: int) -> bool:
     return stat is None or stat[2] == "Z"
 
 
+def kill_pid(pid: int, timeout: float, what: str, interval: float = 0.05) -> None:
+    """SIGKILL to a process we did not start ourselves (a worker's pool child, by the pid it recorded: the crash
+    case), then wait until it runs no more (gone, or a zombie its parent has not reaped yet)."""
+    os.kill(pid, signal.SIGKILL)
+    wait_until(lambda: is_zombie(pid), timeout, what, interval=interval)
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
@@ -80,7 +87,8 @@ def port_open(port: int, host: str = "127.0.0.1") -> bool:
         return False
 
 
-def run_python(args: list[str], cwd: Path | str, timeout: float, env: dict | None = None) -> subprocess.CompletedProcess:
+def run_python(args: list[str], cwd: Path | str, timeout: float,
+               env: dict | None = None) -> subprocess.CompletedProcess:
     """Run `python ARGS` in cwd with this interpreter; output captured as text (stderr folded in)."""
     return subprocess.run(
         [sys.executable, *args], cwd=cwd, env=env, timeout=timeout,
@@ -192,6 +200,20 @@ class Process:
     def __exit__(self, *exc):
         self.stop()
         return False
+
+
+def wait_all_ready(procs, timeout: float, grace: float = 5.0, **ready) -> None:
+    """Wait until each of these processes (None: not started) is ready (Process.wait_ready's `port`,
+    `log_contains`), each within `timeout`.  Started before the first wait, they start up side by side.  If one
+    is not ready, every one of them is stopped (`grace`: see Process.stop) and the error goes up."""
+    procs = [proc for proc in procs if proc is not None]
+    try:
+        for proc in procs:
+            proc.wait_ready(timeout, **ready)
+    except BaseException:
+        for proc in procs:
+            proc.stop(grace=grace)
+        raise
 
 
 def start_uvicorn(app: str, cwd: Path | str, log_path: Path | str, port: int | None = None,

@@ -3,10 +3,9 @@
 recover, into a record row (lab16_record's rules).
 
 The drills (lab16_drills_execution, rows 1-8; lab16_drills_dispatch, rows 9-15) each run on a job of their
-own, created inside the row, and inject exactly one fault through Row.fault.  Learner code runs in the
-judge's probe (lab16_fixture.learner), in the worker and in the learner's own scripts, never in this process.
-A row's verdict rests on facts — database rows, the job's committed changes, the deliveries the worker ran
-and how each ended, HTTP answers, process ids; a row that raised or whose claim did not hold is fail.
+own, created inside the row, and inject exactly one fault through Row.fault.  A row's verdict rests on facts —
+database rows, the job's committed changes, the deliveries the worker ran and how each ended, HTTP answers,
+process ids; a row that raised or whose claim did not hold is fail.
 """
 
 from __future__ import annotations
@@ -14,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import time
 import traceback
+from collections import namedtuple
 
 from lab16_drills_dispatch import (case_backoff_duplicates, case_cross_minute, case_fail_before_claim,
                                    case_pending_rescan, case_queue_full, case_same_slot, case_sent_unclaimed)
@@ -31,13 +31,9 @@ from shared.lesson_db import active_jobs, job_row, sql
 
 # ================================================================ the catalogue
 
-class Case:
-    """A row of the matrix: its place (each row exports a product of its own), id, drill, and its texts --
-    fault point, operation, expected result -- made in the learner's language when asked (texts())."""
-
-    def __init__(self, index: int, case_id: str, run, texts):
-        self.index, self.id, self.run, self.texts = index, case_id, run, texts
-
+# A row of the matrix: its place (each row exports a product of its own), id, drill, and its texts -- fault
+# point, operation, expected result -- made in the learner's language when asked (texts()).
+Case = namedtuple("Case", "index id run texts")
 
 CASES = [Case(index, *row) for index, row in enumerate([
     ("commit_fault_rollback", case_commit_fault, lambda: (

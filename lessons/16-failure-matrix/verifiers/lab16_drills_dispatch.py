@@ -21,12 +21,6 @@ from shared.i18n import t
 from shared.lesson_db import active_jobs, job_event_counts, job_row, kept_db, remove_jobs, sql
 
 
-def capacity_limit() -> int:
-    """The default of the learner's admit_export `limit` (its signature, read in the probe), else 100."""
-    value = ask("limit_default")
-    return value if type(value) is int and value > 0 else 100
-
-
 Answer = namedtuple("Answer", "status text retry_after")  # one answer of the learner's submit route
 
 
@@ -37,9 +31,8 @@ def _concurrent_posts(api: bool, n: int, product_ids: list[int]) -> list[Answer]
 
 
 def submit_app() -> tuple[bool, str]:
-    """The learner's HTTP submit: api_db's POST /exports when the folder has one, else accept_export
-    behind a minimal route (the curriculum's adapter), answering 202 like the lesson's API.  (Whether
-    api_db serves it, and which route it is.)"""
+    """Where the burst goes (api_db?, its name): api_db's POST /exports when the folder has one, else the
+    curriculum's adapter (lab16_learner._adapter_app)."""
     if (WORK / "api_db.py").is_file():
         learner("api_db")
         if ask("api_db_has_post_exports"):
@@ -50,7 +43,8 @@ def submit_app() -> tuple[bool, str]:
 
 def case_queue_full(row: Row, stack) -> None:
     api, route = submit_app()
-    limit = capacity_limit()
+    limit = ask("limit_default")  # the default of admit_export's `limit` (its signature, read in the probe)
+    limit = limit if type(limit) is int and limit > 0 else 100
     fillers: list[str] = []
     try:
         with row.fault(t("the gate nearly full (limit {limit}, 2 places left), then 6 concurrent HTTP submits",
@@ -102,10 +96,7 @@ def case_queue_full(row: Row, stack) -> None:
                            "written); the places left were then filled one at a time", lock_refused=lock_refused))
     finally:
         remove_jobs(fillers)
-    row.recover()
-    for job in row.jobs:
-        settle(row, job)
-    row.recovered()
+    row.recover_by_settling()
 
 
 def case_same_slot(row: Row, stack) -> None:
@@ -141,9 +132,7 @@ def case_same_slot(row: Row, stack) -> None:
         slots = sql("SELECT job_id FROM export_schedule_slots WHERE slot_key=%s", (slot,))
         row.expect(len(slots) == 1 and slots[0]["job_id"] == job and len(events_of(job)) == 1,
                    t("there must be one slot, one job and one event"))
-    row.recover()
-    settle(row, job)
-    row.recovered()
+    row.recover_by_settling()
 
 
 def case_cross_minute(row: Row, stack) -> None:
@@ -168,10 +157,7 @@ def case_cross_minute(row: Row, stack) -> None:
         row.job(later)
         slots = sql("SELECT slot_key FROM export_schedule_slots WHERE slot_key LIKE %s", (prefix + "%",))
         row.expect(len(slots) == 2, t("there must be two slots"))
-    row.recover()
-    for job in row.jobs:
-        settle(row, job)
-    row.recovered()
+    row.recover_by_settling()
     row.extra["boundary"] = "two slots, two jobs: execution-minute merging, not exactly-once per signal"
 
 
@@ -262,6 +248,4 @@ def case_pending_rescan(row: Row, stack) -> None:
         row.expect(len(events) == 1 and events[0]["sent_at"] is None,
                    t("the scanner must not add a recovery event while one is pending"))
         row.expect(now["status"] == "queued" and now["attempts"] == 0, t("the job must stay queued with attempts 0"))
-    row.recover()
-    settle(row, job)
-    row.recovered()
+    row.recover_by_settling()

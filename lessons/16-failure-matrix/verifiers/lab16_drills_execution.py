@@ -7,8 +7,6 @@ cache.  How a drill runs and what its verdict rests on: lab16_cases.
 from __future__ import annotations
 
 import json
-import os
-import signal
 from uuid import uuid4
 
 from lab16_fixture import (GATE, PROBE, RESULT_TTL, ask, claim_seconds_left, confirm_lost, dead_letters,
@@ -17,10 +15,10 @@ from lab16_publishing import CACHE_PUBLISHER
 from lab16_row import LEASE_BUDGET, Row, await_hold, scan_until, settle
 
 from shared import handshake
-from shared.lesson_celery import WORK, pid_running, redact, setting, short
+from shared.lesson_celery import WORK, redact, run_script, setting, short
 from shared.i18n import t
 from shared.lesson_db import job_event_counts, job_row, sql, wait_status
-from shared.proc import free_port, run_python, wait_until
+from shared.proc import free_port, kill_pid, wait_until
 
 
 def raised(error: Exception | None) -> str:
@@ -59,10 +57,8 @@ def case_broker_down(row: Row, stack) -> None:
     else:  # no redis-server binary here: only this publisher is pointed at a port nobody listens on
         with row.fault(t("the publisher points at a port with no broker")):
             job = row.submit()
-            closed = free_port()
-            done = run_python(["publisher.py"], cwd=WORK, timeout=120,
-                              env=dict(os.environ, CELERY_BROKER_URL=f"redis://127.0.0.1:{closed}/0"))
-            error = None if done.returncode == 0 and "True" in done.stdout else RuntimeError("publish failed")
+            done = run_script(["publisher.py"], 120, env={"CELERY_BROKER_URL": f"redis://127.0.0.1:{free_port()}/0"})
+            error = None if done.code == 0 and "True" in done.output else RuntimeError("publish failed")
     event = events_of(job)
     row.expect(error is not None, t("publish_one reported no error with the broker down (send error swallowed?)"))
     row.expect(len(event) == 1 and event[0]["sent_at"] is None,
@@ -116,8 +112,7 @@ def case_worker_exit(row: Row, stack) -> None:
     token = running["lease_token"]
     pid = int(held["pid"])
     with row.fault(t("SIGKILL to the pool child holding the lease, pid {pid}", pid=pid)):
-        os.kill(pid, signal.SIGKILL)
-        wait_until(lambda: not pid_running(pid), 30, t("pid {pid} to die", pid=pid), interval=0.02)
+        kill_pid(pid, 30, t("pid {pid} to die", pid=pid), interval=0.02)
         # task_reject_on_worker_lost sends the message back once the pool notices: that redelivery and
         # the recovery event race for the job later, and claim() lets only one of them in.
         still = job_row(job)

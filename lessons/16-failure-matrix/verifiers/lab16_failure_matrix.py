@@ -2,17 +2,10 @@
 
     python lab16_failure_matrix.py [case …]     in a work dir made by the checker (it needs .env.tasks)
 
-Each of the 15 rows of failure-matrix.md runs on a job of its own and injects exactly one fault: baseline
-(no fault in place, broker up, nothing due, worker idle), inject, recover (the component is restored and
-the learner's publisher, recovery and worker do the rest).  Durable times are moved into the past instead
-of waited for, and the seconds moved are added to the measured wall time, so recovery_seconds is what a
-real clock would have shown.  Rows not run are written as not_run; the record goes to
-$TASKLAB_LOG_DIR/verification-record.json.
-
-The parts: lab16_fixture (the stack and the kit's view of it), lab16_row (one row and its drivers),
-lab16_cases (the catalogue, the runner of one row) and its two drill modules, lab16_record (the record's
-rules and writer), lab16_evidence (is a record backed by facts), lab16_probe (inside the worker),
-lab16_cache_publisher and lab16_publishing (the kit's publishes, which claims wait for).
+Runs the rows of failure-matrix.md (lab16_cases: baseline, one fault, recover) on one stack (lab16_fixture)
+and writes $TASKLAB_LOG_DIR/verification-record.json (lab16_record), the rows not run as not_run.  Durable
+times are moved into the past instead of waited for, and the seconds moved are added to the measured wall
+time, so recovery_seconds is what a real clock would have shown.
 """
 
 from __future__ import annotations
@@ -28,8 +21,7 @@ from shared.lesson_celery import short
 
 
 class Matrix:
-    """The rows run so far on one Stack.  Each row runs at most once; the record is rewritten after every
-    batch, so it always shows every row run so far and the others as not_run."""
+    """The rows run so far on one Stack, each at most once; the record is rewritten after every batch."""
 
     def __init__(self, stack: Stack):
         self.stack = stack

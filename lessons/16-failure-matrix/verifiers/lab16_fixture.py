@@ -20,14 +20,16 @@ from pathlib import Path
 from lab16_publishing import CACHE_PUBLISHER, publishing
 
 from shared import handshake
-from shared.lesson_celery import LOG_DIR, WORK, pid_running, read_events, redact, redis_client, setting, short
+from shared.lesson_celery import (LOG_DIR, READY_MARK, WORK, pid_running, read_events, redact, redis_client, setting,
+                                  short)
 from shared.hold_gate import HoldList
 from shared.i18n import t
 from shared import lesson_db
-from shared.lesson_db import close_kit_connection, fault_trigger, kept_db, make_marks_table, payload_of, sql
+from shared.lesson_db import (close_kit_connection, fault_trigger, kept_db, make_marks_table, payload_of, sql,
+                              trigger)
 from shared.lesson_db import outbox_of as events_of  # the job's outbox events, oldest first
 from shared.probe import LearnerRaised, Probe
-from shared.proc import Process, WaitTimeout, free_port, port_open, wait_until
+from shared.proc import Process, WaitTimeout, free_port, port_open, wait_all_ready, wait_until
 
 GATE = HoldList(LOG_DIR, "lab16")  # lab16_probe's gate on the first file write, and its events
 FAIL_LIST = LOG_DIR / "lab16-fail-claim.txt"
@@ -56,14 +58,10 @@ def ask(function: str, *args, timeout: float = CALL_LIMIT):
 
 
 @functools.cache
-def _max_attempts():
-    return ask("max_attempts")
-
-
 def max_attempts():
     """The learner's state_store.MAX_ATTEMPTS (3 when it has none), read once from the probe."""
     try:
-        return _max_attempts()
+        return PROBE.get("state_store:MAX_ATTEMPTS", CALL_LIMIT)["value"]
     except LearnerRaised:
         return 3
 
@@ -148,40 +146,26 @@ def park(job_ids) -> None:
 
 # ---------------------------------------------------------------- the job's committed state changes
 
-def install_transitions() -> None:
+def install_transitions(triggers: contextlib.ExitStack) -> None:
     """Triggers that write every committed change of a job's status, attempts or lease_token, in the
     changing transaction itself: a rolled-back change leaves no line, and the row lock orders the lines
-    of one job as the changes were made (seq)."""
+    of one job as the changes were made (seq).  They stay until `triggers` closes."""
     sql(f"CREATE TABLE IF NOT EXISTS {TRANSITIONS} (seq BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY, "
         "job_id CHAR(36) CHARACTER SET ascii NOT NULL, status VARCHAR(16) NOT NULL, attempts INT NOT NULL, "
         "lease_token CHAR(36) CHARACTER SET ascii NULL, KEY lab16_transitions_job (job_id, seq)) ENGINE=InnoDB")
+    make_marks_table(MARKS)  # a kit trigger's end clears the kit's marks
     remember = (f"INSERT INTO {TRANSITIONS} (job_id, status, attempts, lease_token) "
                 "VALUES (NEW.id, NEW.status, NEW.attempts, NEW.lease_token)")
-    bodies = {
-        "lab16_kit_job_created": f"CREATE TRIGGER lab16_kit_job_created AFTER INSERT ON export_jobs FOR EACH ROW "
-                                 f"{remember}",
-        "lab16_kit_job_changed": f"""CREATE TRIGGER lab16_kit_job_changed AFTER UPDATE ON export_jobs FOR EACH ROW
-                                     BEGIN
-                                       IF NOT (NEW.status <=> OLD.status) OR NOT (NEW.attempts <=> OLD.attempts)
-                                          OR NOT (NEW.lease_token <=> OLD.lease_token) THEN
-                                         {remember};
-                                       END IF;
-                                     END""",
-    }
-    import pymysql
-    for name, body in bodies.items():
-        sql(f"DROP TRIGGER IF EXISTS {name}")
-        try:
-            sql(body)
-        except pymysql.MySQLError as exc:
-            raise AssertionError(t("the checker cannot create its trigger (error {args}): the account needs the "
-                                   "TRIGGER privilege", args=exc.args[0])) from None
-
-
-def remove_transitions() -> None:
-    for name in ("lab16_kit_job_created", "lab16_kit_job_changed"):
-        with contextlib.suppress(Exception):
-            sql(f"DROP TRIGGER IF EXISTS {name}")
+    triggers.enter_context(trigger("lab16_kit_job_created", f"CREATE TRIGGER lab16_kit_job_created AFTER INSERT "
+                                   f"ON export_jobs FOR EACH ROW {remember}", MARKS))
+    triggers.enter_context(trigger("lab16_kit_job_changed", f"""
+        CREATE TRIGGER lab16_kit_job_changed AFTER UPDATE ON export_jobs FOR EACH ROW
+        BEGIN
+          IF NOT (NEW.status <=> OLD.status) OR NOT (NEW.attempts <=> OLD.attempts)
+             OR NOT (NEW.lease_token <=> OLD.lease_token) THEN
+            {remember};
+          END IF;
+        END""", MARKS))
 
 
 def transitions_of(job_id: str) -> list[dict]:
@@ -288,10 +272,6 @@ def fail_claim(job_id: str) -> None:
 
 # ================================================================ the stack: broker, workers, learner code
 
-def _redis_binary() -> str | None:
-    return shutil.which("redis-server", path=os.environ.get("PATH", "") + ":/usr/sbin:/usr/local/sbin:/usr/bin")
-
-
 class Stack:
     """The servers and workers the matrix's drills run against: one private broker, the matrix's worker(s),
     the learner's modules (in the probe: stack.state_store, stack.publisher, stack.recovery).
@@ -314,6 +294,7 @@ class Stack:
         self.cache_folder = LOG_DIR / "lab16-cache-publisher"
         self.setup_seconds = 0.0
         self._redis_client = None
+        self.triggers = contextlib.ExitStack()  # the transition triggers, dropped at stop
 
     # ------------------------------------------------------------ start and stop
 
@@ -325,7 +306,8 @@ class Stack:
             for path in LOG_DIR.glob(pattern):
                 path.unlink(missing_ok=True)
         # LAB16_BROKER=slot forces the fallback (the slot's own broker database), as with docker services.
-        binary = None if os.environ.get("LAB16_BROKER") == "slot" else _redis_binary()
+        from shared.services_native import find_binary
+        binary = None if os.environ.get("LAB16_BROKER") == "slot" else find_binary("redis-server")
         if binary:
             self.private = True
             self.port = free_port()
@@ -339,7 +321,7 @@ class Stack:
         else:  # docker/external services with no redis-server here: the slot's own broker database
             self.broker_url = setting("CELERY_BROKER_URL") or ""
         assert self.broker_url, t("CELERY_BROKER_URL is missing")
-        install_transitions()
+        install_transitions(self.triggers)
         # The learner's celery_app reads the environment first (load_dotenv never overrides it).
         os.environ["CELERY_BROKER_URL"] = self.broker_url
         env = dict(os.environ)
@@ -364,9 +346,7 @@ class Stack:
             pub_env["PYTHONPATH"] = os.pathsep.join(p for p in (str(WORK), pub_env.get("PYTHONPATH")) if p)
             self.cache_publisher = Process([sys.executable, str(helper), str(self.cache_folder)], cwd=WORK,
                                            log_path=self.cache_folder / "publisher.log", env=pub_env)
-        for proc in (self.worker, self.cache_worker):
-            if proc is not None:
-                proc.wait_ready(START_LIMIT, log_contains=" ready.")
+        wait_all_ready((self.worker, self.cache_worker), START_LIMIT, grace=10, log_contains=READY_MARK)
         if self.cache_publisher is not None:
             ready = self.cache_folder / f"ready-{CACHE_PUBLISHER}"
             wait_until(lambda: ready.exists() or not self.cache_publisher.alive(), START_LIMIT,
@@ -388,7 +368,7 @@ class Stack:
             if proc is not None:
                 proc.stop(grace=10)
         with contextlib.suppress(Exception):
-            remove_transitions()
+            self.triggers.close()
         close_kit_connection()
         if self._redis_client is not None:
             with contextlib.suppress(Exception):

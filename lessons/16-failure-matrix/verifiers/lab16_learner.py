@@ -20,12 +20,6 @@ def point_broker(url: str) -> None:
         loaded.app.conf.broker_url = url
 
 
-def max_attempts():
-    """state_store.MAX_ATTEMPTS, or 3 when it has none."""
-    import state_store
-    return getattr(state_store, "MAX_ATTEMPTS", 3)
-
-
 def limit_default():
     """The default of admit_export's `limit` (None when it has none)."""
     import state_store
@@ -83,26 +77,22 @@ def _adapter_app():
     return app
 
 
-def _submit_app(use_api: bool):
-    """api_db's app, or the adapter's."""
+def post_burst(use_api: bool, n: int, product_ids: list[int]) -> list[tuple]:
+    """n concurrent POST /exports to api_db's app (else the adapter's): [(status, body text, Retry-After or
+    None)] in request order."""
+    import asyncio
     if use_api:
         import api_db
-        return api_db.app
-    return _adapter_app()
+        app = api_db.app
+    else:
+        app = _adapter_app()
 
-
-async def _concurrent_posts(app, n: int, product_ids: list[int]):
-    import asyncio
-
-    import httpx2
-    async with httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url="http://lab16") as client:
-        return await asyncio.gather(*(client.post("/exports", json={"product_ids": product_ids}) for _ in range(n)))
-
-
-def post_burst(use_api: bool, n: int, product_ids: list[int]) -> list[tuple]:
-    """n concurrent POST /exports: [(status, body text, Retry-After or None)] in request order."""
-    import asyncio
-    answers = asyncio.run(_concurrent_posts(_submit_app(use_api), n, product_ids))
+    async def posts():
+        import httpx2
+        async with httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url="http://lab16") as client:
+            return await asyncio.gather(*(client.post("/exports", json={"product_ids": product_ids})
+                                          for _ in range(n)))
+    answers = asyncio.run(posts())
     return [(a.status_code, a.text, a.headers.get("retry-after")) for a in answers]
 
 

@@ -1,11 +1,9 @@
 """Lesson 16's monitor queries in a scratch schema, 16.7 (judge-side kit module, not a lesson file).
 
-A database of its own beside the kit's (same server, same settings: UTC, loopback without TLS), created
-fresh and dropped at the end; the folder's schema files loaded into it (their statements that change
-something); known rows whose ages are set on the server's clock (42 s unpublished, 75 s dispatched without
-a pending event, an expired lease, a dead letter); the learner's monitor_exports.sql run statement by
-statement, each result set found by a column it must have.  Ages are judged within the bounds the server's
-clock allows, never by how fast the machine is.
+A database of its own beside the kit's (same server, same settings), created fresh and dropped at the end;
+the folder's schema files loaded into it; known rows whose ages are set on the server's clock; the learner's
+monitor_exports.sql run statement by statement, each result set found by a column it must have.  Ages are
+judged within the bounds the server's clock allows, never by how fast the machine is.
 """
 
 from __future__ import annotations

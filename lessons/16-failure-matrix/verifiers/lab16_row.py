@@ -87,6 +87,13 @@ class Row:
         self.measured_seconds = round(time.monotonic() - self.t_clock, 3)
         self.recovery_seconds = round(self.measured_seconds + self.skipped, 3)
 
+    def recover_by_settling(self) -> None:
+        """A recovery that is the system's own: each of the row's jobs is published and run to success."""
+        self.recover()
+        for job in self.jobs:
+            settle(self, job)
+        self.recovered()
+
     def advance(self, job_ids, seconds: float, setup: bool = False) -> float:
         moved = advance(job_ids, seconds)
         if setup:
@@ -113,9 +120,9 @@ class Row:
                  "lease_token": r["lease_token"] and short(r["lease_token"])}
                 for r in (transitions_of(main) if main else [])]
 
-    def observed_states(self, changes: list[dict] | None = None) -> list[str]:
-        """The main job's committed statuses in commit order, the kit's labels after the change they followed."""
-        changes = self.transitions() if changes is None else changes
+    def observed_states(self, changes: list[dict]) -> list[str]:
+        """The main job's committed statuses (its transitions()) in commit order, the kit's labels after the
+        change they followed."""
         merged = [((c["seq"], 0, 0), c["status"]) for c in changes]
         merged += [((seq, 1, order), label) for seq, order, label in self.labels]
         return collapse([label for _, label in sorted(merged)])
@@ -194,16 +201,6 @@ def left_behind(job_id: str, lost: set[str] = frozenset()) -> list[dict] | None:
     return log
 
 
-def redispatch_reason(job_id: str, log: list[dict], lost: set[str] = frozenset()) -> tuple[dict, str]:
-    """(the delivery, why re-dispatching is the system's answer) — or an AssertionError with the facts.
-    The job's newest delivered event should have woken it: its last delivery decides."""
-    sent = [e["id"] for e in events_of(job_id) if e["id"] not in lost]
-    assert sent, t("the only message of job {job_id} is the one this row lost itself: the row must drive its recovery",
-                   job_id=short(job_id))
-    last = [d for d in log if d["task_id"] == sent[-1]][-1]
-    return last, unclaimed_reason(job_id, last)
-
-
 def unclaimed_reason(job_id: str, last: dict) -> str:
     """Why a delivery that ended without a claim may be followed by another dispatch: only when the
     database refused its claim.  Anything else is an AssertionError with the facts."""
@@ -223,8 +220,13 @@ def unclaimed_reason(job_id: str, last: dict) -> str:
 
 
 def redispatch(row: Row, job_id: str, log: list[dict]) -> None:
-    """The unclaimed recovery re-dispatches a job whose claim the database refused (age moved, counted)."""
-    delivery, reason = redispatch_reason(job_id, log, row.lost_messages)
+    """The unclaimed recovery re-dispatches a job whose claim the database refused (age moved, counted).
+    The job's newest delivered event should have woken it: its last delivery decides (unclaimed_reason)."""
+    sent = [e["id"] for e in events_of(job_id) if e["id"] not in row.lost_messages]
+    assert sent, t("the only message of job {job_id} is the one this row lost itself: the row must drive its recovery",
+                   job_id=short(job_id))
+    delivery = [d for d in log if d["task_id"] == sent[-1]][-1]
+    reason = unclaimed_reason(job_id, delivery)
     done = [r for r in row.redispatches if r["job_id"] == job_id]
     assert len(done) < MAX_REDISPATCHES, t("job {job_id} was re-dispatched {n_done} times and its claim was refused "
                                            "every time: {reason}", job_id=short(job_id), n_done=len(done),

@@ -1,9 +1,6 @@
-"""What lesson 16's checks share in one verifier run (judge-side kit module, not a lesson file).
-
-Shared: the matrix's stack (private broker, workers: lab16_fixture.Stack), started once before the first check
-when a selected check needs it, and the failure matrix run on it (lab16_failure_matrix.Matrix), each row at most
-once, when the first check that needs it asks.  And how a check shows its rows: one line per row
-(describe) and the rows' table attached as a figure however the run ends (run_rows).
+"""What lesson 16's checks share in one verifier run (judge-side kit module, not a lesson file): the matrix's
+stack and the matrix run on it (Shared), and how a check shows its rows: one line per row (describe) and their
+table as a figure (run_rows).
 """
 
 from __future__ import annotations

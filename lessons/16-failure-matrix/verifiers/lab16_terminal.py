@@ -1,25 +1,15 @@
 """Lesson 16's terminal verification, 16.2 (judge-side kit module, not a lesson file): the jobs
-`python verify_terminal.py <job_id>` is asked about and how it is run.
-
-Besides the job the worker really ran, five rows are forged into export_jobs with the files their
-result_ref names.  The learner's script runs as a process; only its exit code and output come back.
-"""
+`python verify_terminal.py <job_id>` is asked about.  Besides the job the worker really ran, five rows are
+forged into export_jobs with the files their result_ref names."""
 
 from __future__ import annotations
 
 import json
 from uuid import uuid4
 
-from shared.lesson_celery import WORK, redact
+from shared.lesson_celery import WORK
 from shared.i18n import t
 from shared.lesson_db import sql
-from shared.proc import run_python
-
-
-def run_terminal(job_id: str) -> tuple[int, str]:
-    """The learner's verify_terminal.py on one job, as a process: its exit code and (redacted) output."""
-    done = run_python(["verify_terminal.py", job_id], cwd=WORK, timeout=30)
-    return done.returncode, redact(done.stdout)
 
 
 def forge(status: str, payload, result_ref: str | None, cancel: bool = False) -> str:

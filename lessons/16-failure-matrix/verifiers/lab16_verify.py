@@ -52,10 +52,10 @@ from lab16_monitor import (age_bounds, insert_known_rows, load_schemas, number, 
 from lab16_record import RECORD, row_problems
 from lab16_row import Row, scan_until, settle, unclaimed_reason
 from lab16_shared_stack import Shared, describe, run_rows
-from lab16_terminal import run_terminal, terminal_cases
-from lab16_worker_log import log_leaks, phase_lines, worker_logs
+from lab16_terminal import terminal_cases
+from lab16_worker_log import job_phase_lines, log_leaks, worker_logs
 
-from shared.lesson_celery import WORK, short
+from shared.lesson_celery import WORK, run_script, short
 from shared.i18n import t
 from shared.lesson_db import job_row, payload_of, sql
 from shared.proc import wait_until
@@ -153,19 +153,15 @@ def check_terminal(c) -> None:
     sha, where = artifact_evidence(real)  # the kit's own look first: inside artifacts/, JSON == payload
     c.note(t("job {job} run by the worker: {where} (sha256 {sha}…) inside artifacts, content == payload", where=where,
              job=short(job), sha=sha[:10]))
-    payload = payload_of(real)
-    cases = terminal_cases(job, payload)
-
     wrong_answers = []
-    for label, job_id, should_pass, expected in cases:
-        code, output = run_terminal(job_id)
-        verified = "artifact verified" in output
+    for label, job_id, should_pass, expected in terminal_cases(job, payload_of(real)):
+        code, output, _ = run_script(["verify_terminal.py", job_id], 30)  # the learner's script, as a process
         last = (output.strip().splitlines() or [""])[-1][:120]
         c.note(t("  {label}: exit {code} → {last}", label=label, code=code, last=last))
         if should_pass:
             if code != 0 or expected not in output:
                 wrong_answers.append(t("{label}: should exit 0 and print {expected}", label=label, expected=expected))
-        elif code == 0 or verified:
+        elif code == 0 or "artifact verified" in output:
             wrong_answers.append(t("{label}: should fail (non-zero exit, no 'artifact verified')", label=label))
     assert not wrong_answers, "; ".join(wrong_answers) + t(
         ". verify_terminal must resolve and check is_relative_to(artifacts), and compare the file's JSON with "
@@ -328,10 +324,7 @@ def check_phase_logs(c) -> None:
     job = stack.state_store.submit_snapshot(stack.product(2))
     final = settle(helper, job)
     delivered = [d["task_id"] for d in deliveries(job)]
-    # The task writes its phase lines before it returns, and the probe writes a delivery's end after
-    # the task returned: once every delivery has ended, every line is in the log.
-    stack.wait_ended(job, len(delivered))
-    lines = [p for p in phase_lines(stack.worker.log_text()) if p.get("job_id") == job]
+    lines = job_phase_lines(stack, job, len(delivered))
     for line in lines[:4]:
         c.note("  " + json.dumps(line, ensure_ascii=False)[:220])
     assert lines, t("the worker log has no JSON phase line (event=export_phase) for the job: call log_phase after "
@@ -451,9 +444,7 @@ def check_two_deliveries(c) -> None:
         GATE.release(job)
     stack.drain()
     starts = deliveries(job)
-    # Every delivery ended (the held one too, once released): each wrote its phase lines before that.
-    stack.wait_ended(job, len(starts))
-    lines = [p for p in phase_lines(stack.worker.log_text()) if p.get("job_id") == job]
+    lines = job_phase_lines(stack, job, len(starts))  # the held delivery too, once released
     for line in lines[:8]:
         c.note("  " + json.dumps({k: line.get(k) for k in line if k != "event"}, ensure_ascii=False)[:200])
     claims = [p for p in lines if p.get("lease_token")]

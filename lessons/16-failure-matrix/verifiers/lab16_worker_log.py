@@ -33,6 +33,13 @@ def phase_lines(text: str) -> list[dict]:
     return found
 
 
+def job_phase_lines(stack, job_id: str, deliveries: int) -> list[dict]:
+    """The job's phase lines in the main worker's log, once `deliveries` of its deliveries have ended: the task
+    writes its lines before it returns, and the probe a delivery's end after that, so every line is there."""
+    stack.wait_ended(job_id, deliveries)
+    return [p for p in phase_lines(stack.worker.log_text()) if p.get("job_id") == job_id]
+
+
 def worker_logs(stack) -> str:
     """The whole log of every matrix worker (lab16_fixture.Stack), one text."""
     return "\n".join(proc.log_text() for proc in (stack.worker, stack.cache_worker) if proc is not None)
