@@ -58,6 +58,11 @@ def write_result(folder: str | Path, name: str, value, round_no: int = 1) -> Non
     write_json(Path(folder) / f"res-{name}-{round_no}", value)
 
 
+def error_of(exc: BaseException, limit: int = 300) -> dict:
+    """What a helper's call raised, as its result: {"error": "Type: message"}, cut to `limit`; the checker decides."""
+    return {"error": f"{type(exc).__name__}: {exc}"[:limit]}
+
+
 def serve(folder: str | Path, name: str, act, rounds: int | None = 1, lifetime: float = HELPER_LIFETIME) -> None:
     """A helper's whole side: say ready, then per round wait for the go and write act(plan) as the result —
     `rounds` times (None: until told to stop), never past `lifetime` in all."""
@@ -136,10 +141,12 @@ class HelperGroup:
     """Helper processes of a verifier (each runs the learner's code when the checker says go), started
     together in one handshake folder: `argv` + [folder, name] + `args` per helper, in the work dir (in `env`,
     else this environment).  Either one helper at a time (go, release: a checker holds one helper inside its
-    locks and looks at what the others do meanwhile) or all of them, round after round (go_round)."""
+    locks and looks at what the others do meanwhile) or all of them, round after round (go_round).  A helper
+    that dies at start fails the check with `failed` (a lesson's own words) or "{what} process NAME failed to
+    start", and its log tail."""
 
     def __init__(self, argv: list[str], names: list[str], folder: Path, what: str, args: tuple = (),
-                 env: dict | None = None):
+                 env: dict | None = None, failed: str | None = None):
         import sys
 
         from shared.lesson_celery import WORK, redact
@@ -154,7 +161,7 @@ class HelperGroup:
             wait_until(lambda: all((self.folder / f"ready-{n}").exists() for n in names) or self.dead(), 30,
                        f"the {what} processes to import the learner's modules", interval=0.02)
             dead = self.dead()
-            assert not dead, t("{what} process {dead} failed to start:\n", what=what, dead=dead[0]) + \
+            assert not dead, (failed or t("{what} process {dead} failed to start:\n", what=what, dead=dead[0])) + \
                 redact(self.procs[dead[0]].log_tail(6))
         except BaseException:
             self.stop()

@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 from shared.lesson_celery import append_event, read_events
-from shared.proc import wait_until
+from shared.proc import WaitTimeout, wait_until
 
 
 def read_list(path: str, phase: str | None = None) -> list[str]:
@@ -130,7 +130,13 @@ class HoldList:
                 if e.get("kind") == "hold" and all(e.get(k) == v for k, v in ident.items())]
 
     def wait_held(self, jobs: list[str], seconds: float, what: str, phase: str | None = None,
-                  interval: float = 0.05) -> dict:
-        """The first "hold" event of any of these jobs, once a worker is held there (WaitTimeout if none is)."""
-        return wait_until(lambda: next((held[0] for j in jobs if (held := self.holds(j, phase))), None), seconds,
-                          what, interval=interval)
+                  interval: float = 0.05, late=None) -> dict:
+        """The first "hold" event of any of these jobs, once a worker is held there.  If none is: WaitTimeout,
+        or with `late` a failed check that says late() (a lesson's own words)."""
+        try:
+            return wait_until(lambda: next((held[0] for j in jobs if (held := self.holds(j, phase))), None), seconds,
+                              what, interval=interval)
+        except WaitTimeout:
+            if late is None:
+                raise
+            raise AssertionError(late()) from None

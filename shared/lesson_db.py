@@ -16,6 +16,7 @@ import re
 import threading
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
+from uuid import uuid4
 
 from shared.lesson_celery import WORK, setting, short
 from shared.i18n import t
@@ -116,8 +117,10 @@ def job_row(job_id: str) -> dict | None:
     return rows[0] if rows else None
 
 
-def wait_status(job_id: str, statuses: tuple[str, ...], seconds: float = 20, interval: float = 0.05) -> dict:
-    """Poll the job's row until its status is one of `statuses`; a failed check that says where it is."""
+def wait_status(job_id: str, statuses: tuple[str, ...], seconds: float = 20, interval: float = 0.05,
+                late=None) -> dict:
+    """Poll the job's row until its status is one of `statuses`; a failed check that says where it is (or
+    `late(row)`, a lesson's own words, given the row as it is then)."""
     def reached():
         row = job_row(job_id)
         return row if row and row["status"] in statuses else None
@@ -125,6 +128,8 @@ def wait_status(job_id: str, statuses: tuple[str, ...], seconds: float = 20, int
         return wait_until(reached, seconds, f"job {job_id} to reach {statuses}", interval=interval)
     except WaitTimeout:
         row = job_row(job_id)
+        if late is not None:
+            raise AssertionError(late(row)) from None
         now = f"{row and row['status']}, attempts={row and row.get('attempts')}"
         raise AssertionError(t("job {job_id} did not reach {statuses} within {seconds:g}s (now: {now})", now=now,
                                job_id=short(job_id), statuses='/'.join(statuses), seconds=seconds)) from None
@@ -172,6 +177,26 @@ def active_jobs() -> int:
     return int(sql("SELECT COUNT(*) AS n FROM export_jobs WHERE status IN ('queued','running')")[0]["n"])
 
 
+def fill_admission(limit: int) -> list[str]:
+    """The admission gate filled: kit rows (queued, no event, a deadline 10 minutes ahead) until `limit` jobs
+    are queued or running; their ids, for remove_jobs."""
+    fillers = [str(uuid4()) for _ in range(max(0, limit - active_jobs()))]
+    with kit_db() as cur:
+        cur.executemany("INSERT INTO export_jobs (id, payload, deadline_at) VALUES "
+                        "(%s, '[]', DATE_ADD(NOW(6), INTERVAL 10 MINUTE))", [(f,) for f in fillers])
+    return fillers
+
+
+def limit_default():
+    """Run in a probe (shared/probe.py), next to the learner's modules: the default of state_store.admit_export's
+    `limit` (None when it has none) — the capacity every path that calls admit_export(cur) uses."""
+    import inspect
+
+    import state_store
+    param = inspect.signature(state_store.admit_export).parameters.get("limit")
+    return None if param is None or param.default is param.empty else param.default
+
+
 def job_event_counts() -> tuple[int, int]:
     """How many rows export_jobs and export_outbox hold now (one statement: both from the same moment)."""
     row = sql("SELECT (SELECT COUNT(*) FROM export_jobs) AS jobs, (SELECT COUNT(*) FROM export_outbox) AS events")[0]
@@ -185,12 +210,19 @@ def outbox_of(job_id: str, unsent_only: bool = False) -> list[dict]:
                + (" AND sent_at IS NULL" if unsent_only else "") + " ORDER BY created_at, id", (job_id,))
 
 
-def result_file(row: dict) -> tuple[Path, object]:
-    """A succeeded job's result file (result_ref: absolute, or relative to the work folder) and its JSON."""
+def event_sent(event_id: str) -> bool:
+    """Whether this outbox event is sent (its sent_at set): what a publish-until-sent loop waits for."""
+    rows = sql("SELECT sent_at FROM export_outbox WHERE id=%s", (event_id,))
+    return bool(rows) and rows[0]["sent_at"] is not None
+
+
+def result_file(row: dict, missing: str | None = None) -> tuple[Path, object]:
+    """A succeeded job's result file (result_ref: absolute, or relative to the work folder) and its JSON;
+    `missing`: a lesson's own words for a result_ref that names no file."""
     ref = row.get("result_ref")
     assert ref, t("the job succeeded but result_ref is empty")
     path = Path(ref) if Path(ref).is_absolute() else WORK / ref
-    assert path.is_file(), t("result_ref points to no file: {ref}", ref=ref)
+    assert path.is_file(), missing or t("result_ref points to no file: {ref}", ref=ref)
     return path, json.loads(path.read_text(encoding="utf-8"))
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from datetime import datetime
 
-from lab13_fixture import events
+from lab13_fixture import recorded
 
 from shared.figures import bar, lane, lanes, mark, steps
 from shared.i18n import t
@@ -39,7 +39,7 @@ def admission_steps(since: datetime, limit: int) -> dict:
 def isolation_lanes(bulk_jobs: list[str], fast: str | None, moments: dict) -> dict:
     """13.5: a lane per worker (by the node and queue the probe recorded), a bar per execution from its
     start to its end (or to now, still running); jobs no worker started wait in their own lane."""
-    seen, now = events(), time.time()
+    seen, now = recorded(), time.time()
     jobs = [(job, "bulk", t("long job, {n} rows", n=n)) for job, n in zip(bulk_jobs, (40, 50))]
     if fast:
         jobs.append((fast, "fast", t("short job, 1 row")))

@@ -11,16 +11,15 @@ import json
 import sys
 from uuid import uuid4
 
-from shared.lesson_celery import LOG_DIR, WORK, read_events, redact, redis_client
+from shared.lesson_celery import LOG_DIR, READY_MARK, WORK, read_events, redact, redis_client, spawn
 from shared.hold_gate import HoldList
 from shared.i18n import t
 from shared.probe import Probe
-from shared.lesson_db import active_jobs, job_row, kit_db, outbox_of, sql
-from shared.proc import Process, WaitTimeout, free_port, run_python, start_uvicorn, wait_until
+from shared.lesson_db import TERMINAL, active_jobs, job_row, kit_db, outbox_of, sql
+from shared.proc import Process, WaitTimeout, free_port, run_python, start_uvicorn, wait_all_ready, wait_until
 
 GATE = HoldList(LOG_DIR, "lab13")  # lab13_probe.py's gate on the first file write
 TOOLS = str(WORK / "lab13_tools.py")
-TERMINAL = ("succeeded", "failed", "cancelled")
 QUEUES = ("exports.fast", "exports.bulk")
 TRIGGER = "lab13_kit_slow_insert"  # lab13_gate.insert_hold's trigger, dropped by reset()
 
@@ -129,7 +128,7 @@ def store(*more: str):
 
 
 def configured_limit() -> int:
-    default = learner.call("lab13_learner:limit_default")
+    default = learner.call("shared.lesson_db:limit_default")
     assert type(default) is int and default >= 1, t("admit_export needs a limit parameter with a positive integer "
                                                     "default (found {default!r}): it is the one capacity every "
                                                     "submit path uses", default=default)
@@ -165,19 +164,11 @@ _WORKERS: dict[str, Process] = {}
 def workers() -> dict[str, Process]:
     """The lesson's two workers, started once (when a check first needs them) and shared."""
     if not _WORKERS:
-        for kind in ("fast", "bulk"):
-            (LOG_DIR / f"worker-{kind}.log").unlink(missing_ok=True)
-        procs = {kind: Process([sys.executable, "-m", "celery", "-A", "lab13_probe:app", "worker", "-l", "INFO", "-Q",
-                                f"exports.{kind}", "--concurrency=1", "--prefetch-multiplier=1", "-n", f"{kind}@%h",
-                                "--without-mingle", "--without-gossip"], cwd=WORK,
-                               log_path=LOG_DIR / f"worker-{kind}.log") for kind in ("fast", "bulk")}
-        try:
-            for proc in procs.values():
-                proc.wait_ready(40, log_contains=" ready.")
-        except BaseException:
-            for proc in procs.values():
-                proc.stop()
-            raise
+        procs = {kind: spawn([sys.executable, "-m", "celery", "-A", "lab13_probe:app", "worker", "-l", "INFO", "-Q",
+                              f"exports.{kind}", "--concurrency=1", "--prefetch-multiplier=1", "-n", f"{kind}@%h",
+                              "--without-mingle", "--without-gossip"], f"worker-{kind}.log")
+                 for kind in ("fast", "bulk")}
+        wait_all_ready(procs.values(), 40, log_contains=READY_MARK)
         _WORKERS.update(procs)
     for kind, proc in _WORKERS.items():
         assert proc.alive(), t("the {kind} worker exited: {log_tail}", kind=kind, log_tail=redact(proc.log_tail(4)))
@@ -212,28 +203,20 @@ def publisher_loop():
 
 # ---------------------------------------------------------------- the probe's events (lab13_probe.py)
 
-def events() -> list[dict]:
-    return read_events(GATE.events)
+# The probe's events (with these fields): an "end" with its task_id (a worker ran that message to its end; an
+# event's id is its task id), a gate's "hold" or "release" of a job.
+recorded = functools.partial(read_events, GATE.events)
 
 
 def starts(job_id: str) -> list[dict]:
-    return [e for e in events() if e.get("kind") == "start" and e.get("task") == "products.export"
-            and (e.get("args") or [None])[0] == job_id]
-
-
-def recorded(kind: str, **fields) -> list[dict]:
-    """The probe's events of this kind with these fields: an "end" with its task_id (a worker ran that message
-    to its end; an event's id is its task id), a gate's "hold" or "release" of a job."""
-    return [e for e in events() if e.get("kind") == kind and all(e.get(k) == v for k, v in fields.items())]
+    return [e for e in recorded(kind="start", task="products.export") if (e.get("args") or [None])[0] == job_id]
 
 
 def first_held(job_ids: list[str], seconds: float, who: str) -> str:
     """The first of these jobs a worker took and is now held writing (the probe's "hold" event)."""
-    try:
-        return GATE.wait_held(job_ids, seconds, f"the {who} worker to start a held job")["job"]
-    except WaitTimeout:
-        raise AssertionError(t("the {who} worker did not start any of the jobs within {seconds:g}s: {stuck_reason}",
-                               who=who, seconds=seconds, stuck_reason=stuck_reason(job_ids[0]))) from None
+    return GATE.wait_held(job_ids, seconds, f"the {who} worker to start a held job", late=lambda: t(
+        "the {who} worker did not start any of the jobs within {seconds:g}s: {stuck_reason}", who=who,
+        seconds=seconds, stuck_reason=stuck_reason(job_ids[0])))["job"]
 
 
 def wait_confirmed(c, job_ids: list[str], publisher: Process, seconds: float = 20) -> None:
@@ -300,7 +283,7 @@ def stuck_reason(job_id: str) -> str:
     if queue:
         return t("its message waits in the Redis queue {queue}", queue=queue)
     started = starts(job_id)
-    unclaimed = [e for e in recorded("end", task_id=event["id"])
+    unclaimed = [e for e in recorded(kind="end", task_id=event["id"])
                  if isinstance(e.get("retval"), dict) and e["retval"].get("claimed") is False]
     row = job_row(job_id)
     if unclaimed and row and row["status"] == "queued":

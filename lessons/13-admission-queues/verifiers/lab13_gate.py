@@ -14,8 +14,8 @@ from lab13_fixture import TOOLS, TRIGGER, add_filler, comma_list, reset
 from shared import handshake
 from shared.lesson_celery import LOG_DIR, redact, short
 from shared.i18n import t
-from shared.lesson_db import (active_jobs, db_settings, gate_lock_name, kit_db, lock_waits, make_marks_table, sql,
-                              trigger)
+from shared.lesson_db import (active_jobs, db_settings, gate_lock_name, kit_db, lock_waits, make_marks_table,
+                              marked_trigger, sql)
 from shared.proc import WaitTimeout, wait_until
 
 LOCK_WAIT_TIMEOUT = 1205  # both servers: a gate waiter that ran out of innodb_lock_wait_timeout
@@ -35,14 +35,8 @@ def insert_hold():
     server would (the producers' sessions may wait that long: lab13_tools.py lifts the lesson's limits there)."""
     lock = gate_lock_name("lab13")
     make_marks_table(MARKS)
-    body = f"""CREATE TRIGGER {TRIGGER} BEFORE INSERT ON export_jobs FOR EACH ROW
-               BEGIN
-                 IF EXISTS (SELECT 1 FROM {MARKS} WHERE kind='hold') THEN
-                   DO GET_LOCK('{lock}', {HOLD_BACKSTOP});
-                   DO RELEASE_LOCK('{lock}');
-                 END IF;
-               END"""
-    with kit_db() as holder, trigger(TRIGGER, body, MARKS):
+    wait_for_the_kit = f"DO GET_LOCK('{lock}', {HOLD_BACKSTOP}); DO RELEASE_LOCK('{lock}');"
+    with kit_db() as holder, marked_trigger(TRIGGER, "BEFORE INSERT", "export_jobs", MARKS, "hold", wait_for_the_kit):
         holder.execute("SELECT GET_LOCK(%s, 10) AS got", (lock,))
         assert holder.fetchone()["got"] == 1, "the kit could not take its own user lock"
         released = False
@@ -105,10 +99,7 @@ class Helpers(handshake.HelperGroup):
         except WaitTimeout:
             raise AssertionError(t("only {done}/{n_names} producers finished their submits within {seconds:g}s",
                                    done=self.done(round_no), n_names=len(self.names), seconds=seconds)) from None
-        found = []
-        for name in self.names:
-            found.extend(handshake.wait_result(self.folder, name, 1, round_no))
-        return found
+        return [result for name in self.names for result in handshake.wait_result(self.folder, name, 1, round_no)]
 
 
 def race_now(c, producers: Helpers, n: int, ids: list[int]) -> dict:

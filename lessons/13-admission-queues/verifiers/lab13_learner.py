@@ -1,15 +1,7 @@
 """Runs in a probe next to the learner's modules (shared/probe.py): the calls lesson 13's judge cannot
-make by name — the capacity admit_export defaults to, a submit that may be refused with the learner's
-own CapacityExceeded, whether api_db.py has a POST /exports.  Plain data out; the judge decides."""
-
-import inspect
-
-
-def limit_default():
-    """The default of admit_export's `limit` (None when it has none)."""
-    import state_store
-    param = inspect.signature(state_store.admit_export).parameters.get("limit")
-    return None if param is None or param.default is param.empty else param.default
+make by name — a submit that may be refused with the learner's own CapacityExceeded, whether api_db.py has a
+POST /exports (the capacity admit_export defaults to: shared.lesson_db.limit_default).  Plain data out; the judge
+decides."""
 
 
 def submit(product_ids: list[int]) -> dict:

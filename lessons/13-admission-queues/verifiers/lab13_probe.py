@@ -1,12 +1,8 @@
 """Kit probe for lesson 13's checks (not a lesson file): the learner's Celery app, observed.
 
-The checker starts the two workers of the lesson itself, with the lesson's commands and this module
-in place of celery_app:
-
-    celery -A lab13_probe:app worker -Q exports.fast --concurrency=1 --prefetch-multiplier=1 -n fast@%h
-    celery -A lab13_probe:app worker -Q exports.bulk --concurrency=1 --prefetch-multiplier=1 -n bulk@%h
-
-It is the learner's own app, settings and tasks, plus, in these processes only:
+The checker starts the lesson's two workers itself (lab13_fixture.workers: the lesson's commands, -Q
+exports.fast / exports.bulk), with this module in place of celery_app.  It is the learner's own app,
+settings and tasks, plus, in these processes only:
 
 - every task start and end is recorded with the worker's node name and the queue the message came
   from, as JSON lines in $TASKLAB_LOG_DIR/lab13-events.jsonl (how the checks see who consumed what);

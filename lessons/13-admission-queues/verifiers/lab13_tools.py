@@ -16,7 +16,7 @@ import os
 import sys
 import time
 
-from shared.handshake import HELPER_LIFETIME, serve
+from shared import handshake
 from shared.learner_limits import wait_while_the_kit_holds
 
 # Server errors that end a wait by time, not by what the statement found: a lock wait (1205), a statement
@@ -25,8 +25,8 @@ WAIT_TIMEOUTS = (1205, 3024, 1969, 2013)
 
 
 def error_of(exc: Exception) -> dict:
-    code = exc.args[0] if exc.args and isinstance(exc.args[0], int) else None
-    return {"error": f"{type(exc).__name__}: {exc}"[:300], "code": code}
+    """handshake.error_of, with the server's error number (or None) as "code"."""
+    return {**handshake.error_of(exc), "code": exc.args[0] if exc.args and isinstance(exc.args[0], int) else None}
 
 
 def outcome(fn) -> dict:
@@ -46,7 +46,7 @@ def produce(folder: str, name: str) -> None:
     def act(plan: dict) -> list[dict]:
         return [outcome(lambda: state_store.submit_snapshot(list(plan["ids"]))) for _ in range(plan["n"])]
 
-    serve(folder, name, act, rounds=None)
+    handshake.serve(folder, name, act, rounds=None)
 
 
 def claim(folder: str, name: str, job_id: str) -> None:
@@ -64,13 +64,13 @@ def claim(folder: str, name: str, job_id: str) -> None:
             return {"other": repr(job)[:200]}
         return {"job": {key: str(job.get(key)) for key in ("id", "lease_token", "attempts")}}
 
-    serve(folder, name, act, rounds=None)
+    handshake.serve(folder, name, act, rounds=None)
 
 
 def publish(folder: str) -> None:
     from publisher import publish_one
     sent = 0
-    give_up = time.monotonic() + 3 * HELPER_LIFETIME  # the checker stops it; this only bounds an orphan
+    give_up = time.monotonic() + 3 * handshake.HELPER_LIFETIME  # the checker stops it; this only bounds an orphan
     print("publisher loop running", flush=True)
     while time.monotonic() < give_up and not os.path.exists(os.path.join(folder, "stop")):
         try:
@@ -97,7 +97,7 @@ def admit() -> None:
 
 
 def limit() -> None:
-    from lab13_learner import limit_default
+    from shared.lesson_db import limit_default
     print(json.dumps({"default": limit_default()}, default=repr))
 
 

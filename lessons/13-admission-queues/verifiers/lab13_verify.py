@@ -166,10 +166,10 @@ def check_routing(c) -> None:
     # keeps the verdict off the claim race of 13.7: a claim that skipped a locked row was still consumed here.
     with publisher_loop():
         try:
-            wait_until(lambda: all(recorded("end", task_id=e["id"]) for *_, e in jobs), 30,
+            wait_until(lambda: all(recorded(kind="end", task_id=e["id"]) for *_, e in jobs), 30,
                        "every message to be consumed", interval=0.05)
         except WaitTimeout:
-            job, size = next((j, n) for j, n, _, e in jobs if not recorded("end", task_id=e["id"]))
+            job, size = next((j, n) for j, n, _, e in jobs if not recorded(kind="end", task_id=e["id"]))
             raise AssertionError(t("no worker ran the {size}-product job's message to its end within 30 s: "
                                    "{stuck_reason}", size=size, stuck_reason=stuck_reason(job))) from None
     rows = {job: job_row(job) for job, *_ in jobs}
@@ -336,7 +336,7 @@ def check_fast_isolated(c) -> None:
             row = job_row(fast)
             busy_row = job_row(busy)
             # The probe ends a hold only on the kit's release file (written below) or after 5 minutes.
-            still_busy = not recorded("release", job=busy) and busy_row is not None and busy_row["status"] == "running"
+            still_busy = not recorded(kind="release", job=busy) and (busy_row or {}).get("status") == "running"
             seen = starts(fast)
             c.note(t("a 1-row job submitted now (the fast worker resumed once its event was confirmed) → {row}, run "
                      "by {value}; the long job still running: {still_busy}", row=row and row['status'],

@@ -14,8 +14,8 @@ from lab14_fixture import script_lines
 from shared.lesson_celery import (LOG_DIR, READY_MARK, log_lines, queued_messages, read_events, redact, short, spawn,
                                   take_back)
 from shared.i18n import t
-from shared.lesson_db import job_row, sql
-from shared.proc import Process, WaitTimeout, wait_until
+from shared.lesson_db import TERMINAL, event_sent, sql, wait_status
+from shared.proc import Process, WaitTimeout, wait_all_ready, wait_until
 
 EVENTS = LOG_DIR / "lab14-events.jsonl"  # each marked with its processes' LAB14_RUN (lab14_probe.py)
 TICK = "products.schedule_tick"
@@ -36,8 +36,7 @@ def publish_until_sent(c, event_id: str, runs: int = 4) -> str:
     for _ in range(runs):
         lines = script_lines(c, "publisher.py", 25, 3, t("python publisher.py failed (output below)"))
         line = lines[-1][:200] if lines else ""
-        rows = sql("SELECT sent_at FROM export_outbox WHERE id=%s", (event_id,))
-        if rows and rows[0]["sent_at"] is not None:
+        if event_sent(event_id):
             return line
     raise AssertionError(t("event {event_id} still unsent after {runs} runs of python publisher.py (last output: "
                            "{line})", event_id=short(event_id), runs=runs, line=line))
@@ -67,8 +66,7 @@ def start_chain(procs: dict[str, Process], run: str) -> None:
         procs[role] = spawn([sys.executable, *WORKER_ARGV, *extra], f"lab14-{role}.log", env)
     procs["beat"] = spawn([sys.executable, "-m", "celery", "-A", "lab14_probe:app", "beat", "-l", "INFO",
                            f"--schedule={schedule_file}"], "lab14-beat.log", dict(env, LAB14_TICK_SECONDS="1"))
-    for role in ("fast", "bulk"):
-        procs[role].wait_ready(40, log_contains=READY_MARK)
+    wait_all_ready((procs["fast"], procs["bulk"]), 40, grace=8, log_contains=READY_MARK)
     procs["beat"].wait_ready(20, log_contains="beat: Starting")
 
 
@@ -116,14 +114,9 @@ FINISH_BOUND = 60.0
 
 def wait_finished(job_id: str) -> dict:
     """The export job's row once it has ended (bounded: FINISH_BOUND)."""
-    try:
-        row = wait_until(lambda: (lambda r: r if r and r["status"] in ("succeeded", "failed", "cancelled")
-                                  else None)(job_row(job_id)), FINISH_BOUND, "the export job to finish", interval=0.1)
-    except WaitTimeout:
-        raise AssertionError(t("job {job_id} did not finish within {seconds:g} s ({status}): is the bulk worker "
-                               "consuming?", job_id=short(job_id), seconds=FINISH_BOUND,
-                               status=job_row(job_id)['status'])) from None
-    return row
+    return wait_status(job_id, TERMINAL, FINISH_BOUND, interval=0.1, late=lambda row: t(
+        "job {job_id} did not finish within {seconds:g} s ({status}): is the bulk worker consuming?",
+        job_id=short(job_id), seconds=FINISH_BOUND, status=row['status']))
 
 
 def tick_chain_runs(run: str, job_id: str) -> tuple[list[dict], list[dict], list[dict]]:

@@ -5,7 +5,6 @@ plain call cannot give.  An outcome is {"value": v} or {"raised": {"type": class
 
 import contextlib
 import datetime as dtmod
-import inspect
 import types
 
 TICK = "products.schedule_tick"
@@ -64,14 +63,6 @@ def schedule_once_counting(slot_key: str, product_ids: list[int]) -> dict:
 def has_capacity_exceeded() -> bool:
     import state_store
     return isinstance(getattr(state_store, "CapacityExceeded", None), type)
-
-
-def limit_default():
-    """The default of state_store.admit_export's `limit` (None when it has none or it cannot be read)."""
-    import state_store
-    with contextlib.suppress(TypeError, ValueError, KeyError):
-        return inspect.signature(state_store.admit_export).parameters["limit"].default
-    return None
 
 
 def schedule_once_at_capacity(slot_key: str, product_ids: list[int]) -> dict:

@@ -8,7 +8,7 @@ once and writes {"job": <job_id or None>} or {"error": "…"}.
 
 import sys
 
-from shared.handshake import ready, wait_go, write_result
+from shared.handshake import error_of, serve
 from shared.learner_limits import wait_while_the_kit_holds
 
 
@@ -16,14 +16,14 @@ def main(folder: str, name: str, slot_key: str, product: str) -> None:
     import schedule_store
     import state_store
     wait_while_the_kit_holds(state_store)
-    ready(folder, name)
-    if wait_go(folder, name) is None:
-        return
-    try:
-        out = {"job": schedule_store.schedule_once(slot_key, [int(product)])}
-    except Exception as exc:  # noqa: BLE001 - reported to the checker, which decides
-        out = {"error": f"{type(exc).__name__}: {exc}"[:200]}
-    write_result(folder, name, out)
+
+    def once(plan: dict) -> dict:
+        try:
+            return {"job": schedule_store.schedule_once(slot_key, [int(product)])}
+        except Exception as exc:  # noqa: BLE001 - reported to the checker, which decides
+            return error_of(exc, 200)
+
+    serve(folder, name, once)
 
 
 if __name__ == "__main__":

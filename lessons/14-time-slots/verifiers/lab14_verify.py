@@ -32,10 +32,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import datetime as dtmod
-import json
-import sys
 import time
-from pathlib import Path
 from uuid import uuid4
 
 from lab14_beat import (TICK, drop_leftover_ticks, new_slots, publish_until_sent, queued_ticks, start_chain,
@@ -48,7 +45,7 @@ from lab14_fixture import (UTC, admission_limit, at_capacity, celery_app, counts
 from shared import handshake, probe_report
 from shared.lesson_celery import LOG_DIR, WORK, log_lines, redact, short
 from shared.i18n import t
-from shared.lesson_db import job_row, kit_db, outbox_of, payload_of, sql
+from shared.lesson_db import fill_admission, job_row, outbox_of, payload_of, result_file, sql
 from shared.proc import Process, WaitTimeout, wait_until
 from shared.tap import Check, run
 
@@ -142,11 +139,8 @@ def check_beat_chain(c) -> None:
             row = wait_finished(job_id)
             assert row["status"] == "succeeded" and row["result_ref"], t(
                 "the job ended {status}", status=row['status'])
-            path = Path(row["result_ref"])
-            path = path if path.is_absolute() else WORK / path
-            assert path.is_file(), t("the file result_ref names does not exist: {result_ref}",
-                                     result_ref=row['result_ref'])
-            written = json.loads(path.read_text(encoding="utf-8"))
+            path, written = result_file(row, t("the file result_ref names does not exist: {result_ref}",
+                                               result_ref=row['result_ref']))
             assert [r.get("id") for r in written] == [r.get("id") for r in payload_of(row)], t(
                 "the file does not hold the job's payload snapshot")
             c.note(t("job succeeded, file {name} holds {n_written} products", name=path.name[:44],
@@ -353,11 +347,7 @@ def check_full_gate(c) -> None:
             kind, first = outcome(lambda: store.schedule_once(key, [product]))
             assert kind == "value" and first, t("with room left the first call should return a job_id, got {describe}",
                                                 describe=describe(kind, first))
-            active = sql("SELECT COUNT(*) AS n FROM export_jobs WHERE status IN ('queued','running')")[0]["n"]
-            fillers = [str(uuid4()) for _ in range(max(0, limit - int(active)))]
-            with kit_db() as cur:
-                cur.executemany("INSERT INTO export_jobs (id, payload, deadline_at) VALUES "
-                                "(%s, '[]', DATE_ADD(NOW(6), INTERVAL 10 MINUTE))", [(f,) for f in fillers])
+            fillers = fill_admission(limit)
             c.note(t("admission limit {limit}: the kit added {n_fillers} queued job(s), queued+running = {limit}",
                      limit=limit, n_fillers=len(fillers)))
             kind, fresh = at_capacity(f"kit14-7:{uuid4()}:fresh", product)
@@ -383,33 +373,19 @@ def check_race(c) -> None:
     product = first_product()
     key = f"kit14-8:{uuid4()}"
     names = [f"R{k}" for k in range(4)]
-    folder = LOG_DIR / f"lab14-race-{uuid4().hex[:8]}"
-    folder.mkdir(parents=True)
     with own_rows():
-        procs = {name: Process([sys.executable, str(WORK / "lab14_racer.py"), str(folder), name, key, str(product)],
-                               cwd=WORK, log_path=folder / f"{name}.log") for name in names}
-        try:
-            wait_until(lambda: all((folder / f"ready-{n}").exists() or not p.alive() for n, p in procs.items()), 30,
-                       "the four processes to import schedule_store", interval=0.02)
-            dead = [p for p in procs.values() if not p.alive()]
-            assert not dead, t("a schedule_once process failed to start:\n") + redact(dead[0].log_tail(6))
-
-            def answered() -> int:
-                return sum((folder / f"res-{n}-1").exists() for n in names)  # shared/handshake.py's result file
-
+        with handshake.HelperGroup(["lab14_racer.py"], names, LOG_DIR / f"lab14-race-{uuid4().hex[:8]}",
+                                   "schedule_once", (key, str(product)),
+                                   failed=t("a schedule_once process failed to start:\n")) as racers:
             with hold_gate():
-                handshake.go(folder, names)
+                racers.go_round()
                 try:  # every racer waits at the gate, or (a design without the gate) has already answered
-                    wait_until(lambda: waiting_at_gate() + answered() >= len(names), 30,
+                    wait_until(lambda: waiting_at_gate() + racers.done(1) >= len(names), 30,
                                "all four to wait at the gate", interval=0.02)
                 except WaitTimeout:
                     c.note(t("  (not all four were seen waiting at the gate within 30 s; released anyway)"))
                 queued = waiting_at_gate()
-            results = [handshake.wait_result(folder, name, 30) for name in names]
-        finally:
-            handshake.stop(folder)
-            for proc in procs.values():
-                proc.stop(grace=3)
+            results = [handshake.wait_result(racers.folder, name, 30) for name in names]
         winners = [r["job"] for r in results if r.get("job")]
         nones = [r for r in results if "job" in r and r["job"] is None]
         errors = [r["error"] for r in results if r.get("error")]

@@ -18,7 +18,7 @@ from lab15_fixture import (GATE, celery_app, learner, make_due, outbox_row, park
                            scan, send, shown, store, submitted, unsent, wait_end, wait_hold, worker_event)
 
 from shared import probe_report
-from shared.lesson_celery import LOG_DIR, DeclaredWorker, children_of, private_worker_argv, short, start_worker
+from shared.lesson_celery import LOG_DIR, children_of, declared_worker, private_worker_argv, short, start_worker
 from shared.i18n import t
 from shared.lesson_db import (TERMINAL, UUID_RE, fault_trigger, held_by_others, job_row, lease_token_of, lock_waits,
                               make_marks_table, one_line, payload_of, plan_of, row_lock_error, server_now, sql,
@@ -128,7 +128,7 @@ def check_unclaimed(c) -> None:
 def check_retry_gate(c) -> None:
     st = store()
     app = celery_app()
-    DeclaredWorker()
+    declared_worker()
     jobs: list[str] = []
     try:
         # The kit's own duplicates first: its finding names the mistake (the claim's backoff condition); the
@@ -267,7 +267,7 @@ def check_confirm(c) -> None:
 def check_warm_shutdown(c) -> None:
     st = store()
     app = celery_app()
-    declared = DeclaredWorker()
+    declared = declared_worker()
     job_id = st.submit_snapshot([45, 46])
     jobs = [job_id]
     proc = None

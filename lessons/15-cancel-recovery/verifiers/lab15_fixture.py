@@ -15,7 +15,8 @@ from shared.lesson_celery import LOG_DIR, WORK, read_events, short
 from shared.hold_gate import HoldList
 from shared.i18n import t
 from shared import lesson_celery, lesson_db
-from shared.lesson_db import TERMINAL, changed_rows, job_row, kit_db, outbox_of, result_file, sql, wait_status
+from shared.lesson_db import (TERMINAL, changed_rows, event_sent, job_row, kit_db, outbox_of, result_file, sql,
+                              wait_status)
 from shared.probe import Probe
 from shared.proc import WaitTimeout, wait_until
 
@@ -154,35 +155,28 @@ def run_script(args: list[str], env: dict | None = None):
 
 # ---------------------------------------------------------------- the worker, its deliveries and pauses
 
-def events() -> list[dict]:
-    return read_events(GATE.events)
+events = functools.partial(read_events, GATE.events)  # the probe's events (with these fields)
 
 
 def worker_event(kind: str, **fields) -> dict | None:
     """The worker's first event of this kind ("hold", "end", ...) with these fields."""
-    return next((e for e in events() if e.get("kind") == kind and all(e.get(k) == v for k, v in fields.items())), None)
-
-
-def wait_event(said: str, seconds: float, interval: float, kind: str, **fields) -> dict:
-    """That event, once the worker has recorded it; a failed check that says `said` if it never does."""
-    try:
-        return wait_until(lambda: worker_event(kind, **fields), seconds, f"the worker's {kind} {fields}",
-                          interval=interval)
-    except WaitTimeout:
-        raise AssertionError(said) from None
+    return next(iter(events(kind=kind, **fields)), None)
 
 
 def wait_hold(phase: str, job_id: str, seconds: float = 20) -> dict:
     where = t("after its claim") if phase == "claim" else t(
         "at the file write (the path must hold the job_id, e.g. artifacts/<job_id>.<token>.json)")
-    return wait_event(t("within {seconds:g}s the worker never paused job {job_id} {where} (see the worker log)",
-                        seconds=seconds, job_id=short(job_id), where=where), seconds, 0.02, "hold", phase=phase,
-                      job=job_id)
+    return GATE.wait_held([job_id], seconds, f"the worker's hold of {job_id}", phase, 0.02, late=lambda: t(
+        "within {seconds:g}s the worker never paused job {job_id} {where} (see the worker log)", seconds=seconds,
+        job_id=short(job_id), where=where))
 
 
 def wait_end(task_id: str, seconds: float = 20) -> dict:
-    return wait_event(t("the worker did not finish message {task_id} within {seconds:g}s (see the worker log)",
-                        task_id=short(task_id), seconds=seconds), seconds, 0.05, "end", task_id=task_id)
+    try:
+        return wait_until(lambda: worker_event("end", task_id=task_id), seconds, f"the worker's end of {task_id}")
+    except WaitTimeout:
+        raise AssertionError(t("the worker did not finish message {task_id} within {seconds:g}s (see the worker log)",
+                               task_id=short(task_id), seconds=seconds)) from None
 
 
 def shown(end: dict) -> str:
@@ -219,8 +213,7 @@ def publish_event(pub, event_id: str, tries: int = 3) -> bool:
     with parked({event_id}):
         for _ in range(tries):
             result = pub.publish_one()
-            row = sql("SELECT sent_at FROM export_outbox WHERE id=%s", (event_id,))
-            if row and row[0]["sent_at"] is not None:
+            if event_sent(event_id):
                 return result
     raise AssertionError(t("event {event_id} still unsent after {tries} publish_one() calls (last returned "
                            "{result!r})", event_id=short(event_id), tries=tries, result=result))

@@ -18,7 +18,7 @@ import sys
 import time
 
 from shared import probe_report
-from shared.handshake import hold_after_first_lock, serve
+from shared.handshake import error_of, hold_after_first_lock, serve
 
 
 def after_send():
@@ -43,7 +43,7 @@ def run_once(folder: str, name: str, call, armed=lambda: True) -> None:
         try:
             return {"value": call()}
         except Exception as exc:  # noqa: BLE001 - reported to the checker, which decides
-            return {"error": f"{type(exc).__name__}: {exc}"[:300]}
+            return error_of(exc)
     serve(folder, name, once)
 
 

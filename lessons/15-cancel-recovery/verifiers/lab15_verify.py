@@ -41,9 +41,7 @@ their drills, lab15_fixture.py the lab they run in, lab15_figures.py the timelin
 from __future__ import annotations
 
 import contextlib
-import os
 import re
-import signal
 import time
 from uuid import uuid4
 
@@ -54,11 +52,11 @@ from lab15_fixture import (GATE, cancel, celery_app, dead_letter, events, expire
                            published_as, publisher, recovery, remove_jobs, retire, run_published, run_script,
                            scan, send, shown, store, submitted, unsent, wait_end, wait_hold, worker_event)
 
-from shared.lesson_celery import LOG_DIR, DeclaredWorker, children_of, pid_running, short
+from shared.lesson_celery import LOG_DIR, children_of, declared_worker, short
 from shared.figures import attach
 from shared.i18n import t
-from shared.lesson_db import UUID_RE, job_row, kit_db, lease_token_of, payload_of, server_now, sql
-from shared.proc import WaitTimeout, wait_until
+from shared.lesson_db import UUID_RE, fill_admission, job_row, lease_token_of, payload_of, server_now, sql
+from shared.proc import WaitTimeout, kill_pid, wait_until
 from shared.tap import Check, run
 
 
@@ -83,7 +81,7 @@ def check_cancel(c) -> None:
     st = store("can_continue")
     rec = recovery()
     app = celery_app()
-    DeclaredWorker()  # the runner started it; fail early with a clear message if not
+    declared_worker()  # the runner started it; fail early with a clear message if not
     jobs: list[str] = []
     try:
         # -- can_continue answers for the live owner only
@@ -168,7 +166,7 @@ def check_lease_recovery(c) -> None:
     st = store()
     rec = recovery()
     pub = publisher()
-    worker = DeclaredWorker()
+    worker = declared_worker()
     job_id = st.submit_snapshot([11, 12])
     jobs = [job_id]
     tl: dict = {}  # the figure's moments (time.time())
@@ -196,9 +194,8 @@ def check_lease_recovery(c) -> None:
             "during the write the job should be running/1, got {status}/{attempts}", status=before['status'],
             attempts=before['attempts'])
         tl["child"] = child
-        os.kill(child, signal.SIGKILL)
         tl["kill"] = time.time()
-        wait_until(lambda: not pid_running(child), 10, f"pool child {child} to die")
+        kill_pid(child, 10, f"pool child {child} to die")
         c.note(t("job {job_id} mid-write: worker child {child} SIGKILLed (running, attempts=1)", job_id=short(job_id),
                  child=child))
         # acks_late + reject_on_worker_lost may hand the message out again, whenever: its claim finds the job
@@ -264,8 +261,7 @@ def check_lease_recovery(c) -> None:
         assert row["attempts"] == 2, t("the claim after recovery should have attempts == 2, got {attempts}",
                                        attempts=row['attempts'])
         path = published_as(row, snapshot, t("the result file is not the job's snapshot"))
-        claimed_by = [e for e in events() if e.get("kind") == "start" and e.get("args", [None])[:1] == [job_id]
-                      and e.get("task_id") == event["id"]]
+        claimed_by = [e for e in events(kind="start", task_id=event["id"]) if e.get("args", [None])[:1] == [job_id]]
         c.note(t("recovery event {id} delivered {n_claimed_by} time(s); result file {name} holds the submit-time "
                  "snapshot", id=short(event['id']), n_claimed_by=len(claimed_by), name=path.name))
     finally:
@@ -347,11 +343,7 @@ def check_dead_letter_replay(c) -> None:
 
         limit = getattr(st, "ADMISSION_LIMIT", 100)
         limit = limit if type(limit) is int and 0 < limit <= 1000 else 100
-        open_now = sql("SELECT COUNT(*) AS n FROM export_jobs WHERE status IN ('queued','running')")[0]["n"]
-        fillers = [str(uuid4()) for _ in range(max(0, limit - open_now))]
-        with kit_db() as cur:
-            cur.executemany("INSERT INTO export_jobs (id, payload, deadline_at) VALUES "
-                            "(%s, '[]', DATE_ADD(NOW(6), INTERVAL 10 MINUTE))", [(f,) for f in fillers])
+        fillers = fill_admission(limit)
         before = sql("SELECT COUNT(*) AS n FROM export_jobs WHERE replay_of=%s", (job_id,))[0]["n"]
         refused = None
         try:
@@ -387,7 +379,7 @@ def check_exhausted(c) -> None:
     st = store()
     rec = recovery()
     app = celery_app()
-    DeclaredWorker()
+    declared_worker()
     job_id = st.submit_snapshot([47])
     jobs = [job_id]
     tl: dict = {}  # the figure's moments (time.time())
