@@ -6,6 +6,7 @@
 - extra workers the verifier owns (shared.proc.Process), stopped by their PID;
 - a look into the broker's queue list without consuming anything, and taking the kit's own messages back;
 - a learner's or the kit's script run as the lesson runs it, its output with secrets masked;
+- the learner's Celery task sent with, waited on and asked about in a probe (LearnerTask), never in the judge;
 - for the probes that run inside workers: append_event, one JSON line per event to a shared file;
 
 Shared by the verifiers and probes of lessons 08–16.
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import importlib
 import json
 import os
 import signal
@@ -262,6 +264,73 @@ def run_script(args: list[str], timeout: float, late: str | None = None, env: di
         raise AssertionError(late) from None
     output = redact(done.stdout)
     return Script(done.returncode, output, [line for line in output.splitlines() if line.strip()])
+
+
+# ---------------------------------------------------------------- the learner's task, through a probe
+
+def learner_task(where: str):
+    """The learner's task "module:name" (e.g. "export_tasks:export_products"), imported where this runs: in a
+    probe next to the learner's modules (shared/probe.py), never in the judge."""
+    module, _, name = where.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def send_in_probe(where: str, args: list, task_id: str | None = None, queue: str | None = None) -> str:
+    """In the probe: task.apply_async(args=args) with task_id= and queue= when given: the message's id."""
+    options = {key: value for key, value in (("task_id", task_id), ("queue", queue)) if value}
+    return learner_task(where).apply_async(args=args, **options).id
+
+
+def result_in_probe(where: str, task_id: str, seconds: float):
+    """In the probe: AsyncResult(task_id).get(timeout=seconds), the task's return value.  What get raises (the
+    task's own error, Celery's TimeoutError) is raised there too, and rebuilt on the judge's side."""
+    return learner_task(where).AsyncResult(task_id).get(timeout=seconds)
+
+
+def state_in_probe(where: str, task_id: str) -> str:
+    """In the probe: AsyncResult(task_id).state, as the learner's result backend has it."""
+    return learner_task(where).AsyncResult(task_id).state
+
+
+ENDED_STATES = ("SUCCESS", "FAILURE", "REVOKED")  # the Celery states a task never leaves
+
+
+class LearnerTask:
+    """The learner's Celery task "module:name" as a judge uses it: loaded, sent with, waited on and asked about in
+    `probe` (a shared.probe.Probe), never loaded in the judge.  Plain data comes back; the judge decides."""
+
+    def __init__(self, probe, where: str, margin: float = 15):
+        self.probe, self.where = probe, where
+        self.margin = margin  # seconds a result() call may take beyond the wait on the result it asks for
+
+    def load(self) -> None:
+        """The task's module imported in the probe, defining the task: an AssertionError that says why not."""
+        self.probe.module(*self.where.split(":"))
+
+    def send(self, args: list, task_id: str | None = None, queue: str | None = None) -> str:
+        return self.probe.call("shared.lesson_celery:send_in_probe", self.where, args, task_id, queue)
+
+    def result(self, task_id: str, seconds: float):
+        return self.probe.call("shared.lesson_celery:result_in_probe", self.where, task_id, seconds,
+                               timeout=seconds + self.margin)
+
+    def value(self, task_id: str, seconds: float, failed):
+        """result(), for a check that needs the task to succeed: whatever get raised fails the check with
+        failed(why), a lesson's words around why ("Type: message", secrets masked)."""
+        try:
+            return self.result(task_id, seconds)
+        except Exception as exc:  # noqa: BLE001 - what the learner's task (or Celery) raised is the finding
+            raise AssertionError(failed(redact(f"{type(exc).__name__}: {exc}"))) from None
+
+    def state(self, task_id: str) -> str:
+        return self.probe.call("shared.lesson_celery:state_in_probe", self.where, task_id)
+
+    def settled(self, task_id: str, seconds: float) -> str:
+        """The task's state once it has ended (ENDED_STATES), or as it is after `seconds`: a bounded wait, so the
+        check judges the state it gets, never the clock."""
+        with contextlib.suppress(WaitTimeout):
+            wait_until(lambda: self.state(task_id) in ENDED_STATES, seconds, f"{task_id} to end", interval=0.1)
+        return self.state(task_id)
 
 
 # ---------------------------------------------------------------- the broker

@@ -9,7 +9,7 @@ Modes (LAB_SERVICES=docker|native|external, else auto-detected: shared/services.
   external  servers you run yourself, reached through the URLs in the environment or .env.tasks
 
 Credentials are generated once into .env.tasks (mode 0600) and never printed (shared/credentials.py).
-Lessons' verifiers use this module's names: up, stop_service, split_sql, ensure_credentials, redis_ok,
+Lessons' verifiers use this module's names: up, stop_for_drill, split_sql, ensure_credentials, redis_ok,
 MYSQL, ServiceError.
 """
 
@@ -89,6 +89,18 @@ def stop_service(name: str) -> str:
         how = f"{name} pid {pid} stopped"
     port = S.REDIS_PORT if name == "redis" else S.MYSQL_PORT
     wait_until(lambda: not port_open(port), 20, f"{name} to stop listening", interval=0.1)
+    return how
+
+
+def stop_for_drill(name: str, restart: bool = False) -> str:
+    """stop_service inside a lesson's check (with `restart`, `up` again right after): a server the checker may not
+    stop or start (external mode) fails that check as unprovable.  Returns how it was stopped."""
+    try:
+        how = stop_service(name)
+        if restart:
+            up([name])
+    except ServiceError as exc:  # external mode: a server the learner runs is never stopped
+        raise AssertionError(t("this item cannot be proved: {exc}", exc=exc)) from None
     return how
 
 

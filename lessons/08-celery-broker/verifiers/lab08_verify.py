@@ -18,7 +18,7 @@
 The runner starts the worker declared in tasks.json; this verifier stops it for 08.5/08.7 and stops
 every worker it starts itself.  Secrets are read from .env.tasks and never printed.  The learner's modules
 never load here (the judge): export_products is sent with, waited on and asked about in a probe
-(lab08_learner.py through shared/probe.py), which reports what happened; the checks decide.
+(shared.lesson_celery.LearnerTask), which reports what happened; the checks decide.
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ from shared.lesson_celery import (
     LOG_DIR,
     WORK,
     DeclaredWorker,
+    LearnerTask,
     declared_worker,
     describe_url,
     env_file_values,
@@ -67,8 +68,7 @@ REPLY_SECONDS = 45  # bounds on answers that take milliseconds when all is well;
 ANSWER_SECONDS = 20
 OUTAGE = 20  # seconds: a worker restart (a deploy, a crash) easily lasts this long; queued work must outlive it
 API_WAITS = LOG_DIR / "api-waits.jsonl"  # written by lab08_api.py
-RESULT_MARGIN = 15  # seconds a probe call may take beyond the wait on a result it was asked for
-learner = Probe(verifiers=Path(__file__).resolve().parent)  # the learner's modules load there, never here
+EXPORT = LearnerTask(Probe(verifiers=Path(__file__).resolve().parent), "export_tasks:export_products")
 
 
 def checks() -> list[Check]:
@@ -101,25 +101,6 @@ def _snapshot(job: str) -> list[dict]:
          "price_cents": 1999},
         {"id": 8, "name": f"lab-{job[:8]}", "description": "", "is_active": False, "price_cents": 0},
     ]
-
-
-def _import_task() -> None:
-    """export_tasks imported in the probe, defining export_products: an AssertionError that says why not."""
-    learner.module("export_tasks", "export_products")
-
-
-def _send(job_id: str, rows: list[dict]) -> str:
-    """export_products.apply_async(args=[job_id, rows], task_id=job_id), in the probe: the message id."""
-    return learner.call("lab08_learner:send", job_id, rows, job_id)
-
-
-def _result(task_id: str, seconds: float):
-    """AsyncResult(task_id).get(timeout=seconds), in the probe: the value, or what get raised (rebuilt)."""
-    return learner.call("lab08_learner:result", task_id, seconds, timeout=seconds + RESULT_MARGIN)
-
-
-def _state(task_id: str) -> str:
-    return learner.call("lab08_learner:state", task_id)
 
 
 def _waiting(job_id: str) -> tuple[bytes, dict] | None:
@@ -247,15 +228,11 @@ def check_producer(c, worker: DeclaredWorker) -> None:
 # ---------------------------------------------------------------- 08.4
 
 def check_artifact(c) -> None:
-    _import_task()
+    EXPORT.load()
     job_id = str(uuid4())
     rows = _snapshot(job_id)
-    _send(job_id, rows)
-    try:
-        value = _result(job_id, 20)
-    except Exception as exc:  # noqa: BLE001
-        why = redact(f"{type(exc).__name__}: {exc}")
-        raise AssertionError(t("the export did not succeed: {why}", why=why)) from None
+    EXPORT.send([job_id, rows], job_id)
+    value = EXPORT.value(job_id, 20, lambda why: t("the export did not succeed: {why}", why=why))
     c.note(redact(t("sent a {n_rows}-row snapshot as job {job_id}; result {value}", n_rows=len(rows), job_id=job_id,
                     value=value)))
     target = WORK / "artifacts" / f"{job_id}.json"
@@ -445,19 +422,19 @@ def _expires_in(headers: dict) -> float | None:
 def check_restart(c, worker: DeclaredWorker) -> None:
     from celery.exceptions import TimeoutError as CeleryTimeout
 
-    _import_task()
+    EXPORT.load()
     if worker.alive():
         seconds = worker.stop()
         c.note(t("worker (pid {pid}) stopped ({seconds:.1f} s)", pid=worker.pid, seconds=seconds))
     job_id = str(uuid4())
     rows = _snapshot(job_id)
-    _send(job_id, rows)
+    EXPORT.send([job_id, rows], job_id)
     try:
-        _result(job_id, 1.5)
+        EXPORT.result(job_id, 1.5)
         raise AssertionError(t("get() returned a result with no worker running: is another worker consuming exports?"))
     except CeleryTimeout:
         pass
-    pending = _state(job_id)
+    pending = EXPORT.state(job_id)
     found = _waiting(job_id)
     assert found, t("message {job_id} is not in the broker's {queue} list", job_id=job_id, queue=QUEUE)
     c.note(t("submitted {job_id} with no worker: get(timeout=1.5) timed out, state {pending}, the message waits in "
@@ -472,17 +449,14 @@ def check_restart(c, worker: DeclaredWorker) -> None:
     proc = start_worker(worker.argv, "worker-restarted.log", timeout=REPLY_SECONDS)
     c.note(t("started a worker with the same command: pid {pid}", pid=proc.pid))
     try:
-        with contextlib.suppress(WaitTimeout):
-            wait_until(lambda: _state(job_id) in ("SUCCESS", "FAILURE", "REVOKED"), REPLY_SECONDS,
-                       f"{job_id} to finish", interval=0.1)
-        final = _state(job_id)
+        final = EXPORT.settled(job_id, REPLY_SECONDS)
         if final != "SUCCESS":
             for line in log_lines(proc.log_text(), job_id):
                 c.note("  " + line)
         assert final == "SUCCESS", t("after the worker came back the same id is {final}, not SUCCESS", final=final)
         target = WORK / "artifacts" / f"{job_id}.json"
         assert target.is_file(), t("artifacts/{job_id}.json is missing", job_id=job_id)
-        value = redact(str(_result(job_id, 5)))
+        value = redact(str(EXPORT.result(job_id, 5)))
         c.note(t("same id {job_id} → SUCCESS, {value}", job_id=job_id, value=value))
     finally:
         proc.stop(grace=10)

@@ -16,7 +16,8 @@
 
 The declared worker (tasks.json) serves 09.1–09.3 and 09.5; 09.4 uses its own worker on a private
 queue and stops it by its PID.  The learner's modules never load here (the judge): sending, waiting and
-asking workers happen in a probe (lab09_learner.py), which reports what happened; the checks decide.
+asking workers happen in a probe (shared.lesson_celery.LearnerTask, lab09_learner.py), which reports what
+happened; the checks decide.
 """
 
 from __future__ import annotations
@@ -36,8 +37,8 @@ from pathlib import Path
 from uuid import uuid4
 
 from shared import handshake
-from shared.lesson_celery import (LOG_DIR, WORK, children_of, declared_worker, log_lines, private_worker_argv,
-                                  read_events, redact, run_script, short, start_worker)
+from shared.lesson_celery import (ENDED_STATES, LOG_DIR, WORK, LearnerTask, children_of, declared_worker, log_lines,
+                                  private_worker_argv, read_events, redact, run_script, short, start_worker)
 from shared.figures import attach, bar, lane, lanes, mark
 from shared.i18n import t
 from shared.probe import Probe
@@ -46,10 +47,9 @@ from shared.tap import Check, run
 
 ARTIFACTS = WORK / "artifacts"
 VISIBILITY = 60
-TERMINAL = ("SUCCESS", "FAILURE", "REVOKED")
 REPLY_SECONDS = 45  # bound on getting one worker's control reply; a pass takes milliseconds
-RESULT_MARGIN = 15  # seconds a probe call may take beyond the wait it was asked for
 learner = Probe(verifiers=Path(__file__).resolve().parent)  # the learner's modules load there, never here
+EXPORT = LearnerTask(learner, "export_tasks:export_products")
 
 
 def checks() -> list[Check]:
@@ -65,15 +65,7 @@ def checks() -> list[Check]:
 def _import() -> None:
     """celery_app (with its app) and export_tasks (with export_products) load in the probe."""
     learner.module("celery_app", values=("app",))
-    learner.module("export_tasks", "export_products")
-
-
-def _send(job_id: str, rows: list[dict], task_id: str, queue: str | None = None) -> str:
-    return learner.call("lab09_learner:send", job_id, rows, task_id, queue)
-
-
-def _state(task_id: str) -> str:
-    return learner.call("lab09_learner:state", task_id)
+    EXPORT.load()
 
 
 def _ask(node: str, method: str, **arguments):
@@ -97,11 +89,8 @@ def _rows(count: int, tag: str) -> list[dict]:
 
 def _get(task_id: str, seconds: float = 20):
     """AsyncResult(task_id).get(timeout=seconds) in the probe: the value; what it raised fails the check."""
-    try:
-        return learner.call("lab09_learner:result", task_id, seconds, timeout=seconds + RESULT_MARGIN)
-    except Exception as exc:  # noqa: BLE001
-        why = redact(f"{type(exc).__name__}: {exc}")
-        raise AssertionError(t("task {task_id} did not succeed: {why}", task_id=task_id, why=why)) from None
+    return EXPORT.value(task_id, seconds, lambda why: t("task {task_id} did not succeed: {why}", task_id=task_id,
+                                                         why=why))
 
 
 def _sha(data: bytes) -> str:
@@ -192,8 +181,8 @@ def check_duplicate(c) -> None:
     rows = _rows(3, "dup")
     # The same snapshot as another producer may build it: equal rows, keys in another order.
     reordered = [dict(reversed(list(row.items()))) for row in rows]
-    first = _send(job_id, rows, str(uuid4()))
-    second = _send(job_id, reordered, str(uuid4()))
+    first = EXPORT.send([job_id, rows], str(uuid4()))
+    second = EXPORT.send([job_id, reordered], str(uuid4()))
     a, b = _get(first), _get(second)
     c.note(t("one job_id {job_id}, two messages {first} and {second} (one snapshot; the second lists each row's "
              "fields in reverse order)", job_id=job_id, first=short(first), second=short(second)))
@@ -226,7 +215,7 @@ def check_atomic(c) -> None:
         c.note(t("inotify unavailable ({exc}): the reader thread alone decides", exc=exc))
     reader = Reader(target)
     reader.start()
-    deliveries = [_send(job_id, rows, str(uuid4())) for _ in range(8)]
+    deliveries = [EXPORT.send([job_id, rows], str(uuid4())) for _ in range(8)]
     try:
         for delivery in deliveries:
             _get(delivery, 30)
@@ -263,10 +252,8 @@ def check_atomic(c) -> None:
     (blocker / "keep").write_text("a directory in the way\n")
     before = {p.name for p in ARTIFACTS.iterdir()}
     try:
-        failing = _send(broken_id, rows[:2], str(uuid4()))
-        with contextlib.suppress(WaitTimeout):
-            wait_until(lambda: _state(failing) in TERMINAL, 20, "the failing delivery to end", interval=0.1)
-        state = _state(failing)
+        failing = EXPORT.send([broken_id, rows[:2]], str(uuid4()))
+        state = EXPORT.settled(failing, 20)
         left = sorted({p.name for p in ARTIFACTS.iterdir()} - before)
         c.note(t("a delivery whose os.replace fails → {state}; files left behind: {left}", state=state,
                  left=left or t('none')))
@@ -378,14 +365,14 @@ def check_redelivery(c) -> None:
     try:
         c.note(t("drill worker: pid {pid}, node {node}, private queue {queue}, concurrency 1", pid=proc.pid, node=node,
                  queue=queue))
-        _send(job_id, _rows(40, "drill"), message_id, queue)
+        EXPORT.send([job_id, _rows(40, "drill")], message_id, queue)
         # Either it reaches os.replace (and is held there), or it ends without ever calling it: a fact
         # as soon as the result is in, so a write-in-place never costs this check its whole bound.
         with contextlib.suppress(WaitTimeout):
-            wait_until(lambda: events("held") or _state(message_id) in TERMINAL, 30,
+            wait_until(lambda: events("held") or EXPORT.state(message_id) in ENDED_STATES, 30,
                        "the first execution to reach os.replace", interval=0.1)
         if not events("held"):
-            state = _state(message_id)
+            state = EXPORT.state(message_id)
             raise AssertionError(t("the first execution never reached os.replace (state {state}): export_products "
                                    "must write a temp file and os.replace it onto the target", state=state))
         held = events("held")[0]
@@ -412,11 +399,11 @@ def check_redelivery(c) -> None:
         def second_run() -> list[dict]:
             return [e for e in events("start") if e.get("task_id") == message_id and e["pid"] != child]
         with contextlib.suppress(WaitTimeout):
-            wait_until(lambda: second_run() or _state(message_id) in ("FAILURE", "REVOKED"), 30,
+            wait_until(lambda: second_run() or EXPORT.state(message_id) in ("FAILURE", "REVOKED"), 30,
                        "the message to come back", interval=0.1)
         again = second_run()
         if not again:
-            state = _state(message_id)
+            state = EXPORT.state(message_id)
             for line in log_lines(proc.log_text(), "WorkerLost", limit=2) + log_lines(proc.log_text(), message_id):
                 c.note("  " + line)
         assert again, t("the task never ran again after the child died (state {state}): it needs task_acks_late plus "
@@ -428,7 +415,7 @@ def check_redelivery(c) -> None:
         final = target.read_bytes()
         json.loads(final)
         final_digest = _sha(final)
-        state = _state(message_id)
+        state = EXPORT.state(message_id)
         c.note(t("final: {state}, file sha256 {final_digest}…, returned {sha256}…", state=state,
                  final_digest=final_digest[:16], sha256=str(value.get('sha256'))[:16]))
         assert final_digest == digest and value.get("sha256") == digest, t(
@@ -452,8 +439,8 @@ def check_versions(c) -> None:
     snapshot_a = [{"id": 1, "name": "old title", "description": "", "is_active": True, "price_cents": 100},
                   {"id": 2, "name": "second", "description": "", "is_active": True, "price_cents": 200}]
     snapshot_b = [{"id": 1, "name": "new title", "description": "", "is_active": True, "price_cents": 100}]
-    a = _get(_send(job_id, snapshot_a, str(uuid4())))
-    b = _get(_send(job_id, snapshot_b, str(uuid4())))
+    a = _get(EXPORT.send([job_id, snapshot_a], str(uuid4())))
+    b = _get(EXPORT.send([job_id, snapshot_b], str(uuid4())))
     target = WORK / str(b.get("path") or a.get("path"))
     data = target.read_bytes()
     try:

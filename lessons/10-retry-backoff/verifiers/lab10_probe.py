@@ -98,8 +98,7 @@ def _instrument(task) -> None:
 
 
 def _previous_attempt_ended(task_id: str, attempt: int) -> bool:
-    return any(e["kind"] == "end" and e.get("task_id") == task_id and e.get("retries") == attempt
-               for e in read_events(EVENTS))
+    return bool(read_events(EVENTS, kind="end", task_id=task_id, retries=attempt))
 
 
 def _eta_at(request) -> float | None:

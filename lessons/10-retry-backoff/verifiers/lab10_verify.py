@@ -15,8 +15,8 @@ order, and the backoff is shrunk, so no check waits out the real delays.  Every 
       deadline itself is far enough away for any delivery) fails at once with "insufficient retry
       budget": 1 read, 0 retries
 
-The learner's modules never load here (the judge): jobs are sent and read in a probe (lab10_learner.py),
-which reports what it saw; the checks decide.
+The learner's modules never load here (the judge): jobs are sent and read in a probe
+(shared.lesson_celery.LearnerTask, lab10_learner.py), which reports what it saw; the checks decide.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from uuid import uuid4
 
-from shared.lesson_celery import LOG_DIR, declared_worker, log_lines, read_events, redact, run_script
+from shared.lesson_celery import LOG_DIR, LearnerTask, declared_worker, log_lines, read_events, redact, run_script
 from shared.figures import attach, bar, lane, lanes, mark
 from shared.i18n import t
 from shared.probe import Probe
@@ -41,6 +41,7 @@ BUDGET = LOG_DIR / "retry-budget.txt"
 DEFAULT_BACKOFF = {"backoff_base": 1.0, "backoff_max": 8.0}  # the course's caps: min(8, 2**n)
 FINISH_SECONDS = 20  # bound on one job's run; a pass takes well under a second
 learner = Probe(verifiers=Path(__file__).resolve().parent)  # the learner's modules load there, never here
+RETRY_EXPORT = LearnerTask(learner, "retry_tasks:retry_export")
 
 
 def checks() -> list[Check]:
@@ -54,24 +55,20 @@ def checks() -> list[Check]:
     ]
 
 
-def retry_export() -> None:
-    """retry_tasks imported in the probe, defining retry_export: an AssertionError that says why not."""
-    learner.module("retry_tasks", "retry_export")
-
-
 class Run:
-    """One submitted job and the facts about it: the probe's events, grouped by attempt, and the result backend
-    (read through the probe that sent it)."""
+    """One job submitted to the running worker and the facts about it: the probe's events, grouped by attempt, and
+    the result backend (read through the probe that sent it)."""
 
     def __init__(self, deadline: float, fail_until: int, listed_in=None):
-        retry_export()
+        declared_worker().running()
+        RETRY_EXPORT.load()
         self.job_id = str(uuid4())
         if listed_in is not None:
             with open(listed_in, "a", encoding="utf-8") as stream:
                 stream.write(self.job_id + "\n")
         self.deadline, self.fail_until = deadline, fail_until
         self.submitted = time.time()  # for the timeline figure only
-        self.id = learner.call("lab10_learner:send", self.job_id, deadline, fail_until)
+        self.id = RETRY_EXPORT.send([self.job_id, deadline, fail_until])
         self.last: dict | None = None
         self.state = "PENDING"
 
@@ -218,7 +215,6 @@ def check_recovers(c) -> None:
 # ---------------------------------------------------------------- 10.2
 
 def check_expired(c) -> None:
-    declared_worker().running()
     run = Run(time.time() - 1, 0).finish(c)
     c.note(t("deadline 1 s in the past, fail_until=0: {summary}, error {error}", summary=run.summary(),
              error=run.error()))
@@ -235,7 +231,6 @@ def check_expired(c) -> None:
 # ---------------------------------------------------------------- 10.3
 
 def check_permanent(c) -> None:
-    declared_worker().running()
     run = Run(time.time() + 30, 0, listed_in=PERMANENT).finish(c)
     c.note(t("the read raises ValueError('invalid export request'): {summary}, error {error}", summary=run.summary(),
              error=run.error()))
@@ -251,10 +246,9 @@ def check_permanent(c) -> None:
 # ---------------------------------------------------------------- 10.4
 
 def check_limit(c) -> None:
-    worker = declared_worker().running()
     run = Run(time.time() + 60, 10).finish(c)
     c.note(t("fail_until=10: {summary}, error {error}", summary=run.summary(), error=run.error()))
-    for line in log_lines(worker.log_text(), run.id, "retry", limit=3):
+    for line in log_lines(declared_worker().log_text(), run.id, "retry", limit=3):
         c.note("  " + line.split("] ", 1)[-1][:180])
     run.assert_finished()
     assert run.state == "FAILURE", t("fail_until=10 should end in FAILURE, got {state}", state=run.state)
@@ -269,7 +263,6 @@ def check_limit(c) -> None:
 # ---------------------------------------------------------------- 10.5
 
 def check_delays(c) -> None:
-    declared_worker().running()
     run = Run(time.time() + 60, 10).finish(c)
     run.assert_finished()
     planned = sorted(run.events("retry"), key=lambda e: e.get("retries") or 0)
@@ -300,7 +293,6 @@ def check_delays(c) -> None:
 # ---------------------------------------------------------------- 10.6
 
 def check_budget(c) -> None:
-    declared_worker().running()
     # The deadline is a minute away, so the entry check passes however slowly the message travels; the probe
     # then makes the failed read use up the budget: the retry decision sees 0.05 s left, as in the exercise.
     run = Run(time.time() + 60, 2, listed_in=BUDGET).finish(c, task_clock=True)

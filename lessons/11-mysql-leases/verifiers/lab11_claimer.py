@@ -50,7 +50,6 @@ def outcome(got) -> dict:
 
 
 def claimer(folder: Path, name: str, state_store) -> None:
-    ready(folder, name)
     round_no = 1
     while (plan := wait_go(folder, name, round_no)) is not None:
         _claimer.name, _claimer.round, _claimer.seen = name, round_no, False
@@ -71,6 +70,7 @@ def main(folder: str, name: str, threads: str) -> None:
             for k in range(1, int(threads) + 1)]
     for thread in pool:
         thread.start()
+    ready(folder, name)  # state_store imported, every claimer thread waiting for its go
     for thread in pool:
         thread.join()
 

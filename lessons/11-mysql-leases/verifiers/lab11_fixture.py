@@ -6,12 +6,10 @@ The checks judge by what these return; an assert here only stops a helper that c
 from __future__ import annotations
 
 import contextlib
-from functools import cached_property
-from types import SimpleNamespace
 
 import pymysql
 
-from shared.lesson_celery import LOG_DIR, DeclaredWorker, read_events, short, start_worker
+from shared.lesson_celery import LOG_DIR, LearnerTask, declared_worker, read_events, short, start_worker
 from shared.hold_gate import HoldList
 from shared.i18n import t
 from shared.lesson_db import db_settings, kit_db, sql
@@ -53,6 +51,7 @@ def mariadb_hint() -> str:
 # ---------------------------------------------------------------- the learner's modules
 
 learner = Probe()  # the learner's modules load there, never in the judge
+EXPORT = LearnerTask(learner, "export_tasks:export_products")
 
 
 def store():
@@ -60,30 +59,25 @@ def store():
                           "submit_snapshot", "claim", "finish")
 
 
-def export_task() -> SimpleNamespace:
-    """The learner's export_products task: .delay(job_id) sends through the probe (lab11_learner.py) and
-    returns the message (its .id)."""
-    learner.module("export_tasks", "export_products")
-    return SimpleNamespace(delay=lambda job_id: SimpleNamespace(id=learner.call("lab11_learner:delay", job_id)))
+def export_task() -> LearnerTask:
+    """The learner's export_products, loaded in the probe: .send([job_id]) sends through it (the message's id)."""
+    EXPORT.load()
+    return EXPORT
 
 
 # ---------------------------------------------------------------- workers and their events
 
 class Workers:
-    """The worker the runner declared; after 11.1 restarts it, an equivalent one we own."""
+    """Once 11.1 has stopped the worker the runner declared (declared_worker()), an equivalent one we own."""
 
     own: Process | None = None
 
-    @cached_property
-    def declared(self) -> DeclaredWorker:
-        return DeclaredWorker()
-
     def start_own(self) -> Process:
-        self.own = start_worker(self.declared.argv, "worker-restarted.log")
+        self.own = start_worker(declared_worker().argv, "worker-restarted.log")
         return self.own
 
     def ensure(self) -> None:
-        if not (self.own is not None and self.own.alive()) and not self.declared.alive():
+        if not (self.own is not None and self.own.alive()) and not declared_worker().alive():
             self.start_own()
 
     def stop_all(self) -> None:
@@ -93,17 +87,16 @@ class Workers:
 
 def event(kind: str, **fields) -> dict | None:
     """The first probe event of this kind with these fields, or None."""
-    wanted = {"kind": kind, **fields}
-    return next((e for e in read_events(GATE.events) if all(e.get(k) == v for k, v in wanted.items())), None)
+    return next(iter(read_events(GATE.events, kind=kind, **fields)), None)
 
 
-def wait_task_end(result, seconds: float = 20) -> dict:
+def wait_task_end(task_id: str, seconds: float = 20) -> dict:
     """The worker's record of this message's execution (probe event), once it has ended."""
     try:
-        return wait_until(lambda: event("end", task_id=result.id), seconds, f"task {result.id} to end", interval=0.05)
+        return wait_until(lambda: event("end", task_id=task_id), seconds, f"task {task_id} to end", interval=0.05)
     except WaitTimeout:
         raise AssertionError(t("the worker did not finish message {id} within {seconds:g}s (see the worker log)",
-                               id=short(result.id), seconds=seconds)) from None
+                               id=short(task_id), seconds=seconds)) from None
 
 
 # ---------------------------------------------------------------- restarting the database server
@@ -128,11 +121,7 @@ def restart_database() -> str:
     """Stop and start the lab's database server through shared.servicectl; return what shows it happened."""
     from shared import servicectl
     before, old_pid = server_state(), servicectl.MYSQL.pid()
-    try:
-        how = servicectl.stop_service("mysql")
-        servicectl.up(["mysql"])
-    except servicectl.ServiceError as exc:  # external mode: a server the learner runs is never stopped
-        raise AssertionError(t("this item cannot be proved: {exc}", exc=exc)) from None
+    how = servicectl.stop_for_drill("mysql", restart=True)
     wait_until(database_answers, 60, "the database to answer again", interval=0.2)
     after = server_state()
     new_pid = servicectl.MYSQL.pid()

@@ -14,10 +14,10 @@ from uuid import uuid4
 from lab11_fixture import export_task, job_count, learner, store
 
 from shared import probe_report
-from shared.lesson_celery import LOG_DIR, WORK, redact, setting, short
+from shared.lesson_celery import LOG_DIR, WORK, redact, run_script, setting, short
 from shared.i18n import t
 from shared.lesson_db import expire_lease, job_row, lease_token_of, seconds_until, server_now, sql
-from shared.proc import free_port, run_python, start_uvicorn
+from shared.proc import free_port, start_uvicorn
 
 
 # ---------------------------------------------------------------- 11.7
@@ -38,13 +38,13 @@ def check_http(c) -> None:
         c.skip(t("no api_db.py (the course text only says to add an HTTP adapter; add it from this lesson's guide to "
                  "have it checked)"))
     state_store = store()
-    export_task()
+    export_products = export_task()
     queued = state_store.submit_snapshot([55])
     direct = str(uuid4())
     sql("INSERT INTO export_jobs (id, status, payload, attempts, deadline_at, result_ref) VALUES "
         "(%s, 'succeeded', '[]', 1, DATE_ADD(NOW(6), INTERVAL 10 MINUTE), 'artifacts/written-by-sql.json')", (direct,))
     missing = str(uuid4())
-    celery_state = learner.call("lab11_learner:celery_state", queued)
+    celery_state = export_products.state(queued)
     answers = {}
     with api("api_db.log") as get:
         for name, job_id in (("queued", queued), ("sql", direct), ("missing", missing)):
@@ -146,14 +146,13 @@ def check_url(c) -> None:
         ("password %E9 (not UTF-8)", f"mysql+pymysql://app_user:{marker}%E9@{host}/{database}"),
     ]
     report = probe_report.fresh_path(LOG_DIR, "connect-probe")
-    done = run_python(["lab11_connect_probe.py", json.dumps(cases)], cwd=WORK, timeout=60,
-                      env={**os.environ, probe_report.REPORT_ENV: str(report)})
+    done = run_script(["lab11_connect_probe.py", json.dumps(cases)], 60, env={probe_report.REPORT_ENV: str(report)})
     found = (probe_report.read(report) or {}).get("cases")
     results = {}
     for item in found if isinstance(found, list) else []:
         if isinstance(item, dict) and isinstance(item.get("name"), str):
             results[item["name"]] = item
-    assert results, t("the probe printed nothing:\n") + redact(done.stdout)[-400:]
+    assert results, t("the probe printed nothing:\n") + done.output[-400:]
     leaks, wrong = [], []
     secret_forms = {marker, quote(marker, safe="")}
     for name, _ in cases:

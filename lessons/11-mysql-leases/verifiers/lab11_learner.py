@@ -1,20 +1,9 @@
-"""Runs in a probe next to the learner's modules (shared/probe.py): the few calls lesson 11's judge
-cannot make by name — sending with the learner's task, reading its Celery state, finding the exercise's
-renewal function.  Plain data out; the judge decides."""
+"""Runs in a probe next to the learner's modules (shared/probe.py): the call lesson 11's judge cannot make
+by name — finding the exercise's renewal function (its task is used through shared.lesson_celery.LearnerTask).
+Plain data out; the judge decides."""
 
 import inspect
 import re
-
-
-def delay(job_id: str) -> str:
-    """export_products.delay(job_id): the message's id."""
-    from export_tasks import export_products
-    return export_products.delay(job_id).id
-
-
-def celery_state(task_id: str) -> str:
-    from export_tasks import export_products
-    return export_products.AsyncResult(task_id).state
 
 
 def _takes_job_and_token(fn) -> bool:

@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 import threading
 from pathlib import Path
 from uuid import uuid4
@@ -51,11 +50,11 @@ from lab11_fixture import (GATE, Workers, event, export_task, mariadb_hint, othe
 from lab11_interfaces import check_bad_input, check_http, check_renew, check_url
 
 from shared import handshake
-from shared.lesson_celery import LOG_DIR, WORK, redact, run_script, short
+from shared.lesson_celery import LOG_DIR, declared_worker, redact, run_script, short
 from shared.i18n import t
 from shared.lesson_db import (TERMINAL, UUID_RE, changed_rows, expire_lease, explained, job_row, lease_token_of,
                               payload_of, result_file, row_lock_error, sql, wait_status)
-from shared.proc import Process, WaitTimeout, run_python, wait_until
+from shared.proc import WaitTimeout, wait_until
 from shared.tap import Check, run
 
 
@@ -115,10 +114,10 @@ def check_durable(c, workers: Workers) -> None:
     c.note(t("then the products are edited: {name}, price_cents {price_cents} → {price_cents2}",
              name=edited[0]['name'], price_cents=snapshot[0]['price_cents'], price_cents2=edited[0]['price_cents']))
 
-    seconds = workers.declared.stop()
+    seconds = declared_worker().stop()
     c.note(t("worker (pid {pid}) stopped ({seconds:.1f}s); export_products.delay(job_id) sent while it is down",
-             pid=workers.declared.pid, seconds=seconds))
-    export_products.delay(job_id)
+             pid=declared_worker().pid, seconds=seconds))
+    export_products.send([job_id])
 
     c.note(t("database restarted: ") + restart_database())
     row = job_row(job_id)
@@ -147,15 +146,9 @@ def check_single_claim(c) -> None:
     names = [f"p{p}.{k}" for p in range(1, procs_n + 1) for k in range(1, threads_n + 1)]
     jobs = [state_store.submit_snapshot([n]) for n in (11, 12, 13)]
     folder = LOG_DIR / f"lab11-claim-{uuid4().hex[:8]}"
-    folder.mkdir(parents=True)
-    procs = [Process([sys.executable, "lab11_claimer.py", str(folder), f"p{p}", str(threads_n)], cwd=WORK,
-                     log_path=folder / f"p{p}.log") for p in range(1, procs_n + 1)]
+    claimers = handshake.HelperGroup(["lab11_claimer.py"], [f"p{p}" for p in range(1, procs_n + 1)], folder, "claimer",
+                                     args=(str(threads_n),), failed=t("a claimer process failed to start:\n"))
     try:
-        wait_until(lambda: all((folder / f"ready-{n}").exists() for n in names)
-                   or any(not p.alive() for p in procs), 30, "the claimer processes to import state_store")
-        dead = [p for p in procs if not p.alive()]
-        assert not dead, t("a claimer process failed to start:\n") + \
-            redact(dead[0].log_tail(6))
         for k, job_id in enumerate(jobs, 1):
             handshake.go(folder, names, {"job": job_id}, round_no=k)
             # Released together; a claimer that read without a lock waits (transaction open) until every
@@ -182,9 +175,7 @@ def check_single_claim(c) -> None:
             assert row["status"] == "running" and row["attempts"] == 1 and row["lease_token"] == winners[0]["token"], t(
                 "the row's lease_token / attempts do not match the one winner")
     finally:
-        handshake.stop(folder)
-        for proc in procs:
-            proc.stop(grace=3)
+        claimers.stop()
 
 
 # ---------------------------------------------------------------- 11.3
@@ -244,9 +235,9 @@ def check_no_transaction(c, workers: Workers) -> None:
     job_id = state_store.submit_snapshot([31, 32, 33])
     GATE.hold(job_id)
     try:
-        result = export_products.delay(job_id)
+        task_id = export_products.send([job_id])
         try:
-            hold = wait_until(lambda: event("hold", job=job_id), 20, "the worker to start writing the file")
+            hold = GATE.wait_held([job_id], 20, "the worker to start writing the file")
         except WaitTimeout:
             raise AssertionError(t("the worker did not start writing within 20 s (the path must contain the job_id, "
                                    "e.g. artifacts/<job_id>.<token>.json)")) from None
@@ -275,7 +266,7 @@ def check_no_transaction(c, workers: Workers) -> None:
     assert not open_trx and lock_error is None, t("a database transaction / row lock is held during the write: one "
                                                   "short transaction() for claim, another for finish, the file in "
                                                   "between")
-    wait_task_end(result)
+    wait_task_end(task_id)
     row = wait_status(job_id, TERMINAL, 10)
     assert row["status"] == "succeeded", t("after the release the job ended {status}", status=row['status'])
     c.note(t("released: the job succeeded"))
@@ -308,8 +299,8 @@ def check_backoff(c, workers: Workers) -> None:
     c.note(t("4 concurrent claim() → {results}", results=results))
     assert results == [None] * 4, t("claim got a token (or failed) before next_attempt_at")
 
-    sent = [export_products.delay(job_id) for _ in range(3)]
-    ends = [wait_task_end(result) for result in sent]
+    sent = [export_products.send([job_id]) for _ in range(3)]
+    ends = [wait_task_end(task_id) for task_id in sent]
     c.note(t("3 duplicate messages through the worker: ")
            + ", ".join(f"{e.get('state')} {json.dumps(e.get('retval'), default=str)[:60]}" for e in ends))
     row = job_row(job_id)
@@ -342,7 +333,7 @@ def check_recovery(c, workers: Workers) -> None:
     direct = state_store.claim(job_id)
     assert direct is None, t("an expired running job was claimed directly: claim accepts only status='queued'; an "
                              "expired lease needs the recovery transition first")
-    end = wait_task_end(export_products.delay(job_id))
+    end = wait_task_end(export_products.send([job_id]))
     row = job_row(job_id)
     c.note(t("before recovery: claim() → None; a duplicate message → {dumps}; the row is still {status}, "
              "attempts={attempts}", dumps=json.dumps(end.get('retval'), default=str)[:60], status=row['status'],
@@ -353,7 +344,7 @@ def check_recovery(c, workers: Workers) -> None:
     assert changed_rows(RECOVER_SQL, (job_id,)) == 1, t("the recovery transition missed the row")
     row = job_row(job_id)
     assert row["attempts"] == 1, t("recovery must not change attempts")
-    end = wait_task_end(export_products.delay(job_id))
+    end = wait_task_end(export_products.send([job_id]))
     row = wait_status(job_id, TERMINAL, 10)
     c.note(t("after the recovery transition (running → queued, attempts kept) a message: worker → {dumps}",
              dumps=json.dumps(end.get('retval'), default=str)[:80]))
@@ -382,12 +373,10 @@ def check_recovery(c, workers: Workers) -> None:
         "(with status='running' and a live lease)")
     state_store.finish(probe, second, "artifacts/probe.json")
 
-    done = run_python(["verify_lease.py"], cwd=WORK, timeout=30)
-    tail = [line for line in redact(done.stdout).splitlines() if line.strip()][-3:]
-    c.note(t("python verify_lease.py → exit code {returncode}", returncode=done.returncode))
-    for line in tail:
-        c.note("  " + line[:200])
-    assert done.returncode == 0 and "lease ownership verified" in done.stdout, t(
+    done = run_script(["verify_lease.py"], 30)
+    c.note(t("python verify_lease.py → exit code {returncode}", returncode=done.code))
+    done.tail(c, 3)
+    assert done.code == 0 and "lease ownership verified" in done.output, t(
         "verify_lease.py did not print lease ownership verified (see the output above)")
 
 

@@ -29,20 +29,19 @@ true` in tasks.json).  The triggers live only while their check runs and are dro
 
 from __future__ import annotations
 
-import os
 import re
 import time
 from pathlib import Path
 from uuid import uuid4
 
 from shared import handshake
-from shared.lesson_celery import LOG_DIR, WORK, read_events, redact, short
+from shared.lesson_celery import LOG_DIR, read_events, run_script, short
 from shared.i18n import t
-from shared.lesson_db import (TERMINAL, UUID_RE, changed_rows, fault_trigger, held_by_others, index_columns,
-                              job_event_counts, job_row, kit_db, lock_waits, make_marks_table, one_line, outbox_of,
-                              plan_of, remove_jobs, sql, wait_status)
+from shared.lesson_db import (TERMINAL, UUID_RE, changed_rows, event_sent, fault_trigger, held_by_others,
+                              index_columns, job_event_counts, job_row, kit_db, lock_waits, make_marks_table, one_line,
+                              outbox_of, plan_of, remove_jobs, sql, wait_status)
 from shared.probe import Probe
-from shared.proc import WaitTimeout, free_port, run_python, wait_until
+from shared.proc import WaitTimeout, free_port, wait_until
 from shared.tap import Check, run
 
 EVENTS = LOG_DIR / "lab12-events.jsonl"
@@ -88,18 +87,13 @@ MARKS = "lab12_kit_marks"
 learner = Probe()  # the learner's modules load there, never in this process (the judge)
 
 
-def _import(name: str, functions: tuple[str, ...]):
-    """A learner module with the functions a check needs, loaded in the probe."""
-    return learner.module(name, *functions)
-
-
 def store():
-    return _import("state_store", ("transaction", "submit_snapshot", "claim", "finish"))
+    return learner.module("state_store", "transaction", "submit_snapshot", "claim", "finish")
 
 
 def run_publisher(timeout: float = 25) -> tuple[int, str]:
-    done = run_python(["publisher.py"], cwd=WORK, timeout=timeout)
-    return done.returncode, redact(done.stdout)
+    done = run_script(["publisher.py"], timeout)
+    return done.code, done.output
 
 
 def last_lines(text: str, n: int = 2) -> list[str]:
@@ -116,8 +110,7 @@ def publish_until_sent(c, event_id: str, runs: int = 4) -> str:
             for shown in last_lines(output, 3):
                 c.note("  " + shown)
         assert code == 0, t("python publisher.py failed while Redis is up (output below)")
-        row = sql("SELECT sent_at FROM export_outbox WHERE id=%s", (event_id,))
-        if row and row[0]["sent_at"] is not None:
+        if event_sent(event_id):
             return line
     raise AssertionError(t("event {event_id} still unsent after {runs} runs of python publisher.py (last output: "
                            "{line})", event_id=short(event_id), runs=runs, line=line))
@@ -125,18 +118,13 @@ def publish_until_sent(c, event_id: str, runs: int = 4) -> str:
 
 # ---------------------------------------------------------------- the worker's deliveries (probe events)
 
-def events() -> list[dict]:
-    return read_events(EVENTS)
-
-
-def deliveries(job_id: str, kind: str = "start") -> list[dict]:
-    return [e for e in events() if e.get("kind") == kind and e.get("task") == "products.export"
-            and e.get("args")[:1] == [job_id]]
+def deliveries(job_id: str) -> list[dict]:
+    return [e for e in read_events(EVENTS, kind="start", task="products.export") if e.get("args")[:1] == [job_id]]
 
 
 def ended(job_id: str, task_id: str | None = None) -> list[dict]:
-    return [e for e in events() if e.get("kind") == "end" and e.get("task") == "products.export"
-            and e.get("task_id") in {d["task_id"] for d in deliveries(job_id)}
+    return [e for e in read_events(EVENTS, kind="end", task="products.export")
+            if e.get("task_id") in {d["task_id"] for d in deliveries(job_id)}
             and (task_id is None or e.get("task_id") == task_id)]
 
 
@@ -159,10 +147,7 @@ def redis_up() -> bool:
 
 def stop_redis() -> str:
     from shared import servicectl
-    try:
-        how = servicectl.stop_service("redis")
-    except servicectl.ServiceError as exc:  # external mode: a Redis the learner runs is never stopped
-        raise AssertionError(t("this item cannot be proved: {exc}", exc=exc)) from None
+    how = servicectl.stop_for_drill("redis")
     wait_until(lambda: not redis_up(), 15, "Redis to stop answering", interval=0.1)
     return how
 
@@ -177,7 +162,7 @@ def start_redis() -> None:
 
 def check_submit(c) -> None:
     state_store = store()
-    _import("publisher", ("claim_event", "publish_one"))
+    learner.module("publisher", "claim_event", "publish_one")
     jobs_before, events_before = job_event_counts()
     job_id = state_store.submit_snapshot([5])
     job = job_row(job_id)
@@ -195,13 +180,12 @@ def check_submit(c) -> None:
     # The script runs with the broker pointed at a closed port: a submitter that writes MySQL only does not
     # notice, one that still sends a message itself fails — whichever way a worker would have raced it.
     closed = f"redis://127.0.0.1:{free_port()}/0"
-    done = run_python(["submit_db_export.py"], cwd=WORK, timeout=30, env=dict(os.environ, CELERY_BROKER_URL=closed))
-    output = redact(done.stdout)
-    found = re.findall(rf"ready for publisher:\s*({UUID_RE})", output)
-    if done.returncode != 0 or not found:
-        for line in last_lines(output, 4):
+    done = run_script(["submit_db_export.py"], 30, env={"CELERY_BROKER_URL": closed})
+    found = re.findall(rf"ready for publisher:\s*({UUID_RE})", done.output)
+    if done.code != 0 or not found:
+        for line in last_lines(done.output, 4):
             c.note("  " + line)
-    assert done.returncode == 0, t("python submit_db_export.py failed (see the output below). The checker runs it "
+    assert done.code == 0, t("python submit_db_export.py failed (see the output below). The checker runs it "
                                    "with CELERY_BROKER_URL pointing at a closed port: a submitter that only writes "
                                    "MySQL does not notice; failing means it still sends a message itself "
                                    "(delay/send_task), and only the publisher may send")
@@ -372,7 +356,7 @@ def add_pending(n: int) -> tuple[list[str], list[str]]:
 
 def check_skip_locked(c) -> None:
     store()
-    _import("publisher", ("claim_event",))
+    learner.module("publisher", "claim_event")
     leftover = pending_ids()
     if leftover:  # earlier checks' events that were never sent would be claimed first: set them aside
         sql("UPDATE export_outbox SET available_at=DATE_ADD(NOW(6), INTERVAL 1 DAY) WHERE sent_at IS NULL")
