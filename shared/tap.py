@@ -27,6 +27,7 @@ import contextlib
 import functools
 import json
 import os
+import re
 import signal
 import sys
 from pathlib import Path
@@ -58,6 +59,13 @@ class _Check:
         """Evidence to print under the check's line, pass or fail."""
         self.notes.append(str(line))
 
+    def note_lines(self, lines, last: int | None = None) -> None:
+        """Note what a run printed, each line indented two spaces under the note that introduces it: the
+        last `last` lines of `lines` (a text or a list of lines; all of them when None)."""
+        lines = lines.splitlines() if isinstance(lines, str) else list(lines)
+        for line in lines[-last:] if last else lines:
+            self.note("  " + line)
+
     def skip(self, reason: str):
         raise Skipped(reason)
 
@@ -88,11 +96,21 @@ class _Check:
             # Raised by learner code in a probe (shared/probe.LearnerRaised): its own traceback, not the probe's.
             lines = getattr(exc, "learner_traceback", "") or "".join(traceback.format_exception(exc_type, exc, tb))
             tail = lines.rstrip().splitlines()[-6:]
+            if _contains(self.notes, tail):
+                # The check noted these lines already (lab07_taskcenter_fixture.ask, whose note keeps a first
+                # error's lines when a second one, raised in a finally, replaces it): print them once.
+                tail = []
             reason = t("unexpected error: ") + f"{exc_type.__name__}: {exc}"
             self.tap._emit(False, self.id, None, [reason, *self.notes, *tail], seconds, self.figures)
         else:
             return False  # KeyboardInterrupt/SystemExit: let them end the verifier
         return True
+
+
+def _contains(notes: list[str], tail: list[str]) -> bool:
+    """Are the lines `tail` already among the notes' printed lines, in a row?"""
+    printed = [part for note in notes for part in note.splitlines() or [""]]
+    return bool(tail) and any(printed[i:i + len(tail)] == tail for i in range(len(printed) - len(tail) + 1))
 
 
 def _raised_here(tb) -> bool:
@@ -114,6 +132,15 @@ _SHARED = Path(__file__).resolve().parent
 def _kit_verifier_names() -> frozenset[str]:
     from shared.manifest import kit_verifier_files
     return frozenset(kit_verifier_files())
+
+
+EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception)(:.*)?$")  # `TypeError: ...` ends a traceback
+
+
+def exception_lines(output: str) -> list[str]:
+    """The lines of a learner process's output that end a traceback, stripped, in order: how a check names
+    the error a learner's script or server stopped with (lessons 01 and 03)."""
+    return [line.strip() for line in output.splitlines() if EXCEPTION_LINE.match(line.strip())]
 
 
 class Tap:

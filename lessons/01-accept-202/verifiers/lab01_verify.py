@@ -19,7 +19,7 @@ from shared.i18n import t
 from shared.location import location_target
 from shared.probe import Probe
 from shared.proc import run_python
-from shared.tap import Check, run
+from shared.tap import Check, exception_lines, run
 
 HERE = Path.cwd()
 learner = Probe()
@@ -158,19 +158,17 @@ def refusal(api, job_id: str, target: str, allowed: str) -> ValueError:
 
 
 FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+)')
-ERROR_LINE = re.compile(r"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Exit))(?::\s*(?P<text>.*))?$")
 
 
 def script_verdict(done, script: Path, facts: dict) -> str:
     """Why verify_states.py stopped (the last traceback frame in `script`), naming the check that owns the cause
     (and saying to fix it first)."""
-    number, error = None, ""
+    number = None
     for line in done.stdout.splitlines():
         frame = FRAME.match(line)
         if frame and Path(frame["file"]).name == script.name:
             number = int(frame["line"])
-        elif ERROR_LINE.match(line.strip()):
-            error = line.strip()
+    error = (exception_lines(done.stdout) or [""])[-1]
     tail = done.stdout.strip()[-600:]
     if number is None:
         return t("verify_states.py exited {returncode}:\n{tail}", returncode=done.returncode, tail=tail)

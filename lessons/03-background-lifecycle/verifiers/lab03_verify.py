@@ -25,7 +25,6 @@ import contextlib
 import functools
 import json
 import os
-import re
 import shutil
 import time
 from pathlib import Path
@@ -35,7 +34,7 @@ from shared import handshake, probe_report
 from shared.i18n import t
 from shared.location import location_target
 from shared.proc import Process, WaitTimeout, start_uvicorn, wait_until
-from shared.tap import Check, run
+from shared.tap import Check, exception_lines, run
 
 WORK = Path.cwd()
 LOGS = WORK / ".check-logs" / "03"
@@ -106,9 +105,6 @@ def _written(gate: Path, prefix: str) -> list[dict]:
             if ".tmp" not in path.name]
 
 
-EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception)(:.*)?$")  # `TypeError: ...` ends a traceback
-
-
 def server_trouble(proc: Process, gate: Path, since: int) -> str | None:
     """A fact the server wrote down that ends a wait at once, as the reason to give: its event loop was
     blocked, or its log shows an exception (or a coroutine never awaited) after offset `since`."""
@@ -134,7 +130,7 @@ def blocked_loop(gate: Path) -> str | None:
 def logged_trouble(proc: Process, since: int) -> str | None:
     log = proc.log_text()[since:]
     # A traceback counts once its exception line is written; a coroutine nobody awaited is its own line.
-    errors = [line.strip() for line in log.splitlines() if EXCEPTION_LINE.match(line.strip())]
+    errors = exception_lines(log)
     unawaited = [line.strip() for line in log.splitlines() if "was never awaited" in line]
     if not errors and not unawaited:
         return None
@@ -333,8 +329,7 @@ def check_registry_demo(c) -> None:
     lines = [line.strip() for line in out.splitlines()]
     c.note(t("python registry_demo.py took {seconds:.1f} s, outcome {outcome}, output:", seconds=run['seconds'],
              outcome=run['outcome']))
-    for line in out.splitlines()[-12:]:
-        c.note("  " + line)
+    c.note_lines(out, last=12)
 
     assert all(task["registered"] for task in run["started"]), not_registered()
     assert run["outcome"] == "ok", t("registry_demo.py should end cleanly, got {outcome}", outcome=run['outcome'])
@@ -360,8 +355,7 @@ def check_failure_logged(c) -> None:
         "loop?)", bound=BOUND))
     report = ran.report
     if ran.code != 0 or report is None:
-        for line in ran.output.splitlines()[-8:]:
-            c.note("  " + line)
+        c.note_lines(ran.output, last=8)
         raise AssertionError(t("running a failing task through task_registry.start broke (exit code {returncode})",
                                returncode=ran.code))
     logged, loop_messages = report["logged"], report["loop"]

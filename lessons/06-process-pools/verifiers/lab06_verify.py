@@ -103,11 +103,6 @@ def _secs(value: float) -> str:
     return f"{value:.4f}" if abs(value) >= 0.001 else f"{value:.1e}"
 
 
-def _error_notes(c, error: dict | None) -> None:
-    for line in (error or {}).get("tail", []):
-        c.note("  " + line)
-
-
 TIMING = re.compile(r"^\s*(serial|process)\b[^0-9\-]*(-?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)", re.I)
 
 
@@ -163,7 +158,7 @@ def check_results(c) -> None:
     _printed(c, run)
     error = run["error"]
     if not run["pools"] or len(run["pool_results"]) < len(run["pool_calls"]) or not run["pool_calls"]:
-        _error_notes(c, error)
+        c.note_lines((error or {}).get("tail", []))
         raise AssertionError(t("the pool did not hand back every result ({n_pools} pool(s), {n_pool_calls} call(s) "
                                "submitted, {n_pool_results} result(s) received); the script ended with {error_text}.",
                                n_pools=len(run['pools']), n_pool_calls=len(run['pool_calls']),
@@ -303,7 +298,7 @@ def check_timings(c) -> None:
     if "serial" in slow_found and "process" in slow_found:
         c.note(t("with the computation made nearly free (the pool pays only its start-up): serial {secs}, process "
                  "{secs2}", secs=_secs(slow_found['serial'][0]), secs2=_secs(slow_found['process'][0])))
-    _error_notes(c, slow["error"])
+    c.note_lines((slow["error"] or {}).get("tail", []))
     assert slow["error"] is None, t("the script failed when the pool was the slower side: {error_text}. A slower "
                                     "pool on small work is a valid measurement: never assert that the pool is "
                                     "faster, only that the results match.", error_text=_error_text(slow['error']))
@@ -317,8 +312,7 @@ def check_local_function(c) -> None:
     ran = _run(["process_pool_review.py"], "process_pool_review", PROBE_BOUND)
     code, lines = ran.code, ran.output.splitlines()
     c.note(t("python process_pool_review.py → exit code {code}", code=code))
-    for line in lines[-4:]:
-        c.note("  " + line)
+    c.note_lines(lines, last=4)
     assert code == 0, t("process_pool_review.py should run cleanly (it only confirms score_text comes from cpu_work "
                         "and is callable).")
 
@@ -356,8 +350,7 @@ def check_broken_pool(c) -> None:
     error = run["error"]
     c.note(t("python verify_process.py with the pool's target swapped for one that calls os._exit(17) (the worker "
              "just vanishes):"))
-    for line in printed[-4:] or [t("(no output)")]:
-        c.note("  " + line)
+    c.note_lines(printed[-4:] or [t("(no output)")])
     c.note(t("exception handed back to the caller: {error_text}", error_text=_error_text(error)))
     assert run["pool_calls"], t("the pool received no work: {error_text}", error_text=_error_text(error))
     wanted = "batch failed: worker process lost"
@@ -404,7 +397,7 @@ def check_exercise(c) -> None:
         assert both, t("no run used rounds={rounds} on both the serial and the pool side: between the two sizes "
                        "change only rounds, and on both sides.", rounds=rounds)
         label, run = both[0]
-        _error_notes(c, run["error"])
+        c.note_lines((run["error"] or {}).get("tail", []))
         assert run["error"] is None, t("{label} (rounds={rounds}) failed: {error_text}", label=label, rounds=rounds,
                                        error_text=_error_text(run['error']))
         serial, pool = _one_size(run, rounds)

@@ -33,7 +33,8 @@ until = partial(wait_until, interval=0.01)  # the task center's steps take milli
 
 def ask(c, step: str, *args, timeout: float = BOUND + SLACK, **kwargs):
     """One step in the probe (lab07_taskcenter_probe.STEP; "load" imports the package, so a broken module
-    fails that check only).  What the learner's code raised there is raised here, its traceback's end noted."""
+    fails that check only).  What the learner's code raised there is raised here, its traceback's end noted: an
+    `ask` in a finally that raises again replaces this error, not its lines (shared/tap prints them once)."""
     try:
         return learner.call(f"{PROBE}:{step}", *args, timeout=timeout, **kwargs)
     except LearnerRaised as exc:
