@@ -143,15 +143,18 @@ class HelperGroup:
     else this environment).  Either one helper at a time (go, release: a checker holds one helper inside its
     locks and looks at what the others do meanwhile) or all of them, round after round (go_round).  A helper
     that dies at start fails the check with `failed` (a lesson's own words) or "{what} process NAME failed to
-    start", and its log tail."""
+    start", and its log tail.  `folder` given as a str: a new folder LOG_DIR/<folder>-<8 hex digits>."""
 
-    def __init__(self, argv: list[str], names: list[str], folder: Path, what: str, args: tuple = (),
+    def __init__(self, argv: list[str], names: list[str], folder: Path | str, what: str, args: tuple = (),
                  env: dict | None = None, failed: str | None = None):
         import sys
+        from uuid import uuid4
 
-        from shared.lesson_celery import WORK, redact
+        from shared.lesson_celery import LOG_DIR, WORK, redact
         from shared.i18n import t
         from shared.proc import Process
+        if isinstance(folder, str):
+            folder = LOG_DIR / f"{folder}-{uuid4().hex[:8]}"
         self.folder, self.what = folder, what
         self.names, self.round = names, 0
         self.folder.mkdir(parents=True)

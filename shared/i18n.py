@@ -18,6 +18,7 @@ English, never lost.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import sys
@@ -53,6 +54,13 @@ def t_in(language: str, message: str, /, **values) -> str:
     if language == "zh":
         message = _catalogue().get(message) or message
     return message.format(**values) if values else message
+
+
+def listed(items, semicolons: bool = False) -> str:
+    """items as one list in the learner's language: "a, b, c" or "a; b; c" (zh.po gives the Chinese marks)."""
+    def pair(a: str, b: str) -> str:
+        return t("{a}; {b}", a=a, b=b) if semicolons else t("{a}, {b}", a=a, b=b)
+    return functools.reduce(pair, items) if items else ""
 
 
 def pick(texts: dict) -> str:

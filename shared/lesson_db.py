@@ -216,6 +216,19 @@ def event_sent(event_id: str) -> bool:
     return bool(rows) and rows[0]["sent_at"] is not None
 
 
+def dead_letters(job_id: str, columns: str = "job_id, reason") -> list[dict]:
+    """The job's rows in export_dead_letters (where lesson 15's scan quarantines a job that may not run again):
+    these columns."""
+    return sql(f"SELECT {columns} FROM export_dead_letters WHERE job_id=%s", (job_id,))
+
+
+def first_product() -> int:
+    """The lowest product id: a snapshot a check submits when any product will do."""
+    rows = sql("SELECT MIN(id) AS id FROM products")
+    assert rows and rows[0]["id"] is not None, t("the products table is empty")
+    return int(rows[0]["id"])
+
+
 def result_file(row: dict, missing: str | None = None) -> tuple[Path, object]:
     """A succeeded job's result file (result_ref: absolute, or relative to the work folder) and its JSON;
     `missing`: a lesson's own words for a result_ref that names no file."""
@@ -224,6 +237,65 @@ def result_file(row: dict, missing: str | None = None) -> tuple[Path, object]:
     path = Path(ref) if Path(ref).is_absolute() else WORK / ref
     assert path.is_file(), missing or t("result_ref points to no file: {ref}", ref=ref)
     return path, json.loads(path.read_text(encoding="utf-8"))
+
+
+# ---------------------------------------------------------------- the kit's writes: cancels, time, leftovers
+
+def request_cancel(job_id: str) -> int:
+    """The cancel request exactly as lesson 15 writes it (schema_recovery.sql), while the job is queued or
+    running; the rows it changed."""
+    return changed_rows("UPDATE export_jobs SET cancel_requested=TRUE, updated_at=NOW(6) "
+                        "WHERE id=%s AND status IN ('queued','running')", (job_id,))
+
+
+def _of_jobs(column: str, job_ids) -> tuple[str, list]:
+    """An SQL condition limiting a statement to these jobs ("": every job) and its arguments."""
+    if job_ids is None:
+        return "", []
+    return f" AND {column} IN ({','.join(['%s'] * len(job_ids))})", list(job_ids)
+
+
+def mark_sent(job_ids=None, seconds_ago: float = 0) -> None:
+    """Unsent outbox events marked sent `seconds_ago`, their claims gone, and nothing sent to the broker: those
+    of these jobs (None: of every job)."""
+    where, args = _of_jobs("job_id", job_ids)
+    sql(f"UPDATE export_outbox SET sent_at=DATE_SUB(NOW(6), INTERVAL %s SECOND), claim_until=NULL "
+        f"WHERE sent_at IS NULL{where}", [seconds_ago, *args])
+
+
+def dispatched_unclaimed(job_id: str, seconds_ago: float = 0, columns: tuple[str, ...] = ("last_dispatched_at",)):
+    """"Marked sent, never sent": the publisher confirmed the job's unsent events `seconds_ago` but no message
+    ever arrived; the job's `columns` (its last dispatch, ...) set to that moment too."""
+    mark_sent([job_id], seconds_ago)
+    set_ago("export_jobs", "id", [job_id], seconds_ago, *columns)
+
+
+def close_open_jobs(job_ids, sets: str) -> None:
+    """Leftover jobs taken out of every later path: their unsent events marked sent (mark_sent), and those still
+    queued or running closed by `sets` (an SQL SET list: a final status, the lesson's own marks).  job_ids
+    None: every job of the schema."""
+    if job_ids is not None and not job_ids:
+        return
+    mark_sent(job_ids)
+    where, args = _of_jobs("id", job_ids)
+    sql(f"UPDATE export_jobs SET {sets} WHERE status IN ('queued','running'){where}", args)
+
+
+def set_ago(table: str, key: str, refs, seconds: float, *columns: str) -> None:
+    """Times set by UPDATE rather than waited for: `columns` of the rows of `table` whose `key` is one of `refs`
+    set to `seconds` before the server's clock."""
+    sets = ", ".join(f"{column}=DATE_SUB(NOW(6), INTERVAL %s SECOND)" for column in columns)
+    sql(f"UPDATE {table} SET {sets} WHERE {key} IN ({','.join(['%s'] * len(refs))})",
+        [seconds] * len(columns) + list(refs))
+
+
+def move_back(table: str, key: str, refs, seconds: float, *columns: str) -> None:
+    """Time passing for these rows only, done by UPDATE (never waited out): `columns` of the rows of `table`
+    whose `key` is one of `refs` move `seconds` back (to the microsecond)."""
+    us = int(round(seconds * 1e6))
+    sets = ", ".join(f"{column}=DATE_SUB({column}, INTERVAL %s MICROSECOND)" for column in columns)
+    sql(f"UPDATE {table} SET {sets} WHERE {key} IN ({','.join(['%s'] * len(refs))})",
+        [us] * len(columns) + list(refs))
 
 
 def row_lock_error(table: str, row_id: str) -> str | None:

@@ -13,9 +13,9 @@ from uuid import uuid4
 
 from shared.lesson_celery import LOG_DIR, READY_MARK, WORK, read_events, redact, redis_client, spawn
 from shared.hold_gate import HoldList
-from shared.i18n import t
+from shared.i18n import listed, t
 from shared.probe import Probe
-from shared.lesson_db import TERMINAL, active_jobs, job_row, kit_db, outbox_of, sql
+from shared.lesson_db import TERMINAL, active_jobs, close_open_jobs, job_row, kit_db, outbox_of, set_ago, sql
 from shared.proc import Process, WaitTimeout, free_port, run_python, start_uvicorn, wait_all_ready, wait_until
 
 GATE = HoldList(LOG_DIR, "lab13")  # lab13_probe.py's gate on the first file write
@@ -47,17 +47,10 @@ def backlog() -> tuple[dict, dict]:
     return jobs, outbox
 
 
-def comma_list(items: list[str], semicolons: bool = False) -> str:
-    """items as a list in the learner's language: "a, b, c" or "a; b; c" (zh.po gives the Chinese marks)."""
-    def pair(a: str, b: str) -> str:
-        return t("{a}; {b}", a=a, b=b) if semicolons else t("{a}, {b}", a=a, b=b)
-    return functools.reduce(pair, items) if items else ""
-
-
 def show(jobs: dict) -> str:
     """A backlog query's answer: "queued 3 (oldest 9.8s), running 1 (oldest 3600.0s)", or "empty"."""
-    shown = comma_list([t("{status} {n} (oldest {age:.1f}s)", status=status, n=n, age=age)
-                        for status, (n, age) in sorted(jobs.items())])
+    shown = listed([t("{status} {n} (oldest {age:.1f}s)", status=status, n=n, age=age)
+                    for status, (n, age) in sorted(jobs.items())])
     # Plain "empty" is taken: it is lesson 14's empty slot_key, with another Chinese, and the kit reads every
     # zh.po as one catalogue.  So this one carries its context before a "|" (GLib's Q_() msgid "context|text"),
     # cut off here; the Chinese has no "|".
@@ -71,22 +64,15 @@ def oldest_queued() -> dict | None:
 
 def age_jobs(job_ids: list[str], ages: list[int]) -> None:
     """Each job and its outbox event made `age` seconds old (created_at moved back by UPDATE, not waited for)."""
-    with kit_db() as cur:
-        for job, age in zip(job_ids, ages):
-            cur.execute("UPDATE export_jobs SET created_at=DATE_SUB(NOW(6), INTERVAL %s SECOND) WHERE id=%s",
-                        (age, job))
-            cur.execute("UPDATE export_outbox SET created_at=DATE_SUB(NOW(6), INTERVAL %s SECOND) WHERE job_id=%s",
-                        (age, job))
+    for job, age in zip(job_ids, ages):
+        set_ago("export_jobs", "id", [job], age, "created_at")
+        set_ago("export_outbox", "job_id", [job], age, "created_at")
 
 
 def reset() -> None:
     """A clean backlog for the check that calls it (each check must stand alone)."""
     sql(f"DROP TRIGGER IF EXISTS {TRIGGER}")  # a verifier killed mid-check leaves it behind
-    with kit_db() as cur:
-        cur.execute("UPDATE export_jobs SET status='cancelled', cancel_requested=TRUE, updated_at=NOW(6) "
-                    "WHERE status IN ('queued','running')")
-        # Their events need no sending any more: marked sent, nothing goes to the broker.
-        cur.execute("UPDATE export_outbox SET sent_at=NOW(6), claim_until=NULL WHERE sent_at IS NULL")
+    close_open_jobs(None, "status='cancelled', cancel_requested=TRUE, updated_at=NOW(6)")  # events: marked sent
     client = redis_client()
     try:
         client.delete(*QUEUES)

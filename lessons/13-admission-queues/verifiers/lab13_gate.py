@@ -7,13 +7,12 @@ Forced, never hoped for: the kit lets go once the server shows every helper wait
 from __future__ import annotations
 
 import contextlib
-from uuid import uuid4
 
-from lab13_fixture import TOOLS, TRIGGER, add_filler, comma_list, reset
+from lab13_fixture import TOOLS, TRIGGER, add_filler, reset
 
 from shared import handshake
-from shared.lesson_celery import LOG_DIR, redact, short
-from shared.i18n import t
+from shared.lesson_celery import redact, short
+from shared.i18n import listed, t
 from shared.lesson_db import (active_jobs, db_settings, gate_lock_name, kit_db, lock_waits, make_marks_table,
                               marked_trigger, sql)
 from shared.proc import WaitTimeout, wait_until
@@ -91,7 +90,7 @@ class Helpers(handshake.HelperGroup):
     the checker's go_round, all at once.  Ready when made; stopped by stop() or a with block."""
 
     def __init__(self, command: str, names: list[str], *args: str, env: dict | None = None):
-        super().__init__([TOOLS, command], names, LOG_DIR / f"lab13-{command}-{uuid4().hex[:8]}", command, args, env)
+        super().__init__([TOOLS, command], names, f"lab13-{command}", command, args, env)
 
     def results(self, round_no: int, seconds: float) -> list[dict]:
         try:
@@ -147,7 +146,7 @@ def outcome_text(o: dict) -> str:
         parts.append(t("{n} lock wait timeout", n=o['lock_wait']))
     if o["errors"]:
         parts.append(t("{n} errors", n=len(o['errors'])))
-    return comma_list(parts)
+    return listed(parts)
 
 
 def assert_no_errors(o: dict) -> None:

@@ -54,18 +54,17 @@ import signal
 import time
 
 from lab13_figures import admission_steps, isolation_lanes
-from lab13_fixture import (GATE, TERMINAL, add_filler, age_jobs, backlog, body_of, comma_list,
-                           configured_limit, event_of, first_held, http_app, learner, oldest_queued,
-                           pause, publisher_loop, recorded, reset, serve, show, starts,
-                           stop_workers, store, stuck_reason, submit_quietly, tool, wait_confirmed, wait_done,
-                           waits_elsewhere, workers)
+from lab13_fixture import (GATE, TERMINAL, add_filler, age_jobs, backlog, body_of, configured_limit, event_of,
+                           first_held, http_app, learner, oldest_queued, pause, publisher_loop, recorded, reset, serve,
+                           show, starts, stop_workers, store, stuck_reason, submit_quietly, tool, wait_confirmed,
+                           wait_done, waits_elsewhere, workers)
 from lab13_gate import (Helpers, assert_no_errors, claim_once_more, claim_while_confirm_holds, classify,
                         describe_claim, near_edge, outcome_text, race_now, took_turns)
 from lab13_tools import WAIT_TIMEOUTS  # errors that end a wait by time, not by what the statement found
 
 from shared.lesson_celery import WORK
 from shared.figures import attach
-from shared.i18n import t
+from shared.i18n import listed, t
 from shared.lesson_db import active_jobs, job_event_counts, job_row, server_now, sql
 from shared.proc import WaitTimeout, run_python, wait_until
 from shared.tap import Check, run
@@ -174,7 +173,7 @@ def check_routing(c) -> None:
                                    "{stuck_reason}", size=size, stuck_reason=stuck_reason(job))) from None
     rows = {job: job_row(job) for job, *_ in jobs}
     ended = [t("{n} rows {status}", n=n, status=rows[j] and rows[j]['status']) for j, n, *_ in jobs]
-    c.note(t("the jobs ended: {jobs}", jobs=comma_list(ended)))
+    c.note(t("the jobs ended: {jobs}", jobs=listed(ended)))
     for job, size, *_ in jobs:
         if not (rows[job] and rows[job]["status"] == "succeeded"):
             c.note(f"  {size}: {stuck_reason(job)}")
@@ -190,7 +189,7 @@ def check_routing(c) -> None:
         assert not wrong, t("the {size}-product job was consumed by {node} from {queue}; only {expected}… from "
                             "{queue2} may consume it", size=size, node=wrong[0].get('node'), expected=expected,
                             queue=wrong[0].get('queue'), queue2=queue)
-    c.note(t("consumed by: {lines}", lines=comma_list(lines, semicolons=True)))
+    c.note(t("consumed by: {lines}", lines=listed(lines, semicolons=True)))
     c.note(t("two workers, concurrency=1 and prefetch 1 each (pid {pid} / {pid2})", pid=procs['fast'].pid,
              pid2=procs['bulk'].pid))
 

@@ -51,12 +51,6 @@ def slots_of_job(job_id: str) -> list[str]:
     return [r["slot_key"] for r in sql("SELECT slot_key FROM export_schedule_slots WHERE job_id=%s", (job_id,))]
 
 
-def first_product() -> int:
-    rows = sql("SELECT MIN(id) AS id FROM products")
-    assert rows and rows[0]["id"] is not None, t("the products table is empty")
-    return int(rows[0]["id"])
-
-
 def remove_jobs(ids) -> None:
     """The kit's cleanup: the rows a check created (slots, events, jobs), in foreign-key order."""
     lesson_db.remove_jobs(ids, tables=("export_schedule_slots", "export_outbox"))

@@ -37,15 +37,15 @@ from uuid import uuid4
 
 from lab14_beat import (TICK, drop_leftover_ticks, new_slots, publish_until_sent, queued_ticks, start_chain,
                         tick_chain_runs, wait_finished, wait_first_slot)
-from lab14_fixture import (UTC, admission_limit, at_capacity, celery_app, counts, describe, far_day,
-                           first_product, hold_gate, job_ids, learner, outcome, outcome_of, own_rows,
-                           remove_jobs, schedule_store, schedule_tasks, script_lines, slot_keys, slot_of,
-                           slots_of_job, state_store, ticks_at, waiting_at_gate, zone_run)
+from lab14_fixture import (UTC, admission_limit, at_capacity, celery_app, counts, describe, far_day, hold_gate,
+                           job_ids, learner, outcome, outcome_of, own_rows, remove_jobs, schedule_store,
+                           schedule_tasks, script_lines, slot_keys, slot_of, slots_of_job, state_store, ticks_at,
+                           waiting_at_gate, zone_run)
 
 from shared import handshake, probe_report
 from shared.lesson_celery import LOG_DIR, WORK, log_lines, redact, short
 from shared.i18n import t
-from shared.lesson_db import fill_admission, job_row, outbox_of, payload_of, result_file, sql
+from shared.lesson_db import fill_admission, first_product, job_row, outbox_of, payload_of, result_file, sql
 from shared.proc import Process, WaitTimeout, wait_until
 from shared.tap import Check, run
 
@@ -374,7 +374,7 @@ def check_race(c) -> None:
     key = f"kit14-8:{uuid4()}"
     names = [f"R{k}" for k in range(4)]
     with own_rows():
-        with handshake.HelperGroup(["lab14_racer.py"], names, LOG_DIR / f"lab14-race-{uuid4().hex[:8]}",
+        with handshake.HelperGroup(["lab14_racer.py"], names, "lab14-race",
                                    "schedule_once", (key, str(product)),
                                    failed=t("a schedule_once process failed to start:\n")) as racers:
             with hold_gate():

@@ -11,7 +11,7 @@ import os
 import re
 import signal
 
-from lab15_drills import (Helpers, add_overdue, all_locked_message, overdue, pending_counts,
+from lab15_drills import (helpers, add_overdue, all_locked_message, overdue, pending_counts,
                           time_passes)
 from lab15_fixture import (GATE, celery_app, learner, make_due, outbox_row, parked,
                            publish_event, published_as, publisher, recovery, remove_jobs, retire, run_script,
@@ -77,7 +77,7 @@ def check_unclaimed(c) -> None:
 
         # -- two scanners at once: the second must find other jobs, not wait and not find all locked
         crowd = add_overdue(120)
-        scanners = Helpers("scan", ["A", "B"])
+        scanners = helpers("scan", ["A", "B"])
         try:
             # A stops inside its batch right after its first locking statement, its transaction open.
             scanners.go("A", {"hold": True})
@@ -198,7 +198,7 @@ def check_confirm(c) -> None:
         job_id = submitted(st, jobs, [52])
         event = unsent(job_id)[0]
         with parked({event["id"]}):
-            helper = Helpers("publish", ["P"])
+            helper = helpers("publish", ["P"])
             try:
                 helper.go("P", {"hold": True})
                 held = helper.wait_held("P")

@@ -5,34 +5,26 @@ holding their first locks (15.4, 15.6), and what such a held scanner locked and 
 
 from __future__ import annotations
 
-import functools
 import re
 from uuid import uuid4
 
 from shared import handshake
-from shared.lesson_celery import LOG_DIR
-from shared.i18n import t
-from lab15_fixture import move_back
-
-from shared.lesson_db import index_columns, kit_db, sql
+from shared.i18n import listed, t
+from shared.lesson_db import dispatched_unclaimed, index_columns, kit_db, move_back, sql
 
 
 # ---------------------------------------------------------------- times moved back, overdue jobs
 
 def overdue(job_id: str, seconds_ago: int) -> None:
     """This job's event was sent (and confirmed) `seconds_ago`, and nobody ever claimed the job."""
-    with kit_db() as cur:
-        cur.execute("UPDATE export_outbox SET sent_at=DATE_SUB(NOW(6), INTERVAL %s SECOND), claim_until=NULL "
-                    "WHERE job_id=%s AND sent_at IS NULL", (seconds_ago, job_id))
-        cur.execute("UPDATE export_jobs SET last_dispatched_at=DATE_SUB(NOW(6), INTERVAL %s SECOND), "
-                    "updated_at=DATE_SUB(NOW(6), INTERVAL %s SECOND), "
-                    "next_attempt_at=DATE_SUB(NOW(6), INTERVAL %s SECOND) WHERE id=%s", (seconds_ago,) * 3 + (job_id,))
+    dispatched_unclaimed(job_id, seconds_ago, ("last_dispatched_at", "updated_at", "next_attempt_at"))
 
 
 def time_passes(job_id: str, seconds: int) -> None:
     """As if `seconds` went by with nobody touching this job: all its recorded times move back."""
-    move_back(seconds, "export_jobs", "id", job_id, "updated_at", "next_attempt_at", "last_dispatched_at", "created_at")
-    move_back(seconds, "export_outbox", "job_id", job_id, "created_at", "available_at", "sent_at")
+    move_back("export_jobs", "id", [job_id], seconds, "updated_at", "next_attempt_at", "last_dispatched_at",
+              "created_at")
+    move_back("export_outbox", "job_id", [job_id], seconds, "created_at", "available_at", "sent_at")
 
 
 def add_overdue(n: int) -> list[str]:
@@ -64,11 +56,9 @@ def pending_counts(jobs: list[str]) -> dict[str, int]:
 
 # ---------------------------------------------------------------- lab15_tools.py helpers, each on the checker's go
 
-class Helpers(handshake.HelperGroup):
+def helpers(command: str, names: list[str]) -> handshake.HelperGroup:
     """lab15_tools.py processes (scan or publish), each running the learner's code when the checker says go."""
-
-    def __init__(self, command: str, names: list[str]):
-        super().__init__(["lab15_tools.py", command], names, LOG_DIR / f"lab15-{command}-{uuid4().hex[:8]}", command)
+    return handshake.HelperGroup(["lab15_tools.py", command], names, f"lab15-{command}", command)
 
 
 # ---------------------------------------------------------------- why a second scanner found everything locked
@@ -106,4 +96,4 @@ def all_locked_message(statement: str, plan: dict, locked: int, overdue: int) ->
         "and no index hands out the candidates in the ORDER BY, so the server reads and sorts every candidate before "
         "LIMIT 50, and FOR UPDATE locks every row it read. Fix (the index, FORCE INDEX and the ORDER BY work only "
         "together): {steps} (this lesson's guide: 'Making SKIP LOCKED really skip')", line=plan['line'], how=how,
-        steps=functools.reduce(lambda a, b: t("{a}; {b}", a=a, b=b), numbered) if numbered else "")
+        steps=listed(numbered, semicolons=True))

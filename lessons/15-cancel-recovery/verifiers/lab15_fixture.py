@@ -15,8 +15,8 @@ from shared.lesson_celery import LOG_DIR, WORK, read_events, short
 from shared.hold_gate import HoldList
 from shared.i18n import t
 from shared import lesson_celery, lesson_db
-from shared.lesson_db import (TERMINAL, changed_rows, event_sent, job_row, kit_db, outbox_of, result_file, sql,
-                              wait_status)
+from shared.lesson_db import (TERMINAL, close_open_jobs, dead_letters, event_sent, job_row, outbox_of, result_file,
+                              set_ago, sql, wait_status)
 from shared.probe import Probe
 from shared.proc import WaitTimeout, wait_until
 
@@ -35,8 +35,7 @@ def outbox_row(event_id: str) -> dict:
 
 
 def dead_letter(job_id: str) -> dict | None:
-    rows = sql("SELECT job_id, reason, quarantined_at FROM export_dead_letters WHERE job_id=%s", (job_id,))
-    return rows[0] if rows else None
+    return next(iter(dead_letters(job_id, "job_id, reason, quarantined_at")), None)
 
 
 def submitted(st, jobs: list[str], product_ids: list[int]) -> str:
@@ -50,20 +49,8 @@ def expire_lease(job_id: str) -> None:
     lesson_db.expire_lease(job_id, running_only=True)
 
 
-def move_back(seconds: float, table: str, key: str, ref: str, *columns: str) -> None:
-    """Time passing, done by UPDATE: these columns of the rows whose `key` is `ref` move `seconds` back."""
-    sets = ", ".join(f"{column}=DATE_SUB({column}, INTERVAL %s SECOND)" for column in columns)
-    sql(f"UPDATE {table} SET {sets} WHERE {key}=%s", (seconds,) * len(columns) + (ref,))
-
-
 def make_due(job_id: str) -> None:
-    sql("UPDATE export_jobs SET next_attempt_at=DATE_SUB(NOW(6), INTERVAL 1 SECOND) WHERE id=%s", (job_id,))
-
-
-def cancel(job_id: str) -> int:
-    """The cancel request exactly as the lesson writes it (schema_recovery.sql); the rows it changed."""
-    return changed_rows("UPDATE export_jobs SET cancel_requested=TRUE, updated_at=NOW(6) "
-                        "WHERE id=%s AND status IN ('queued','running')", (job_id,))
+    set_ago("export_jobs", "id", [job_id], 1, "next_attempt_at")
 
 
 def files_of(job_id: str) -> list[Path]:
@@ -85,14 +72,7 @@ def published_as(row: dict, snapshot, message: str) -> Path:
 
 def retire(job_ids: list[str]) -> None:
     """A check's leftovers end here: unsent events marked sent, open jobs closed (never a later check's)."""
-    if not job_ids:
-        return
-    marks = ",".join(["%s"] * len(job_ids))
-    with kit_db() as cur:
-        cur.execute(f"UPDATE export_outbox SET sent_at=NOW(6), claim_until=NULL "
-                    f"WHERE job_id IN ({marks}) AND sent_at IS NULL", job_ids)
-        cur.execute(f"UPDATE export_jobs SET status='cancelled', error_code='lab_retired', lease_token=NULL, "
-                    f"lease_until=NULL WHERE id IN ({marks}) AND status IN ('queued','running')", job_ids)
+    close_open_jobs(job_ids, "status='cancelled', error_code='lab_retired', lease_token=NULL, lease_until=NULL")
 
 
 def remove_jobs(jobs) -> None:

@@ -60,7 +60,7 @@ def publish(folder: str, name: str) -> None:
 def fast_forward() -> None:
     import state_store
 
-    from shared.lesson_db import kit_db
+    from shared.lesson_db import move_back
     created, skipped = [], [0.0]
     real_submit, real_sleep = state_store.submit_snapshot, time.sleep
 
@@ -72,10 +72,7 @@ def fast_forward() -> None:
     def sleep(seconds):
         # The time passes for the jobs this script made, at once: their next_attempt_at moves back by it.
         if created and seconds >= 0.05:
-            marks = ",".join(["%s"] * len(created))
-            with kit_db() as cur:
-                cur.execute(f"UPDATE export_jobs SET next_attempt_at=DATE_SUB(next_attempt_at, INTERVAL %s "
-                            f"MICROSECOND) WHERE id IN ({marks})", [int(seconds * 1_000_000), *created])
+            move_back("export_jobs", "id", created, seconds, "next_attempt_at")
             skipped[0] += seconds
             real_sleep(0.005)
         else:

@@ -47,15 +47,16 @@ from uuid import uuid4
 
 from lab15_delivery import check_confirm, check_retry_gate, check_unclaimed, check_warm_shutdown
 from lab15_figures import dead_letter_lanes, exhausted_lanes, recovery_lanes
-from lab15_fixture import (GATE, cancel, celery_app, dead_letter, events, expire_lease, explained,
-                           files_of, learner, make_due, move_back, outbox_row, parked, publish_event,
+from lab15_fixture import (GATE, celery_app, dead_letter, events, expire_lease, explained,
+                           files_of, learner, make_due, outbox_row, parked, publish_event,
                            published_as, publisher, recovery, remove_jobs, retire, run_published, run_script,
                            scan, send, shown, store, submitted, unsent, wait_end, wait_hold, worker_event)
 
 from shared.lesson_celery import LOG_DIR, children_of, declared_worker, short
 from shared.figures import attach
 from shared.i18n import t
-from shared.lesson_db import UUID_RE, fill_admission, job_row, lease_token_of, payload_of, server_now, sql
+from shared.lesson_db import (UUID_RE, dead_letters, fill_admission, job_row, lease_token_of, move_back, payload_of,
+                              request_cancel, server_now, set_ago, sql)
 from shared.proc import WaitTimeout, kill_pid, wait_until
 from shared.tap import Check, run
 
@@ -86,9 +87,9 @@ def check_cancel(c) -> None:
     try:
         # -- can_continue answers for the live owner only
         seen = []
-        spoilers = {"live": None, "foreign token": None, "cancel requested": cancel, "lease expired": expire_lease,
-                    "deadline passed": lambda job: sql("UPDATE export_jobs SET deadline_at=DATE_SUB(NOW(6), INTERVAL 1 "
-                                                       "SECOND) WHERE id=%s", (job,))}
+        spoilers = {"live": None, "foreign token": None, "cancel requested": request_cancel,
+                    "lease expired": expire_lease,
+                    "deadline passed": lambda job: set_ago("export_jobs", "id", [job], 1, "deadline_at")}
         for case, spoil in spoilers.items():
             job_id = submitted(st, jobs, [3])
             token = lease_token_of(st.claim(job_id))
@@ -127,7 +128,7 @@ def check_cancel(c) -> None:
 
         # -- C: cancelled while still queued: nobody claims it
         job_c = submitted(st, jobs, [6])
-        cancel(job_c)
+        request_cancel(job_c)
         wait_end(send(app, job_c))
         row_c = job_row(job_c)
         assert row_c["status"] == "queued" and row_c["attempts"] == 0, t(
@@ -155,7 +156,7 @@ def cancelled_at(app, phase: str, job_id: str) -> tuple[int, dict]:
     GATE.hold(job_id, phase=phase)
     task_id = send(app, job_id)
     wait_hold(phase, job_id)
-    changed = cancel(job_id)
+    changed = request_cancel(job_id)
     GATE.release(job_id, phase=phase)
     return changed, wait_end(task_id)
 
@@ -250,8 +251,8 @@ def check_lease_recovery(c) -> None:
             "the publisher claimed or sent the recovery event before its available_at")
 
         tl["ff"] = time.time()
-        move_back(11, "export_jobs", "id", job_id, "next_attempt_at")
-        move_back(11, "export_outbox", "id", event["id"], "available_at")
+        move_back("export_jobs", "id", [job_id], 11, "next_attempt_at")
+        move_back("export_outbox", "id", [event["id"]], 11, "available_at")
         tl["pub2"] = time.time()
         row = run_published(c, pub, celery_app(), job_id, event["id"])
         tl.update(status=row["status"], attempts2=row["attempts"])
@@ -287,8 +288,7 @@ def check_dead_letter_replay(c) -> None:
         tl.update(claim=time.time(), got=claimed.get("attempts") if isinstance(claimed, dict) else None)
         assert lease_token_of(claimed), t("a fresh job could not be claimed")
         tl["moved"] = time.time()
-        sql("UPDATE export_jobs SET deadline_at=DATE_SUB(NOW(6), INTERVAL 1 SECOND), "
-            "lease_until=DATE_SUB(NOW(6), INTERVAL 1 SECOND) WHERE id=%s", (job_id,))
+        set_ago("export_jobs", "id", [job_id], 1, "deadline_at", "lease_until")
         scan(rec)
         tl["scan"] = time.time()
         old = job_row(job_id)
@@ -417,7 +417,7 @@ def check_exhausted(c) -> None:
         end = wait_end(send(app, job_id))
         scan(rec)
         row = job_row(job_id)
-        letters = sql("SELECT COUNT(*) AS n FROM export_dead_letters WHERE job_id=%s", (job_id,))[0]["n"]
+        letters = len(dead_letters(job_id))
         c.note(t("dead letter {reason}; a 4th claim() → {token_of}, a message → {shown}; afterwards {status}, "
                  "attempts={attempts}, {letters} dead letter(s)", reason=letter['reason'],
                  token_of=lease_token_of(fourth), shown=shown(end), status=row['status'], attempts=row['attempts'],

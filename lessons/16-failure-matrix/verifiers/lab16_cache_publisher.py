@@ -24,7 +24,7 @@ def main(folder: str) -> int:
             with publishing():  # the matrix worker's claims wait meanwhile (lab16_probe)
                 return {"published": bool(publish_one())}
         except Exception as exc:  # noqa: BLE001 - reported to the checker, which decides
-            return {"error": f"{type(exc).__name__}: {exc}"[:300]}
+            return handshake.error_of(exc)
 
     # Told to stop (or the matrix never got to the row): it ends without publishing.
     handshake.serve(folder, CACHE_PUBLISHER, publish, lifetime=LIFETIME)

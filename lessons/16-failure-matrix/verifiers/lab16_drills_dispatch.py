@@ -12,13 +12,13 @@ from collections import namedtuple
 from datetime import UTC, datetime
 from uuid import uuid4
 
-from lab16_fixture import (QUEUES, ask, delivery_log, ended, events_of, fail_claim, learner,
+from lab16_fixture import (CALL_LIMIT, PROBE, QUEUES, ask, delivery_log, ended, events_of, fail_claim, learner,
                            pending_of, seconds_until)
 from lab16_row import QUEUED_BUDGET, Row, age_until_requeued, settle
 
 from shared.lesson_celery import WORK, redact, short
 from shared.i18n import t
-from shared.lesson_db import active_jobs, job_event_counts, job_row, kept_db, remove_jobs, sql
+from shared.lesson_db import active_jobs, dispatched_unclaimed, job_event_counts, job_row, kept_db, remove_jobs, sql
 
 
 Answer = namedtuple("Answer", "status text retry_after")  # one answer of the learner's submit route
@@ -43,7 +43,7 @@ def submit_app() -> tuple[bool, str]:
 
 def case_queue_full(row: Row, stack) -> None:
     api, route = submit_app()
-    limit = ask("limit_default")  # the default of admit_export's `limit` (its signature, read in the probe)
+    limit = PROBE.call("shared.lesson_db:limit_default", timeout=CALL_LIMIT)  # admit_export's default `limit`
     limit = limit if type(limit) is int and limit > 0 else 100
     fillers: list[str] = []
     try:
@@ -165,10 +165,7 @@ def case_sent_unclaimed(row: Row, stack) -> None:
     job = row.submit()
     with row.fault(t("the publisher confirmed the send but the message is lost (marked sent, never sent)")):
         row.lost_messages.update(e["id"] for e in pending_of(job))
-        with kept_db() as cur:
-            cur.execute("UPDATE export_outbox SET sent_at=NOW(6), claim_until=NULL WHERE job_id=%s AND sent_at IS NULL",
-                        (job,))
-            cur.execute("UPDATE export_jobs SET last_dispatched_at=NOW(6) WHERE id=%s", (job,))
+        dispatched_unclaimed(job)
         row.observe("queued+sent (message lost)")
     row.recover()
     age = age_until_requeued(row, job)

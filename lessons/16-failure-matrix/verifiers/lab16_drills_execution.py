@@ -9,15 +9,15 @@ from __future__ import annotations
 import json
 from uuid import uuid4
 
-from lab16_fixture import (GATE, PROBE, RESULT_TTL, ask, claim_seconds_left, confirm_lost, dead_letters,
-                           deliveries, events_of, learner, outbox_insert_fails, pending_of, seconds_until)
+from lab16_fixture import (GATE, PROBE, RESULT_TTL, ask, claim_seconds_left, confirm_lost, deliveries, events_of,
+                           learner, outbox_insert_fails, pending_of, seconds_until)
 from lab16_publishing import CACHE_PUBLISHER
 from lab16_row import LEASE_BUDGET, Row, await_hold, scan_until, settle
 
 from shared import handshake
 from shared.lesson_celery import WORK, redact, run_script, setting, short
 from shared.i18n import t
-from shared.lesson_db import job_event_counts, job_row, sql, wait_status
+from shared.lesson_db import dead_letters, job_event_counts, job_row, request_cancel, wait_status
 from shared.proc import free_port, kill_pid, wait_until
 
 
@@ -173,8 +173,7 @@ def case_cancel(row: Row, stack) -> None:
     job = row.submit()
     await_hold(row, job)
     with row.fault(t("cancel_requested=TRUE while the export runs")):
-        sql("UPDATE export_jobs SET cancel_requested=TRUE, updated_at=NOW(6) "
-            "WHERE id=%s AND status IN ('queued','running')", (job,))
+        request_cancel(job)
         GATE.release(job)
         stack.wait_ended(job, 1)
         now = job_row(job)

@@ -25,8 +25,7 @@ from shared.lesson_celery import (LOG_DIR, READY_MARK, WORK, pid_running, read_e
 from shared.hold_gate import HoldList
 from shared.i18n import t
 from shared import lesson_db
-from shared.lesson_db import (close_kit_connection, fault_trigger, kept_db, make_marks_table, payload_of, sql,
-                              trigger)
+from shared.lesson_db import close_kit_connection, fault_trigger, make_marks_table, payload_of, sql, trigger
 from shared.lesson_db import outbox_of as events_of  # the job's outbox events, oldest first
 from shared.probe import LearnerRaised, Probe
 from shared.proc import Process, WaitTimeout, free_port, port_open, wait_all_ready, wait_until
@@ -72,10 +71,6 @@ def pending_of(job_id: str) -> list[dict]:
     return events_of(job_id, unsent_only=True)
 
 
-def dead_letters(job_id: str) -> list[dict]:
-    return sql("SELECT job_id, reason FROM export_dead_letters WHERE job_id=%s", (job_id,))
-
-
 def due_events() -> int:
     return int(sql("SELECT COUNT(*) AS n FROM export_outbox WHERE sent_at IS NULL AND available_at<=NOW(6) "
                    "AND (claim_until IS NULL OR claim_until<NOW(6))")[0]["n"])
@@ -119,29 +114,17 @@ def advance(job_ids, seconds: float) -> float:
     us = int(round(seconds * 1e6))
     if us <= 0:
         return 0.0
-    marks = ",".join(["%s"] * len(job_ids))
-    shift = "{0}=DATE_SUB({0}, INTERVAL %s MICROSECOND)"
-    with kept_db() as cur:
-        cols = ("created_at", "updated_at", "next_attempt_at", "lease_until", "last_dispatched_at", "deadline_at")
-        cur.execute(f"UPDATE export_jobs SET {', '.join(shift.format(c) for c in cols)} WHERE id IN ({marks})",
-                    [us] * len(cols) + list(job_ids))
-        cols = ("created_at", "available_at", "sent_at", "claim_until")
-        cur.execute(f"UPDATE export_outbox SET {', '.join(shift.format(c) for c in cols)} WHERE job_id IN ({marks})",
-                    [us] * len(cols) + list(job_ids))
+    lesson_db.move_back("export_jobs", "id", job_ids, us / 1e6, "created_at", "updated_at", "next_attempt_at",
+                        "lease_until", "last_dispatched_at", "deadline_at")
+    lesson_db.move_back("export_outbox", "job_id", job_ids, us / 1e6, "created_at", "available_at", "sent_at",
+                        "claim_until")
     return us / 1e6
 
 
 def park(job_ids) -> None:
     """Take leftover jobs out of every later path (a failed row's or a check's own): failed, nothing due."""
-    if not job_ids:
-        return
-    marks = ",".join(["%s"] * len(job_ids))
-    with kept_db() as cur:
-        cur.execute(f"UPDATE export_outbox SET sent_at=NOW(6), claim_until=NULL WHERE sent_at IS NULL "
-                    f"AND job_id IN ({marks})", list(job_ids))
-        cur.execute(f"UPDATE export_jobs SET status='failed', error_code='lab16_parked', lease_token=NULL, "
-                    f"lease_until=NULL, result_ref=NULL WHERE status IN ('queued','running') AND id IN ({marks})",
-                    list(job_ids))
+    lesson_db.close_open_jobs(job_ids, "status='failed', error_code='lab16_parked', lease_token=NULL, "
+                              "lease_until=NULL, result_ref=NULL")
 
 
 # ---------------------------------------------------------------- the job's committed state changes

@@ -1,11 +1,9 @@
 """Runs in a probe next to the learner's modules (shared/probe.py): the calls lesson 16's judge cannot make
-by name — pointing an already loaded celery_app at the stack's private broker, the capacity admit_export
-defaults to, a read inside the learner's own transaction(), Celery's state of a message and a send with
-the learner's app, the HTTP burst against the learner's submit route, four schedule_once calls racing
-for one slot.  Plain data out; the judge decides."""
+by name — pointing an already loaded celery_app at the stack's private broker, a read inside the learner's
+own transaction(), Celery's state of a message and a send with the learner's app, the HTTP burst against the
+learner's submit route, four schedule_once calls racing for one slot.  Plain data out; the judge decides."""
 
 import functools
-import inspect
 import os
 import sys
 import threading
@@ -18,13 +16,6 @@ def point_broker(url: str) -> None:
     loaded = sys.modules.get("celery_app")
     if loaded is not None:
         loaded.app.conf.broker_url = url
-
-
-def limit_default():
-    """The default of admit_export's `limit` (None when it has none)."""
-    import state_store
-    param = inspect.signature(state_store.admit_export).parameters.get("limit")
-    return None if param is None or param.default is param.empty else param.default
 
 
 def status_in_transaction(job_id: str):

@@ -45,8 +45,8 @@ from uuid import UUID
 
 from lab16_cases import CASE_IDS
 from lab16_evidence import backing_problems, claim_problems, learner_record, real_statuses, why_not_backed
-from lab16_fixture import (GATE, advance, artifact_evidence, claim_seconds_left, confirm_lost, dead_letters, deliveries,
-                           ended, events_of, learner, park, pending_of, seconds_until)
+from lab16_fixture import (GATE, advance, artifact_evidence, claim_seconds_left, confirm_lost, deliveries, ended,
+                           events_of, learner, park, pending_of, seconds_until)
 from lab16_monitor import (age_bounds, insert_known_rows, load_schemas, number, pick, run_monitor, scratch_schema,
                            server_now, waiting_since)
 from lab16_record import RECORD, row_problems
@@ -57,7 +57,7 @@ from lab16_worker_log import job_phase_lines, log_leaks, worker_logs
 
 from shared.lesson_celery import WORK, run_script, short
 from shared.i18n import t
-from shared.lesson_db import job_row, payload_of, sql
+from shared.lesson_db import dead_letters, dispatched_unclaimed, first_product, job_row, payload_of, sql
 from shared.proc import wait_until
 from shared.tap import Check, run
 
@@ -248,14 +248,13 @@ def check_budgets(c) -> None:
 def check_durable_waits(c) -> None:
     store = learner("state_store")
     recovery = learner("recovery")
-    product = [int(sql("SELECT MIN(id) AS id FROM products")[0]["id"])]
+    product = [first_product()]
     made: list[str] = []
     try:
         # (a) a re-dispatch: sent, lost, overdue → a new event, attempts untouched; only the claim counts
         lost = store.submit_snapshot(product)
         made.append(lost)
-        sql("UPDATE export_outbox SET sent_at=NOW(6), claim_until=NULL WHERE job_id=%s", (lost,))
-        sql("UPDATE export_jobs SET last_dispatched_at=NOW(6) WHERE id=%s", (lost,))
+        dispatched_unclaimed(lost)
         advance(lost, 61)
         recovery.recover_batch()
         recovery.recover_batch()
