@@ -266,6 +266,23 @@ def run_script(args: list[str], timeout: float, late: str | None = None, env: di
     return Script(done.returncode, output, [line for line in output.splitlines() if line.strip()])
 
 
+def publish_until_sent(c, event_id: str, failed: str, sent, runs: int = 4, timeout: float = 25) -> str:
+    """The outbox lessons' relay: `python publisher.py`, at most `runs` times, until sent(event_id) (the caller
+    passes lesson_db.event_sent: lesson_db imports this module); its last output line (cut to 200).  A run that
+    fails notes its last 3 lines and fails with `failed`."""
+    line = ""
+    for _ in range(runs):
+        done = run_script(["publisher.py"], timeout)
+        line = done.lines[-1][:200] if done.lines else ""
+        if done.code != 0:
+            done.tail(c, 3)
+        assert done.code == 0, failed
+        if sent(event_id):
+            return line
+    raise AssertionError(t("event {event_id} still unsent after {runs} runs of python publisher.py (last output: "
+                           "{line})", event_id=short(event_id), runs=runs, line=line))
+
+
 # ---------------------------------------------------------------- the learner's task, through a probe
 
 def learner_task(where: str):

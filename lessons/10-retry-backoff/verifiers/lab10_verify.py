@@ -23,14 +23,13 @@ from __future__ import annotations
 
 import ast
 import contextlib
-import functools
 import time
 from pathlib import Path
 from uuid import uuid4
 
 from shared.lesson_celery import LOG_DIR, LearnerTask, declared_worker, log_lines, read_events, redact, run_script
 from shared.figures import attach, bar, lane, lanes, mark
-from shared.i18n import t
+from shared.i18n import listed, t
 from shared.probe import Probe
 from shared.proc import WaitTimeout, wait_until
 from shared.tap import Check, run
@@ -281,7 +280,7 @@ def check_delays(c) -> None:
         c.note(t("cap(n) = min(backoff_max, backoff_base × 2^n) (the probe shrank backoff_base/backoff_max)"))
     else:
         c.note(t("cap(n) = min(backoff_max, backoff_base × 2^n) (the course's 8 and 1)"))
-    c.note(t("fail_until=10: {delays}", delays=functools.reduce(lambda a, b: t("{a}; {b}", a=a, b=b), delays)))
+    c.note(t("fail_until=10: {delays}", delays=listed(delays, semicolons=True)))
     starts = run.events("start")
     deadlines = sorted({e["args"][1] for e in starts if len(e.get("args", [])) > 1})
     c.note(t("  deadline_epoch carried by {n_starts} executions: {deadlines} (submitted {deadline})",

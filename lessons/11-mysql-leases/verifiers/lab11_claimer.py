@@ -15,7 +15,7 @@ import sys
 import threading
 from pathlib import Path
 
-from shared.handshake import ready, takes_locks, wait_go, write_json, write_result
+from shared.handshake import error_of, ready, takes_locks, wait_go, write_json, write_result
 
 _claimer = threading.local()  # set only while a claimer thread is inside claim()
 
@@ -56,7 +56,7 @@ def claimer(folder: Path, name: str, state_store) -> None:
         try:
             result = outcome(state_store.claim(plan["job"]))
         except Exception as exc:  # noqa: BLE001 - reported to the checker, which decides
-            result = {"error": f"{type(exc).__name__}: {exc}"[:200]}
+            result = error_of(exc, 200)
         finally:
             _claimer.name = None
         write_result(folder, name, result, round_no)

@@ -54,7 +54,7 @@ from shared.lesson_celery import LOG_DIR, declared_worker, redact, run_script, s
 from shared.i18n import t
 from shared.lesson_db import (TERMINAL, UUID_RE, changed_rows, expire_lease, explained, job_row, lease_token_of,
                               payload_of, result_file, row_lock_error, sql, wait_status)
-from shared.proc import WaitTimeout, wait_until
+from shared.proc import wait_until
 from shared.tap import Check, run
 
 
@@ -145,9 +145,10 @@ def check_single_claim(c) -> None:
     procs_n, threads_n = 3, 3
     names = [f"p{p}.{k}" for p in range(1, procs_n + 1) for k in range(1, threads_n + 1)]
     jobs = [state_store.submit_snapshot([n]) for n in (11, 12, 13)]
-    folder = LOG_DIR / f"lab11-claim-{uuid4().hex[:8]}"
-    claimers = handshake.HelperGroup(["lab11_claimer.py"], [f"p{p}" for p in range(1, procs_n + 1)], folder, "claimer",
-                                     args=(str(threads_n),), failed=t("a claimer process failed to start:\n"))
+    claimers = handshake.HelperGroup(["lab11_claimer.py"], [f"p{p}" for p in range(1, procs_n + 1)], "lab11-claim",
+                                     "claimer", args=(str(threads_n),),
+                                     failed=t("a claimer process failed to start:\n"))
+    folder = claimers.folder
     try:
         for k, job_id in enumerate(jobs, 1):
             handshake.go(folder, names, {"job": job_id}, round_no=k)
@@ -236,11 +237,9 @@ def check_no_transaction(c, workers: Workers) -> None:
     GATE.hold(job_id)
     try:
         task_id = export_products.send([job_id])
-        try:
-            hold = GATE.wait_held([job_id], 20, "the worker to start writing the file")
-        except WaitTimeout:
-            raise AssertionError(t("the worker did not start writing within 20 s (the path must contain the job_id, "
-                                   "e.g. artifacts/<job_id>.<token>.json)")) from None
+        hold = GATE.wait_held([job_id], 20, "the worker to start writing the file", late=lambda: t(
+            "the worker did not start writing within 20 s (the path must contain the job_id, e.g. "
+            "artifacts/<job_id>.<token>.json)"))
         c.note(t("slow job: worker pid {pid} held just before writing {name}", pid=hold['pid'],
                  name=Path(hold['path']).name))
         row = job_row(job_id)

@@ -15,7 +15,7 @@ as long as the checker needs: no statement is running, so no statement time limi
 
 import sys
 
-from shared.handshake import hold_after_first_lock, serve
+from shared.handshake import error_of, hold_after_first_lock, serve
 
 
 def main(folder: str, name: str) -> None:
@@ -30,7 +30,7 @@ def main(folder: str, name: str) -> None:
                 event = claim_event()
                 results.append({"event": None if event is None else str(event["id"])})
             except Exception as exc:  # noqa: BLE001 - reported to the checker, which decides
-                results.append({"error": f"{type(exc).__name__}: {exc}"[:200]})
+                results.append(error_of(exc, 200))
         return results
     serve(folder, name, claims)
 

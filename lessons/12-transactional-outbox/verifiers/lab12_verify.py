@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 from uuid import uuid4
 
-from shared import handshake
+from shared import handshake, lesson_celery
 from shared.lesson_celery import LOG_DIR, read_events, run_script, short
 from shared.i18n import t
 from shared.lesson_db import (TERMINAL, UUID_RE, changed_rows, event_sent, fault_trigger, held_by_others,
@@ -91,29 +91,9 @@ def store():
     return learner.module("state_store", "transaction", "submit_snapshot", "claim", "finish")
 
 
-def run_publisher(timeout: float = 25) -> tuple[int, str]:
-    done = run_script(["publisher.py"], timeout)
-    return done.code, done.output
-
-
-def last_lines(text: str, n: int = 2) -> list[str]:
-    return [line[:200] for line in text.strip().splitlines() if line.strip()][-n:]
-
-
 def publish_until_sent(c, event_id: str, runs: int = 4) -> str:
-    """python publisher.py, at most `runs` times, until this event is sent; the last output line."""
-    line = ""
-    for _ in range(runs):
-        code, output = run_publisher()
-        line = (last_lines(output, 1) or [""])[0]
-        if code != 0:
-            for shown in last_lines(output, 3):
-                c.note("  " + shown)
-        assert code == 0, t("python publisher.py failed while Redis is up (output below)")
-        if event_sent(event_id):
-            return line
-    raise AssertionError(t("event {event_id} still unsent after {runs} runs of python publisher.py (last output: "
-                           "{line})", event_id=short(event_id), runs=runs, line=line))
+    return lesson_celery.publish_until_sent(c, event_id, t("python publisher.py failed while Redis is up (output "
+                                                           "below)"), event_sent, runs)
 
 
 # ---------------------------------------------------------------- the worker's deliveries (probe events)
@@ -183,8 +163,7 @@ def check_submit(c) -> None:
     done = run_script(["submit_db_export.py"], 30, env={"CELERY_BROKER_URL": closed})
     found = re.findall(rf"ready for publisher:\s*({UUID_RE})", done.output)
     if done.code != 0 or not found:
-        for line in last_lines(done.output, 4):
-            c.note("  " + line)
+        done.tail(c, 4)
     assert done.code == 0, t("python submit_db_export.py failed (see the output below). The checker runs it "
                                    "with CELERY_BROKER_URL pointing at a closed port: a submitter that only writes "
                                    "MySQL does not notice; failing means it still sends a message itself "
@@ -224,12 +203,12 @@ def check_broker_down(c) -> None:
         c.note(t("submit_snapshot([6]) → job {job_id} queued + event {id}, committed", job_id=short(job_id),
                  id=short(event['id'])))
         started = time.monotonic()
-        code, output = run_publisher(timeout=40)  # a publisher without a fail-fast setting retries for ~6 s, or ~20 s with results on
+        # a publisher without a fail-fast setting retries for ~6 s, or ~20 s with results on
+        code, output, lines = run_script(["publisher.py"], 40)
         took = time.monotonic() - started
         after = one_event(job_id)
-        tail = last_lines(output, 1)
         c.note(t("python publisher.py (Redis down) → exit code {code} in {took:.1f}s: {tail}", code=code, took=took,
-                 tail=tail[0] if tail else ''))
+                 tail=lines[-1][:200] if lines else ''))
         assert after["sent_at"] is None, t("the event was marked sent although the broker was down: write sent_at "
                                            "only after send_task returned")
         assert code != 0 or "published True" not in output, t(
@@ -261,7 +240,7 @@ def check_skip_confirm(c) -> None:
     with fault_trigger("lab12_kit_no_confirm", "BEFORE UPDATE", "export_outbox", MARKS, "no-confirm", event["id"],
                        "lab12 drill: the publisher stopped before confirming",
                        when="OLD.sent_at IS NULL AND NEW.sent_at IS NOT NULL", ref_of="OLD.id"):
-        code, output = run_publisher()
+        code = run_script(["publisher.py"], 25).code
     first = one_event(job_id)
     c.note(t("run 1 of python publisher.py (confirm skipped) → exit code {code}; sent_at={sent_at}, "
              "attempts={attempts}", code=code, sent_at=first['sent_at'], attempts=first['attempts']))
@@ -293,15 +272,6 @@ def check_skip_confirm(c) -> None:
         "consumer must keep lesson 11's claim/finish conditions", status=row['status'], attempts=row['attempts'],
         value=row['result_ref'] != first_ref)
     c.note(t("result unchanged: attempts=1, exactly one result_ref"))
-
-
-# ---------------------------------------------------------------- 12.4
-
-class Claimers(handshake.HelperGroup):
-    """lab12_claimer.py processes, each running the learner's claim_event when the checker says go."""
-
-    def __init__(self, names: list[str]):
-        super().__init__(["lab12_claimer.py"], names, LOG_DIR / f"lab12-claimers-{uuid4().hex[:8]}", "publisher")
 
 
 # ---------------------------------------------------------------- 12.4: what a claim locks, and why
@@ -363,7 +333,8 @@ def check_skip_locked(c) -> None:
     jobs, ids = add_pending(1000)
     oldest = ids[0]
     try:
-        claimers = Claimers(["A", "B"])
+        # lab12_claimer.py processes, each running the learner's claim_event when the checker says go.
+        claimers = handshake.HelperGroup(["lab12_claimer.py"], ["A", "B"], "lab12-claimers", "publisher")
         try:
             # A stops inside its claim right after its first locking statement, its transaction open.
             claimers.go("A", {"hold": True})
@@ -404,7 +375,7 @@ def check_skip_locked(c) -> None:
         c.note(t("A → the oldest event {oldest}; B → {event} (different, returned while A's transaction was still "
                  "open)", oldest=short(oldest), event=short(b['event'])))
 
-        burst = Claimers(["P", "Q"])
+        burst = handshake.HelperGroup(["lab12_claimer.py"], ["P", "Q"], "lab12-claimers", "publisher")
         try:
             burst.go("P", {"rounds": 25})
             burst.go("Q", {"rounds": 25})

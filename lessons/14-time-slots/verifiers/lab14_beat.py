@@ -9,8 +9,7 @@ from __future__ import annotations
 import os
 import sys
 
-from lab14_fixture import script_lines
-
+from shared import lesson_celery
 from shared.lesson_celery import (LOG_DIR, READY_MARK, log_lines, queued_messages, read_events, redact, short, spawn,
                                   take_back)
 from shared.i18n import t
@@ -30,16 +29,8 @@ def new_slots(before: set[str]) -> list[dict]:
     return [r for r in rows if r["slot_key"] not in before]
 
 
-def publish_until_sent(c, event_id: str, runs: int = 4) -> str:
-    """python publisher.py, as the lesson runs it, until this event is sent (bounded)."""
-    line = ""
-    for _ in range(runs):
-        lines = script_lines(c, "publisher.py", 25, 3, t("python publisher.py failed (output below)"))
-        line = lines[-1][:200] if lines else ""
-        if event_sent(event_id):
-            return line
-    raise AssertionError(t("event {event_id} still unsent after {runs} runs of python publisher.py (last output: "
-                           "{line})", event_id=short(event_id), runs=runs, line=line))
+def publish_until_sent(c, event_id: str) -> str:
+    return lesson_celery.publish_until_sent(c, event_id, t("python publisher.py failed (output below)"), event_sent)
 
 
 def queued_ticks() -> list[bytes]:
