@@ -12,7 +12,7 @@ from shared import handshake
 from shared.lesson_celery import read_events, short
 from shared.credentials import read_env_file
 from shared.manifest import KIT_ROOT
-from shared.proc import is_zombie, proc_stat
+from shared.proc import Process, WaitTimeout, is_zombie, kill_pid, proc_stat, wait_all_ready
 
 
 def test_read_events_skips_a_half_written_line(tmp_path):
@@ -260,3 +260,47 @@ def test_an_old_state_folder_is_used_until_moved_and_never_moved_from_under_a_ru
     (tmp_path / "fresh" / ".lab").symlink_to(tmp_path / ".state")
     move_old(tmp_path / "fresh")
     assert state_root(tmp_path / "fresh") == tmp_path / "fresh" / ".state" and (tmp_path / "fresh" / ".lab").is_symlink()
+
+
+def test_kill_pid_kills_a_process_we_did_not_start_and_waits_until_it_runs_no_more():
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        assert not is_zombie(child.pid)
+        kill_pid(child.pid, 10, "the child to die")
+        assert is_zombie(child.pid)  # not reaped yet: a zombie runs no more
+        assert child.wait(timeout=10) == -9
+    finally:
+        child.kill()
+        child.wait(timeout=10)
+
+
+def test_kill_pid_of_a_process_that_is_gone_raises():
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait(timeout=30)
+    with pytest.raises(ProcessLookupError):
+        kill_pid(child.pid, 1, "a reaped child to die")
+
+
+def _printer(tmp_path, name: str, code: str) -> Process:
+    return Process([sys.executable, "-c", code], cwd=tmp_path, log_path=tmp_path / f"{name}.log")
+
+
+def test_wait_all_ready_waits_for_each_started_process(tmp_path):
+    code = "import time; print('up', flush=True); time.sleep(60)"
+    procs = [_printer(tmp_path, "a", code), None, _printer(tmp_path, "b", code)]
+    try:
+        wait_all_ready(procs, 30, log_contains="up")
+        assert all(proc.alive() for proc in procs if proc is not None)
+    finally:
+        for proc in procs:
+            if proc is not None:
+                proc.stop(grace=1)
+
+
+def test_wait_all_ready_stops_every_one_when_one_is_not_ready(tmp_path):
+    good = _printer(tmp_path, "good", "import time; print('up', flush=True); time.sleep(60)")
+    bad = _printer(tmp_path, "bad", "raise SystemExit(3)")
+    with pytest.raises(WaitTimeout, match="before it was ready"):
+        wait_all_ready([good, bad], 30, grace=1, log_contains="up")
+    assert not good.alive() and not bad.alive()
+    assert bad.popen.returncode == 3
