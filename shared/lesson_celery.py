@@ -67,6 +67,15 @@ def read_events(path: str | Path, /, **match) -> list[dict]:
     return found
 
 
+def job_events(source, job_id: str, /, kind: str = "start", **match) -> list[dict]:
+    """One job's events of `kind` (a task's starts, by default) in file order: those whose first task argument is
+    job_id and whose fields equal `match`.  `source`: an event file (read_events) or events already read."""
+    events = read_events(source) if isinstance(source, (str, Path)) else source
+    wanted = {"kind": kind, **match}
+    return [e for e in events
+            if all(e.get(k) == v for k, v in wanted.items()) and (e.get("args") or [None])[0] == job_id]
+
+
 def short(value) -> str:
     """The first 8 characters of an id, for messages."""
     return f"{str(value)[:8]}…"

@@ -10,6 +10,7 @@ return extra fields; `ended` may replace "retval" (a lesson that reports a raise
 `retried(task, request, reason)`, when given, adds a "retry" event per planned retry with its fields.
 `only` names the one task recorded (every task when None).
 The checker reads these events as facts: who ran what, in which order, how it ended.
+`delivered_to(task)`: the worker's node and the message's queue, for a lesson that records where a task ran.
 """
 
 from __future__ import annotations
@@ -21,6 +22,13 @@ PLAIN = (dict, list, str, int, float, bool, type(None))
 
 def plain(value):
     return value if isinstance(value, PLAIN) else repr(value)[:200]
+
+
+def delivered_to(task) -> dict:
+    """The running task's worker node name and the queue its message came from (the routing key)."""
+    request = getattr(task, "request", None)
+    info = getattr(request, "delivery_info", None) or {}
+    return {"node": getattr(request, "hostname", None), "queue": info.get("routing_key")}
 
 
 def record_task_runs(record, started=None, ended=None, retried=None, only: str | None = None) -> None:

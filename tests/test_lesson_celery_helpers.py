@@ -332,3 +332,28 @@ def test_publish_until_sent_notes_a_failed_run_and_says_the_callers_words(work):
         publish_until_sent(c, "event-id", "python publisher.py failed (output below)",
                            lambda event_id: pytest.fail("asked after a failed run"))
     assert c.notes == ["  b", "  c", "    d"]
+
+
+def test_job_events_are_one_jobs_starts_in_file_order(tmp_path):
+    path = tmp_path / "events.jsonl"
+    for kind, task, task_id, args in (("start", "products.export", "a", ["job-1", 2]), ("start", "tick", "b", []),
+                                      ("end", "products.export", "a", ["job-1"]), ("start", "other", "c", ["job-1"]),
+                                      ("start", "products.export", "d", ["job-2"]),
+                                      ("start", "products.export", "e", ["job-1"])):
+        lesson_celery.append_event(path, kind, task=task, task_id=task_id, args=args)
+    assert [e["task_id"] for e in lesson_celery.job_events(path, "job-1")] == ["a", "c", "e"]
+    assert [e["task_id"] for e in lesson_celery.job_events(str(path), "job-1", task="products.export")] == ["a", "e"]
+    assert [e["task_id"] for e in lesson_celery.job_events(path, "job-1", kind="end")] == ["a"]
+    events = lesson_celery.read_events(path) + [{"kind": "start", "args": None}, {"kind": "start"}]
+    assert [e["task_id"] for e in lesson_celery.job_events(events, "job-1", task_id="e")] == ["e"]
+    assert lesson_celery.job_events(tmp_path / "missing.jsonl", "job-1") == []
+
+
+def test_delivered_to_is_the_workers_node_and_the_messages_queue():
+    from types import SimpleNamespace
+
+    from shared.worker_events import delivered_to
+    request = SimpleNamespace(hostname="fast@box", delivery_info={"routing_key": "exports.fast", "exchange": ""})
+    assert delivered_to(SimpleNamespace(request=request)) == {"node": "fast@box", "queue": "exports.fast"}
+    assert delivered_to(SimpleNamespace(request=SimpleNamespace(delivery_info=None))) == {"node": None, "queue": None}
+    assert delivered_to(object()) == {"node": None, "queue": None}

@@ -35,7 +35,7 @@ from pathlib import Path
 from uuid import uuid4
 
 from shared import handshake, lesson_celery
-from shared.lesson_celery import LOG_DIR, read_events, run_script, short
+from shared.lesson_celery import LOG_DIR, job_events, read_events, run_script, short
 from shared.i18n import t
 from shared.lesson_db import (TERMINAL, UUID_RE, changed_rows, event_sent, fault_trigger, held_by_others,
                               index_columns, job_event_counts, job_row, kit_db, lock_waits, make_marks_table, one_line,
@@ -99,7 +99,7 @@ def publish_until_sent(c, event_id: str, runs: int = 4) -> str:
 # ---------------------------------------------------------------- the worker's deliveries (probe events)
 
 def deliveries(job_id: str) -> list[dict]:
-    return [e for e in read_events(EVENTS, kind="start", task="products.export") if e.get("args")[:1] == [job_id]]
+    return job_events(EVENTS, job_id, task="products.export")
 
 
 def ended(job_id: str, task_id: str | None = None) -> list[dict]:

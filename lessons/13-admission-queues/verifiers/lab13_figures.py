@@ -12,6 +12,7 @@ from lab13_fixture import recorded
 
 from shared.figures import bar, lane, lanes, mark, steps
 from shared.i18n import t
+from shared.lesson_celery import job_events
 from shared.lesson_db import server_now, sql
 
 
@@ -45,7 +46,7 @@ def isolation_lanes(bulk_jobs: list[str], fast: str | None, moments: dict) -> di
         jobs.append((fast, "fast", t("short job, 1 row")))
     rows: dict[str, dict] = {}
     for job, kind, label in jobs:
-        started = [e for e in seen if e.get("kind") == "start" and (e.get("args") or [None])[0] == job]
+        started = job_events(seen, job)
         holds = [e["at"] for e in seen if e.get("kind") == "hold" and e.get("job") == job]
         for start in started:
             end = next((e for e in seen if e.get("kind") == "end" and e.get("task_id") == start.get("task_id")), None)

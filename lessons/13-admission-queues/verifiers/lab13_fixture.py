@@ -11,7 +11,7 @@ import json
 import sys
 from uuid import uuid4
 
-from shared.lesson_celery import LOG_DIR, READY_MARK, WORK, read_events, redact, redis_client, spawn
+from shared.lesson_celery import LOG_DIR, READY_MARK, WORK, job_events, read_events, redact, redis_client, spawn
 from shared.hold_gate import HoldList
 from shared.i18n import listed, t
 from shared.probe import Probe
@@ -195,7 +195,7 @@ recorded = functools.partial(read_events, GATE.events)
 
 
 def starts(job_id: str) -> list[dict]:
-    return [e for e in recorded(kind="start", task="products.export") if (e.get("args") or [None])[0] == job_id]
+    return job_events(GATE.events, job_id, task="products.export")
 
 
 def first_held(job_ids: list[str], seconds: float, who: str) -> str:

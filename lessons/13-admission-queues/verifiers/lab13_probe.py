@@ -11,7 +11,7 @@ settings and tasks, plus, in these processes only:
   13.5); the checker releases only after its verdict, and the backstop outlasts every check.
 """
 
-from shared.worker_events import record_task_runs
+from shared.worker_events import delivered_to, record_task_runs
 from shared.hold_gate import probe_gate
 
 HOLD_BACKSTOP = 300.0  # seconds: longer than any check's timeout
@@ -19,14 +19,8 @@ HOLD_BACKSTOP = 300.0  # seconds: longer than any check's timeout
 GATE = probe_gate("lab13", HOLD_BACKSTOP)  # installed before the learner's modules load
 
 
-def _where(task) -> dict:
-    request = getattr(task, "request", None)
-    info = getattr(request, "delivery_info", None) or {}
-    return {"node": getattr(request, "hostname", None), "queue": info.get("routing_key")}
-
-
-record_task_runs(GATE.record, started=lambda task, args, kwargs: _where(task),
-                 ended=lambda task, state, retval: _where(task))
+record_task_runs(GATE.record, started=lambda task, args, kwargs: delivered_to(task),
+                 ended=lambda task, state, retval: delivered_to(task))
 
 from celery_app import app  # noqa: E402  the learner's app, tasks and settings
 

@@ -10,8 +10,8 @@ import os
 import sys
 
 from shared import lesson_celery
-from shared.lesson_celery import (LOG_DIR, READY_MARK, log_lines, queued_messages, read_events, redact, short, spawn,
-                                  take_back)
+from shared.lesson_celery import (LOG_DIR, READY_MARK, job_events, log_lines, queued_messages, read_events, redact,
+                                  short, spawn, take_back)
 from shared.i18n import t
 from shared.lesson_db import TERMINAL, event_sent, sql, wait_status
 from shared.proc import Process, WaitTimeout, wait_all_ready, wait_until
@@ -115,6 +115,5 @@ def tick_chain_runs(run: str, job_id: str) -> tuple[list[dict], list[dict], list
     seen = read_events(EVENTS, run=run)
     ticks = [e for e in seen if e.get("task") == TICK and e.get("kind") == "start"]
     made = [e for e in seen if e.get("task") == TICK and e.get("kind") == "end" and e.get("retval") == job_id]
-    exports = [e for e in seen if e.get("task") == "products.export" and e.get("kind") == "start"
-               and (e.get("args") or [None])[0] == job_id]
+    exports = job_events(seen, job_id, task="products.export")
     return ticks, made, exports

@@ -11,21 +11,14 @@ import os
 from functools import partial
 
 from shared.lesson_celery import append_event
-from shared.worker_events import record_task_runs
+from shared.worker_events import delivered_to, record_task_runs
 
 EVENTS = os.path.join(os.environ.get("TASKLAB_LOG_DIR") or ".", "lab14-events.jsonl")
 TICK_TASK = "products.schedule_tick"
 RUN = os.environ.get("LAB14_RUN")
 record = partial(append_event, EVENTS, run=RUN)
 
-
-def _delivered(task, args, kwargs) -> dict:
-    request = getattr(task, "request", None)
-    delivery = getattr(request, "delivery_info", None) or {}
-    return {"queue": delivery.get("routing_key"), "worker": getattr(request, "hostname", None)}
-
-
-record_task_runs(record, started=_delivered)
+record_task_runs(record, started=lambda task, args, kwargs: delivered_to(task))
 
 from celery_app import app  # noqa: E402  the learner's app, tasks and settings
 

@@ -153,8 +153,8 @@ def check_beat_chain(c) -> None:
             assert exports, t("the bulk worker never received this job's export")
             sent = log_lines(procs["beat"].log_text(), "Sending due task", limit=1000)
             c.note(t("beat sent {n_sent} tick(s); ticks ran on {worker} (queue {queue}), the export on {worker2} "
-                     "(queue {queue2})", n_sent=len(sent), worker=ticks[0].get('worker'), queue=ticks[0].get('queue'),
-                     worker2=exports[0].get('worker'), queue2=exports[0].get('queue')))
+                     "(queue {queue2})", n_sent=len(sent), worker=ticks[0].get('node'), queue=ticks[0].get('queue'),
+                     worker2=exports[0].get('node'), queue2=exports[0].get('queue')))
             procs["beat"].stop(grace=5)
             with contextlib.suppress(WaitTimeout):  # the fast worker takes the last ticks (bounded)
                 wait_until(lambda: not queued_ticks(), 5, "the last ticks to be taken", interval=0.1)

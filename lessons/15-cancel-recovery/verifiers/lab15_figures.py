@@ -11,7 +11,7 @@ import time
 
 from lab15_fixture import events
 
-from shared.lesson_celery import short
+from shared.lesson_celery import job_events, short
 from shared.figures import bar, lane, lanes, mark
 from shared.i18n import t
 
@@ -32,7 +32,7 @@ def _ended(at: float, status: str) -> dict:
 def _runs(job_id: str) -> tuple[list[dict], dict]:
     """This job's task starts in order, and every task end by message id (the probe's events)."""
     seen = [e for e in events() if isinstance(e.get("at"), (int, float))]
-    starts = [e for e in seen if e.get("kind") == "start" and (e.get("args") or [None])[:1] == [job_id]]
+    starts = job_events(seen, job_id)
     return sorted(starts, key=lambda e: e["at"]), {e.get("task_id"): e for e in seen if e.get("kind") == "end"}
 
 

@@ -47,12 +47,12 @@ from uuid import uuid4
 
 from lab15_delivery import check_confirm, check_retry_gate, check_unclaimed, check_warm_shutdown
 from lab15_figures import dead_letter_lanes, exhausted_lanes, recovery_lanes
-from lab15_fixture import (GATE, celery_app, dead_letter, events, expire_lease, explained,
+from lab15_fixture import (GATE, celery_app, dead_letter, expire_lease, explained,
                            files_of, learner, make_due, outbox_row, parked, publish_event,
                            published_as, publisher, recovery, remove_jobs, retire, run_published, run_script,
                            scan, send, shown, store, submitted, unsent, wait_end, wait_hold, worker_event)
 
-from shared.lesson_celery import LOG_DIR, children_of, declared_worker, short
+from shared.lesson_celery import LOG_DIR, children_of, declared_worker, job_events, short
 from shared.figures import attach
 from shared.i18n import t
 from shared.lesson_db import (UUID_RE, dead_letters, fill_admission, job_row, lease_token_of, move_back, payload_of,
@@ -262,7 +262,7 @@ def check_lease_recovery(c) -> None:
         assert row["attempts"] == 2, t("the claim after recovery should have attempts == 2, got {attempts}",
                                        attempts=row['attempts'])
         path = published_as(row, snapshot, t("the result file is not the job's snapshot"))
-        claimed_by = [e for e in events(kind="start", task_id=event["id"]) if e.get("args", [None])[:1] == [job_id]]
+        claimed_by = job_events(GATE.events, job_id, task_id=event["id"])
         c.note(t("recovery event {id} delivered {n_claimed_by} time(s); result file {name} holds the submit-time "
                  "snapshot", id=short(event['id']), n_claimed_by=len(claimed_by), name=path.name))
     finally:

@@ -20,8 +20,8 @@ from pathlib import Path
 from lab16_publishing import CACHE_PUBLISHER, publishing
 
 from shared import handshake
-from shared.lesson_celery import (LOG_DIR, READY_MARK, WORK, pid_running, read_events, redact, redis_client, setting,
-                                  short)
+from shared.lesson_celery import (LOG_DIR, READY_MARK, WORK, job_events, pid_running, read_events, redact, redis_client,
+                                  setting, short)
 from shared.hold_gate import HoldList
 from shared.i18n import t
 from shared import lesson_db
@@ -202,15 +202,13 @@ def delivery_log(job_id: str) -> list[dict]:
         if event.get("kind") == "end":
             ends.setdefault((event.get("task_id"), event.get("pid")), []).append(event)
     found, used = [], {}
-    for event in events:
-        if (event.get("kind") == "start" and event.get("task") == "products.export"
-                and (event.get("args") or [None])[:1] == [job_id]):
-            key = (event.get("task_id"), event.get("pid"))
-            index = used.get(key, 0)
-            used[key] = index + 1
-            mine = ends.get(key, [])
-            found.append({"task_id": key[0], "pid": key[1], "start": event,
-                          "end": mine[index] if index < len(mine) else None})
+    for event in job_events(events, job_id, task="products.export"):
+        key = (event.get("task_id"), event.get("pid"))
+        index = used.get(key, 0)
+        used[key] = index + 1
+        mine = ends.get(key, [])
+        found.append({"task_id": key[0], "pid": key[1], "start": event,
+                      "end": mine[index] if index < len(mine) else None})
     return found
 
 
