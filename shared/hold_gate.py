@@ -126,8 +126,7 @@ class HoldList:
     def holds(self, job: str, phase: str | None = None) -> list[dict]:
         """The probe's "hold" events of this job (at `phase`): a worker reached its pause."""
         ident = {"phase": phase, "job": job} if phase else {"job": job}
-        return [e for e in read_events(self.events)
-                if e.get("kind") == "hold" and all(e.get(k) == v for k, v in ident.items())]
+        return read_events(self.events, kind="hold", **ident)
 
     def wait_held(self, jobs: list[str], seconds: float, what: str, phase: str | None = None,
                   interval: float = 0.05, late=None) -> dict:

@@ -62,18 +62,21 @@ def read_events(path: str | Path, /, **match) -> list[dict]:
             event = json.loads(line)
         except ValueError:
             continue
-        if isinstance(event, dict) and all(event.get(k) == v for k, v in match.items()):
+        if matches(event, match):
             found.append(event)
     return found
+
+
+def matches(event, fields: dict) -> bool:
+    """An event (a dict) whose fields equal these."""
+    return isinstance(event, dict) and all(event.get(k) == v for k, v in fields.items())
 
 
 def job_events(source, job_id: str, /, kind: str = "start", **match) -> list[dict]:
     """One job's events of `kind` (a task's starts, by default) in file order: those whose first task argument is
     job_id and whose fields equal `match`.  `source`: an event file (read_events) or events already read."""
     events = read_events(source) if isinstance(source, (str, Path)) else source
-    wanted = {"kind": kind, **match}
-    return [e for e in events
-            if all(e.get(k) == v for k, v in wanted.items()) and (e.get("args") or [None])[0] == job_id]
+    return [e for e in events if matches(e, {"kind": kind, **match}) and (e.get("args") or [None])[0] == job_id]
 
 
 def short(value) -> str:
@@ -273,23 +276,6 @@ def run_script(args: list[str], timeout: float, late: str | None = None, env: di
         raise AssertionError(late) from None
     output = redact(done.stdout)
     return Script(done.returncode, output, [line for line in output.splitlines() if line.strip()])
-
-
-def publish_until_sent(c, event_id: str, failed: str, sent, runs: int = 4, timeout: float = 25) -> str:
-    """The outbox lessons' relay: `python publisher.py`, at most `runs` times, until sent(event_id) (the caller
-    passes lesson_db.event_sent: lesson_db imports this module); its last output line (cut to 200).  A run that
-    fails notes its last 3 lines and fails with `failed`."""
-    line = ""
-    for _ in range(runs):
-        done = run_script(["publisher.py"], timeout)
-        line = done.lines[-1][:200] if done.lines else ""
-        if done.code != 0:
-            done.tail(c, 3)
-        assert done.code == 0, failed
-        if sent(event_id):
-            return line
-    raise AssertionError(t("event {event_id} still unsent after {runs} runs of python publisher.py (last output: "
-                           "{line})", event_id=short(event_id), runs=runs, line=line))
 
 
 # ---------------------------------------------------------------- the learner's task, through a probe

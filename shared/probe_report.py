@@ -1,6 +1,6 @@
 """A one-shot probe's report travels in a file of its own, never on the stdout it shares with learner code.
 
-A probe that runs a learner's script (lessons 02 to 06) used to print its report as one marked line.  That
+A probe that runs a learner's script used to print its report as one marked line.  That
 line shares the stream with whatever the learner's code and its pool workers print, so a worker's traceback
 written at the same moment could land in front of it and the report was "missing" — a verdict decided by
 the scheduler.  Now the judge names a fresh file (REPORT_ENV) and reads it after the probe has ended:

@@ -10,9 +10,9 @@ import textwrap
 
 import pytest
 
-from shared import lesson_celery, servicectl
+from shared import lesson_celery, lesson_db, servicectl
 from shared.lesson_celery import (DeclaredWorker, LearnerTask, Script, declared_worker, learner_task,
-                                  private_worker_argv, publish_until_sent, queued_messages, queued_task_ids,
+                                  private_worker_argv, queued_messages, queued_task_ids,
                                   result_in_probe, run_script, send_in_probe, spawn, state_in_probe, take_back)
 
 DECLARED = ["{python}", "-m", "celery", "-A", "celery_app:app", "worker", "-l", "INFO", "-Q", "exports",
@@ -298,39 +298,42 @@ def work(monkeypatch, tmp_path):
     return tmp_path
 
 
-def sent_after(work, n: int):
-    """A stand-in for lesson_db.event_sent: True once publisher.py has run n times."""
+def sent_after(monkeypatch, work, n: int) -> None:
+    """lesson_db.event_sent stood in for: True once publisher.py has run n times."""
     runs = work / "runs.txt"
-    return lambda event_id: runs.exists() and int(runs.read_text()) >= n
+    monkeypatch.setattr(lesson_db, "event_sent", lambda event_id: runs.exists() and int(runs.read_text()) >= n)
 
 
-def test_publish_until_sent_runs_the_publisher_until_the_event_is_sent(work):
+def test_publish_until_sent_runs_the_publisher_until_the_event_is_sent(work, monkeypatch):
     c = Noted()
+    sent_after(monkeypatch, work, 3)
     # the last non-empty line
-    assert publish_until_sent(c, "event-id", "publisher failed", sent_after(work, 3)) == "sent 3"
+    assert lesson_db.publish_until_sent(c, "event-id", "publisher failed") == "sent 3"
     assert (work / "runs.txt").read_text() == "3" and c.notes == []
 
 
-def test_publish_until_sent_cuts_the_last_line_to_200(work):
+def test_publish_until_sent_cuts_the_last_line_to_200(work, monkeypatch):
     (work / "runs.txt").write_text("8")
-    last = publish_until_sent(Noted(), "event-id", "publisher failed", sent_after(work, 9))
+    sent_after(monkeypatch, work, 9)
+    last = lesson_db.publish_until_sent(Noted(), "event-id", "publisher failed")
     assert last == ("sent 9" + "x" * 300)[:200]
 
 
-def test_publish_until_sent_fails_with_its_words_when_still_unsent(work):
+def test_publish_until_sent_fails_with_its_words_when_still_unsent(work, monkeypatch):
+    sent_after(monkeypatch, work, 99)
     with pytest.raises(AssertionError) as raised:
-        publish_until_sent(Noted(), "0123456789abcdef", "publisher failed", sent_after(work, 99), runs=2)
+        lesson_db.publish_until_sent(Noted(), "0123456789abcdef", "publisher failed", runs=2)
     assert str(raised.value) == ("event 01234567… still unsent after 2 runs of python publisher.py (last output: "
                                  "sent 2)")
     assert (work / "runs.txt").read_text() == "2"
 
 
-def test_publish_until_sent_notes_a_failed_run_and_says_the_callers_words(work):
+def test_publish_until_sent_notes_a_failed_run_and_says_the_callers_words(work, monkeypatch):
     (work / "publisher.py").write_text("print('a')\nprint('b')\nprint('c')\nprint('  d')\nraise SystemExit(1)\n")
+    monkeypatch.setattr(lesson_db, "event_sent", lambda event_id: pytest.fail("asked after a failed run"))
     c = Noted()
     with pytest.raises(AssertionError, match=r"^python publisher\.py failed \(output below\)$"):
-        publish_until_sent(c, "event-id", "python publisher.py failed (output below)",
-                           lambda event_id: pytest.fail("asked after a failed run"))
+        lesson_db.publish_until_sent(c, "event-id", "python publisher.py failed (output below)")
     assert c.notes == ["  b", "  c", "    d"]
 
 

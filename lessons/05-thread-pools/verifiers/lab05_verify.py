@@ -64,8 +64,7 @@ class PoolRun:
         assert (HERE / name).exists(), t("{name} is missing (step 1)", name=name)
         self.name = name
         started = time.monotonic()
-        ran = probe_report.run(["lab05_driver.py", name], LOGS, f"{Path(name).stem}-events", RUN_BOUND, HERE,
-                               limit=None)
+        ran = probe_report.run(["lab05_driver.py", name], LOGS, Path(name).stem, RUN_BOUND, HERE, limit=None)
         assert ran.code is not None, t("python {name} did not finish within {run_bound:g} s (stopped): leaving the "
                                        "with block waits for a call that never stops", name=name, run_bound=RUN_BOUND)
         self.seconds = time.monotonic() - started

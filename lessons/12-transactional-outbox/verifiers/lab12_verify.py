@@ -34,11 +34,11 @@ import time
 from pathlib import Path
 from uuid import uuid4
 
-from shared import handshake, lesson_celery
+from shared import handshake, lesson_db
 from shared.lesson_celery import LOG_DIR, job_events, read_events, run_script, short
 from shared.i18n import t
-from shared.lesson_db import (TERMINAL, UUID_RE, changed_rows, event_sent, fault_trigger, held_by_others,
-                              index_columns, job_event_counts, job_row, kit_db, lock_waits, make_marks_table, one_line,
+from shared.lesson_db import (TERMINAL, UUID_RE, changed_rows, fault_trigger, held_by_others,
+                              index_columns, job_event_counts, job_row, kit_db, lock_waits, one_line,
                               outbox_of, plan_of, remove_jobs, sql, wait_status)
 from shared.probe import Probe
 from shared.proc import WaitTimeout, free_port, wait_until
@@ -92,8 +92,8 @@ def store():
 
 
 def publish_until_sent(c, event_id: str, runs: int = 4) -> str:
-    return lesson_celery.publish_until_sent(c, event_id, t("python publisher.py failed while Redis is up (output "
-                                                           "below)"), event_sent, runs)
+    return lesson_db.publish_until_sent(c, event_id, t("python publisher.py failed while Redis is up (output below)"),
+                                        runs)
 
 
 # ---------------------------------------------------------------- the worker's deliveries (probe events)
@@ -103,9 +103,9 @@ def deliveries(job_id: str) -> list[dict]:
 
 
 def ended(job_id: str, task_id: str | None = None) -> list[dict]:
-    return [e for e in read_events(EVENTS, kind="end", task="products.export")
-            if e.get("task_id") in {d["task_id"] for d in deliveries(job_id)}
-            and (task_id is None or e.get("task_id") == task_id)]
+    ends = read_events(EVENTS, kind="end", task="products.export")
+    ids = {d["task_id"] for d in deliveries(job_id)}  # read after the ends: each end's start is written by then
+    return [e for e in ends if e.get("task_id") in ids and (task_id is None or e.get("task_id") == task_id)]
 
 
 def wait_deliveries(job_id: str, n: int, seconds: float) -> list[dict]:
@@ -233,7 +233,6 @@ def check_broker_down(c) -> None:
 
 def check_skip_confirm(c) -> None:
     state_store = store()
-    make_marks_table(MARKS)
     job_id = state_store.submit_snapshot([9])
     event = one_event(job_id)
     # The confirm (sent_at NULL -> a time) of this one event fails, as if the publisher died right after the send.

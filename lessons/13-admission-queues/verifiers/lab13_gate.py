@@ -90,7 +90,8 @@ class Helpers(handshake.HelperGroup):
     the checker's go_round, all at once.  Ready when made; stopped by stop() or a with block."""
 
     def __init__(self, command: str, names: list[str], *args: str, env: dict | None = None):
-        super().__init__([TOOLS, command], names, f"lab13-{command}", command, args, env)
+        super().__init__([TOOLS, command], names, f"lab13-{command}", command, args, env,
+                         failed=t("a helper process of the checker could not start: "))
 
     def results(self, round_no: int, seconds: float) -> list[dict]:
         try:

@@ -9,11 +9,11 @@ from __future__ import annotations
 import os
 import sys
 
-from shared import lesson_celery
+from shared import lesson_db
 from shared.lesson_celery import (LOG_DIR, READY_MARK, job_events, log_lines, queued_messages, read_events, redact,
                                   short, spawn, take_back)
 from shared.i18n import t
-from shared.lesson_db import TERMINAL, event_sent, sql, wait_status
+from shared.lesson_db import TERMINAL, sql, wait_status
 from shared.proc import Process, WaitTimeout, wait_all_ready, wait_until
 
 EVENTS = LOG_DIR / "lab14-events.jsonl"  # each marked with its processes' LAB14_RUN (lab14_probe.py)
@@ -30,7 +30,7 @@ def new_slots(before: set[str]) -> list[dict]:
 
 
 def publish_until_sent(c, event_id: str) -> str:
-    return lesson_celery.publish_until_sent(c, event_id, t("python publisher.py failed (output below)"), event_sent)
+    return lesson_db.publish_until_sent(c, event_id, t("python publisher.py failed (output below)"))
 
 
 def queued_ticks() -> list[bytes]:

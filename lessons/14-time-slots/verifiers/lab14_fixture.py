@@ -18,12 +18,12 @@ from shared import probe_report
 from shared.lesson_celery import LOG_DIR, WORK, redact, run_script, short, spawn
 from shared.i18n import t
 from shared import lesson_db
-from shared.lesson_db import db_settings, kit_db, sql
+from shared.lesson_db import UUID_RE, db_settings, kit_db, sql
 from shared.probe import Probe
 from shared.proc import Process
 
 UTC = dtmod.timezone.utc
-UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+UUID = re.compile(f"^{UUID_RE}$")
 
 
 # ---------------------------------------------------------------- the kit's own view of the database
@@ -166,9 +166,7 @@ def zone_run(tz: str) -> tuple[Process, Path]:
 
 def admission_limit() -> int:
     """The limit admit_export uses when called as admit_export(cur): its default value (read in the probe)."""
-    default = None
-    with contextlib.suppress(TypeError, ValueError):  # raised in the probe: a signature that cannot be read
-        default = learner.call("shared.lesson_db:limit_default")
+    default = learner.call("shared.lesson_db:limit_default")
     if type(default) is int and default > 0:
         return default
     return 100

@@ -57,10 +57,15 @@ def ask(function: str, *args, timeout: float = CALL_LIMIT):
 
 
 @functools.cache
+def _read_max_attempts():
+    return PROBE.get("state_store:MAX_ATTEMPTS", CALL_LIMIT).get("value", 3)
+
+
 def max_attempts():
-    """The learner's state_store.MAX_ATTEMPTS (3 when it has none), read once from the probe."""
+    """The learner's state_store.MAX_ATTEMPTS (3 when it has none), read once from the probe (a failed read is
+    not kept: the next call asks again)."""
     try:
-        return PROBE.get("state_store:MAX_ATTEMPTS", CALL_LIMIT)["value"]
+        return _read_max_attempts()
     except LearnerRaised:
         return 3
 
