@@ -1,0 +1,36 @@
+"""checks.tools.sizes: the checker-beside-lesson measure the maintainer's notes quote."""
+
+from checks.tools import sizes
+
+SAMPLE = '''"""A checker.
+
+It proves things."""
+
+import os  # why os
+
+
+def check(c):
+    """One line."""
+    # a comment
+    assert os.sep, t("the separator is {sep}",
+                     sep=os.sep)
+    return t_in("en", "done")
+'''
+
+
+def test_each_line_is_counted_once_as_its_kind():
+    assert sizes.kinds_of(SAMPLE) == {"blank": 4, "docstring": 3, "message": 3, "comment": 1, "code": 2}
+    assert sum(sizes.kinds_of(SAMPLE).values()) == len(SAMPLE.splitlines())
+
+
+def test_every_lesson_is_measured_and_the_total_adds_up(capsys):
+    rows = sizes.measure()
+    *lessons, total = rows
+    assert [row["lesson"] for row in lessons] == [f"{n:02d}" for n in range(1, 17)] and total["lesson"] == "all"
+    for row in rows:
+        assert row["lesson_code"] > 0 and row["checker"] == sum(row[kind] for kind in sizes.KINDS)
+        assert row["ratio"] == round(row["checker"] / row["lesson_code"], 2)
+    assert total["checker"] == sum(row["checker"] for row in lessons)
+    assert sizes.main([]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0].split()[:4] == ["lesson", "lesson_code", "checker", "ratio"] and printed[-1].split()[0] == "all"
