@@ -142,7 +142,7 @@ def main() -> int:
     parser.add_argument("--against", default=None, metavar="DIR", help="also compare with the gradings kept in DIR")
     args = parser.parse_args()
     if args.lessons == ["all"]:
-        args.lessons = [l["id"] for l in manifest.load()["lessons"] if l["status"] == "ready"]
+        args.lessons = [lesson["id"] for lesson in manifest.load()["lessons"] if lesson["status"] == "ready"]
     result = {"lessons": args.lessons}
 
     def save() -> None:  # after each grading, so a long run that is stopped still leaves its figures
@@ -179,7 +179,7 @@ def main() -> int:
     first = verdicts[runs[0]]
     same = all(v == first for v in verdicts.values())
     differ = {}  # folder -> check -> status per run, where the runs disagree
-    for run, seen in verdicts.items():
+    for seen in verdicts.values():
         for folder in sorted(set(first) | set(seen)):
             a, b = first.get(folder, {}), seen.get(folder, {})
             for check in sorted(set(a) | set(b)):

@@ -97,7 +97,7 @@ def _repeat_series(args, lab: Path, data: dict) -> int:
     from checks import repeat
     if args.report or args.junit or args.html:
         raise UsageError(t("REPORT, JUNIT and HTML are for one run; a series writes its own table (REPEAT=N)"))
-    lesson_ids = [l["id"] for l in select(data, args.lessons, allow_planned=False)]
+    lesson_ids = [lesson["id"] for lesson in select(data, args.lessons, allow_planned=False)]
     out = STATE_DIR / "repeat" / "-".join(lesson_ids)
     try:
         series, rows = repeat.repeat(lesson_ids, args.repeat, args.parallel or 2, args.burn or 0, out, lab=lab,
@@ -127,7 +127,7 @@ def cmd_grade(args) -> int:
         raise UsageError(t("--repeat grades on this machine; it does not go with --broker yet"))
     if args.broker:  # spread over grading machines (checks/grade_remote.py); each grades in boxes
         from checks.grade_remote import submit_and_collect
-        students = submit_and_collect([Path(p) for p in args.lab], [l["id"] for l in lessons], out, args.broker,
+        students = submit_and_collect([Path(p) for p in args.lab], [lesson["id"] for lesson in lessons], out, args.broker,
                                       at=args.at)
     else:
         students = grade.grade(args.lab, lessons, data, out, args.jobs, at=args.at, keep=args.keep,
@@ -214,10 +214,10 @@ def cmd_flake(args) -> int:
     """Repeated parallel runs of the reference; every non-pass is a bug in a checker (or the kit)."""
     from checks import flake
     data = load()
-    lessons = [l for l in select(data, args.lessons, allow_planned=False) if l["status"] == "ready"]
+    lessons = [lesson for lesson in select(data, args.lessons, allow_planned=False) if lesson["status"] == "ready"]
     out = Path(args.out) if args.out else STATE_DIR / "flake" / "flake.json"
     try:
-        return flake.hunt([l["id"] for l in lessons], args.rounds, args.parallel, args.burn, out, seed=args.seed)
+        return flake.hunt([lesson["id"] for lesson in lessons], args.rounds, args.parallel, args.burn, out, seed=args.seed)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
 

@@ -27,7 +27,7 @@ def regression_cause(lesson: dict, earlier_id: str) -> str:
     """A regression failed: it passed on what lesson `earlier_id` built, so this lesson's changes broke it —
     name them (the files this lesson rewrites of what came before, else every file it brings)."""
     data = manifest.load()
-    before = {name for l in data["lessons"] if l["id"] <= earlier_id for name in l.get("files", [])}
+    before = {name for lesson in data["lessons"] if lesson["id"] <= earlier_id for name in lesson.get("files", [])}
     mine = [n for n in lesson.get("files", []) if n.endswith((".py", ".sql"))]
     changed = ", ".join([n for n in mine if n in before] or mine) or "?"
     return t("this is lesson {earlier_id}'s check, re-run on your lesson-{id} files: a change you made for lesson "
@@ -126,8 +126,8 @@ def print_list(data: dict) -> None:
         if not entry:
             return "—"
         return report.count_text(entry["counts"], regressions=False) if "counts" in entry else entry["status"]
-    print((t("your folder: {folder}", folder=folder)
-           if folder else t("your folder: (none remembered yet; make check LAB=DIR)")))
+    print(t("your folder: {folder}", folder=folder)
+           if folder else t("your folder: (none remembered yet; make check LAB=DIR)"))
     for lesson in data["lessons"]:
         planned = "" if lesson["status"] == "ready" else t(" (planned)")
         print(f"{lesson['id']}  {pick(lesson['title'])}{planned} — " +

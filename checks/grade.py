@@ -57,14 +57,14 @@ def student_names(raws: list[str]) -> list[str]:
     parts = [p[:-1] if p and p[-1] == "tasks_lab" and len(p) > 1 else p for p in parts]
     depth = [1] * len(raws)
     while True:
-        names = ["-".join(p[-d:]) if p else "folder" for p, d in zip(parts, depth)]
+        names = ["-".join(p[-d:]) if p else "folder" for p, d in zip(parts, depth, strict=True)]
         clashes = {n for n in names if names.count(n) > 1}
         if not clashes or all(depth[i] >= len(parts[i]) for i, n in enumerate(names) if n in clashes):
             break
         depth = [d + 1 if names[i] in clashes and d < len(parts[i]) else d for i, d in enumerate(depth)]
     cleaned = [re.sub(r"^[-.]", "_", re.sub(r"[^\w.-]", "_", n, flags=re.ASCII))[:60] for n in names]
     clashing = {c for c in cleaned if cleaned.count(c) > 1}
-    for i, (name, clean) in enumerate(zip(names, cleaned)):
+    for i, (name, clean) in enumerate(zip(names, cleaned, strict=True)):
         if clean != name or clean in clashing:
             cleaned[i] = f"{clean}-{hashlib.sha256(str(paths[i]).encode(errors='surrogateescape')).hexdigest()[:6]}"
     seen: dict[str, int] = {}
@@ -174,7 +174,7 @@ def grade(raws: list[str], lessons: list[dict], data: dict, out: Path, jobs: int
     """Grade every folder, `jobs` at a time.  TERM or Ctrl-C at any moment stops every box under way
     (sandbox.STOP), grades nothing more and leaves no process behind; what was finished is reported."""
     names = student_names(raws)
-    students = [Student(raw, name) for raw, name in zip(raws, names)]
+    students = [Student(raw, name) for raw, name in zip(raws, names, strict=True)]
     started = time.monotonic()
     finished = threading.Event()
     STOP.clear()

@@ -234,7 +234,7 @@ def verdicts(path: Path) -> dict[str, str]:
 def ledger(drill: Drill, folders: list[Path], names: list[str], lesson_ids: list[str], dist_out: Path,
            local_out: Path) -> dict:
     keys = {}
-    for name, folder in zip(names, folders):
+    for name, folder in zip(names, folders, strict=True):
         keys[name] = W.grading_key(pack_folder(folder), lesson_ids, W.kit_version())
     rows, mismatches, per_worker = [], [], {}
     lost = duplicates = 0
@@ -295,7 +295,7 @@ def print_ledger(result: dict) -> None:
         print("  ! " + result["kit_changed"])
     if result.get("chaos_error"):
         print("  " + t("a chaos step failed: ") + result["chaos_error"])
-    print(("  OK" if result["ok"] else "  " + t("FAILED")))
+    print("  OK" if result["ok"] else "  " + t("FAILED"))
 
 
 def run(mode: dict, home: Path) -> dict:

@@ -66,7 +66,7 @@ def pack_class(students: list, lessons: list[dict], size_limit: int, kit: str,
                 s.results = errored(lessons, s.error)
                 continue
             for part_lessons, source in sources:
-                part = Part(s, [l["id"] for l in part_lessons])
+                part = Part(s, [lesson["id"] for lesson in part_lessons])
                 s.parts.append(part)
                 if isinstance(source, str):  # this lesson's commit could not be exported
                     part.results = errored(part_lessons, source)
@@ -113,9 +113,9 @@ def submit_and_collect(folders: list, lessons: list[str], out: Path, broker_url:
 
     data = load()
     chosen = select(data, lessons, allow_planned=lessons == ["all"])
-    ids = [l["id"] for l in chosen]
+    ids = [lesson["id"] for lesson in chosen]
     raws = [str(f) for f in folders]
-    students = [grade.Student(raw, name) for raw, name in zip(raws, grade.student_names(raws))]
+    students = [grade.Student(raw, name) for raw, name in zip(raws, grade.student_names(raws), strict=True)]
     configure(broker_url, result_url)
     store = results_store()
     out = Path(out)
@@ -161,7 +161,7 @@ def submit_and_collect(folders: list, lessons: list[str], out: Path, broker_url:
     while pending:
         try:
             keys = sorted(pending)
-            for key, value in zip(keys, store.mget([RESULTS + k for k in keys])):
+            for key, value in zip(keys, store.mget([RESULTS + k for k in keys]), strict=True):
                 if value is None:
                     continue
                 entry = json.loads(value)
@@ -169,7 +169,7 @@ def submit_and_collect(folders: list, lessons: list[str], out: Path, broker_url:
                     s = part.student
                     part.results, error = wire_to_results(entry["result"], data, str(s.folder))
                     if error and not part.results:  # the worker could not start: every check, errored
-                        part.results = errored([l for l in chosen if l["id"] in part.lessons], error)
+                        part.results = errored([lesson for lesson in chosen if lesson["id"] in part.lessons], error)
                     s.error = s.error or error
                     s.seconds = (s.seconds or 0) + entry["seconds"]
                     if complete(s):
@@ -184,7 +184,7 @@ def submit_and_collect(folders: list, lessons: list[str], out: Path, broker_url:
                 with store.pipeline() as pipe:
                     for k in sorted(pending):
                         pipe.lindex(DELIVERIES + k, -1)
-                    for k, last in zip(sorted(pending), pipe.execute()):
+                    for k, last in zip(sorted(pending), pipe.execute(), strict=True):
                         if last:
                             busy[k] = json.loads(last)["host"]
                 line = _progress(done, total, started, hosts, busy)
@@ -200,7 +200,7 @@ def submit_and_collect(folders: list, lessons: list[str], out: Path, broker_url:
             message = t("not graded within {timeout:.0f}s (no worker?)", timeout=timeout)
             for key in sorted(pending):
                 for part in jobs[key]:
-                    part.results = errored([l for l in chosen if l["id"] in part.lessons], message)
+                    part.results = errored([lesson for lesson in chosen if lesson["id"] in part.lessons], message)
                     part.student.error = message
                     if complete(part.student):
                         finished(part.student, t("timed out"))

@@ -12,7 +12,7 @@ from __future__ import annotations
 import csv
 import re
 from collections import Counter
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from pathlib import Path
 from urllib.parse import quote
 
@@ -75,11 +75,11 @@ def not_reached(lesson: dict, tests: list[dict]) -> bool:
 def _columns(reports: dict[str, dict], lessons: list[dict]) -> list[dict]:
     """The lessons graded: the manifest's, in its order, that some report has (all when none has any),
     then any lesson a report has that the manifest does not."""
-    seen = {l["id"]: l for r in reports.values() for l in r.get("lessons", [])}
-    cols = [{"id": l["id"], "title": l.get("title", {})} for l in lessons if l["id"] in seen] or \
-           [{"id": l["id"], "title": l.get("title", {})} for l in lessons]
+    seen = {lesson["id"]: lesson for r in reports.values() for lesson in r.get("lessons", [])}
+    cols = [{"id": lesson["id"], "title": lesson.get("title", {})} for lesson in lessons if lesson["id"] in seen] or \
+           [{"id": lesson["id"], "title": lesson.get("title", {})} for lesson in lessons]
     ids = {c["id"] for c in cols}
-    return cols + [{"id": lid, "title": l.get("title", {})} for lid, l in seen.items() if lid not in ids]
+    return cols + [{"id": lid, "title": lesson.get("title", {})} for lid, lesson in seen.items() if lid not in ids]
 
 
 def _cell(lesson: dict | None, tests: list[dict], w: dict) -> str:
@@ -113,7 +113,7 @@ def _grid(names: list[str], reports: dict[str, dict], cols: list[dict], lang: st
     rows, stems = [], page_names(names)
     for name in names:
         r = reports[name]
-        by_id = {l["id"]: l for l in r.get("lessons", [])}
+        by_id = {lesson["id"]: lesson for lesson in r.get("lessons", [])}
         groups = group_tests(r)
         flags = []
         if r.get("tampering"):
@@ -150,7 +150,7 @@ def hardest(reports: dict[str, dict]) -> list[dict]:
     rows: dict[tuple, dict] = {}
     for name in sorted(reports):
         r = reports[name]
-        by_id = {l["id"]: l for l in r.get("lessons", [])}
+        by_id = {lesson["id"]: lesson for lesson in r.get("lessons", [])}
         for lid, tests in group_tests(r).items():
             absent = not_reached(by_id.get(lid, {}), tests)
             for t in tests:
@@ -212,7 +212,7 @@ def render_index(reports: dict[str, dict], lessons: list[dict], lang: str) -> st
     w = words(lang)
     names = sorted(reports)
     cols = _columns(reports, lessons)
-    created = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    created = datetime.now(UTC).isoformat(timespec="seconds")
     body = [f'<h1>{esc(w["book_title"])}</h1>',
             f'<dl class="meta"><dt>{esc(w["created"])}</dt><dd>{esc(created)}</dd>'
             f'<dt>{esc(w["students"])}</dt><dd>{len(names)}</dd></dl>',
@@ -242,7 +242,7 @@ def write_csv(path: Path, reports: dict[str, dict], lessons: list[dict]) -> None
                       *(["flaky"] if repeated else [])])
         for name in sorted(reports):
             r = reports[name]
-            by_id = {l["id"]: l for l in r.get("lessons", [])}
+            by_id = {lesson["id"]: lesson for lesson in r.get("lessons", [])}
             flaky = ["; ".join(flaky_checks(r.get("tests", [])))] if repeated else []
             out.writerow([cell(v) for v in [name, *(by_id.get(c["id"], {}).get("score", 0) for c in cols),
                                             r.get("score", 0), r.get("max_score", 0), r.get("bonus", 0), *flaky]])

@@ -17,7 +17,7 @@ OUTPUT_LINES, OUTPUT_CHARS = 40, 4000  # the tail of a check's output shown unde
 def group_tests(report: dict) -> dict[str, list[dict]]:
     """Report lesson id -> its tests, in order.  A regression check carries the *earlier* lesson's id, but
     it is listed right after the checks of the lesson that re-ran it, so it joins that lesson."""
-    groups: dict[str, list[dict]] = {l["id"]: [] for l in report.get("lessons", [])}
+    groups: dict[str, list[dict]] = {lesson["id"]: [] for lesson in report.get("lessons", [])}
     current = None
     for test in report.get("tests", []):
         if not test.get("regression") or current is None:
@@ -111,10 +111,10 @@ def render_run(report: dict, lang: str, *, back: str | None = None, reference: d
     head.append("</dl>")
     groups = group_tests(report)
     lessons = list(report.get("lessons", []))
-    known = {l["id"] for l in lessons}
+    known = {lesson["id"] for lesson in lessons}
     lessons += [{"id": lid, "title": {}, "status": ""} for lid in groups if lid not in known]  # stray tests
     learner = report.get("source") != "reference"
-    body = [render_lesson(l, groups.get(l["id"], []), lang, reference, learner) for l in lessons]
+    body = [render_lesson(lesson, groups.get(lesson["id"], []), lang, reference, learner) for lesson in lessons]
     if not body:
         body = [f'<p>{esc(w["no_checks"])}</p>']
     title = f'{w["run_title"]} — {report.get("source", "")}'

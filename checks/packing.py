@@ -74,7 +74,7 @@ def wire_to_results(wire: dict, data: dict, folder: str) -> tuple[list, str | No
     """Rebuild the LessonResults the worker had, so the report files come from the local code path."""
     if wire["lab"]:
         wire = _replace_path(wire, wire["lab"], folder)
-    by_id = {l["id"]: l for l in data["lessons"]}
-    results = [LessonResult(by_id[l["id"]], l["source"], [CheckResult(**c) for c in l["checks"]], l["seconds"],
-                            notices=l["notices"], problems=l["problems"]) for l in wire["lessons"]]
+    by_id = {lesson["id"]: lesson for lesson in data["lessons"]}
+    results = [LessonResult(by_id[lesson["id"]], lesson["source"], [CheckResult(**c) for c in lesson["checks"]], lesson["seconds"],
+                            notices=lesson["notices"], problems=lesson["problems"]) for lesson in wire["lessons"]]
     return results, wire["error"]

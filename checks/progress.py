@@ -5,7 +5,7 @@ choosing the next lesson."""
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from pathlib import Path
 
 from checks.report import count_checks
@@ -47,7 +47,7 @@ def record(results: list[LessonResult]) -> None:
             "passed": sum(c.status == "pass" for c in result.checks),
             "total": len(result.checks),
             "counts": count_checks(result.checks),  # what make list shows, in the run's own words
-            "at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "at": datetime.now(UTC).isoformat(timespec="seconds"),
         }
     _write(data)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import xml.etree.ElementTree as ET
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from pathlib import Path
 
 from checks.results import ERROR, FAIL, NOT_PASSED, NOT_REACHED, PASS, SKIPPED, SUPERSEDED, TIMEOUT, LessonResult
@@ -18,7 +18,7 @@ def overall(lessons: list[LessonResult], error: str | None = None) -> str:
     """pass / fail, or error when the run itself could not happen (bad folder, broken kit)."""
     if error:
         return ERROR
-    return FAIL if any(l.status in (FAIL, NOT_REACHED) for l in lessons) else PASS
+    return FAIL if any(lesson.status in (FAIL, NOT_REACHED) for lesson in lessons) else PASS
 
 
 def marks(checks) -> dict:
@@ -107,14 +107,14 @@ def to_dict(lessons: list[LessonResult], source: str, error: str | None = None) 
         "version": REPORT_VERSION,
         "kit": "task-lab",
         "source": source,
-        "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "status": overall(lessons, error),
         "message": error,
-        "tampering": any(c.tampered for l in lessons for c in l.checks),
-        **marks([c for l in lessons for c in l.checks]),
-        "counts": count_checks([c for l in lessons for c in l.checks]),
-        "lessons": [{"id": l.lesson["id"], "title": l.lesson["title"], "status": l.status, **marks(l.checks),
-                     "counts": count_checks(l.checks), "seconds": round(l.seconds, 3)} for l in lessons],
+        "tampering": any(c.tampered for lesson in lessons for c in lesson.checks),
+        **marks([c for lesson in lessons for c in lesson.checks]),
+        "counts": count_checks([c for lesson in lessons for c in lesson.checks]),
+        "lessons": [{"id": lesson.lesson["id"], "title": lesson.lesson["title"], "status": lesson.status, **marks(lesson.checks),
+                     "counts": count_checks(lesson.checks), "seconds": round(lesson.seconds, 3)} for lesson in lessons],
         "tests": tests,
     }
 

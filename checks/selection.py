@@ -35,7 +35,7 @@ def select(data: dict, ids: list[str], allow_planned: bool) -> list[dict]:
         lesson_id = raw.zfill(2) if raw.isdigit() else raw
         lesson = manifest.lesson(lesson_id, data)
         if lesson is None:
-            known = ", ".join(l["id"] for l in lessons)
+            known = ", ".join(lesson["id"] for lesson in lessons)
             raise UsageError(t("no lesson {raw!r} (choose from {known}, or all)", raw=raw, known=known))
         if lesson["status"] != "ready" and not allow_planned:
             raise UsageError(t("lesson {lesson_id} is planned, not built yet", lesson_id=lesson_id))
@@ -66,7 +66,7 @@ def remembered_folder() -> Path:
 
 def new_files(lesson: dict, data: dict) -> list[str]:
     """The files lesson NN adds (not those it rewrites: an earlier lesson's folder has those too)."""
-    earlier = {name for l in data["lessons"] if l["id"] < lesson["id"] for name in l.get("files", [])}
+    earlier = {name for other in data["lessons"] if other["id"] < lesson["id"] for name in other.get("files", [])}
     return [name for name in lesson.get("files", []) if name not in earlier]
 
 

@@ -27,7 +27,7 @@ def regressions_of(lesson: dict, lessons: list[dict] | None = None) -> dict[str,
 def lesson_by_id(lesson_id: str, lessons: list[dict] | None) -> dict:
     if lessons is None:
         lessons = load()["lessons"]
-    return next(l for l in lessons if l["id"] == lesson_id)
+    return next(lesson for lesson in lessons if lesson["id"] == lesson_id)
 
 
 def superseded(results: list[CheckResult], lesson: dict, lessons: list[dict] | None, upto: str) -> dict[str, str]:

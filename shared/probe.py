@@ -207,7 +207,7 @@ class Probe:
         raise ProbeError(f"unexpected answer for {target}")
 
     def module(self, name: str, *functions: str, values: tuple[str, ...] = (),
-               timeout: float = CALL_TIMEOUT) -> "ModuleStandIn":
+               timeout: float = CALL_TIMEOUT) -> ModuleStandIn:
         """A stand-in for the learner's module `name`: imported in the probe now (an import error fails the
         check, said in the learner's terms), checked to define `functions` (callables) and `values` (any)."""
         from shared.lesson_celery import redact
@@ -229,7 +229,7 @@ class Probe:
                 raise AssertionError(t("{name}.py has no {value}", name=name, value=value)) from None
         return ModuleStandIn(self, name, timeout)
 
-    def app(self, target: str, opener: str = "shared.asgi_probe:open") -> "AppClient":
+    def app(self, target: str, opener: str = "shared.asgi_probe:open") -> AppClient:
         """The learner's ASGI app ("module:attr"), asked over HTTP inside the probe.  `opener`: a probe-side
         function that builds the app from `target` its own way and returns shared.asgi_probe.serve(app)."""
         return AppClient(self, target, opener)

@@ -96,7 +96,7 @@ def run_python(args: list[str], cwd: Path | str, timeout: float,
     )
 
 
-_live: set["Process"] = set()
+_live: set[Process] = set()
 
 
 @atexit.register

@@ -46,7 +46,7 @@ class Skipped(Exception):
 
 
 class _Check:
-    def __init__(self, tap: "Tap", check_id: str):
+    def __init__(self, tap: Tap, check_id: str):
         self.tap, self.id = tap, check_id
         self.notes: list[str] = []
         self.figures: list[dict] = []
@@ -218,7 +218,7 @@ def _intact() -> bool:
     """Are the checker's own functions still the ones it started with?  Code imported into the verifier
     could replace them; a replaced one makes the verdict worthless (the runner reports tampering)."""
     now = _snapshot()
-    same = len(now) == len(_ORIGINALS) and all(a is b for a, b in zip(now, _ORIGINALS))
+    same = len(now) == len(_ORIGINALS) and all(a is b for a, b in zip(now, _ORIGINALS, strict=True))
     return same and not (_learner_folder and _learner_modules(_learner_folder))
 
 

@@ -36,7 +36,7 @@ def marks(fig: dict, kind: str) -> list[tuple[str, dict]]:
 
 
 def in_order(*times: float) -> bool:
-    return all(a <= b + EPS for a, b in zip(times, times[1:]))
+    return all(a <= b + EPS for a, b in zip(times, times[1:], strict=False))
 
 
 # ---------------------------------------------------------------- 13
@@ -105,7 +105,7 @@ def exhausted_then_dead(figs: list[dict]) -> None:
     assert len(leases) == 3 and len(claims) == 3, f"leases {leases}, claims {claims}"
     assert len(retries) == 2 and len(failed) == 1 and len(dead) == 1, f"{retries}, {failed}, {dead}"
     scans = [m for _, m in retries] + [failed[0][1]]
-    for (_, lease), (_, claim), scanned in zip(leases, claims, scans):
+    for (_, lease), (_, claim), scanned in zip(leases, claims, scans, strict=True):
         assert in_order(claim["at"], lease["end"], scanned["at"]), (claim, lease, scanned)
     assert in_order(leases[-1][1]["end"], dead[0][1]["at"]) and in_order(retries[-1][1]["at"], dead[0][1]["at"])
 

@@ -81,7 +81,7 @@ def test_a_refused_or_missing_folder_is_that_students_error_and_the_class_goes_o
     write(tmp_path / "class" / "alice" / "tasks_lab" / "api_states.py")
     write(tmp_path / "class" / "bob" / "tasks_lab" / "data.bin", os.urandom(64 * 1024))
     raws = [str(tmp_path / "class" / n / "tasks_lab") for n in ("alice", "bob", "carol")]
-    students = [grade.Student(raw, name) for raw, name in zip(raws, grade.student_names(raws))]
+    students = [grade.Student(raw, name) for raw, name in zip(raws, grade.student_names(raws), strict=True)]
     jobs, packed = pack_class(students, lessons, 16 * 1024, "abc123")
     assert [p.student.name for group in jobs.values() for p in group] == ["alice"]
     [key] = jobs
@@ -217,7 +217,7 @@ def test_at_through_a_real_worker_writes_the_same_report_files(broker, tmp_path)
         by_lesson.setdefault(test["lesson"], set()).add(test["status"])
     assert by_lesson["01"] <= {"fail", "skipped"} and "fail" in by_lesson["01"], body["tests"]
     assert by_lesson["02"] == {"error"}
-    assert [l["id"] for l in body["lessons"]] == ["01", "02"]
+    assert [lesson["id"] for lesson in body["lessons"]] == ["01", "02"]
 
 
 def test_a_folder_whose_grading_dies_every_time_is_stopped_with_an_error(broker, tmp_path, monkeypatch):

@@ -227,7 +227,7 @@ def test_term_stops_the_grader_and_every_box_promptly(tmp_path):
         output, _ = proc.communicate(timeout=15)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
-        raise AssertionError("the grader ignored TERM")
+        raise AssertionError("the grader ignored TERM") from None
     assert proc.returncode != 0
     deadline = time.monotonic() + 5
     while alive_with(mark) and time.monotonic() < deadline:

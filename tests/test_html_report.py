@@ -27,7 +27,7 @@ LESSONS = [
         {"id": "02.1", "kind": "core", "points": 2, "text": {"zh": "有界队列", "en": "a bounded queue"}},
         {"id": "02.2", "kind": "core", "points": 1, "text": {"zh": "超时", "en": "a timeout"}}]},
 ]
-CHECKS = {c["id"]: (l["id"], c) for l in LESSONS for c in l["checks"]}
+CHECKS = {c["id"]: (lesson["id"], c) for lesson in LESSONS for c in lesson["checks"]}
 
 
 def check(cid, status="pass", message=None, output=None, regression=False, tampering=False):
@@ -54,12 +54,12 @@ def make_report(by_lesson, source="/class/alice/tasks_lab", error=None):
     """by_lesson: lesson id -> its tests (own checks first, then regressions), as the runner orders them."""
     lessons, tests = [], []
     for lid, rows in by_lesson.items():
-        title = next(l["title"] for l in LESSONS if l["id"] == lid)
+        title = next(lesson["title"] for lesson in LESSONS if lesson["id"] == lid)
         failed = any(t["status"] in ("fail", "error", "timeout") for t in rows)
         lessons.append({"id": lid, "title": title, "status": "fail" if failed else "pass", **marks(rows),
                         "seconds": 3.5})
         tests += rows
-    status = "error" if error else "fail" if any(l["status"] == "fail" for l in lessons) else "pass"
+    status = "error" if error else "fail" if any(lesson["status"] == "fail" for lesson in lessons) else "pass"
     return {"version": 1, "kit": "task-lab", "source": source, "created_at": "2025-01-02T03:04:05+00:00",
             "status": status, "message": error, "tampering": any(t["tampering"] for t in tests),
             **marks(tests), "lessons": lessons, "tests": tests}
@@ -68,7 +68,7 @@ def make_report(by_lesson, source="/class/alice/tasks_lab", error=None):
 def missing_folder_report(name):
     """What grade writes for a folder that is not there: every check an error with one message."""
     message = f"--lab class/{name}/tasks_lab: no such folder"
-    return make_report({l["id"]: [check(c["id"], "error", message) for c in l["checks"]] for l in LESSONS},
+    return make_report({lesson["id"]: [check(c["id"], "error", message) for c in lesson["checks"]] for lesson in LESSONS},
                        source=f"class/{name}/tasks_lab", error=message)
 
 
@@ -182,7 +182,7 @@ def test_a_report_from_the_kits_own_to_dict_renders():
     lesson = dict(LESSONS[0], checks=[dict(c, hint={"zh": "提示", "en": "hint"}) for c in LESSONS[0]["checks"]])
     results = [CheckResult(lesson="01", id=c["id"], kind=c["kind"], text=c["text"], hint=c["hint"],
                            points=c["points"], status=s, message="m" if s != "pass" else "")
-               for c, s in zip(lesson["checks"], ("pass", "fail", "skipped"))]
+               for c, s in zip(lesson["checks"], ("pass", "fail", "skipped"), strict=False)]
     page = render_run(report.to_dict([LessonResult(lesson, "", results, 2.0)], "/x/tasks_lab"), "en")
     assert "✓" in page and "✗" in page and "–" in page and '<dd class="score">2/3</dd>' in page
 
@@ -310,7 +310,7 @@ def test_lesson_timelines_in_headless_chromium(tmp_path):
     from checks.workdir import materialise
     from shared import manifest
     data = manifest.load()
-    lesson = next(l for l in data["lessons"] if l["id"] == "02")
+    lesson = next(lesson for lesson in data["lessons"] if lesson["id"] == "02")
     env_home = os.environ.get("LAB_HOME")
     assert cli.main(["run", "02"]) == 0  # records the reference's timelines for the comparison
     lab = materialise(data["lessons"], lesson, tmp_path / "tasks_lab")

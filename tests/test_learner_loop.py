@@ -77,7 +77,7 @@ def test_a_lesson_not_reached_is_said_so_everywhere_in_the_same_words(tmp_path):
     assert out.count("the files lesson 02 adds") == 1  # said once, not once per check
     assert "total: 5 passed, " in out and " not reached; score 5/" in out
     r = json.loads((tmp_path / "r.json").read_text())
-    lesson02 = next(l for l in r["lessons"] if l["id"] == "02")
+    lesson02 = next(lesson for lesson in r["lessons"] if lesson["id"] == "02")
     assert lesson02["status"] == NOT_REACHED and lesson02["counts"]["failed"] == 0
     assert lesson02["counts"]["not_reached"] == len(manifest.lesson("02", DATA)["checks"])
     assert r["counts"]["passed"] == 5

@@ -65,7 +65,7 @@ def _figures_show_what_was_proved(data: dict) -> None:
         rule(test["figures"])
 
 
-@pytest.mark.parametrize("lesson", READY, ids=lambda l: l["id"])
+@pytest.mark.parametrize("lesson", READY, ids=lambda lesson: lesson["id"])
 def test_reference_lesson_passes_every_check(lesson, tmp_path):
     run = _cli("run", lesson["id"], "--report", str(tmp_path / "r.json"), home=tmp_path / "home")
     assert run.returncode == 0, run.stdout + run.stderr

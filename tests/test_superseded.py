@@ -38,14 +38,14 @@ def _finished_folder(tmp_path: Path) -> Path:
 
 
 def test_the_manifest_says_what_supersedes_what():
-    superseded = {c["id"]: c["superseded_by"] for l in DATA["lessons"] for c in l["checks"] if c.get("superseded_by")}
+    superseded = {c["id"]: c["superseded_by"] for lesson in DATA["lessons"] for c in lesson["checks"] if c.get("superseded_by")}
     assert superseded, "tasks.json names no superseded check"
     for lesson in DATA["lessons"]:
         for rid in lesson.get("regressions", []):  # a regression must still apply to the lesson re-running it
             assert superseded.get(rid, "99") > lesson["id"], f"lesson {lesson['id']} re-runs {rid}, superseded earlier"
 
 
-@pytest.mark.parametrize("lesson", _chosen(), ids=lambda l: l["id"])
+@pytest.mark.parametrize("lesson", _chosen(), ids=lambda lesson: lesson["id"])
 def test_a_finished_folder_earns_every_counted_mark(lesson, tmp_path, monkeypatch):
     monkeypatch.setattr(session, "STATE_DIR", tmp_path / "home")
     folder = _finished_folder(tmp_path)

@@ -345,17 +345,17 @@ def ledger(acknowledged: list[str]) -> dict:
 
 
 def print_table(record: dict) -> None:
-    l = record["ledger"]
+    tally = record["ledger"]
     lines = [
         ("seed", record["seed"]),
-        ("jobs acknowledged", l["acknowledged"]),
-        ("lost (missing or not terminal)", l["lost"]),
-        ("by status", ", ".join(f"{k} {v}" for k, v in sorted(l["by_status"].items()))),
-        ("artifact mismatches", l["artifact_mismatch_count"]),
-        ("deliveries", l["deliveries"]),
-        ("duplicate deliveries", f"{l['duplicate_deliveries']} (over {l['jobs_delivered_more_than_once']} jobs)"),
-        ("max attempts on one job", l["max_attempts_seen"]),
-        ("rows nobody was told about", l["unacknowledged_rows"]),
+        ("jobs acknowledged", tally["acknowledged"]),
+        ("lost (missing or not terminal)", tally["lost"]),
+        ("by status", ", ".join(f"{k} {v}" for k, v in sorted(tally["by_status"].items()))),
+        ("artifact mismatches", tally["artifact_mismatch_count"]),
+        ("deliveries", tally["deliveries"]),
+        ("duplicate deliveries", f"{tally['duplicate_deliveries']} (over {tally['jobs_delivered_more_than_once']} jobs)"),
+        ("max attempts on one job", tally["max_attempts_seen"]),
+        ("rows nobody was told about", tally["unacknowledged_rows"]),
         ("capacity rejections retried", record["producer"]["capacity_rejections"]),
         ("submit errors retried", sum(record["producer"]["errors"].values())),
         ("chaos events", ", ".join(e["action"] for e in record["chaos"] if e["done"])),
@@ -416,9 +416,9 @@ def main() -> int:
         recovery_loop.stopping.set()
         fleet.stop_all()
     record["seconds"] = round(time.monotonic() - started, 1)
-    l = record["ledger"]
-    record["pass"] = (l["lost"] == 0 and l["artifact_mismatch_count"] == 0
-                      and l["acknowledged"] == args.jobs)
+    tally = record["ledger"]
+    record["pass"] = (tally["lost"] == 0 and tally["artifact_mismatch_count"] == 0
+                      and tally["acknowledged"] == args.jobs)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     print_table(record)

@@ -18,7 +18,7 @@ from shared import probe_report
 from shared.learner_spies import Lines, run_as_main
 
 _seq = itertools.count(1)
-tasks: dict[int, "RecTask"] = {}
+tasks: dict[int, RecTask] = {}
 record: dict = {"lines": [], "budgets": [], "shields": [], "groups": [], "outcome": "ok"}
 
 

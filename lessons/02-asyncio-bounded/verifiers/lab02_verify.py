@@ -82,7 +82,7 @@ def permit_lanes(report: dict, title: str) -> dict:
     known = [read["start"] for read in reads] + [read["end"] for read in reads if read["end"] is not None]
     last = max(known + [at for _, at, _ in ends]) if known or ends else 0.0
     rows = []
-    for number, name in enumerate(line["tasks"]):
+    for number in range(len(line["tasks"])):
         bars, marks = [], []
         for read in (r for r in reads if r["task"] == number):
             if read["outcome"] == "injected":

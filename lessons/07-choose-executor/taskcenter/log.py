@@ -13,7 +13,8 @@ import threading
 import time
 from contextlib import contextmanager
 from enum import Enum
-from typing import IO, Any, Iterator
+from typing import IO, Any
+from collections.abc import Iterator
 
 _lock = threading.Lock()          # pool threads log too: keep lines whole
 _captured: list[list[dict]] = []  # active capture() buffers

@@ -21,7 +21,8 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
+from collections.abc import Callable, Iterator
 
 from .models import TERMINAL, State, Task, transit
 
@@ -89,7 +90,7 @@ class Store:
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sqlite")
 
     @classmethod
-    def open(cls, path: str | Path) -> "Store":
+    def open(cls, path: str | Path) -> Store:
         return cls(connect(path))
 
     async def call(self, method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:

@@ -20,7 +20,7 @@ from shared.learner_spies import start_call
 BOUND = 30.0  # backstop for waits that facts end in well under a second
 LOGS = Path.cwd() / ".check-logs" / "07"
 _stream = None
-_sessions: dict[int, "Session"] = {}
+_sessions: dict[int, Session] = {}
 _numbers = itertools.count(1)
 
 

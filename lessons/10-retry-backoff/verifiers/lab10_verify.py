@@ -87,7 +87,7 @@ class Run:
             return None
         return ends[last]
 
-    def finish(self, c, task_clock: bool = False) -> "Run":
+    def finish(self, c, task_clock: bool = False) -> Run:
         """Wait (bounded) for the task's last execution, read its final state from the result backend, and
         attach the job's timeline to check `c`."""
         with contextlib.suppress(WaitTimeout):

@@ -175,9 +175,7 @@ def check_submit(c) -> None:
     c.note(t("python submit_db_export.py (broker pointed at a closed port) → ready for publisher: {script_job} "
              "(event unsent)", script_job=short(script_job)))
 
-    published = []
-    for jid, ev in ((job_id, event["id"]), (script_job, script_event["id"])):
-        published.append(publish_until_sent(c, ev))
+    published = [publish_until_sent(c, ev) for ev in (event["id"], script_event["id"])]
     for jid, ev in ((job_id, event["id"]), (script_job, script_event["id"])):
         row = wait_status(jid, TERMINAL, 25)
         assert row["status"] == "succeeded", t("job {jid} ended {status}", jid=short(jid), status=row['status'])

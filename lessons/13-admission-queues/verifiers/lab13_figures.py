@@ -41,7 +41,7 @@ def isolation_lanes(bulk_jobs: list[str], fast: str | None, moments: dict) -> di
     """13.5: a lane per worker (by the node and queue the probe recorded), a bar per execution from its
     start to its end (or to now, still running); jobs no worker started wait in their own lane."""
     seen, now = recorded(), time.time()
-    jobs = [(job, "bulk", t("long job, {n} rows", n=n)) for job, n in zip(bulk_jobs, (40, 50))]
+    jobs = [(job, "bulk", t("long job, {n} rows", n=n)) for job, n in zip(bulk_jobs, (40, 50), strict=False)]
     if fast:
         jobs.append((fast, "fast", t("short job, 1 row")))
     rows: dict[str, dict] = {}

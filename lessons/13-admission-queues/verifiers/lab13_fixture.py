@@ -64,7 +64,7 @@ def oldest_queued() -> dict | None:
 
 def age_jobs(job_ids: list[str], ages: list[int]) -> None:
     """Each job and its outbox event made `age` seconds old (created_at moved back by UPDATE, not waited for)."""
-    for job, age in zip(job_ids, ages):
+    for job, age in zip(job_ids, ages, strict=True):
         set_ago("export_jobs", "id", [job], age, "created_at")
         set_ago("export_outbox", "job_id", [job], age, "created_at")
 

@@ -157,7 +157,7 @@ def check_routing(c) -> None:
         jobs.append((job, size, queue, event))
     c.note(t("submits of 1, 30, 31, 60 products → event queue_name: {value}",
              value=t(', ').join((e['queue_name'] for *_, e in jobs))))
-    for job, size, queue, event in jobs:
+    for _, size, queue, event in jobs:
         assert event["queue_name"] == queue, t("the {size}-product event has queue_name={queue_name}, expected "
                                                "{queue} (≤ 30 rows: exports.fast, more: exports.bulk)", size=size,
                                                queue_name=event['queue_name'], queue=queue)
@@ -339,7 +339,7 @@ def check_fast_isolated(c) -> None:
             seen = starts(fast)
             c.note(t("a 1-row job submitted now (the fast worker resumed once its event was confirmed) → {row}, run "
                      "by {value}; the long job still running: {still_busy}", row=row and row['status'],
-                     value=', '.join((str(e.get('node')) for e in seen)) or t('nobody'), still_busy=still_busy))
+                     value=', '.join(str(e.get('node')) for e in seen) or t('nobody'), still_busy=still_busy))
             attach(c, lambda: isolation_lanes(bulk_jobs, fast, moments))  # the long job still held
             drawn = True
             assert row and row["status"] == "succeeded", t(

@@ -223,7 +223,7 @@ def check_no_backfill(c) -> None:
     stopped = {tasks.execution_slot(day + k * minute + dtmod.timedelta(seconds=30)) for k in (1, 2)} - set(executed)
     with own_rows() as before:
         results = ticks_at(runs)
-        for when, (kind, value) in zip(runs, results):
+        for when, (kind, value) in zip(runs, results, strict=False):
             c.note(t("clock at {when:%Y-%m-%d %H:%M:%S}Z: schedule_tick() → {describe}", when=when,
                      describe=describe(kind, value)))
             assert kind == "value", t("schedule_tick failed: {describe}", describe=describe(kind, value))
@@ -267,7 +267,7 @@ def check_boundary(c) -> None:
                 prefix + tasks.execution_slot(next_minute)]
         got = [outcome(lambda key=key: store.schedule_once(key, [product])) for key in keys]
         c.note(t("one simulated signal executed at 10:00:59, 10:00:59, 10:01:01 → {value}",
-                 value=t(', ').join((describe(*g) for g in got))))
+                 value=t(', ').join(describe(*g) for g in got)))
         assert all(kind == "value" for kind, _ in got), t("schedule_once failed (see above)")
         a, b, later_kit = (value for _, value in got)
         assert a and b is None, t("the second run in the same minute should return None")

@@ -140,7 +140,7 @@ def check_retry_gate(c) -> None:
         direct = [st.claim(job_id) for _ in range(2)]
         row = job_row(job_id)
         c.note(t("next_attempt_at an hour ahead: 3 duplicate messages through the worker → {value}; 2 claim() calls "
-                 "→ {value2}; row {status}, attempts={attempts}", value=t(', ').join((shown(e) for e in ends)),
+                 "→ {value2}; row {status}, attempts={attempts}", value=t(', ').join(shown(e) for e in ends),
                  value2=[lease_token_of(j) for j in direct], status=row['status'], attempts=row['attempts']))
         assert direct == [None, None] and row["status"] == "queued" and row["attempts"] == 0, t(
             "a duplicate claimed the job or raised attempts during the backoff: both the SELECT and the UPDATE in "
