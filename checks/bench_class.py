@@ -34,12 +34,14 @@ HOSTILE = {
     "forge-tap": "import os\nprint('ok 1 - 01.1'); os._exit(0)\n",
     "patch-checker": "import sys\nt = sys.modules.get('shared.tap')\nif t: t._Check.__exit__ = lambda s, *a: True\n",
     "shared-package": None,  # a shared/tap.py that always says ok
-    "read-secrets": "import pathlib\nfor p in ('/root/.ssh/id_rsa', '.env.tasks'):\n    try:\n        print(pathlib.Path(p).read_text()[:20])\n    except OSError:\n        pass\n",
+    "read-secrets": "import pathlib\nfor p in ('/root/.ssh/id_rsa', '.env.tasks'):\n    try:\n"
+                    "        print(pathlib.Path(p).read_text()[:20])\n    except OSError:\n        pass\n",
     "kill-all": "import os, signal\nos.kill(-1, signal.SIGKILL)\n",
     "fork-bomb": "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        break\n",
     "memory-hog": "hog = []\nwhile True:\n    hog.append(bytearray(64 * 1024 * 1024))\n",
     "output-flood": "import sys\nfor _ in range(200000):\n    sys.stdout.write('x' * 1000 + '\\n')\n",
-    "daemon": "import subprocess, sys\nsubprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'], start_new_session=True)\n",
+    "daemon": "import subprocess, sys\n"
+              "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'], start_new_session=True)\n",
     "disk-filler": "n = 0\nwhile True:\n    open(f'fill-{n}.bin', 'wb').write(b'0' * (64 << 20)); n += 1\n",
 }
 
@@ -90,7 +92,8 @@ def grade(folders: list[Path], lessons: list[str], out: Path, jobs: int, env: di
     return seconds, verdicts_in(out)
 
 
-def grade_on_workers(folders: list[Path], lessons: list[str], out: Path, workers: int, home: Path) -> tuple[float, dict]:
+def grade_on_workers(folders: list[Path], lessons: list[str], out: Path, workers: int,
+                     home: Path) -> tuple[float, dict]:
     """The same class through a private broker and `workers` grading workers (-c 1 each, separate
     processes standing in for machines); the clock starts when every worker is up."""
     from checks.drill_machines import Broker, lab_env
@@ -161,7 +164,8 @@ def main() -> int:
             runs = ["j1"]
         for run in runs:  # the parallel run first: the quicker figure is there early
             if run.startswith("w"):
-                seconds, verdicts[run] = grade_on_workers(folders, args.lessons, root / run, args.workers, root / "home")
+                seconds, verdicts[run] = grade_on_workers(folders, args.lessons, root / run, args.workers,
+                                                          root / "home")
                 label = f"{args.workers} workers"
             else:
                 seconds, verdicts[run] = grade(folders, args.lessons, root / run, int(run[1:]))

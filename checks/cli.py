@@ -127,8 +127,8 @@ def cmd_grade(args) -> int:
         raise UsageError(t("--repeat grades on this machine; it does not go with --broker yet"))
     if args.broker:  # spread over grading machines (checks/grade_remote.py); each grades in boxes
         from checks.grade_remote import submit_and_collect
-        students = submit_and_collect([Path(p) for p in args.lab], [lesson["id"] for lesson in lessons], out, args.broker,
-                                      at=args.at)
+        students = submit_and_collect([Path(p) for p in args.lab], [lesson["id"] for lesson in lessons], out,
+                                      args.broker, at=args.at)
     else:
         students = grade.grade(args.lab, lessons, data, out, args.jobs, at=args.at, keep=args.keep,
                                times=args.repeat)
@@ -217,7 +217,8 @@ def cmd_flake(args) -> int:
     lessons = [lesson for lesson in select(data, args.lessons, allow_planned=False) if lesson["status"] == "ready"]
     out = Path(args.out) if args.out else STATE_DIR / "flake" / "flake.json"
     try:
-        return flake.hunt([lesson["id"] for lesson in lessons], args.rounds, args.parallel, args.burn, out, seed=args.seed)
+        return flake.hunt([lesson["id"] for lesson in lessons], args.rounds, args.parallel, args.burn, out,
+                          seed=args.seed)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
 
@@ -276,7 +277,8 @@ def build_parser() -> argparse.ArgumentParser:
                             "(or LAB_GRADE_BROKER, which keeps the password out of ps)")
     grade.add_argument("--repeat", type=int, default=1, metavar="N", help="grade each folder N times per lesson; "
                        "a check's points count only if it passed every run (its pass rate is reported)")
-    grade.add_argument("--at", metavar="REF", help="grade each folder's git history at REF (lesson-{NN}: a tag per lesson)")
+    grade.add_argument("--at", metavar="REF",
+                       help="grade each folder's git history at REF (lesson-{NN}: a tag per lesson)")
     grade.add_argument("--keep", action="store_true", help="keep each folder's work copies and logs under .state/ "
                                                           "(removed when its grading ends otherwise)")
 

@@ -228,7 +228,8 @@ def _lstat(path: Path, about: Path) -> os.stat_result:
     try:
         return os.lstat(path)
     except OSError as exc:
-        raise UsageError(t("{about}: cannot read {path} ({strerror})", about=about, path=path, strerror=exc.strerror)) from None
+        raise UsageError(t("{about}: cannot read {path} ({strerror})", about=about, path=path,
+                           strerror=exc.strerror)) from None
 
 
 def _read_plain(path: Path, limit: int) -> bytes:

@@ -139,7 +139,8 @@ def grade_one(student: Student, lessons: list[dict], data: dict, at: str | None 
         for lesson in lessons:  # each lesson from the commit the learner made for it
             ref = at.replace("{NN}", lesson["id"])
             try:
-                folder = gitread.export_commit(student.folder, ref, STATE_DIR / "grade-src" / "grade" / scope / lesson["id"])
+                folder = gitread.export_commit(student.folder, ref,
+                                               STATE_DIR / "grade-src" / "grade" / scope / lesson["id"])
             except UsageError as exc:
                 student.results += errored([lesson], str(exc))
                 continue
@@ -202,7 +203,8 @@ def grade(raws: list[str], lessons: list[dict], data: dict, out: Path, jobs: int
     except BaseException:  # TERM, Ctrl-C: every box stops within a moment, nothing new starts
         STOP.set()
         pool.shutdown(wait=True, cancel_futures=True)
-        print(t("stopped: the gradings under way were ended; unfinished folders have no report"), file=stream, flush=True)
+        print(t("stopped: the gradings under way were ended; unfinished folders have no report"), file=stream,
+              flush=True)
         raise
     finally:
         pool.shutdown(wait=True)

@@ -123,7 +123,8 @@ def _grid(names: list[str], reports: dict[str, dict], cols: list[dict], lang: st
             flags.append(f'<span class="badge warn">{esc(w["regression_failed"])}: {esc(", ".join(bad))}</span>')
         flaky = flaky_checks(r.get("tests", []))
         if flaky:
-            flags.append(f'<span class="badge warn">{esc(t_in(lang, "flaky: {checks}", checks=", ".join(flaky)))}</span>')
+            flaky_text = t_in(lang, "flaky: {checks}", checks=", ".join(flaky))
+            flags.append(f'<span class="badge warn">{esc(flaky_text)}</span>')
         gone = sum(t.get("status") == "superseded" for t in r.get("tests", []))
         if gone:
             flags.append(f'<span class="small">{MARKS["superseded"]} {esc(w["superseded"])}: {gone}</span>')
@@ -194,7 +195,8 @@ def _hardest_table(rows: list[dict], lang: str) -> str:
     for h in shown:
         badges = ""
         if h["regression"]:
-            badges += f' <span class="badge warn">{esc(w["regression"])} · {esc(t_in(lang, "Lesson {id}", id=h["in"]))}</span>'
+            badges += (f' <span class="badge warn">{esc(w["regression"])} · '
+                       f'{esc(t_in(lang, "Lesson {id}", id=h["in"]))}</span>')
         if h["kind"] == "extension":
             badges += f' <span class="badge">{esc(w["bonus"])}</span>'
         message = h["message"] if len(h["message"]) <= 300 else h["message"][:299] + "…"

@@ -49,7 +49,8 @@ def words(lang: str) -> dict[str, str]:
 
 
 CSS = """
-body{font:15px/1.45 system-ui,-apple-system,"Segoe UI","Noto Sans CJK SC","PingFang SC",sans-serif,"Noto Color Emoji","Segoe UI Emoji","Apple Color Emoji";
+body{font:15px/1.45 system-ui,-apple-system,"Segoe UI","Noto Sans CJK SC","PingFang SC",sans-serif,
+ "Noto Color Emoji","Segoe UI Emoji","Apple Color Emoji";
  margin:1.5rem auto;max-width:70rem;padding:0 1rem;color:#1d2228;background:#fff}
 h1{font-size:1.5rem;margin:.2rem 0 .6rem}h2{font-size:1.2rem;margin:1.6rem 0 .4rem;border-bottom:1px solid #ddd}
 h3{font-size:1rem;margin:.9rem 0 .3rem}

@@ -50,7 +50,8 @@ def render_check(test: dict, lang: str, reference: dict | None = None, learner: 
     runs = test.get("runs")
     if runs and runs["tried"] > 1:
         badges += (f'<span class="badge{" warn" if is_flaky(test) else ""}">'
-                   f'{esc(t_in(lang, "passed {passed}/{tried} runs", passed=runs["passed"], tried=runs["tried"]))}</span>')
+                   f'{esc(t_in(lang, "passed {passed}/{tried} runs", passed=runs["passed"], tried=runs["tried"]))}'
+                   '</span>')
     parts = [f'<li class="check st-{esc(status)}" data-status="{esc(status)}">'
              f'<span class="mark" title="{esc(w.get(status, status))}">{MARKS.get(status, "?")}</span> '
              f'<span class="cid">{esc(test.get("id"))}</span> {esc(pick(test.get("text"), lang))}{badges} '
@@ -102,7 +103,8 @@ def render_run(report: dict, lang: str, *, back: str | None = None, reference: d
             f'<dt>{esc(w["created"])}</dt><dd>{esc(report.get("created_at"))}</dd>',
             f'<dt>{esc(w["status"])}</dt><dd class="overall">{status_label(report.get("status", ""), w)}</dd>',
             f'<dt>{esc(w["score"])}</dt><dd class="score">{score}</dd>',
-            f'<dt>{esc(w["checks"])}</dt><dd class="counts">{esc(count_text(count_tests(report.get("tests", [])), lang))}</dd>',
+            f'<dt>{esc(w["checks"])}</dt>'
+            f'<dd class="counts">{esc(count_text(count_tests(report.get("tests", [])), lang))}</dd>',
             f'<dt>{esc(w["bonus"])}</dt><dd class="bonus">{bonus}</dd>']
     if report.get("tampering"):
         head.append(f'<dt>⚠</dt><dd><span class="badge warn">{esc(w["tampering"])}</span></dd>')

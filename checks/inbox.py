@@ -93,7 +93,8 @@ def main() -> int:
                 continue
             with open(log_dir / f"{Path(verifier).stem}.log", "ab") as log:
                 fd = key_pipe(key)
-                proc_env = dict(env, TASKLAB_VERDICT_KEY_FD=str(fd), TASKLAB_VERDICT_FD=str(channel), TASKLAB_VERDICT_RUN=run)
+                proc_env = dict(env, TASKLAB_VERDICT_KEY_FD=str(fd), TASKLAB_VERDICT_FD=str(channel),
+                                TASKLAB_VERDICT_RUN=run)
                 # Output to the box's own stdout (read and capped by the runner) and to the verifier's log.
                 proc = subprocess.Popen([sys.executable, "-I", str(KIT / "checks" / "launch.py"), verifier],
                                         cwd=workdir, env=proc_env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,

@@ -262,7 +262,8 @@ async function tick() {
   document.getElementById("errors").textContent = [s.db_error, s.redis_error].filter(Boolean).join(" · ");
   const db = s.db || {}, byStatus = db.by_status || {}, oldest = db.oldest || {}, outbox = db.outbox || {};
   fill("status", ["queued", "running", "succeeded", "failed", "cancelled"].map(k => [k, byStatus[k] || 0]));
-  fill("ages", [["oldest queued", age(oldest.oldest_queued_seconds)], ["oldest running", age(oldest.oldest_running_seconds)],
+  fill("ages", [["oldest queued", age(oldest.oldest_queued_seconds)],
+                ["oldest running", age(oldest.oldest_running_seconds)],
                 ["expired leases", oldest.expired_leases ?? "–"], ["unsent events", outbox.unsent ?? "–"],
                 ["outbox lag", age(outbox.oldest_unsent_seconds)]]);
   const queues = (s.redis || {}).queues || {};
@@ -279,7 +280,8 @@ async function tick() {
   history.push(backlog); if (history.length > 300) history.shift();
   const top = Math.max(1, ...history);
   document.getElementById("line").setAttribute("points",
-    history.map((v, i) => (i * 600 / Math.max(1, history.length - 1)).toFixed(1) + "," + (78 - 74 * v / top).toFixed(1)).join(" "));
+    history.map((v, i) => (i * 600 / Math.max(1, history.length - 1)).toFixed(1) + ","
+                          + (78 - 74 * v / top).toFixed(1)).join(" "));
 }
 tick(); setInterval(tick, 1500);
 </script></body></html>
@@ -304,7 +306,8 @@ def serve(port: int, source: str) -> int:
     from shared.i18n import t
     from shared.proc import port_open
     if port_open(port):
-        print(t("port {port} is taken: choose another, e.g. make monitor PORT={port2}", port=port, port2=port + 1), file=sys.stderr)
+        print(t("port {port} is taken: choose another, e.g. make monitor PORT={port2}", port=port, port2=port + 1),
+              file=sys.stderr)
         return 2
     print(t("monitor: http://127.0.0.1:{port}/ (Ctrl-C to stop)", port=port),
           flush=True)

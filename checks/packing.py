@@ -75,6 +75,7 @@ def wire_to_results(wire: dict, data: dict, folder: str) -> tuple[list, str | No
     if wire["lab"]:
         wire = _replace_path(wire, wire["lab"], folder)
     by_id = {lesson["id"]: lesson for lesson in data["lessons"]}
-    results = [LessonResult(by_id[lesson["id"]], lesson["source"], [CheckResult(**c) for c in lesson["checks"]], lesson["seconds"],
-                            notices=lesson["notices"], problems=lesson["problems"]) for lesson in wire["lessons"]]
+    results = [LessonResult(by_id[lesson["id"]], lesson["source"], [CheckResult(**c) for c in lesson["checks"]],
+                            lesson["seconds"], notices=lesson["notices"], problems=lesson["problems"])
+               for lesson in wire["lessons"]]
     return results, wire["error"]

@@ -50,7 +50,8 @@ def diagnose(lesson: dict, lessons: list[dict], folder: Path) -> list[Problem]:
         for sub in ("tasks_lab",):
             if (folder / sub).is_dir() and any((folder / sub / name).is_file() for name in wanted):
                 return [Problem(wanted[0], t("{folder} has none of lesson {id}'s files, but {folder2} does: point "
-                                             "LAB= at {folder2}", folder=folder, id=lesson['id'], folder2=folder / sub))]
+                                             "LAB= at {folder2}", folder=folder, id=lesson['id'],
+                                             folder2=folder / sub))]
     for name in wanted:
         path = folder / name
         if not path.is_file():
@@ -131,7 +132,8 @@ def causes() -> tuple[Cause, ...]:
         # Lesson 13: `>` where `>=` belongs.  13.1 tells it apart (one past the limit with turns taken at the
         # gate); 13.3's 202 at capacity and 13.6's overshoot are the same mistake seen from elsewhere.
         Cause(seen=("the last place was given out twice", "最后一个位置被给了两次"), file="state_store.py",
-              signs=("must be 503, got 202", "应返回 503，实际 202", "pushed queued+running to", "让 queued+running 达到"),
+              signs=("must be 503, got 202", "应返回 503，实际 202",
+                     "pushed queued+running to", "让 queued+running 达到"),
               message=t("admit_export's comparison lets a count equal to the limit through: with `limit` jobs in the "
                         "service is full, so refuse when count >= limit (a place is free only while count < limit). "
                         "13.3's 202 and 13.6's overshoot below are this same mistake"),

@@ -11,10 +11,12 @@ from checks.html_report import output_tail, render_check
 from shared.i18n import t
 
 CSS = """
-table.tally{border-collapse:collapse;margin:.6rem 0}table.tally td,table.tally th{border:1px solid #ddd;padding:.25rem .5rem;
+table.tally{border-collapse:collapse;margin:.6rem 0}
+table.tally td,table.tally th{border:1px solid #ddd;padding:.25rem .5rem;
  vertical-align:top;text-align:left}tr.flaky td:first-child{border-left:4px solid #c77700}
 tr.failed td:first-child{border-left:4px solid #b3261e}tr.passed td:first-child{border-left:4px solid #1a7f37}
-.fmsg{white-space:pre-wrap}.pair{display:grid;grid-template-columns:1fr 1fr;gap:1rem}.pair h4{margin:.3rem 0}.pair ul{padding-left:1rem}
+.fmsg{white-space:pre-wrap}.pair{display:grid;grid-template-columns:1fr 1fr;gap:1rem}.pair h4{margin:.3rem 0}
+.pair ul{padding-left:1rem}
 """
 
 
@@ -33,16 +35,19 @@ def runs_text(failure) -> str:
 def evidence(test: dict, lang: str) -> str:
     """One run's check as its report draws it; a passing run's notes too (a report shows them only under
     a failure), since they are what the failing run is compared with."""
-    notes = f"<pre>{esc(output_tail(test['output']))}</pre>" if test.get("status") == "pass" and test.get("output") else ""
+    passed_with_output = test.get("status") == "pass" and test.get("output")
+    notes = f"<pre>{esc(output_tail(test['output']))}</pre>" if passed_with_output else ""
     return f"<ul class='checks'>{render_check(test, lang)}</ul>{notes}"
 
 
 def render(series, rows, lang: str) -> str:
     words = kind_words()
     source = str(series.lab) if series.lab else t("the reference")
-    head = [f"<h1>{esc(t('Task Lab: {times} runs of lesson {lessons}', times=series.times, lessons=', '.join(series.lessons)))}</h1>",
-            f"<p>{esc(source)} · {esc(t('{parallel} side by side, {burn} CPU burners, seed {seed}', parallel=series.parallel, burn=series.burn, seed=series.seed))}"
-            f" · {esc(t('{done} of {planned} runs finished', done=len(series.runs), planned=series.planned))}</p>"]
+    title = t("Task Lab: {times} runs of lesson {lessons}", times=series.times, lessons=", ".join(series.lessons))
+    how = t("{parallel} side by side, {burn} CPU burners, seed {seed}", parallel=series.parallel, burn=series.burn,
+            seed=series.seed)
+    done = t("{done} of {planned} runs finished", done=len(series.runs), planned=series.planned)
+    head = [f"<h1>{esc(title)}</h1>", f"<p>{esc(source)} · {esc(how)} · {esc(done)}</p>"]
     if series.stopped:
         head.append(f"<p class='msg'>{esc(t('stopped part-way: the table counts the finished runs only'))}</p>")
     table = [f"<table class='tally'><tr><th>{esc(t('check'))}</th><th>{esc(t('verdict'))}</th>"
@@ -60,7 +65,8 @@ def render(series, rows, lang: str) -> str:
         if row.kind != "flaky":
             continue
         bad_no, good_no = row.failed[0], row.passed[0]
-        pairs.append(f"<h2>{esc(row.id)} — {esc(t('run {bad_no} failed, run {good_no} passed', bad_no=bad_no, good_no=good_no))}</h2>"
+        compared = t("run {bad_no} failed, run {good_no} passed", bad_no=bad_no, good_no=good_no)
+        pairs.append(f"<h2>{esc(row.id)} — {esc(compared)}</h2>"
                      "<div class='pair'>"
                      f"<div><h4>{esc(t('run {n}', n=bad_no))} ✗</h4>{evidence(row.tests[bad_no], lang)}</div>"
                      f"<div><h4>{esc(t('run {n}', n=good_no))} ✓</h4>{evidence(row.tests[good_no], lang)}</div>"

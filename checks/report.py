@@ -99,7 +99,8 @@ def to_dict(lessons: list[LessonResult], source: str, error: str | None = None) 
                 "regression": c.regression, "bonus": c.bonus, "tampering": c.tampered,
                 "text": c.text, "status": c.status, "points": c.points, "score": c.score,
                 "seconds": round(c.seconds, 3), "message": c.message or None,
-                "hint": c.hint if c.status not in (PASS, SKIPPED, SUPERSEDED, NOT_REACHED) else None, "output": c.output or None,
+                "hint": c.hint if c.status not in (PASS, SKIPPED, SUPERSEDED, NOT_REACHED) else None,
+                "output": c.output or None,
                 **({"figures": c.figures} if c.figures else {}),
                 **({"runs": {"passed": c.runs[0], "tried": c.runs[1]}} if c.runs else {}),
             })
@@ -113,8 +114,9 @@ def to_dict(lessons: list[LessonResult], source: str, error: str | None = None) 
         "tampering": any(c.tampered for lesson in lessons for c in lesson.checks),
         **marks([c for lesson in lessons for c in lesson.checks]),
         "counts": count_checks([c for lesson in lessons for c in lesson.checks]),
-        "lessons": [{"id": lesson.lesson["id"], "title": lesson.lesson["title"], "status": lesson.status, **marks(lesson.checks),
-                     "counts": count_checks(lesson.checks), "seconds": round(lesson.seconds, 3)} for lesson in lessons],
+        "lessons": [{"id": lesson.lesson["id"], "title": lesson.lesson["title"], "status": lesson.status,
+                     **marks(lesson.checks), "counts": count_checks(lesson.checks),
+                     "seconds": round(lesson.seconds, 3)} for lesson in lessons],
         "tests": tests,
     }
 

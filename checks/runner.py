@@ -62,7 +62,8 @@ def _run_round(lesson: dict, workdir: Path, log_dir: Path, pending: list[str], l
         lesson = dict(lesson, processes=[])  # none of these checks uses the lesson's worker: start none
     spec = {"lesson": lesson, "schema_upto": schema_upto, "verifiers": verifiers, "log_dir": str(log_dir),
             "verifiers_dir": str(verifiers_dir(lesson)),
-            "env": {"TASKLAB_LOG_DIR": str(log_dir), "TASKLAB_LESSON": lesson["id"], "TASKLAB_CHECKS": ",".join(pending)}}
+            "env": {"TASKLAB_LOG_DIR": str(log_dir), "TASKLAB_LESSON": lesson["id"],
+                    "TASKLAB_CHECKS": ",".join(pending)}}
     started = start_inbox(lesson, workdir, log_dir, spec, boxed, subprocess.PIPE, staged)
     proc, key, token, channel_r, cgroups, spec_path = started
     reader = Reader(key, token, B.RECORD_LIMIT, B.CHANNEL_LIMIT)
@@ -284,7 +285,8 @@ def run_lesson(lesson: dict, workdir: Path, log_dir: Path, source: str = "refere
             # Beside this lesson's logs, not inside them: a folder a box wrote never holds the host's next one.
             regression_logs = log_dir.with_name(f"{log_dir.name}-regression-{earlier_id}")
             boxfiles.remove(regression_logs)
-            done = _run_guarded(regression, workdir, regression_logs, rows, checks_to_run(only, rows, gone), upto, staged)
+            done = _run_guarded(regression, workdir, regression_logs, rows, checks_to_run(only, rows, gone), upto,
+                                staged)
             mark_superseded(rows, gone)
             result.checks += done.checks
             result.logs += done.logs
@@ -327,6 +329,7 @@ def _run_lesson(lesson, workdir, log_dir, source, started, results, only=None, s
     notices: list[str] = []
     problems = run_checks(lesson, workdir, log_dir, checks, by_id, schema_upto or lesson["id"], boxed, notices,
                           staged)
-    logs = [log_dir / "box.log", *(log_dir / f"{Path(v).stem}.log" for v in dict.fromkeys(c["verifier"] for c in checks))]
+    verifier_logs = (log_dir / f"{Path(v).stem}.log" for v in dict.fromkeys(c["verifier"] for c in checks))
+    logs = [log_dir / "box.log", *verifier_logs]
     logs += [log_dir / f"{p['name']}.log" for p in lesson.get("processes", [])]
     return LessonResult(lesson, source, results, time.monotonic() - started, logs, notices, problems)

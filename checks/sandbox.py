@@ -113,7 +113,8 @@ def start_inbox(lesson: dict, workdir: Path, log_dir: Path, spec: dict, boxed: b
     os.set_inheritable(channel_w, True)
     inbox = [sys.executable, "-I", str(KIT_ROOT / "checks" / "inbox.py")]
     cgroups: list[Path] = []
-    verdict_env = {"TASKLAB_VERDICT_KEY_FD": str(key_fd), "TASKLAB_VERDICT_FD": str(channel_w), "TASKLAB_VERDICT_RUN": token}
+    verdict_env = {"TASKLAB_VERDICT_KEY_FD": str(key_fd), "TASKLAB_VERDICT_FD": str(channel_w),
+                   "TASKLAB_VERDICT_RUN": token}
     if boxed:
         if lesson.get("services"):
             from shared.services_native import ensure_binaries

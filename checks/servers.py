@@ -75,7 +75,8 @@ def prepare_services(lesson: dict, workdir: Path, schema_files: list[str] | None
                         # @@…) that this server cannot answer: report it, keep going. DDL errors stop the run.
                         if statement.lstrip().split(None, 1)[0].upper() not in ("SELECT", "SHOW"):
                             first = statement.strip().splitlines()[0][:100]
-                            raise SchemaError(t("{name} failed on `{first}`: {exc}", name=name, first=first, exc=exc)) from None
+                            raise SchemaError(t("{name} failed on `{first}`: {exc}", name=name, first=first,
+                                                exc=exc)) from None
                         first = statement.strip().splitlines()[0][:80]
                         notices.append(t("{name}: `{first}` only looks at the result, and this server cannot answer "
                                          "it ({exc}); passed over — the checks do not need it", name=name, first=first,

@@ -38,7 +38,8 @@ def run_many(lessons: list[dict], data: dict, lab: Path | None, scope: str, show
         intake.take_in(lab, copy)
         findings = tamper.scan(copy)
         if findings:  # code that reaches into the checker: no verdict of this folder could be trusted
-            results = errored([lesson for lesson in lessons if lesson["status"] == "ready"], tamper.message(findings), tampering=True)
+            results = errored([lesson for lesson in lessons if lesson["status"] == "ready"], tamper.message(findings),
+                              tampering=True)
             for result in results:
                 if show:
                     show(result)

@@ -29,7 +29,8 @@ PATTERNS = {
     r"TASKLAB_VERDICT|TASKLAB_RUN_ID|verdicts\.py|\bSigner\b": "names the verdict channel",
     r"\bsys\.modules\s*\[|\bsys\._getframe\b|\bf_back\b|\bf_globals\b|\bf_locals\b|\b__closure__\b|\bgc\.get_(?:objects|referrers|referents)\b":
         "reaches into other modules' or frames' objects",
-    r"/proc/(?:self|\d+|\{)[^\"']*/(?:mem|fd|environ)|\bptrace\b|\bctypes\b": "reaches into process memory or file descriptors",
+    r"/proc/(?:self|\d+|\{)[^\"']*/(?:mem|fd|environ)|\bptrace\b|\bctypes\b":
+        "reaches into process memory or file descriptors",
 }
 COMPILED = [(re.compile(pattern), why) for pattern, why in PATTERNS.items()]
 SKIP_PARTS = {".venv", "venv", "__pycache__", ".git", ".state", ".lab", "node_modules"}

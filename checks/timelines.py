@@ -179,7 +179,8 @@ def render_steps(fig: dict, lang: str) -> str:
             path.append(f"L{x(px):.1f},{y(last):.1f}")
         path.append(("M" if not path else "L") + f"{x(px):.1f},{y(py):.1f}")
         last = py
-    out = [f'<svg class="timeline" data-kind="steps" data-max="{peak:g}" data-limit="{"" if limit is None else f"{limit:g}"}" '
+    limit_text = "" if limit is None else f"{limit:g}"
+    out = [f'<svg class="timeline" data-kind="steps" data-max="{peak:g}" data-limit="{limit_text}" '
            f'viewBox="0 0 {WIDTH} {height}" width="{WIDTH}" height="{height}" role="img" '
            f'xmlns="http://www.w3.org/2000/svg"><title>{esc(pick(fig["title"], lang))}</title>',
            f'<text x="4" y="{TOP + 12}">{esc(pick(fig.get("label"), lang)[:24])}</text>',

@@ -10,9 +10,9 @@ Records: {"type": "launch", "verifier"}, the first thing a verifier process send
 before any learner code runs); {"type": "start", "id"} when a check begins; {"type": "result", "id",
 "status", "message", "notes", "seconds"}; {"type": "problem", "message"} for what stops a lesson before
 its checks (a schema file that fails, a process that never became ready); {"type": "exit", "verifier",
-"code"} when inbox.py saw it end; {"type": "inbox"}, inbox.py's first record.  Every record carries the pid of the process that sent it: a check's
-start and result must come from the process that launched as the verifier, so a copy of it made by
-fork() (learner code run inside it can fork) is not believed either.
+"code"} when inbox.py saw it end; {"type": "inbox"}, inbox.py's first record.  Every record carries the
+pid of the process that sent it: a check's start and result must come from the process that launched as
+the verifier, so a copy of it made by fork() (learner code run inside it can fork) is not believed either.
 """
 
 

@@ -108,7 +108,8 @@ def read_po(path: Path) -> dict[str, str]:
         keyword, _, rest = line.partition(" ")
         if keyword == "msgid":
             _keep(entries, current)
-            current, target, fuzzy_next = {"id": _unquote(rest, path, number), "str": "", "fuzzy": fuzzy_next}, "id", False
+            current = {"id": _unquote(rest, path, number), "str": "", "fuzzy": fuzzy_next}
+            target, fuzzy_next = "id", False
         elif keyword == "msgstr" and current is not None:
             current["str"], target = _unquote(rest, path, number), "str"
         elif line.startswith('"') and current is not None:

@@ -174,8 +174,8 @@ class DeclaredWorker:
         pid = os.environ.get(f"TASKLAB_PROC_{name}_PID")
         argv = os.environ.get(f"TASKLAB_PROC_{name}_ARGV")
         if not pid or not argv:
-            raise AssertionError(t("TASKLAB_PROC_{name}_PID is not set: run the checks through make lesson-NN (python -m "
-                                   "checks), which starts the worker", name=name))
+            raise AssertionError(t("TASKLAB_PROC_{name}_PID is not set: run the checks through make lesson-NN "
+                                   "(python -m checks), which starts the worker", name=name))
         self.pid = int(pid)
         self.argv: list[str] = json.loads(argv)
         self.log_path = Path(os.environ.get(f"TASKLAB_PROC_{name}_LOG") or LOG_DIR / "worker.log")

@@ -83,7 +83,8 @@ def validate(data: dict) -> None:
                   "kind is 'core', 'exercise' or 'extension'")
             # needs_processes: false — the check never uses the lesson's declared processes (its worker), so a
             # box running only such checks (a later lesson's regressions, say) starts none
-            _need(check.get("needs_processes", True) in (True, False), f"check {cid}", "needs_processes is true or false")
+            _need(check.get("needs_processes", True) in (True, False), f"check {cid}",
+                  "needs_processes is true or false")
             # exclusive: this check stops or restarts a shared server, so runs that include it run alone
             _need(not check.get("exclusive") or lesson.get("exclusive_services") is True, f"check {cid}",
                   "'exclusive' checks need the lesson's 'exclusive_services': true")

@@ -141,7 +141,8 @@ def redis_up(secret: dict) -> None:
 
 def _mysql_argv() -> list[str]:
     argv = [find_binary("mariadbd"), "--no-defaults", f"--datadir={MYSQL.dir / 'data'}", f"--port={S.MYSQL_PORT}",
-            f"--bind-address={S.HOST}", f"--socket={MYSQL.dir / 'mysqld.sock'}", f"--pid-file={MYSQL.dir / 'mysqld.pid'}",
+            f"--bind-address={S.HOST}", f"--socket={MYSQL.dir / 'mysqld.sock'}",
+            f"--pid-file={MYSQL.dir / 'mysqld.pid'}",
             "--default-time-zone=+00:00", "--skip-name-resolve", "--character-set-server=utf8mb4",
             "--collation-server=utf8mb4_unicode_ci", "--innodb-buffer-pool-size=64M",
             "--innodb-flush-log-at-trx-commit=2", f"--log-error={MYSQL.log_file}"]
@@ -208,8 +209,8 @@ def mysql_up(secret: dict) -> None:
     elif not (MYSQL.dir / "bootstrapped").exists():
         shutil.rmtree(data, ignore_errors=True)
         data.mkdir(parents=True)
-        init = [find_binary("mariadb-install-db"), "--no-defaults", f"--datadir={data}", "--auth-root-authentication-method=normal",
-                "--skip-test-db"]
+        init = [find_binary("mariadb-install-db"), "--no-defaults", f"--datadir={data}",
+                "--auth-root-authentication-method=normal", "--skip-test-db"]
         if os.geteuid() == 0:
             init.append("--user=root")
         result = subprocess.run(init, capture_output=True, text=True)

@@ -141,7 +141,8 @@ def rule_05_5(figs: list[dict]) -> None:
     assert any("(pending) -> True" in label for label in cancels), f"no queued cancel() -> True: {cancels}"
     assert any("(running) -> False" in label for label in cancels), f"no running cancel() -> False: {cancels}"
     withdrawn = next(label.split()[1] for label in cancels if "(pending) -> True" in label)  # "#2"
-    ran = [b for ln in fig["lanes"] for b in ln["bars"] if b["kind"] == "run" and _text(b["label"]) == f"job {withdrawn}"]
+    ran = [b for ln in fig["lanes"] for b in ln["bars"]
+           if b["kind"] == "run" and _text(b["label"]) == f"job {withdrawn}"]
     assert not ran, f"the withdrawn job {withdrawn} has a run bar"
     queued = [b for ln in fig["lanes"] for b in ln["bars"] if b["kind"] == "queued" and _text(b["label"]) == withdrawn]
     assert queued, f"no queued bar for {withdrawn}"

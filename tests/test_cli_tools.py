@@ -50,7 +50,8 @@ def test_doctor_warns_when_the_kit_lives_on_a_windows_drive(monkeypatch):
 
 def test_watch_runs_the_checks_and_stops_cleanly_on_ctrl_c(tmp_path):
     lab = KIT_ROOT / "lessons" / "01-accept-202"  # lesson 01 as a learner would have typed it
-    proc = subprocess.Popen([sys.executable, "-m", "checks", "watch", "01", "--lab", str(lab), "--interval", "0.2"], cwd=KIT_ROOT,
+    proc = subprocess.Popen([sys.executable, "-m", "checks", "watch", "01", "--lab", str(lab), "--interval", "0.2"],
+                            cwd=KIT_ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env=dict(os.environ, LAB_LANG="en", LAB_HOME=str(tmp_path)))
     deadline = time.monotonic() + 60
@@ -75,7 +76,8 @@ def test_flake_hunt_lists_every_non_pass(tmp_path):
     from checks import flake
     script = ('import json, sys; report, lesson, number = sys.argv[1:]; '
               'bad = lesson == "04" and number == "2"; '
-              'open(report, "w").write(json.dumps({"tests": [{"id": lesson + ".1", "status": "fail" if bad else "pass", '
+              'open(report, "w").write(json.dumps({"tests": [{"id": lesson + ".1", '
+              '"status": "fail" if bad else "pass", '
               '"message": "boom", "output": "evidence"}]}))')
     stream = io.StringIO()
     out = tmp_path / "flake.json"
@@ -102,7 +104,8 @@ def test_check_never_silently_checks_the_reference(tmp_path):
 
 def test_check_remembers_the_folder_and_chooses_the_lesson(tmp_path):
     lab = tmp_path / "tasks_lab"
-    shutil.copytree(KIT_ROOT / "lessons" / "01-accept-202", lab, ignore=shutil.ignore_patterns("verifiers", "README.md"))
+    shutil.copytree(KIT_ROOT / "lessons" / "01-accept-202", lab,
+                    ignore=shutil.ignore_patterns("verifiers", "README.md"))
     first = _lab_cli(tmp_path / "home", "check", "--lab", str(lab))
     assert first.returncode == 0, first.stdout + first.stderr
     lines = first.stdout.splitlines()
@@ -155,7 +158,8 @@ def test_help_lists_every_target_and_a_closed_pipe_ends_quietly():
 
 def _lesson01_folder(tmp_path):
     lab = tmp_path / "shop-service" / "tasks_lab"
-    shutil.copytree(KIT_ROOT / "lessons" / "01-accept-202", lab, ignore=shutil.ignore_patterns("verifiers", "README.md"))
+    shutil.copytree(KIT_ROOT / "lessons" / "01-accept-202", lab,
+                    ignore=shutil.ignore_patterns("verifiers", "README.md"))
     return lab
 
 
@@ -237,7 +241,8 @@ def test_ctrl_c_in_make_watch_ends_quietly(tmp_path):
 def test_a_missing_file_only_an_extension_needs_is_not_a_problem(tmp_path):
     # A folder typed from the course has no asyncio-note scripts (lesson 02's extension): no ✗ line for them.
     lab = tmp_path / "tasks_lab"
-    shutil.copytree(KIT_ROOT / "lessons" / "02-asyncio-bounded", lab, ignore=shutil.ignore_patterns("verifiers", "README.md"))
+    shutil.copytree(KIT_ROOT / "lessons" / "02-asyncio-bounded", lab,
+                    ignore=shutil.ignore_patterns("verifiers", "README.md"))
     for path in lab.glob("*.py"):
         if path.name != "bounded_async.py":  # the course's file; the rest are the note's scripts
             path.unlink()

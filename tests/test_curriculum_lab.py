@@ -44,16 +44,19 @@ PROSE_EDITS = {
             '    "export-each-minute": {\n        "task": "products.schedule_tick", "schedule": 60.0,\n'
             '        "options": {"queue": "exports.fast"},\n    }\n}\n')],
     # "call can_continue before producing the file; stop when it says False"
-    "15": [("export_tasks.py", "from state_store import claim, finish", "from state_store import claim, finish, can_continue"),
+    "15": [("export_tasks.py", "from state_store import claim, finish",
+            "from state_store import claim, finish, can_continue"),
            ("export_tasks.py", 'token = str(job["lease_token"])\n',
             'token = str(job["lease_token"])\n    if not can_continue(job_id, token):\n'
             '        return {"job_id": job_id, "published": False}\n')],
     # "log after the claim and after finish; bind=True to read self.request.id"
-    "16": [("export_tasks.py", "from celery_app import app\n", "from celery_app import app\nfrom task_logging import log_phase\n"),
+    "16": [("export_tasks.py", "from celery_app import app\n",
+            "from celery_app import app\nfrom task_logging import log_phase\n"),
            ("export_tasks.py", '@app.task(name="products.export")\ndef export_products(job_id: str):',
             '@app.task(bind=True, name="products.export")\ndef export_products(self, job_id: str):'),
            ("export_tasks.py", 'token = str(job["lease_token"])\n',
-            'token = str(job["lease_token"])\n    log_phase(job_id, "claimed", self.request.id, token, job["attempts"])\n'),
+            'token = str(job["lease_token"])\n'
+            '    log_phase(job_id, "claimed", self.request.id, token, job["attempts"])\n'),
            ("export_tasks.py", "published = finish(job_id, token, str(target))\n",
             "published = finish(job_id, token, str(target))\n"
             '    log_phase(job_id, "published", self.request.id, token, job["attempts"], success=published)\n')],
@@ -160,7 +163,8 @@ def test_curriculum_folder_passes_lab(lesson_id, tmp_path):
         assert f"score {body['score']}/{body['max_score']}" in run.stdout, run.stdout[-800:]
         assert all(t["status"] in ("pass", "skipped") for t in tests if t["kind"] == "exercise")
     skipped = [t["id"] for t in tests if t["status"] == "skipped"]
-    assert all(t["kind"] in ("exercise", "extension") for t in tests if t["id"] in skipped)  # only work not taken up skips
+    # only work not taken up skips
+    assert all(t["kind"] in ("exercise", "extension") for t in tests if t["id"] in skipped)
 
 
 def test_the_finished_course_folder_graded_at_once(tmp_path):

@@ -3,10 +3,10 @@ outside its box, and the next folder is checked normally.
 
 The forges run against lesson 01's real verifier (judged apart: the learner's api_states.py loads in a
 probe, so the attack runs beside the judge, never in it) and, for the defences of lessons whose verifiers
-still import learner code, against a small lesson whose verifier imports attack.py.  The rest use a small lesson of their own whose verifier imports
-attack.py, with short limits.  The destructive attacks (kill -9 -1, a fork bomb, a memory hog, a disk
-filler) run only after a probe has proved, from inside, that it is in a working box; without one they are
-skipped with the reason and never run bare.
+still import learner code, against a small lesson whose verifier imports attack.py.  The rest use a small
+lesson of their own whose verifier imports attack.py, with short limits.  The destructive attacks (kill -9 -1,
+a fork bomb, a memory hog, a disk filler) run only after a probe has proved, from inside, that it is in a
+working box; without one they are skipped with the reason and never run bare.
 """
 
 from __future__ import annotations
@@ -454,7 +454,8 @@ def test_a_class_with_hostile_folders_is_graded_and_the_good_folder_passes(tmp_p
     shutil.copytree(KIT / lesson["folder"], good, ignore=shutil.ignore_patterns("verifiers", "README.md"))
     flood = tmp_path / "class" / "flood" / "tasks_lab"
     shutil.copytree(good, flood)
-    (flood / "api_states.py").write_text("import sys\nfor _ in range(200000):\n    sys.stdout.write('x' * 1000 + '\\n')\n")
+    (flood / "api_states.py").write_text("import sys\nfor _ in range(200000):\n"
+                                         "    sys.stdout.write('x' * 1000 + '\\n')\n")
     killer = tmp_path / "class" / "killer" / "tasks_lab"
     shutil.copytree(good, killer)
     (killer / "api_states.py").write_text("import os, signal\nos.kill(-1, signal.SIGKILL)\n")

@@ -68,8 +68,8 @@ def make_report(by_lesson, source="/class/alice/tasks_lab", error=None):
 def missing_folder_report(name):
     """What grade writes for a folder that is not there: every check an error with one message."""
     message = f"--lab class/{name}/tasks_lab: no such folder"
-    return make_report({lesson["id"]: [check(c["id"], "error", message) for c in lesson["checks"]] for lesson in LESSONS},
-                       source=f"class/{name}/tasks_lab", error=message)
+    return make_report({lesson["id"]: [check(c["id"], "error", message) for c in lesson["checks"]]
+                        for lesson in LESSONS}, source=f"class/{name}/tasks_lab", error=message)
 
 
 def class_reports():

@@ -107,8 +107,10 @@ EQUIVALENT = {
         ("        await asyncio.sleep(30)  # much longer than the grace window, so it will be cancelled\n",
          '        await asyncio.sleep(0.1)\n        raise ValueError("drill")\n')]}),
     "05.5-a-script-of-its-own": ("05.5", {
-        "pool_io.py": [("        queued = pool.submit(read_sync, 2, stop)  # exercise: waits behind the first, never started\n", ""),
-                       ('            print("queued cancel:", queued.cancel())  # True: withdrawn before it started\n', "")],
+        "pool_io.py": [("        queued = pool.submit(read_sync, 2, stop)  "
+                        "# exercise: waits behind the first, never started\n", ""),
+                       ('            print("queued cancel:", queued.cancel())  '
+                        '# True: withdrawn before it started\n', "")],
         "cancel_queued.py": [(None, "from concurrent.futures import ThreadPoolExecutor\nfrom threading import Event\n\n"
                                     "from pool_io import read_sync\n\nstop = Event()\n"
                                     "with ThreadPoolExecutor(max_workers=1) as pool:\n"
@@ -138,7 +140,8 @@ def test_an_equivalent_answer_passes(case, tmp_path, monkeypatch):
 
 NOT_DONE = {
     "01.5": {"api_states.py": [('    return {**row, "terminal": row["status"] in TERMINAL}\n', "    return row\n")]},
-    "02.5": {"bounded_async.py": [("    global in_flight, peak\n    in_flight += 1\n    peak = max(peak, in_flight)\n", ""),
+    "02.5": {"bounded_async.py": [("    global in_flight, peak\n    in_flight += 1\n"
+                                   "    peak = max(peak, in_flight)\n", ""),
                                   ("        in_flight -= 1\n", "        pass\n")]},
     "03.5": {"registry_demo.py": [("    start(failing_work())  # the exercise: its error is logged, not lost\n", "")]},
     "04.4": {"threaded_queue.py": [("Queue(maxsize=1)", "Queue(maxsize=4)"), ("time.sleep(0.2)", "time.sleep(0.05)")]},
@@ -187,7 +190,8 @@ COURSE_EXERCISES = {
     "api_states.py": [("        raise HTTPException(404, \"导出任务不存在\")\n    return jobs[job_id]",
                        "        raise HTTPException(404, \"导出任务不存在\")\n"
                        "    row = jobs[job_id]\n"
-                       "    return {**row, \"terminal\": row[\"status\"] in {\"succeeded\", \"failed\", \"cancelled\"}}")],
+                       "    return {**row, \"terminal\": "
+                       "row[\"status\"] in {\"succeeded\", \"failed\", \"cancelled\"}}")],
     "bounded_async.py": [("async def read_product(product_id: int):\n    await asyncio.sleep(0.1)\n",
                           "running = 0\nmax_running = 0\n\n\nasync def read_product(product_id: int):\n"
                           "    global running, max_running\n    running += 1\n"

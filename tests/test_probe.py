@@ -128,7 +128,8 @@ def test_decode_refuses_what_it_does_not_know():
 
 def test_a_pause_waits_for_its_release_once(tmp_path):
     events = []
-    gate = Gate(str(tmp_path), "labX", str(tmp_path / "hold.txt"), backstop=60, record=lambda k, **f: events.append((k, f)))
+    gate = Gate(str(tmp_path), "labX", str(tmp_path / "hold.txt"), backstop=60,
+                record=lambda k, **f: events.append((k, f)))
     (tmp_path / "hold.txt").write_text("job-1\n")
     assert read_list(str(tmp_path / "hold.txt")) == ["job-1"]
     done = threading.Event()

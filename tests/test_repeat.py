@@ -69,7 +69,8 @@ def test_a_series_counts_each_check_and_shows_the_flaky_one_first(tmp_path):
 
 def test_a_steady_folder_passes_every_run_and_exits_zero(tmp_path):
     script = ('import json,sys; open(sys.argv[1],"w").write(json.dumps({"tests": ['
-              '{"id": "01.1", "lesson": "01", "status": "pass"}, {"id": "01.2", "lesson": "01", "status": "skipped"}]}))')
+              '{"id": "01.1", "lesson": "01", "status": "pass"}, '
+              '{"id": "01.2", "lesson": "01", "status": "skipped"}]}))')
     series, rows = repeat.repeat(["01"], times=4, parallel=2, burn=0, out=tmp_path, seed=1, stream=io.StringIO(),
                                  command=lambda run, lab: [sys.executable, "-c", script, str(run.report)])
     assert [(r.id, r.kind, len(r.passed)) for r in rows] == [("01.1", "passed", 4), ("01.2", "skipped", 0)]
@@ -112,11 +113,13 @@ HANG_SERIES = textwrap.dedent("""
     # Each run: writes a report after run 1, else leaves a grandchild in its group and hangs.
     script = ("import json, subprocess, sys, time\\n"
               "if sys.argv[2] == '1':\\n"
-              "    open(sys.argv[1], 'w').write(json.dumps({'tests': [{'id': '01.1', 'status': 'pass'}]})); sys.exit(0)\\n"
+              "    open(sys.argv[1], 'w').write(json.dumps({'tests': [{'id': '01.1', 'status': 'pass'}]}))\\n"
+              "    sys.exit(0)\\n"
               "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'])\\n"
               "print('hanging', flush=True); time.sleep(600)\\n")
     series, rows = repeat.repeat(["01"], times=6, parallel=2, burn=1, out=Path(sys.argv[1]), seed=3,
-                                 command=lambda run, lab: [sys.executable, "-c", script, str(run.report), str(run.number)])
+                                 command=lambda run, lab: [sys.executable, "-c", script, str(run.report),
+                                                           str(run.number)])
     sys.exit(repeat.exit_code(series, rows))
 """)
 

@@ -224,7 +224,8 @@ def test_declared_processes_start_before_and_stop_after(tmp_path):
     """
     mark = marker()
     helper = {"name": "helper", "argv": ["{python}", "-c",
-                                         f"import os, time; print('ready', os.getpid(), flush=True); time.sleep(60)  # {mark}"],
+                                         "import os, time; print('ready', os.getpid(), flush=True); "
+                                         f"time.sleep(60)  # {mark}"],
               "ready": {"log": "ready"}, "ready_timeout": 10}
     lesson = _lesson(tmp_path, "01", {}, code, processes=[helper])
     assert _run(tmp_path, lesson)["01.1"].status == PASS
@@ -303,7 +304,8 @@ def test_malformed_manifest_exits_2(tmp_path, monkeypatch, capsys):
 
 def test_progress_is_remembered(tmp_path, monkeypatch):
     monkeypatch.setattr(progress, "PROGRESS", tmp_path / "progress.json")
-    code = "from shared.tap import Tap\ntap = Tap()\nwith tap.check('01.1'):\n    pass\nraise SystemExit(tap.finish())\n"
+    code = ("from shared.tap import Tap\ntap = Tap()\nwith tap.check('01.1'):\n    pass\n"
+            "raise SystemExit(tap.finish())\n")
     lesson = _lesson(tmp_path, "01", {}, code)
     work = materialise([lesson], lesson, tmp_path / "work")
     progress.record([run_lesson(lesson, work, tmp_path / "logs")])

@@ -220,7 +220,8 @@ def test_probe_report_travels_whole_in_its_own_file_and_is_read_as_data(tmp_path
     report = probe_report.read(path)
     assert report["rows"] == [1, 2] and report["when"].startswith("<object")
     assert not path.with_name(path.name + ".partial").exists()
-    assert probe_report.fresh_path(tmp_path / "logs", "probe-normal") == path and not path.exists()  # a rerun starts empty
+    # a rerun starts empty
+    assert probe_report.fresh_path(tmp_path / "logs", "probe-normal") == path and not path.exists()
 
     assert probe_report.read(path) is None  # no report: the judge says the probe gave none
     path.write_text("[1, 2]")
@@ -259,7 +260,8 @@ def test_an_old_state_folder_is_used_until_moved_and_never_moved_from_under_a_ru
     (tmp_path / "fresh").mkdir()
     (tmp_path / "fresh" / ".lab").symlink_to(tmp_path / ".state")
     move_old(tmp_path / "fresh")
-    assert state_root(tmp_path / "fresh") == tmp_path / "fresh" / ".state" and (tmp_path / "fresh" / ".lab").is_symlink()
+    assert state_root(tmp_path / "fresh") == tmp_path / "fresh" / ".state"
+    assert (tmp_path / "fresh" / ".lab").is_symlink()
 
 
 def test_kill_pid_kills_a_process_we_did_not_start_and_waits_until_it_runs_no_more():

@@ -123,8 +123,9 @@ def test_the_ledger_reports_loss_when_nothing_is_really_sent(tmp_path):
     out = tmp_path / "ledger.json"
     with in_use():  # --calm: no chaos, no server restarts, so the services are shared
         prepare_services(LESSON, work)
-        run = subprocess.run([sys.executable, "-m", "checks.tools.soak", "--jobs", "10", "--calm", "--stall-seconds", "6",
-                              "--out", str(out)], cwd=work, capture_output=True, text=True, timeout=300,
+        run = subprocess.run([sys.executable, "-m", "checks.tools.soak", "--jobs", "10", "--calm",
+                              "--stall-seconds", "6", "--out", str(out)], cwd=work, capture_output=True, text=True,
+                             timeout=300,
                              env=verifier_env({"TASKLAB_LOG_DIR": str(tmp_path / "logs")}))
     assert run.returncode == 1, run.stdout[-3000:] + run.stderr[-2000:]
     ledger = json.loads(out.read_text())["ledger"]

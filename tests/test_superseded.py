@@ -38,7 +38,8 @@ def _finished_folder(tmp_path: Path) -> Path:
 
 
 def test_the_manifest_says_what_supersedes_what():
-    superseded = {c["id"]: c["superseded_by"] for lesson in DATA["lessons"] for c in lesson["checks"] if c.get("superseded_by")}
+    superseded = {c["id"]: c["superseded_by"] for lesson in DATA["lessons"] for c in lesson["checks"]
+                  if c.get("superseded_by")}
     assert superseded, "tasks.json names no superseded check"
     for lesson in DATA["lessons"]:
         for rid in lesson.get("regressions", []):  # a regression must still apply to the lesson re-running it

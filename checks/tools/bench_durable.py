@@ -211,7 +211,8 @@ def measure_durable(count: int, n_producers: int = 2, n_publishers: int = 1) -> 
     finally:
         for p in [*publishers, *procs]:
             p.stop()
-    return {"jobs": total, "producers": n_producers, "publishers": n_publishers, "seconds": elapsed, "jobs_per_s": total / elapsed,
+    return {"jobs": total, "producers": n_producers, "publishers": n_publishers, "seconds": elapsed,
+            "jobs_per_s": total / elapsed,
             "all_submitted_s": submitted_at, "all_sent_s": sent_at, "refused": refused}
 
 

@@ -109,7 +109,8 @@ MUTANTS = [
              '        try:\n'
              '            if product_id is None:\n'
              '                return  # the stop signal; finally still settles this get()\n'
-             '            time.sleep(0.2)  # exercise: 0.2 s per id (was 0.05); the slow part runs with no lock held\n'),
+             '            time.sleep(0.2)  # exercise: 0.2 s per id (was 0.05); '
+             'the slow part runs with no lock held\n'),
         new=('io_lock = Lock()  # "the client is not thread-safe": one request at a time\n'
              '\n'
              '\n'

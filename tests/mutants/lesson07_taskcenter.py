@@ -130,7 +130,8 @@ MUTANTS = [
         name="07-tc-run-inline",
         slow=True,  # the server's barrier runs out its bound
         file=WORKER,
-        old='                self._inflight[task.id] = asyncio.create_task(self._guarded(task), name=f"task-{task.id}")\n',
+        old=('                self._inflight[task.id] = asyncio.create_task(self._guarded(task), '
+             'name=f"task-{task.id}")\n'),
         new="                await self._guarded(task)  # one at a time is simpler to reason about\n",
         fails=("07.9",),
         why="Awaiting each job in the claim loop runs the calls one after another: the Semaphore allows N, "

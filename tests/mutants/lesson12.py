@@ -48,7 +48,8 @@ MUTANTS = [
         print("send failed:", exc)
 ''',
         fails=("12.2",),
-        why="The send error is swallowed and the event is confirmed anyway: sent_at says sent, the broker never got it.",
+        why="The send error is swallowed and the event is confirmed anyway: sent_at says sent, "
+            "the broker never got it.",
     ),
     Mutant(
         name="12-mark-sent-before-sending",
@@ -100,6 +101,7 @@ MUTANTS = [
             raise RuntimeError("the outbox insert did not create exactly one row")
 ''',
         fails=("12.5",),
-        why="The job commits before the outbox insert: a failure in between leaves an accepted job nobody will announce.",
+        why="The job commits before the outbox insert: a failure in between leaves an accepted job "
+            "nobody will announce.",
     ),
 ]

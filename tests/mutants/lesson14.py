@@ -30,8 +30,8 @@ JOB = ADMIT_AND_JOB[ADMIT_AND_JOB.index("        rows = read_snapshot"):]  # the
 BACKSTOP = """        # The primary key is the backstop: if a caller skipped the gate, this raises and rolls back.
 """
 
-SLOT_INSERT = """        cur.execute("INSERT INTO export_schedule_slots (slot_key, job_id) VALUES (%s, %s)", (slot_key, job_id))
-"""
+SLOT_INSERT = ('        cur.execute("INSERT INTO export_schedule_slots (slot_key, job_id) VALUES (%s, %s)", '
+               '(slot_key, job_id))\n')
 
 MUTANTS = [
     # ---- 14.1: one slot, one job — the job must not be written before the slot is known to be new

@@ -122,7 +122,8 @@ MUTANTS = [
         name="16-log-database-url",
         file="export_tasks.py",
         old='    log_phase(job_id, "claimed", message_id, token, attempt)\n',
-        new='    import os\n    log_phase(job_id, "claimed", message_id, token, attempt, database=os.environ.get("DATABASE_URL"))\n',
+        new=('    import os\n'
+             '    log_phase(job_id, "claimed", message_id, token, attempt, database=os.environ.get("DATABASE_URL"))\n'),
         fails=("16.6",),
         says=(("16.6", '"database": "***"'),),
         why="DATABASE_URL carries the MySQL password: the log line leaks it (the message quotes the line, "

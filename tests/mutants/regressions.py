@@ -4,8 +4,10 @@ relies on.  NN's own checks may not notice; the earlier lesson's check, re-run o
 
 from tests.mutants import Mutant
 
-FINISH_LIVE = "                 AND lease_until>NOW(6) AND deadline_at>NOW(6) AND cancel_requested=FALSE\"\"\",\n            (result_ref, job_id, token),"
-FINISH_NO_LEASE = "                 AND deadline_at>NOW(6) AND cancel_requested=FALSE\"\"\",\n            (result_ref, job_id, token),"
+FINISH_LIVE = ("                 AND lease_until>NOW(6) AND deadline_at>NOW(6) AND cancel_requested=FALSE\"\"\",\n"
+               "            (result_ref, job_id, token),")
+FINISH_NO_LEASE = ("                 AND deadline_at>NOW(6) AND cancel_requested=FALSE\"\"\",\n"
+                   "            (result_ref, job_id, token),")
 WHY_LEASE = "finish no longer requires a live lease: an executor whose lease expired still publishes its result."
 
 MUTANTS = [

@@ -254,7 +254,8 @@ def check_exercise(c) -> None:
         assert running.get("running"), t("in the {kind} run {counter} did not follow the real reads: it was "
                                          "{off_running} while {off_running2} read(s) ran (subtract in finally, so a "
                                          "cancel or failure gives it back)", kind=kind, counter=counter,
-                                         off_running=running['off_running'][1], off_running2=running['off_running'][0]) \
+                                         off_running=running['off_running'][1],
+                                         off_running2=running['off_running'][0]) \
             if running else t("in the {kind} run {counter} never changed", kind=kind, counter=counter)
         assert running.get("final") == 0, t("after the {kind} run {counter} should be 0, got {final}", kind=kind,
                                             counter=counter, final=running.get('final'))

@@ -37,7 +37,8 @@ learner = Probe()
 def checks() -> list[Check]:
     return [
         Check("04.1", check_counts, "probe: threaded_queue (lab04_probe)"),
-        Check("04.2", check_join_and_exit, "probe: threaded_queue (lab04_probe); python lab04_stuck.py threaded_queue.py"),
+        Check("04.2", check_join_and_exit,
+              "probe: threaded_queue (lab04_probe); python lab04_stuck.py threaded_queue.py"),
         Check("04.3", check_work_outside_lock, "probe: threaded_queue with mutex and time instrumented"),
         Check("04.4", check_put_waits, "probe: threaded_queue with pending and time instrumented"),
     ]
@@ -189,7 +190,8 @@ def check_work_outside_lock(c) -> None:
     calls, in_lock, met, serial = spy["calls"], spy["in_lock"], spy["met"] is True, spy["total"]
     c.note(t("{workers} threads, {ids} ids: {calls} sleeps, {in_lock} while holding mutex; the two threads {value}",
              workers=WORKERS, ids=IDS, calls=calls, in_lock=in_lock,
-             value=t('were sleeping at the same time (their first sleeps met at a barrier)') if met else t('never slept at the same time')))
+             value=t('were sleeping at the same time (their first sleeps met at a barrier)') if met
+             else t('never slept at the same time')))
     c.note(t("timings, recorded only: wall {wall:.2f}s, sleeps add up to {serial:.2f}s", wall=wall, serial=serial))
     assert calls >= IDS, t("each id should call time.sleep to simulate the work, but it was called {calls} times",
                            calls=calls)
@@ -220,7 +222,8 @@ def check_put_waits(c) -> None:
                  "1, and the consumers wait 0.2 s per id)", own=own, per_id=per_id))
     unbounded = isinstance(own, (int, float)) and own <= 0
     assert one, t("pending holds {own}; the exercise sets its capacity to 1{value}", own=own,
-                  value=t(' (for queue.Queue, 0 means unbounded: put() never waits, so there is no back-pressure)') if unbounded else '')
+                  value=t(' (for queue.Queue, 0 means unbounded: put() never waits, so there is no back-pressure)')
+                  if unbounded else '')
     assert per_id >= 0.2 - 1e-9, t("consume() waits only {per_id:.2f}s per id; the exercise makes it 0.2 s",
                                    per_id=per_id)
     c.note(t("{held_back} of {ids} puts found the queue full and waited, longest {max:.2f}s, total {sum:.2f}s "

@@ -156,7 +156,8 @@ def _recording_pool(swap, timed: str | None = None):
             self._lab_info.setdefault("t_submit", time.perf_counter())
             iterables = [list(items) for items in iterables]
             first = len(_REC["pool_calls"])
-            _REC["pool_calls"].extend(_key(list(call), {}) for call in zip(*iterables, strict=False))  # as map(): to the shortest
+            # As map(): the calls end with the shortest iterable.
+            _REC["pool_calls"].extend(_key(list(call), {}) for call in zip(*iterables, strict=False))
             results = super().map(self._target(fn), *iterables, **kwargs)
 
             def collect():

@@ -241,7 +241,8 @@ def check_artifact(c) -> None:
     try:
         written = json.loads(text)
     except ValueError:
-        raise AssertionError(t("artifacts/{job_id}.json is not valid JSON: {text!r}", job_id=job_id, text=text[:120])) from None
+        raise AssertionError(t("artifacts/{job_id}.json is not valid JSON: {text!r}", job_id=job_id,
+                               text=text[:120])) from None
     c.note(redact(t("file content ({n_encode} bytes): {text}", n_encode=len(text.encode()), text=text[:160])))
     assert written == rows, t("the file's JSON differs from the submitted snapshot: write the received rows "
                               "themselves, not renamed, wrapped or counted")

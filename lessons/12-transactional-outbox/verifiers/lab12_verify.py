@@ -303,7 +303,8 @@ def all_locked_message(plan: dict, locked: int, pending: int) -> str:
                     "pending row before LIMIT 1, and FOR UPDATE locks every row it read. Fix: in schema_outbox.sql "
                     "write {fixed_index} (sent_at's equality first, then exactly the ORDER BY); on the table you "
                     "already have run {alter} (this lesson's guide: 'Does SKIP LOCKED really skip?')", how=how,
-                    value=t("The cause is the course's index, not your typing. ") if course else t('The cause is the index. '),
+                    value=t("The cause is the course's index, not your typing. ") if course
+                    else t('The cause is the index. '),
                     line=plan['line'], fixed_index=FIXED_INDEX, alter=alter)
 
 
