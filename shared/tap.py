@@ -93,24 +93,28 @@ class _Check:
             reason = str(exc) or t("assertion failed")
             self.tap._emit(False, self.id, None, [reason, *self.notes], seconds, self.figures)
         elif issubclass(exc_type, Exception):
-            # Raised by learner code in a probe (shared/probe.LearnerRaised): its own traceback, not the probe's.
-            lines = getattr(exc, "learner_traceback", "") or "".join(traceback.format_exception(exc_type, exc, tb))
-            tail = lines.rstrip().splitlines()[-6:]
-            if _contains(self.notes, tail):
-                # The check noted these lines already (lab07_taskcenter_fixture.ask, whose note keeps a first
-                # error's lines when a second one, raised in a finally, replaces it): print them once.
-                tail = []
             reason = t("unexpected error: ") + f"{exc_type.__name__}: {exc}"
-            self.tap._emit(False, self.id, None, [reason, *self.notes, *tail], seconds, self.figures)
+            self.tap._emit(False, self.id, None, [reason, *self.notes, *_error_lines(exc)], seconds, self.figures)
         else:
             return False  # KeyboardInterrupt/SystemExit: let them end the verifier
         return True
 
 
-def _contains(notes: list[str], tail: list[str]) -> bool:
-    """Are the lines `tail` already among the notes' printed lines, in a row?"""
-    printed = [part for note in notes for part in note.splitlines() or [""]]
-    return bool(tail) and any(printed[i:i + len(tail)] == tail for i in range(len(printed) - len(tail) + 1))
+def _traceback_end(exc: BaseException) -> list[str]:
+    """The last lines of an error's traceback: for one raised by learner code in a probe
+    (shared/probe.LearnerRaised) the learner's own traceback, not the probe's."""
+    lines = getattr(exc, "learner_traceback", "") or "".join(traceback.format_exception(exc))
+    return lines.rstrip().splitlines()[-6:]
+
+
+def _error_lines(exc: BaseException) -> list[str]:
+    """What an unexpected error prints: its traceback's end, after that of the error it replaced — one raised
+    in a `finally` (a probe's clean-up asked while the first error was on its way out) hides the first, which
+    is usually the cause."""
+    earlier = None if exc.__suppress_context__ else exc.__context__
+    if not (hasattr(earlier, "learner_traceback") or isinstance(earlier, AssertionError)):
+        return _traceback_end(exc)  # no context, or a library's own (what it caught and turned into this one)
+    return [*_traceback_end(earlier), t("while that error was handled, another was raised:"), *_traceback_end(exc)]
 
 
 def _raised_here(tb) -> bool:

@@ -1,15 +1,9 @@
 """shared/tap.py's note_lines (a run's last lines, indented under the note that introduces them),
-exception_lines (the lines that end a traceback in a learner process's output) and a learner traceback
-printed once when the check noted it already (lab07_taskcenter_fixture.ask), each on its own."""
+exception_lines (the lines that end a traceback in a learner process's output) and what an unexpected
+error prints (its own traceback's end, after that of an error it replaced), each on its own."""
 
 from __future__ import annotations
 
-import importlib
-import sys
-
-import pytest
-
-from shared.manifest import KIT_ROOT
 from shared.probe_wire import rebuild
 from shared.tap import Tap, exception_lines
 
@@ -49,49 +43,46 @@ def _raised(message: str) -> BaseException:
                     "traceback": f"{TRACEBACK}ValueError: {message}\n"})
 
 
-@pytest.fixture()
-def fixture07(monkeypatch):
-    """lab07_taskcenter_fixture, its probe replaced by one whose steps raise what the test says."""
-    monkeypatch.syspath_prepend(str(KIT_ROOT / "lessons" / "07-choose-executor" / "verifiers"))
-    module = importlib.import_module("lab07_taskcenter_fixture")
-    yield module
-    sys.modules.pop("lab07_taskcenter_fixture", None)
-
-
-class _Raising:
-    def __init__(self, *raised):
-        self.raised = list(raised)
-
-    def call(self, target, *args, **kwargs):
-        raise self.raised.pop(0)
-
-
-def test_a_learner_traceback_the_check_noted_is_printed_once(capsys, fixture07, monkeypatch):
-    monkeypatch.setattr(fixture07, "learner", _Raising(_raised("broken transit")))
-    printed = _printed(capsys, lambda c: fixture07.ask(c, "run_one", 1))
-    assert printed[0] == "unexpected error: ValueError: broken transit"
-    assert printed.count("ValueError: broken transit") == 1
-    assert printed[1:] == (TRACEBACK + "ValueError: broken transit").splitlines()[-6:]
-
-
-def test_a_first_error_replaced_by_one_raised_in_a_finally_keeps_its_lines(capsys, fixture07, monkeypatch):
-    monkeypatch.setattr(fixture07, "learner", _Raising(_raised("first"), _raised("second in finally")))
-
-    def body(c):
-        try:
-            fixture07.ask(c, "run_one", 1)
-        finally:
-            fixture07.ask(c, "stop_worker", 1)
-    printed = _printed(capsys, body)
-    assert printed[0] == "unexpected error: ValueError: second in finally"
-    assert printed.count("ValueError: first") == 1 and printed.count("ValueError: second in finally") == 1
-    assert printed.index("ValueError: first") < printed.index("ValueError: second in finally")
-
-
-def test_an_error_nobody_noted_still_prints_its_traceback_end(capsys):
+def test_a_learner_error_prints_its_own_traceback_end_after_the_notes(capsys):
     def body(c):
         c.note("before")
-        raise _raised("not noted")
+        raise _raised("broken transit")
     printed = _printed(capsys, body)
-    assert printed[:2] == ["unexpected error: ValueError: not noted", "before"]
-    assert printed[2:] == (TRACEBACK + "ValueError: not noted").splitlines()[-6:]
+    assert printed[:2] == ["unexpected error: ValueError: broken transit", "before"]
+    assert printed[2:] == (TRACEBACK + "ValueError: broken transit").splitlines()[-6:]
+
+
+def test_a_first_error_replaced_by_one_raised_in_a_finally_is_printed_first(capsys):
+    def body(c):
+        try:
+            raise _raised("first")
+        finally:
+            raise _raised("second in finally")
+    printed = _printed(capsys, body)
+    assert printed[0] == "unexpected error: ValueError: second in finally"
+    first, second = (TRACEBACK + "ValueError: first").splitlines()[-6:], \
+        (TRACEBACK + "ValueError: second in finally").splitlines()[-6:]
+    assert printed[1:] == [*first, "while that error was handled, another was raised:", *second]
+
+
+def test_a_checker_finding_hidden_by_a_clean_up_error_is_still_said(capsys):
+    def body(c):
+        try:
+            raise AssertionError("the job never finished")
+        finally:
+            raise _raised("stop_worker broke")
+    printed = _printed(capsys, body)
+    assert printed[0] == "unexpected error: ValueError: stop_worker broke"
+    assert "AssertionError: the job never finished" in printed
+    assert printed.index("AssertionError: the job never finished") < printed.index("ValueError: stop_worker broke")
+
+
+def test_a_library_error_it_turned_into_another_is_not_printed(capsys):
+    def body(c):
+        try:
+            {}["missing"]
+        except KeyError:
+            raise ValueError("no such job")  # noqa: B904 -- the context is what this test is about
+    printed = _printed(capsys, body)
+    assert printed[0] == "unexpected error: ValueError: no such job"
+    assert not any("KeyError" in line for line in printed) and printed[-1] == "ValueError: no such job"

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from lab07_loopback import HOLD_CAP, Loopback
 from shared.i18n import t
-from shared.probe import LearnerRaised, Probe
+from shared.probe import Probe
 from shared.proc import Process, wait_until
 
 WORK = Path.cwd()
@@ -31,51 +31,46 @@ until = partial(wait_until, interval=0.01)  # the task center's steps take milli
 
 # ---------------------------------------------------------------- the probe's steps
 
-def ask(c, step: str, *args, timeout: float = BOUND + SLACK, **kwargs):
+def ask(step: str, *args, timeout: float = BOUND + SLACK, **kwargs):
     """One step in the probe (lab07_taskcenter_probe.STEP; "load" imports the package, so a broken module
-    fails that check only).  What the learner's code raised there is raised here, its traceback's end noted: an
-    `ask` in a finally that raises again replaces this error, not its lines (shared/tap prints them once)."""
-    try:
-        return learner.call(f"{PROBE}:{step}", *args, timeout=timeout, **kwargs)
-    except LearnerRaised as exc:
-        for line in exc.learner_traceback.rstrip().splitlines()[-6:]:
-            c.note(line)
-        raise
+    fails that check only).  What the learner's code raised there is raised here (shared/probe.LearnerRaised);
+    an `ask` in a finally that raises again keeps the first error as its context, and shared/tap prints both."""
+    return learner.call(f"{PROBE}:{step}", *args, timeout=timeout, **kwargs)
 
 
 @contextmanager
-def working(c, store: int, close_down: bool = True, **options):
+def working(store: int, close_down: bool = True, **options):
     """A worker of the probe's session `store` runs inside the block (its counts land in the dict yielded)."""
     seen: dict = {}
-    ask(c, "start_worker", store, **options)
+    ask("start_worker", store, **options)
     try:
         yield seen
     finally:
-        seen.update(ask(c, "stop_worker", store, close_down, timeout=BOUND + 2 * SLACK) or {})
+        seen.update(ask("stop_worker", store, close_down, timeout=BOUND + 2 * SLACK) or {})
 
 
 @contextmanager
-def captured(c, store: int):
+def captured(store: int):
     """The log records the package wrote inside the block (filled in at its end)."""
     records: list = []
-    ask(c, "capture_start", store)
+    ask("capture_start", store)
     try:
         yield records
     finally:
-        records.extend(ask(c, "capture_take", store))
+        records.extend(ask("capture_take", store))
 
 
 @contextmanager
-def opened(c, name: str, *args, sessions: int = 1):
+def opened(name: str, *args, sessions: int = 1):
     """A fresh SQLite file and `sessions` probe sessions (stores) on it for the block: (path, store, ...)."""
     path = fresh_db(name)
     stores: list[int] = []
     try:
-        stores.extend(ask(c, "open_store", str(path), *args) for _ in range(sessions))
+        stores.extend(ask("open_store", str(path), *args) for _ in range(sessions))
         yield (path, *stores)
     finally:
         for store in stores:
-            ask(c, "close_store", store, timeout=BOUND + 3 * SLACK)
+            ask("close_store", store, timeout=BOUND + 3 * SLACK)
 
 
 def events_of(records, tid, event=None):
@@ -122,21 +117,21 @@ def all_final(db: Path, ids) -> bool:
 
 # ---------------------------------------------------------------- 07.7: a cancel in flight
 
-def cancel_in_flight(c, lab: Loopback, store: int, db: Path, kind: str):
+def cancel_in_flight(lab: Loopback, store: int, db: Path, kind: str):
     """07.7 layer 3: a held call through the `kind` downstream ("async": httpx2.AsyncClient, "thread": a
     blocking client in a thread), canceled while the server holds it.  (the task as stored, what the server
     saw, cancel's seconds, the task's log events, for "thread" (what the server had then, times discarded))."""
     name = f"hold-{kind}"
     url = lab.script(name, ["hold"])
-    with captured(c, store) as records:
+    with captured(store) as records:
         try:
             # The call timeout outlasts the hold: the held request ends only by the client hanging up
             # (cancel reached the socket) or by the server answering at its cap (cancel did not).
-            with working(c, store, close_down=False, downstream="httpx" if kind == "async" else "thread",
+            with working(store, close_down=False, downstream="httpx" if kind == "async" else "thread",
                          max_threads=2, call_timeout=CALL_TIMEOUT):
-                task = ask(c, "submit", store, url, b"{}", f"cancel-{kind}", 3)
+                task = ask("submit", store, url, b"{}", f"cancel-{kind}", 3)
                 until(lambda: lab.snapshot(name)["active"] == 1, BOUND, t("the downstream to get the call"))
-                cancel = ask(c, "cancel", store, task["id"])
+                cancel = ask("cancel", store, task["id"])
                 if kind == "async":
                     until(lambda: lab.snapshot(name)["outcomes"], HOLD_CAP + BOUND,
                           t("the request on the server to end"))
@@ -144,14 +139,14 @@ def cancel_in_flight(c, lab: Loopback, store: int, db: Path, kind: str):
                 else:
                     still = lab.snapshot(name)
                     lab.release(name)  # let the blocking request finish: nothing could stop it
-                    count = ask(c, "wait_discarded", store, 1, BOUND)
+                    count = ask("wait_discarded", store, 1, BOUND)
                     if count < 1:
                         what = t("the threaded request to end and be discarded")
                         raise AssertionError(t("waited {bound:g} s for {what}", bound=BOUND, what=what))
                     discarded = (still, count)
         finally:
             lab.release(name)
-            ask(c, "close_downstream", store, timeout=BOUND + 2 * SLACK)
+            ask("close_downstream", store, timeout=BOUND + 2 * SLACK)
     snap, stored = lab.snapshot(name), stored_tasks(db, [task["id"]])[task["id"]]
     assert cancel["task"]["state"] == "canceled", t("cancel returned {state}", state=cancel["task"]['state'])
     return stored, snap, cancel["seconds"], [r["event"] for r in events_of(records, task["id"])], discarded

@@ -62,22 +62,22 @@ def checks() -> list[Check]:
 # ---------------------------------------------------------------- 07.5
 
 def check_state_and_idempotency(c, lab: Loopback) -> None:
-    ask(c, "load")
+    ask("load")
     moves = [("success", "pending"), ("failed", "running"), ("canceled", "pending"), ("pending", "success")]
     for src, dst in moves:
-        assert ask(c, "transit", src, dst)["illegal"], t("transit({src} -> {dst}) did not raise IllegalTransition",
-                                                         src=src, dst=dst)
+        assert ask("transit", src, dst)["illegal"], t("transit({src} -> {dst}) did not raise IllegalTransition",
+                                                      src=src, dst=dst)
     for src in ("success", "failed", "canceled"):
-        out = ask(c, "ways_out", src)
+        out = ask("ways_out", src)
         assert not out, t("terminal {src} must have no way out: {out}", src=src, out=out)
-    retry = ask(c, "transit", "running", "pending")
+    retry = ask("transit", "running", "pending")
     assert retry.get("value") == "pending", t("running -> pending (a retry) must be allowed")
     c.note(t("refused transitions: {refused}", refused=", ".join(f"{src}->{dst}" for src, dst in moves)))
 
     url = lab.script("idem", [200])
-    with opened(c, "idempotency.db", sessions=2) as (path, *stores):  # two connections to one file
+    with opened("idempotency.db", sessions=2) as (path, *stores):  # two connections to one file
         # Two connections submit the same key at the same moment.
-        got = ask(c, "submit_together", stores, url, b'{"n": 1}', "same-key", 3, timeout=3 * BOUND + SLACK)
+        got = ask("submit_together", stores, url, b'{"n": 1}', "same-key", 3, timeout=3 * BOUND + SLACK)
         assert all(got), t("the concurrent submits did not finish")
         ids = set(got)
         rows = row_count(path)
@@ -85,27 +85,27 @@ def check_state_and_idempotency(c, lab: Loopback) -> None:
                                               "expected one id, one row (the idempotency key needs UNIQUE)", rows=rows,
                                               n_ids=len(ids))
         tid = ids.pop()
-        again = ask(c, "submit", stores[1], url, b'{"n": 1}', "same-key", 3)
+        again = ask("submit", stores[1], url, b'{"n": 1}', "same-key", 3)
         assert again["id"] == tid, t("resubmitting while live must return the same id {tid}, got {id}", tid=tid,
                                      id=again['id'])
         c.note(t("two connections submitting same-key at once → one id {tid}, 1 row; a third submit returns it too",
                  tid=short(tid)))
 
         store = stores[0]
-        with working(c, store):
+        with working(store):
             until(lambda: all_final(path, [tid]), BOUND, "the task to finish")
         final = stored_tasks(path, [tid])[tid]
         calls = lab.snapshot("idem")["calls"]
         assert final["state"] == "success", t("the task should succeed, got {state} ({error})", state=final['state'],
                                               error=final['error'])
         assert calls == 1, t("the downstream was called {calls} times, expected once", calls=calls)
-        late = ask(c, "try_submit", store, url, b'{"n": 1}', "same-key", 3)
+        late = ask("try_submit", store, url, b'{"n": 1}', "same-key", 3)
         assert "refused" in late, t("after the task finished (success) the same key was accepted again: id {id} "
                                     "({state})", id=late["task"]['id'], state=late["task"]['state'])
         c.note(t("submitting the key again after success is refused: {refused}", refused=late['refused']))
         assert row_count(path) == 1 and lab.snapshot("idem")["calls"] == 1, t(
             "after the refusal there must still be one row and one call")
-        assert ask(c, "try_mark", store, tid, "pending"), t(
+        assert ask("try_mark", store, tid, "pending"), t(
             "store.mark moved success back to pending: a terminal state must stay")
         assert stored_tasks(path, [tid])[tid]["state"] == "success", t("the refused mark changed the row")
         c.note(t("the downstream saw {calls} call; store.mark(success → pending) raised IllegalTransition, row "
@@ -115,9 +115,9 @@ def check_state_and_idempotency(c, lab: Loopback) -> None:
 # ---------------------------------------------------------------- 07.6
 
 def check_retries(c, lab: Loopback) -> None:
-    ask(c, "load")
+    ask("load")
     # Backoff: bounded by the cap, jittered, growing.
-    policy = ask(c, "backoff", 0.2, 1.0, 8, 6, 200)
+    policy = ask("backoff", 0.2, 1.0, 8, 6, 200)
     for attempt, (low, high) in enumerate(policy["bounds"], start=1):
         ceiling = min(1.0, 0.2 * 2 ** (attempt - 1))
         assert ceiling / 2 - 1e-9 <= low <= high <= ceiling + 1e-9, t(
@@ -135,16 +135,16 @@ def check_retries(c, lab: Loopback) -> None:
         "r400": ([400, 200], 5, "failed", 1),
         "r5xx": ([500, 502, 503, 200], 3, "failed", 3),
     }
-    with opened(c, "retry.db") as (db, store):
+    with opened("retry.db") as (db, store):
         ids = {}
         for name, (plan, max_attempts, _, _) in cases.items():
-            ids[name] = ask(c, "submit", store, lab.script(name, plan), b"{}", f"retry-{name}", max_attempts)["id"]
+            ids[name] = ask("submit", store, lab.script(name, plan), b"{}", f"retry-{name}", max_attempts)["id"]
         refused_url = f"http://127.0.0.1:{free_port()}/nobody-listens"
-        ids["refused"] = ask(c, "submit", store, refused_url, b"{}", "retry-refused", 2)["id"]
+        ids["refused"] = ask("submit", store, refused_url, b"{}", "retry-refused", 2)["id"]
 
         def run(wanted: list[str], call_timeout: float):
             """Work until these tasks are final: (id -> stored task, id -> why it was retried, the log records)."""
-            with captured(c, store) as records, working(c, store, call_timeout=call_timeout):
+            with captured(store) as records, working(store, call_timeout=call_timeout):
                 until(lambda: all_final(db, wanted), BOUND, "the retry scenarios to finish")
             reasons = {tid: [r.get("reason") for r in events_of(records, tid, "task_retry")] for tid in wanted}
             return stored_tasks(db, wanted), reasons, records
@@ -172,7 +172,7 @@ def check_retries(c, lab: Loopback) -> None:
 
         # The timeout case runs on its own, with a short call timeout: its first call is held until the
         # client gives up.  The status cases above keep a call timeout no loopback answer comes near.
-        timeout_id = ask(c, "submit", store, lab.script("rtimeout", ["hold", 200]), b"{}", "retry-rtimeout", 5)["id"]
+        timeout_id = ask("submit", store, lab.script("rtimeout", ["hold", 200]), b"{}", "retry-rtimeout", 5)["id"]
         tasks, reasons, _ = run([timeout_id], 2.0)
         task, snap, retried = tasks[timeout_id], lab.snapshot("rtimeout"), reasons[timeout_id]
         c.note(t("rtimeout: ['hold', 200] call_timeout=2 max_attempts=5 → {state}, attempt {attempt}, {calls} "
@@ -199,22 +199,22 @@ def check_retries(c, lab: Loopback) -> None:
 # ---------------------------------------------------------------- 07.7
 
 def check_cancel(c, lab: Loopback) -> None:
-    ask(c, "load")
+    ask("load")
     # Layers 1 and 2 share one worker with a single slot, so tasks run strictly in order and a
     # sentinel submitted last proves the worker went past the canceled ones.  The probe's store cancels
     # the task named by cancel_after_claim right after claiming it: a cancel request that lands between
     # the claim and the downstream call.
-    with opened(c, "cancel-layers.db", True) as (db, store):
-        with captured(c, store) as records:
-            with working(c, store, concurrency=1, run=False):
-                pending = ask(c, "submit", store, lab.url("c-pending"), b"{}", "c-pending", 3)
-                claimed = ask(c, "submit", store, lab.url("c-claimed"), b"{}", "c-claimed", 3)
-                ask(c, "cancel_after_claim", store, claimed["id"])
-                sentinel = ask(c, "submit", store, lab.url("c-sentinel"), b"{}", "c-sentinel", 3)
-                got = ask(c, "cancel", store, pending["id"])["task"]  # layer 1: before any claim
+    with opened("cancel-layers.db", True) as (db, store):
+        with captured(store) as records:
+            with working(store, concurrency=1, run=False):
+                pending = ask("submit", store, lab.url("c-pending"), b"{}", "c-pending", 3)
+                claimed = ask("submit", store, lab.url("c-claimed"), b"{}", "c-claimed", 3)
+                ask("cancel_after_claim", store, claimed["id"])
+                sentinel = ask("submit", store, lab.url("c-sentinel"), b"{}", "c-sentinel", 3)
+                got = ask("cancel", store, pending["id"])["task"]  # layer 1: before any claim
                 assert got["state"] == "canceled", t("after canceling a pending task its state is {state}",
                                                      state=got['state'])
-                ask(c, "run_worker", store)
+                ask("run_worker", store)
                 until(lambda: all_final(db, [sentinel["id"]]), BOUND, "the sentinel task to finish")
         rows = stored_tasks(db, [pending["id"], claimed["id"], sentinel["id"]])
         p, k, s = (rows[task["id"]] for task in (pending, claimed, sentinel))
@@ -233,8 +233,8 @@ def check_cancel(c, lab: Loopback) -> None:
                  skipped=skipped))
 
     # Layer 3, async client: the server must see the connection close and never answer.
-    with opened(c, "cancel-inflight.db") as (db, store):
-        task, snap, cancel_s, events, _ = cancel_in_flight(c, lab, store, db, "async")
+    with opened("cancel-inflight.db") as (db, store):
+        task, snap, cancel_s, events, _ = cancel_in_flight(lab, store, db, "async")
         assert snap["outcomes"] == ["client_closed"], t("async downstream: the server should see the connection "
                                                         "closed and never answer, got {outcomes} — the request "
                                                         "stayed on the server after cancel returned, until the "
@@ -250,7 +250,7 @@ def check_cancel(c, lab: Loopback) -> None:
                  "canceled with result=None, log {events}", cancel_s=cancel_s * 1000, outcomes=snap['outcomes'],
                  events=events))
 
-        task, snap, cancel_s, _, (still, discarded) = cancel_in_flight(c, lab, store, db, "thread")
+        task, snap, cancel_s, _, (still, discarded) = cancel_in_flight(lab, store, db, "thread")
         assert still["active"] == 1 and not still["outcomes"], t(
             "thread downstream: when cancel returned the request should still be running on the server (a thread "
             "cannot be interrupted), got {still}", still=still)
@@ -267,7 +267,7 @@ def check_cancel(c, lab: Loopback) -> None:
 # ---------------------------------------------------------------- 07.8
 
 def check_crash_recovery(c, lab: Loopback) -> None:
-    ask(c, "load")  # a package that does not import fails here, said as such, before any server starts
+    ask("load")  # a package that does not import fails here, said as such, before any server starts
     import httpx2  # the kit's client: this process asks the servers it started
 
     db = fresh_db("crash.db")
@@ -341,16 +341,16 @@ def check_crash_recovery(c, lab: Loopback) -> None:
 # ---------------------------------------------------------------- 07.9
 
 def check_concurrency(c, lab: Loopback) -> None:
-    ask(c, "load")
+    ask("load")
     limit, count = 4, 24
-    with opened(c, "concurrency.db") as (db, store):
+    with opened("concurrency.db") as (db, store):
         # The first N calls meet at a barrier in the server: it opens only while N calls are in flight at
         # once, which proves the worker really runs N side by side.  The rest take 50 ms each.
         lab.gather("slow", limit)
         url = lab.script("slow", ["gather"] * limit + [0.05] * (count - limit))
-        ids = ask(c, "submit_many", store, [(url, b"{}", f"conc-{i}", 3) for i in range(count)])
+        ids = ask("submit_many", store, [(url, b"{}", f"conc-{i}", 3) for i in range(count)])
         # The probe's downstream counts the calls in flight on the worker's side of the port.
-        with working(c, store, concurrency=limit, counting=True) as seen:
+        with working(store, concurrency=limit, counting=True) as seen:
             until(lambda: all_final(db, ids), HOLD_CAP + BOUND, "all tasks to finish")
         peak, server, gathered = seen["peak"], lab.snapshot("slow"), lab.gathered["slow"]
         states = Counter(row["state"] for row in stored_tasks(db, ids).values())
@@ -369,7 +369,7 @@ def check_concurrency(c, lab: Loopback) -> None:
 # ---------------------------------------------------------------- 07.10
 
 def check_http(c) -> None:
-    ask(c, "load")
+    ask("load")
     db = fresh_db("api.db")
 
     good = {"url": "http://127.0.0.1:9/work", "payload": {"n": 1}, "idempotency_key": "http-1", "max_attempts": 3}
