@@ -4,8 +4,8 @@ uvicorn runs `lab03_app:app`: api_background's own app, except that
   - each HTTP request notes when its response has been sent in full (Starlette runs BackgroundTasks after);
   - api_background's `asyncio.sleep` (the export's stand-in for work) writes down whether it runs before or
     after its request's response.  After it, it waits for the checker's word (shared.handshake, in the folder
-    LAB03_GATE) instead of sleeping; before it (work awaited inside the handler) it is not held, so a wrong
-    folder cannot deadlock its own request.
+    TASKLAB_EXPORT_GATE) instead of sleeping; before it (work awaited inside the handler) it is not held, so a
+    wrong folder cannot deadlock its own request.
   - a blocked event loop is written down: `blocking-N`, time.sleep called on the loop's own thread (its
     place); `noyield-ID`, a job went from running to its next state without the loop ever running a callback
     scheduled when it became running (its work never gave the loop back).
@@ -22,7 +22,7 @@ from pathlib import Path
 from shared import handshake
 from shared.learner_spies import LoopTurn, ModuleView, watch_loop_sleeps
 
-GATE = Path(os.environ["LAB03_GATE"])
+GATE = Path(os.environ["TASKLAB_EXPORT_GATE"])
 _blocks = itertools.count(1)
 
 

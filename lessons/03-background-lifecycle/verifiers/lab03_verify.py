@@ -76,7 +76,7 @@ class Servers:
         gate = LOGS / f"gate-{Path(log_name).stem}"
         shutil.rmtree(gate, ignore_errors=True)
         gate.mkdir(parents=True)
-        os.environ["LAB03_GATE"] = str(gate)  # the server inherits it
+        os.environ["TASKLAB_EXPORT_GATE"] = str(gate)  # the server inherits it
         log = LOGS / log_name
         log.unlink(missing_ok=True)  # Process appends; start every run with an empty log
         proc, port = start_uvicorn(APP, cwd=WORK, log_path=log, port=port, timeout=BOUND)

@@ -16,7 +16,7 @@ from shared.i18n import t
 from shared.lesson_db import TERMINAL, sql, wait_status
 from shared.proc import Process, WaitTimeout, wait_all_ready, wait_until
 
-EVENTS = LOG_DIR / "lab14-events.jsonl"  # each marked with its processes' LAB14_RUN (lab14_probe.py)
+EVENTS = LOG_DIR / "lab14-events.jsonl"  # each marked with its processes' TASKLAB_EVENTS_RUN (lab14_probe.py)
 TICK = "products.schedule_tick"
 
 WORKER_ARGV = ["-m", "celery", "-A", "lab14_probe:app", "worker", "-l", "INFO", "--concurrency=1",
@@ -51,12 +51,12 @@ def start_chain(procs: dict[str, Process], run: str) -> None:
     schedule_file = LOG_DIR / "lab14-beat-schedule"
     for old in LOG_DIR.glob("lab14-beat-schedule*"):
         old.unlink()
-    env = dict(os.environ, LAB14_RUN=run)
+    env = dict(os.environ, TASKLAB_EVENTS_RUN=run)
     for role, extra in (("fast", ["-Q", "exports.fast", "-n", "fast@%h"]),
                         ("bulk", ["-Q", "exports.bulk", "-n", "bulk@%h"])):
         procs[role] = spawn([sys.executable, *WORKER_ARGV, *extra], f"lab14-{role}.log", env)
     procs["beat"] = spawn([sys.executable, "-m", "celery", "-A", "lab14_probe:app", "beat", "-l", "INFO",
-                           f"--schedule={schedule_file}"], "lab14-beat.log", dict(env, LAB14_TICK_SECONDS="1"))
+                           f"--schedule={schedule_file}"], "lab14-beat.log", dict(env, TASKLAB_TICK_SECONDS="1"))
     wait_all_ready((procs["fast"], procs["bulk"]), 40, grace=8, log_contains=READY_MARK)
     procs["beat"].wait_ready(20, log_contains="beat: Starting")
 

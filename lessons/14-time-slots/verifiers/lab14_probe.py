@@ -2,9 +2,9 @@
 
 Check 14.2 starts the workers and the one beat as `celery -A lab14_probe:app ...`, with, in those processes
 only: every task start and end appended to $TASKLAB_LOG_DIR/lab14-events.jsonl (worker name, queue, message
-id, arguments, return value) marked with $LAB14_RUN, so the check reads only its own run's events; and, when
-LAB14_TICK_SECONDS is set (the beat), the tick entries of beat_schedule at that interval instead of their own
-(the lesson's file keeps its 60 s).
+id, arguments, return value) marked with $TASKLAB_EVENTS_RUN, so the check reads only its own run's events;
+and, when TASKLAB_TICK_SECONDS is set (the beat), the tick entries of beat_schedule at that interval instead
+of their own (the lesson's file keeps its 60 s).
 """
 
 import os
@@ -15,7 +15,7 @@ from shared.worker_events import delivered_to, record_task_runs
 
 EVENTS = os.path.join(os.environ.get("TASKLAB_LOG_DIR") or ".", "lab14-events.jsonl")
 TICK_TASK = "products.schedule_tick"
-RUN = os.environ.get("LAB14_RUN")
+RUN = os.environ.get("TASKLAB_EVENTS_RUN")
 record = partial(append_event, EVENTS, run=RUN)
 
 record_task_runs(record, started=lambda task, args, kwargs: delivered_to(task))
@@ -24,7 +24,7 @@ from celery_app import app  # noqa: E402  the learner's app, tasks and settings
 
 
 def _shorten_ticks() -> None:
-    seconds = os.environ.get("LAB14_TICK_SECONDS")
+    seconds = os.environ.get("TASKLAB_TICK_SECONDS")
     if not seconds:
         return
     for entry in (app.conf.beat_schedule or {}).values():

@@ -6,7 +6,7 @@
 14.2  a real `celery beat` (its schedule file in the kit's log dir, the tick interval shortened to 1 s in that
       process only) sends products.schedule_tick; the fast worker (-Q exports.fast) runs it and creates the
       slot's job; `python publisher.py` sends its event; the bulk worker (-Q exports.bulk) writes the file with
-      the job's payload.  Beat itself runs no task; only this check's events (LAB14_RUN) are read
+      the job's payload.  Beat itself runs no task; only this check's events (TASKLAB_EVENTS_RUN) are read
 14.3  execution_slot refuses a naive datetime; in two processes with different local time zones one instant
       written in +08:00, UTC and -05:00 gives one name, a different instant another
 14.4  schedule_tick run by the kit with its clock at 10:00:30 and 10:03:10 of a far-away day (beat "stopped"

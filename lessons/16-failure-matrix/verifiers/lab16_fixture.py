@@ -291,9 +291,9 @@ class Stack:
         for pattern in ("lab16-held-*", "lab16-failed-*", "lab16-release-*"):  # the probe's once-only markers
             for path in LOG_DIR.glob(pattern):
                 path.unlink(missing_ok=True)
-        # LAB16_BROKER=slot forces the fallback (the slot's own broker database), as with docker services.
+        # LAB_TEST_SLOT_BROKER=1 forces the fallback (the slot's own broker database), as with docker services.
         from shared.services_native import find_binary
-        binary = None if os.environ.get("LAB16_BROKER") == "slot" else find_binary("redis-server")
+        binary = None if os.environ.get("LAB_TEST_SLOT_BROKER") == "1" else find_binary("redis-server")
         if binary:
             self.private = True
             self.port = free_port()
@@ -315,19 +315,19 @@ class Stack:
         argv = [sys.executable, "-m", "celery", "-A", "lab16_probe:app", "worker", "-l", "INFO",
                 "-Q", ",".join(QUEUES), "--without-mingle", "--without-gossip", "--without-heartbeat"]
         if not self.private:  # no second broker database: this worker keeps results briefly itself
-            env["LAB16_RESULT_EXPIRES"] = str(RESULT_TTL)
+            env["TASKLAB_RESULT_EXPIRES"] = str(RESULT_TTL)
         self.worker = Process([*argv, "--concurrency=2", "-n", f"{node}-main@%h"], cwd=WORK,
                               log_path=LOG_DIR / "lab16-worker.log", env=env)
         if self.cache_worker_wanted and self.private:
             cache_env = dict(env, CELERY_BROKER_URL=f"redis://127.0.0.1:{self.port}/1",
-                             LAB16_RESULT_EXPIRES=str(RESULT_TTL))
+                             TASKLAB_RESULT_EXPIRES=str(RESULT_TTL))
             self.cache_worker = Process([*argv, "--pool=solo", "-n", f"{node}-cache@%h"], cwd=WORK,
                                         log_path=LOG_DIR / "lab16-cache-worker.log", env=cache_env)
             shutil.rmtree(self.cache_folder, ignore_errors=True)
             self.cache_folder.mkdir(parents=True)
             helper = Path(__file__).with_name("lab16_cache_publisher.py")
             pub_env = dict(cache_env)
-            pub_env.pop("LAB16_RESULT_EXPIRES", None)
+            pub_env.pop("TASKLAB_RESULT_EXPIRES", None)
             # `python publisher.py` sees the folder first: so does this helper (it is the learner's process).
             pub_env["PYTHONPATH"] = os.pathsep.join(p for p in (str(WORK), pub_env.get("PYTHONPATH")) if p)
             self.cache_publisher = Process([sys.executable, str(helper), str(self.cache_folder)], cwd=WORK,

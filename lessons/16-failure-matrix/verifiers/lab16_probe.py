@@ -9,7 +9,7 @@ plus, in the worker process and its pool children only:
 - a held write (shared/hold_gate.py) for the jobs in lab16-hold.txt, released by lab16-release-<job_id>;
 - a database outage before claim: for a job in lab16-fail-claim.txt the first state_store.claim raises
   OperationalError(2003) before it touches the database, once per job;
-- LAB16_RESULT_EXPIRES=N: this worker keeps Celery results N seconds (the result-cache row);
+- TASKLAB_RESULT_EXPIRES=N: this worker keeps Celery results N seconds (the result-cache row);
 - a claim waits while the kit's own publish_one runs (lab16_publishing): the publisher's confirm locks the
   job row (a foreign-key check) until it commits, and a claim that met that lock would put luck into a row.
   Lesson 13 forces that race in a check of its own; here each row judges what it states.
@@ -76,7 +76,7 @@ record_task_runs(GATE.record, started=_started, ended=_ended)
 
 from celery_app import app  # noqa: E402  the learner's app, tasks and settings
 
-if os.environ.get("LAB16_RESULT_EXPIRES"):
-    app.conf.result_expires = int(os.environ["LAB16_RESULT_EXPIRES"])
+if os.environ.get("TASKLAB_RESULT_EXPIRES"):
+    app.conf.result_expires = int(os.environ["TASKLAB_RESULT_EXPIRES"])
 
 __all__ = ["app"]
