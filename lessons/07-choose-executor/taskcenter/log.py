@@ -11,10 +11,10 @@ import json
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from enum import Enum
 from typing import IO, Any
-from collections.abc import Iterator
 
 _lock = threading.Lock()          # pool threads log too: keep lines whole
 _captured: list[list[dict]] = []  # active capture() buffers

@@ -12,8 +12,8 @@ come back at the same instant, and the wait is capped.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
 from collections.abc import Callable
+from dataclasses import dataclass
 
 
 @dataclass(frozen=True)

@@ -17,12 +17,12 @@ import sqlite3
 import threading
 import time
 import uuid
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 from typing import Any
-from collections.abc import Callable, Iterator
 
 from .models import TERMINAL, State, Task, transit
 
