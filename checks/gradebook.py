@@ -12,7 +12,7 @@ from __future__ import annotations
 import csv
 import re
 from collections import Counter
-from datetime import datetime, UTC
+from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import quote
 

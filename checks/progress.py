@@ -5,7 +5,7 @@ choosing the next lesson."""
 from __future__ import annotations
 
 import json
-from datetime import datetime, UTC
+from datetime import UTC, datetime
 from pathlib import Path
 
 from checks.report import count_checks

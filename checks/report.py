@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import xml.etree.ElementTree as ET
-from datetime import datetime, UTC
+from datetime import UTC, datetime
 from pathlib import Path
 
 from checks.results import ERROR, FAIL, NOT_PASSED, NOT_REACHED, PASS, SKIPPED, SUPERSEDED, TIMEOUT, LessonResult
