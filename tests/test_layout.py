@@ -273,3 +273,13 @@ def test_every_environment_variable_is_in_the_glossary_under_its_family():
         prefix = family.rstrip("*")
         wrong = [n for n in names if not n.startswith(prefix) or (prefix == "LAB_" and n.startswith("LAB_TEST_"))]
         assert wrong == [], f"{family}: {wrong} have another family's prefix"
+
+
+def test_the_readme_counts_the_mutants_as_they_are():
+    """README's "cover of the mutants — N of the M" and "runs all M" say what tests/mutants holds."""
+    from tests.mutants import all_mutants, cover
+    mutants = all_mutants()
+    text = " ".join((KIT_ROOT / "README.md").read_text(encoding="utf-8").split())
+    said = re.search(r"a \*\*cover\*\* of the mutants — (\d+) of the (\d+),.*?runs all (\d+)\.", text)
+    assert said, "README no longer says how many mutants make test and make test-all run"
+    assert [int(n) for n in said.groups()] == [len(cover(mutants)), len(mutants), len(mutants)]
