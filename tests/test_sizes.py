@@ -30,7 +30,10 @@ def test_every_lesson_is_measured_and_the_total_adds_up(capsys):
     for row in rows:
         assert row["lesson_code"] > 0 and row["checker"] == sum(row[kind] for kind in sizes.KINDS)
         assert row["ratio"] == round(row["checker"] / row["lesson_code"], 2)
-    assert total["checker"] == sum(row["checker"] for row in lessons)
+    assert lessons[0]["folder"] == lessons[0]["lesson_code"]  # the first lesson is the whole folder
+    assert all(later["folder"] >= later["lesson_code"] for later in lessons)
+    assert total["checker"] == sum(row["checker"] for row in lessons) and total["folder"] == lessons[-1]["folder"]
     assert sizes.main([]) == 0
     printed = capsys.readouterr().out.splitlines()
-    assert printed[0].split()[:4] == ["lesson", "lesson_code", "checker", "ratio"] and printed[-1].split()[0] == "all"
+    assert printed[0].split()[:5] == ["lesson", "lesson_code", "folder", "checker", "ratio"]
+    assert printed[-1].split()[0] == "all"

@@ -3,8 +3,10 @@
     python -m checks.tools.sizes          # a table, one row per lesson and a total
     python -m checks.tools.sizes --json   # the same numbers as JSON
 
-Lesson code is every .py and .sql file of a lesson folder outside verifiers/ (what a learner types);
-the checker is every .py file in verifiers/.  Both are counted as `wc -l` counts them.  A checker line is
+Lesson code is every .py and .sql file of a lesson folder outside verifiers/ (what a learner types for
+that lesson); the folder is the same for the learner's whole folder after that lesson (lessons 01..NN laid
+over each other: what the checker runs in); the checker is every .py file in verifiers/.  All are
+counted as `wc -l` counts them.  A checker line is
 one of: blank, docstring, message (a line of a t()/t_in() call: frozen words the learner reads), comment,
 or code.  lessons/README.md says why a lesson's checker may be several times its lesson.
 """
@@ -17,14 +19,14 @@ import json
 import sys
 from pathlib import Path
 
+from checks.workdir import lesson_files, reference_files
 from shared.manifest import KIT_ROOT, lessons
 
 KINDS = ("blank", "docstring", "message", "comment", "code")
 
 
-def lesson_code(folder: Path) -> list[Path]:
-    return sorted(path for pattern in ("*.py", "*.sql") for path in folder.rglob(pattern)
-                  if "verifiers" not in path.relative_to(folder).parts and "__pycache__" not in path.parts)
+def code(files: dict[str, Path]) -> list[Path]:
+    return [path for name, path in sorted(files.items()) if name.endswith((".py", ".sql"))]
 
 
 def checker_code(folder: Path) -> list[Path]:
@@ -63,26 +65,28 @@ def kinds_of(source: str) -> dict[str, int]:
     return counts
 
 
-def measure(root: Path = KIT_ROOT) -> list[dict]:
-    """One row per lesson: lesson code lines, checker lines, their ratio, and the checker's lines by kind."""
-    rows = []
-    for lesson in lessons():
-        folder = root / lesson["folder"]
-        checker = checker_code(folder)
-        row = {"lesson": lesson["id"], "lesson_code": sum(map(line_count, lesson_code(folder))),
+def measure() -> list[dict]:
+    """One row per lesson: lesson code lines, the folder's after it, checker lines, their ratio (to the lesson
+    code), and the checker's lines by kind."""
+    rows, every = [], lessons()
+    for lesson in every:
+        checker = checker_code(KIT_ROOT / lesson["folder"])
+        row = {"lesson": lesson["id"], "lesson_code": sum(map(line_count, code(lesson_files(lesson)))),
+               "folder": sum(map(line_count, code(reference_files(every, lesson["id"])))),
                "checker": sum(map(line_count, checker)), **dict.fromkeys(KINDS, 0)}
         for path in checker:
             for kind, count in kinds_of(path.read_text(encoding="utf-8")).items():
                 row[kind] += count
         rows.append(row)
-    total = {"lesson": "all", **{key: sum(row[key] for row in rows) for key in ("lesson_code", "checker", *KINDS)}}
+    total = {"lesson": "all", "folder": rows[-1]["folder"],
+             **{key: sum(row[key] for row in rows) for key in ("lesson_code", "checker", *KINDS)}}
     for row in [*rows, total]:
         row["ratio"] = round(row["checker"] / row["lesson_code"], 2) if row["lesson_code"] else None
     return [*rows, total]
 
 
 def table(rows: list[dict]) -> str:
-    heads = ("lesson", "lesson_code", "checker", "ratio", *KINDS)
+    heads = ("lesson", "lesson_code", "folder", "checker", "ratio", *KINDS)
     cells = [[str(row[head]) if head != "ratio" else f"{row['ratio']}x" for head in heads] for row in rows]
     widths = [max(len(head), *(len(cell[i]) for cell in cells)) for i, head in enumerate(heads)]
     out = ["  ".join(head.rjust(width) for head, width in zip(heads, widths, strict=True))]
