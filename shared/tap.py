@@ -108,13 +108,22 @@ def _traceback_end(exc: BaseException) -> list[str]:
 
 
 def _error_lines(exc: BaseException) -> list[str]:
-    """What an unexpected error prints: its traceback's end, after that of the error it replaced — one raised
+    """What an unexpected error prints: its traceback's end, after those of the errors it replaced — one raised
     in a `finally` (a probe's clean-up asked while the first error was on its way out) hides the first, which
-    is usually the cause."""
-    earlier = None if exc.__suppress_context__ else exc.__context__
-    if not (hasattr(earlier, "learner_traceback") or isinstance(earlier, AssertionError)):
-        return _traceback_end(exc)  # no context, or a library's own (what it caught and turned into this one)
-    return [*_traceback_end(earlier), t("while that error was handled, another was raised:"), *_traceback_end(exc)]
+    is usually the cause.  Only a learner error or the checker's own finding counts as replaced, not what a
+    library caught and turned into this one; at most three are shown."""
+    chain = [exc]
+    while len(chain) < 3:
+        earlier = None if chain[-1].__suppress_context__ else chain[-1].__context__
+        if not (hasattr(earlier, "learner_traceback") or isinstance(earlier, AssertionError)) or earlier in chain:
+            break
+        chain.append(earlier)
+    lines: list[str] = []
+    for error in reversed(chain):
+        if lines:
+            lines.append(t("while that error was handled, another was raised:"))
+        lines += _traceback_end(error)
+    return lines
 
 
 def _raised_here(tb) -> bool:

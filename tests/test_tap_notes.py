@@ -65,6 +65,21 @@ def test_a_first_error_replaced_by_one_raised_in_a_finally_is_printed_first(caps
     assert printed[1:] == [*first, "while that error was handled, another was raised:", *second]
 
 
+def test_nested_clean_ups_keep_every_replaced_error_in_order(capsys):
+    def body(c):
+        try:
+            try:
+                raise _raised("work broke")
+            finally:
+                raise _raised("stop_worker broke")
+        finally:
+            raise _raised("capture_take broke")
+    printed = _printed(capsys, body)
+    ends = [line for line in printed[1:] if line.startswith("ValueError: ")]
+    assert ends == ["ValueError: work broke", "ValueError: stop_worker broke", "ValueError: capture_take broke"]
+    assert printed.count("while that error was handled, another was raised:") == 2
+
+
 def test_a_checker_finding_hidden_by_a_clean_up_error_is_still_said(capsys):
     def body(c):
         try:
