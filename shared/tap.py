@@ -17,8 +17,10 @@ Checks therefore never depend on what an earlier check left behind.
 
 Each check prints `ok N - ID text` or `not ok N - ID text`, then `# ` lines:
 the reason, then `# seconds: S`.  A failed assert is the reason; any other
-exception is reported with the last lines of its traceback.  The runner reads
-these lines; a check the verifier never printed counts as ERROR there.
+exception is reported with the last lines of its traceback.  Either way, an
+error it replaced (a learner error or finding that a failing clean-up in a
+`finally` hid) is shown too, oldest first.  The runner reads these lines; a
+check the verifier never printed counts as ERROR there.
 """
 
 from __future__ import annotations
@@ -91,7 +93,8 @@ class _Check:
             self.tap._emit(True, self.id, f"SKIP {exc}", self.notes, seconds)
         elif issubclass(exc_type, AssertionError) and _raised_here(tb) and not hasattr(exc, "learner_traceback"):
             reason = str(exc) or t("assertion failed")
-            self.tap._emit(False, self.id, None, [reason, *self.notes], seconds, self.figures)
+            replaced = _error_lines(exc) if len(_chain(exc)) > 1 else []  # its own words are the reason
+            self.tap._emit(False, self.id, None, [reason, *self.notes, *replaced], seconds, self.figures)
         elif issubclass(exc_type, Exception):
             reason = t("unexpected error: ") + f"{exc_type.__name__}: {exc}"
             self.tap._emit(False, self.id, None, [reason, *self.notes, *_error_lines(exc)], seconds, self.figures)
@@ -107,19 +110,30 @@ def _traceback_end(exc: BaseException) -> list[str]:
     return lines.rstrip().splitlines()[-6:]
 
 
-def _error_lines(exc: BaseException) -> list[str]:
-    """What an unexpected error prints: its traceback's end, after those of the errors it replaced — one raised
-    in a `finally` (a probe's clean-up asked while the first error was on its way out) hides the first, which
-    is usually the cause.  Only a learner error or the checker's own finding counts as replaced, not what a
-    library caught and turned into this one; at most three are shown."""
-    chain = [exc]
-    while len(chain) < 3:
-        earlier = None if chain[-1].__suppress_context__ else chain[-1].__context__
-        if not (hasattr(earlier, "learner_traceback") or isinstance(earlier, AssertionError)) or earlier in chain:
+MAX_REPLACED = 9  # replaced errors shown, the oldest: nested clean-ups in lesson 07 go five deep
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    """The error and, newest first, the errors it replaced: each `__context__` (unless `raise ... from None`)
+    that is a learner error or the checker's own finding.  Other links (what a library caught and turned into
+    the next error) are passed through, not shown."""
+    chain, walked, link = [exc], [exc], exc
+    while not link.__suppress_context__ and link.__context__ is not None and len(walked) < 100:
+        link = link.__context__
+        if any(link is seen for seen in walked):  # a cycle: each error once
             break
-        chain.append(earlier)
+        walked.append(link)
+        if hasattr(link, "learner_traceback") or isinstance(link, AssertionError):
+            chain.append(link)
+    return [exc, *chain[1:][-MAX_REPLACED:]]
+
+
+def _error_lines(exc: BaseException) -> list[str]:
+    """What a failed check prints under its notes: the end of each error's traceback, oldest first — one
+    raised in a `finally` (a probe's clean-up asked while the first error was on its way out) hides the first,
+    which is usually the cause."""
     lines: list[str] = []
-    for error in reversed(chain):
+    for error in reversed(_chain(exc)):
         if lines:
             lines.append(t("while that error was handled, another was raised:"))
         lines += _traceback_end(error)

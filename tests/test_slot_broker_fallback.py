@@ -20,6 +20,7 @@ def test_the_matrix_passes_on_the_slots_broker_database(tmp_path, monkeypatch):
     work = materialise(DATA["lessons"], LESSON, tmp_path / "work")
     result = run_lesson(LESSON, work, tmp_path / "logs", only={"16.3", "16.8"})
     ran = {c.id: c for c in result.checks if c.id in ("16.3", "16.8")}
+    assert set(ran) == {"16.3", "16.8"}
     for check in ran.values():
         assert check.status == PASS, f"{check.id}: {check.status}: {check.message}\n" + "\n".join(check.notes)
     record = json.loads((tmp_path / "logs" / "verification-record.json").read_text(encoding="utf-8"))

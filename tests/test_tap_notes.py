@@ -65,19 +65,67 @@ def test_a_first_error_replaced_by_one_raised_in_a_finally_is_printed_first(caps
     assert printed[1:] == [*first, "while that error was handled, another was raised:", *second]
 
 
+def _nested(messages: list[str]):
+    """Raise each message as a learner error, each from the `finally` of the one before (as lesson 07's
+    nested clean-ups do when the learner's code breaks them all)."""
+    if len(messages) == 1:
+        raise _raised(messages[0])
+    try:
+        _nested(messages[:-1])
+    finally:
+        raise _raised(messages[-1])
+
+
 def test_nested_clean_ups_keep_every_replaced_error_in_order(capsys):
+    steps = ["work broke", "stop_worker broke", "close_downstream broke", "capture_take broke", "close_store broke"]
+    printed = _printed(capsys, lambda c: _nested(steps))
+    ends = [line for line in printed[1:] if line.startswith("ValueError: ")]
+    assert ends == [f"ValueError: {step}" for step in steps]
+    assert printed.count("while that error was handled, another was raised:") == 4
+
+
+def test_a_very_long_chain_keeps_the_oldest_errors_and_the_last(capsys):
+    steps = [f"step {n}" for n in range(15)]
+    printed = _printed(capsys, lambda c: _nested(steps))
+    ends = [line for line in printed[1:] if line.startswith("ValueError: ")]
+    assert ends == [f"ValueError: step {n}" for n in range(9)] + ["ValueError: step 14"]
+
+
+def test_a_finding_in_a_clean_up_does_not_hide_the_learner_error(capsys):
+    from shared.probe import shaped
+
+    def body(c):
+        try:
+            raise _raised("work broke")
+        finally:
+            shaped("stop_worker", None)  # the kit's own assert (shared/), as when a probe breaks down
+    printed = _printed(capsys, body)
+    # A finding: its own words are the reason, not "unexpected error"; the learner error it hid follows.
+    assert printed[0] == "the process running your code answered stop_worker out of shape: None"
+    assert "ValueError: work broke" in printed
+
+
+def test_a_library_error_in_between_does_not_hide_the_learner_error(capsys):
     def body(c):
         try:
             try:
                 raise _raised("work broke")
             finally:
-                raise _raised("stop_worker broke")
+                raise OSError("release failed")  # the kit's own clean-up, not a finding
         finally:
-            raise _raised("capture_take broke")
+            raise _raised("close_store broke")
     printed = _printed(capsys, body)
-    ends = [line for line in printed[1:] if line.startswith("ValueError: ")]
-    assert ends == ["ValueError: work broke", "ValueError: stop_worker broke", "ValueError: capture_take broke"]
-    assert printed.count("while that error was handled, another was raised:") == 2
+    ends = [line for line in printed[1:] if line.startswith(("ValueError: ", "OSError"))]
+    assert ends == ["ValueError: work broke", "ValueError: close_store broke"]
+
+
+def test_a_cycle_of_contexts_ends(capsys):
+    def body(c):
+        first, second = _raised("one"), _raised("two")
+        first.__context__, second.__context__ = second, first
+        raise second
+    printed = _printed(capsys, body)
+    assert [line for line in printed if line.startswith("ValueError: ")] == ["ValueError: one", "ValueError: two"]
 
 
 def test_a_checker_finding_hidden_by_a_clean_up_error_is_still_said(capsys):

@@ -34,7 +34,8 @@ until = partial(wait_until, interval=0.01)  # the task center's steps take milli
 def ask(step: str, *args, timeout: float = BOUND + SLACK, **kwargs):
     """One step in the probe (lab07_taskcenter_probe.STEP; "load" imports the package, so a broken module
     fails that check only).  What the learner's code raised there is raised here (shared/probe.LearnerRaised);
-    an `ask` in a finally that raises again keeps the first error as its context, and shared/tap prints both."""
+    an `ask` in a finally that raises again (or times out) keeps the first error as its context, and
+    shared/tap prints both."""
     return learner.call(f"{PROBE}:{step}", *args, timeout=timeout, **kwargs)
 
 
