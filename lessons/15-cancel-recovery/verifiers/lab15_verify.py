@@ -41,7 +41,9 @@ their drills, lab15_fixture.py the lab they run in, lab15_figures.py the timelin
 from __future__ import annotations
 
 import contextlib
+import os
 import re
+import signal
 import time
 from uuid import uuid4
 
@@ -196,11 +198,14 @@ def check_lease_recovery(c) -> None:
             attempts=before['attempts'])
         tl["child"] = child
         tl["kill"] = time.time()
+        # acks_late + reject_on_worker_lost hand the killed delivery's message out again.  The worker stays
+        # stopped from before the kill until recovery has been judged, so that delivery comes during the
+        # backoff or after it, never between recover_batch and the read of its row: there a claim that
+        # ignores the backoff (15.5's mistake) would look like a recovery that left the job running.
+        os.kill(worker.pid, signal.SIGSTOP)
         kill_pid(child, 10, f"pool child {child} to die")
         c.note(t("job {job_id} mid-write: worker child {child} SIGKILLed (running, attempts=1)", job_id=short(job_id),
                  child=child))
-        # acks_late + reject_on_worker_lost may hand the message out again, whenever: its claim finds the job
-        # running (live lease), then queued in its backoff, and after that claimable like any other message.
         task_id = first[0]["id"]
 
         tl["scan_live"] = time.time()
@@ -240,6 +245,7 @@ def check_lease_recovery(c) -> None:
         event = pending[0]
         assert event["id"] != task_id and event["available_at"] == row["next_attempt_at"], t(
             "the new event's available_at must equal the job's next_attempt_at (one backoff)")
+        os.kill(worker.pid, signal.SIGCONT)  # its claim of the old message now finds the job in its backoff
 
         tl["pub_wait"] = time.time()
         with parked({event["id"]}):
@@ -266,6 +272,8 @@ def check_lease_recovery(c) -> None:
         c.note(t("recovery event {id} delivered {n_claimed_by} time(s); result file {name} holds the submit-time "
                  "snapshot", id=short(event['id']), n_claimed_by=len(claimed_by), name=path.name))
     finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(worker.pid, signal.SIGCONT)  # whatever failed above, the worker runs again
         attach(c, lambda: recovery_lanes(job_id, tl))  # pass or fail: what happened so far
         GATE.release(job_id, phase="write")
         retire(jobs)
