@@ -6,7 +6,8 @@
       file is written is refused by finish; a queued one cancelled before any claim is never claimed.
       The recovery scan (leases moved into the past) makes all three 'cancelled'
 15.2  a job paused mid-write has its pool child SIGKILLed (the PID the probe recorded, a child of the
-      worker).  Lease live: the scan leaves it alone; lease moved into the past: queued, lease_expired,
+      worker; the worker itself stopped until recovery is judged, so the killed delivery's message comes
+      back only after).  Lease live: the scan leaves it alone; lease moved into the past: queued, lease_expired,
       attempts unchanged, next_attempt_at = the scan's NOW(6) + 10 s (bracketed by the server's clock
       read before and after) and one new unsent event due then; python publisher.py sends nothing for
       it; both times moved 11 s back, it is sent, claimed with attempts == 2 and succeeds with its snapshot
