@@ -43,6 +43,17 @@ def _raised(message: str) -> BaseException:
                     "traceback": f"{TRACEBACK}ValueError: {message}\n"})
 
 
+def _nested(messages: list[str]):
+    """Raise each message as a learner error, each from the `finally` of the one before (as lesson 07's
+    nested clean-ups do when the learner's code breaks them all)."""
+    if len(messages) == 1:
+        raise _raised(messages[0])
+    try:
+        _nested(messages[:-1])
+    finally:
+        raise _raised(messages[-1])
+
+
 def test_a_learner_error_prints_its_own_traceback_end_after_the_notes(capsys):
     def body(c):
         c.note("before")
@@ -53,27 +64,11 @@ def test_a_learner_error_prints_its_own_traceback_end_after_the_notes(capsys):
 
 
 def test_a_first_error_replaced_by_one_raised_in_a_finally_is_printed_first(capsys):
-    def body(c):
-        try:
-            raise _raised("first")
-        finally:
-            raise _raised("second in finally")
-    printed = _printed(capsys, body)
+    printed = _printed(capsys, lambda c: _nested(["first", "second in finally"]))
     assert printed[0] == "unexpected error: ValueError: second in finally"
     first, second = (TRACEBACK + "ValueError: first").splitlines()[-6:], \
         (TRACEBACK + "ValueError: second in finally").splitlines()[-6:]
     assert printed[1:] == [*first, "while that error was handled, another was raised:", *second]
-
-
-def _nested(messages: list[str]):
-    """Raise each message as a learner error, each from the `finally` of the one before (as lesson 07's
-    nested clean-ups do when the learner's code breaks them all)."""
-    if len(messages) == 1:
-        raise _raised(messages[0])
-    try:
-        _nested(messages[:-1])
-    finally:
-        raise _raised(messages[-1])
 
 
 def test_nested_clean_ups_keep_every_replaced_error_in_order(capsys):
