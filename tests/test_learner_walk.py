@@ -33,6 +33,7 @@ WALK = {
     "13-admission-compares-with-greater": ("problem", "refuse when count >= limit"),
     "14-slot-per-hour": ("14.5", "the slot name must carry the minute of execution"),
     "15-claim-ignores-backoff": ("15.5", "claim need next_attempt_at<=NOW(6)"),
+    "16-claim-ignores-backoff": ("16.1", "duplicates and claims during the backoff must neither claim nor raise"),
     "16-log-database-url": ("16.6", "a password or a connection URL with its password"),
     "16-slot-per-hour": ("problem", "the slot name in schedule_tasks.py does not carry the minute"),
 }

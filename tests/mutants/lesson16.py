@@ -107,6 +107,18 @@ MUTANTS = [
         why="Without the deadline branch a job past deadline_at is re-sent (queued, new event) again and again "
             "instead of ending failed with a dead letter.",
     ),
+    # ---- 16.4/16.5: lesson 15's claim typed without the backoff, checked at lesson 16
+    Mutant(
+        name="16-claim-ignores-backoff",
+        file="state_store.py",
+        old="               AND deadline_at>NOW(6) AND next_attempt_at<=NOW(6)\"\"\"",
+        new="               AND deadline_at>NOW(6)\"\"\"",
+        fails=("16.1", "16.4", "16.5", "16.8"),
+        says=(("16.1", "duplicates and claims during the backoff must neither claim nor raise attempts"),),
+        why="The backoff rows fail and say so; the worker_exit_with_lease row must still pass: its killed "
+            "delivery comes back during the backoff, and this claim takes it then, not before recovery queued the "
+            "job (the row keeps the worker stopped until then).",
+    ),
     # ---- 16.6: the whole job (payload included) copied into a log line "for context"
     Mutant(
         name="16-log-whole-job",

@@ -6,7 +6,10 @@ cache.  How a drill runs and what its verdict rests on: lab16_cases.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
 from uuid import uuid4
 
 from lab16_fixture import (GATE, PROBE, RESULT_TTL, ask, claim_seconds_left, confirm_lost, deliveries, events_of,
@@ -111,19 +114,27 @@ def case_worker_exit(row: Row, stack) -> None:
         "the held execution should be running with attempts 1"))
     token = running["lease_token"]
     pid = int(held["pid"])
-    with row.fault(t("SIGKILL to the pool child holding the lease, pid {pid}", pid=pid)):
-        kill_pid(pid, 30, t("pid {pid} to die", pid=pid), interval=0.02)
-        # task_reject_on_worker_lost sends the message back once the pool notices: that redelivery and
-        # the recovery event race for the job later, and claim() lets only one of them in.
-        still = job_row(job)
-        row.expect(still["status"] == "running" and still["lease_token"] == token,
-                   t("until the lease runs out the dead executor still holds the job (running, same token)"))
-        row.advance(job, seconds_until(job, "lease_until") + 0.001, setup=True)  # the lease runs out now
-        row.clock_from_here()
-        row.observe("running (lease expired)")
-    row.recover()
-    scan_until(stack, job, ("queued",))
-    backoff = seconds_until(job, "next_attempt_at")
+    # task_reject_on_worker_lost sends the message back once the pool notices: that redelivery and the
+    # recovery event race for the job later, and claim() lets only one of them in.  The worker stays stopped
+    # from before the kill until recovery has queued the job, so the redelivery comes during the backoff or
+    # after it, never between recover_batch and the read of the row: there a claim that ignores the backoff
+    # (15.5's mistake) would look like a recovery that never queued the job.
+    os.kill(stack.worker.pid, signal.SIGSTOP)
+    try:
+        with row.fault(t("SIGKILL to the pool child holding the lease, pid {pid}", pid=pid)):
+            kill_pid(pid, 30, t("pid {pid} to die", pid=pid), interval=0.02)
+            still = job_row(job)
+            row.expect(still["status"] == "running" and still["lease_token"] == token,
+                       t("until the lease runs out the dead executor still holds the job (running, same token)"))
+            row.advance(job, seconds_until(job, "lease_until") + 0.001, setup=True)  # the lease runs out now
+            row.clock_from_here()
+            row.observe("running (lease expired)")
+        row.recover()
+        scan_until(stack, job, ("queued",))
+        backoff = seconds_until(job, "next_attempt_at")
+    finally:
+        with contextlib.suppress(ProcessLookupError):  # a worker that died meanwhile fails the row's later steps
+            os.kill(stack.worker.pid, signal.SIGCONT)  # its claim of the old message finds the job in its backoff
     row.note(t("recover_batch → queued, next_attempt_at {backoff:.1f}s ahead", backoff=backoff))
     row.advance(job, backoff + 0.001)
     settle(row, job, condition=lambda r: r["attempts"] >= 2 and r["status"] in ("running", "succeeded"))
