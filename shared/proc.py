@@ -133,7 +133,14 @@ class Process:
         return self.popen.pid
 
     def alive(self) -> bool:
-        return self.popen.poll() is None
+        """Still running.  Asked without reaping: until stop() reaps the leader, its pid (the group's id)
+        cannot pass to another process, so a signal to the group reaches only what this one started."""
+        if self.popen.returncode is not None:
+            return False
+        try:
+            return os.waitid(os.P_PID, self.popen.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None
+        except ChildProcessError:  # reaped by a wait elsewhere
+            return self.popen.poll() is None
 
     def log_text(self) -> str:
         try:
@@ -162,13 +169,17 @@ class Process:
         except WaitTimeout as exc:
             raise WaitTimeout(f"{exc}\n{self.log_tail()}") from None
         if outcome == "exited":
+            code = self.stop(grace=0)  # reaped, with whatever it left behind
             raise WaitTimeout(t("{argv} exited with {returncode} before it was ready:\n", argv=self.argv[0],
-                                returncode=self.popen.returncode)
+                                returncode=code)
                               + self.log_tail())
 
     def signal_group(self, sig: int) -> None:
-        # The process leads its own session (start_new_session), so its group id is its pid:
-        # this reaches the children it started (e.g. uvicorn's reloader, a pool) and nothing else.
+        # The process leads its own session (start_new_session), so its group id is its pid: this reaches
+        # the children it started (e.g. uvicorn's reloader, a pool) and nothing else -- as long as the
+        # leader is not reaped (a reaped leader's pid may be another process's group by now).
+        if self.popen.returncode is not None:
+            return
         try:
             os.killpg(self.popen.pid, sig)
         except ProcessLookupError:
@@ -182,14 +193,15 @@ class Process:
         _live.discard(self)
 
     def stop(self, grace: float = 5.0) -> int:
-        """TERM, wait up to `grace` seconds, then KILL.  Returns the exit code."""
+        """TERM to the group, up to `grace` seconds for the leader to end, then KILL to what is left of the
+        group (the leader, or what it left running, also when it ended on its own), and reap.  The exit code."""
         if self.alive():
             self.signal_group(signal.SIGTERM)
-            try:
-                self.popen.wait(timeout=grace)
-            except subprocess.TimeoutExpired:
-                self.signal_group(signal.SIGKILL)
-                self.popen.wait(timeout=10)
+            deadline = time.monotonic() + grace
+            while self.alive() and time.monotonic() < deadline:
+                time.sleep(0.02)
+        self.signal_group(signal.SIGKILL)
+        self.popen.wait(timeout=10)
         self._log.close()
         _live.discard(self)
         return self.popen.returncode

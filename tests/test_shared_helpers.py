@@ -12,7 +12,7 @@ from shared import handshake
 from shared.lesson_celery import read_events, short
 from shared.credentials import read_env_file
 from shared.manifest import KIT_ROOT
-from shared.proc import Process, WaitTimeout, is_zombie, kill_pid, proc_stat, wait_all_ready
+from shared.proc import Process, WaitTimeout, is_zombie, kill_pid, proc_stat, wait_all_ready, wait_until
 
 
 def test_read_events_skips_a_half_written_line(tmp_path):
@@ -306,3 +306,16 @@ def test_wait_all_ready_stops_every_one_when_one_is_not_ready(tmp_path):
         wait_all_ready([good, bad], 30, grace=1, log_contains="up")
     assert not good.alive() and not bad.alive()
     assert bad.popen.returncode == 3
+
+
+def test_stop_ends_what_a_process_left_running_when_it_ended_on_its_own(tmp_path):
+    # The leader starts a child in its group, says its pid and exits 4: stop() still ends the child.
+    code = ("import subprocess, sys; child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']);"
+            " print(child.pid, flush=True); raise SystemExit(4)")
+    proc = _printer(tmp_path, "leaver", code)
+    wait_until(lambda: not proc.alive(), 30, "the leader to exit")
+    child = int(proc.log_text().split()[0])
+    assert os.path.exists(f"/proc/{child}") and not is_zombie(child)  # the leader's exit left it running
+    assert proc.stop(grace=1) == 4
+    wait_until(lambda: not os.path.exists(f"/proc/{child}") or is_zombie(child), 10, "the child to end")
+    assert proc.stop() == 4 and not proc.alive()  # stopping again changes nothing
