@@ -13,7 +13,8 @@ verifiers/zh.po (see shared/i18n.py).
 
 A run can ask for some checks only (TASKLAB_CHECKS=11.2,11.5, set by the runner for mutant
 tests): each check's body starts with `c.skip_unless_selected()`, so the others cost nothing.
-Checks therefore never depend on what an earlier check left behind.
+Checks therefore never depend on what an earlier check left behind: a run several of them read is made
+by the first that needs it and kept, its failure too (`@once`).
 
 Each check prints `ok N - ID text` or `not ok N - ID text`, then `# ` lines:
 the reason, then `# seconds: S`.  A failed assert is the reason; any other
@@ -315,3 +316,24 @@ def run(checks: list[Check], around=None, setup=None, teardown=None, skip_all: s
             if teardown:
                 teardown()
     main_guard(every_check)
+
+
+def once(make):
+    """A run several checks read: made at the first call (for each set of arguments), then kept -- its answer,
+    or the error it failed with, raised again in every later call, so each check that needs the run fails
+    alike and the run is not repeated."""
+    kept: dict[tuple, tuple[bool, object]] = {}  # arguments -> (made, the answer or the error)
+
+    @functools.wraps(make)
+    def kept_run(*args, **kwargs):
+        key = (args, tuple(sorted(kwargs.items())))
+        if key not in kept:
+            try:
+                kept[key] = (True, make(*args, **kwargs))
+            except Exception as exc:  # noqa: BLE001 - kept for the next check, raised to this one below
+                kept[key] = (False, exc)
+        made, value = kept[key]
+        if not made:
+            raise value
+        return value
+    return kept_run

@@ -319,3 +319,20 @@ def test_stop_ends_what_a_process_left_running_when_it_ended_on_its_own(tmp_path
     assert proc.stop(grace=1) == 4
     wait_until(lambda: not os.path.exists(f"/proc/{child}") or is_zombie(child), 10, "the child to end")
     assert proc.stop() == 4 and not proc.alive()  # stopping again changes nothing
+
+
+def test_once_makes_a_run_once_and_raises_its_failure_again_in_every_later_call():
+    from shared.tap import once
+    made = []
+
+    @once
+    def run(kind: str, timeout: float = 1) -> str:
+        made.append((kind, timeout))
+        assert kind != "broken", "the run gave no report"
+        return kind.upper()
+
+    assert run("a") == run("a") == "A" and run("a", timeout=2) == "A"
+    for _ in range(2):
+        with pytest.raises(AssertionError, match="the run gave no report"):
+            run("broken")
+    assert made == [("a", 1), ("a", 2), ("broken", 1)]

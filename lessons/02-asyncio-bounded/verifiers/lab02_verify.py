@@ -12,14 +12,13 @@ script and records what asyncio really did -- budgets that expired, tasks cancel
 
 from __future__ import annotations
 
-import functools
 from pathlib import Path
 
 from lab02_probe import SHORT_BUDGET  # a constant only: the probe's code runs in its child
 from shared import probe_report
 from shared.figures import attach, bar, lane, lanes, mark, steps
 from shared.i18n import t
-from shared.tap import Check, run
+from shared.tap import Check, once, run
 
 PROBE_TIMEOUT = 30.0  # a normal batch takes about 1 s; a batch that never ends is killed after this
 SCRIPT_TIMEOUT = 30.0  # the note's scripts take about half a second
@@ -42,7 +41,7 @@ def checks() -> list[Check]:
     ]
 
 
-@functools.cache  # several checks read the same run
+@once
 def probe_run(kind: str) -> dict:
     """One scenario in a child process: its report, {"hung": True}, or {"error": why there is none}."""
     ran = probe_report.run(["lab02_probe.py", kind], LOGS, f"probe-{kind}", PROBE_TIMEOUT, HERE)

@@ -22,7 +22,6 @@ reuses 03.1's uvicorn when both run.  Server logs and handshake files go to .che
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import os
 import shutil
@@ -34,7 +33,7 @@ from shared import handshake, probe_report
 from shared.i18n import t
 from shared.location import location_target
 from shared.proc import Process, WaitTimeout, start_uvicorn, wait_until
-from shared.tap import Check, exception_lines, run
+from shared.tap import Check, exception_lines, once, run
 
 WORK = Path.cwd()
 LOGS = WORK / ".check-logs" / "03"
@@ -309,7 +308,7 @@ def helper_run(args: list[str], late: str) -> probe_report.Ran:
     return ran
 
 
-@functools.cache  # once per verifier process (a run that failed is not kept)
+@once
 def demo_run() -> dict:
     """`python registry_demo.py`, run by lab03_demo.py (its tasks seen)."""
     started = time.monotonic()

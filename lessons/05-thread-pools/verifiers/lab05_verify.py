@@ -37,7 +37,7 @@ from shared import probe_report
 from shared.figures import attach, bar, lane, lanes, mark, steps
 from shared.i18n import t
 from shared.probe import Opaque, Probe, shaped
-from shared.tap import Check, run
+from shared.tap import Check, once, run
 
 HERE = Path.cwd()
 LOGS = HERE / ".check-logs" / "05"
@@ -89,20 +89,10 @@ class PoolRun:
         return "\n".join(lines[-4:])
 
 
-_pool_run: dict = {}
-
-
+@once
 def pool_run() -> PoolRun:
-    """Run the driver once; a failure is re-raised in every check that needs the run."""
-    if "run" not in _pool_run:
-        try:
-            _pool_run["run"] = PoolRun()
-        except BaseException as exc:
-            _pool_run["run"] = exc
-    found = _pool_run["run"]
-    if isinstance(found, BaseException):
-        raise found
-    return found
+    """pool_io.py's run under the driver, shared by 05.1, 05.2 and 05.5."""
+    return PoolRun()
 
 
 def pool_timeline(run: PoolRun) -> dict:

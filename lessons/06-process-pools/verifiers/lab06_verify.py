@@ -37,7 +37,7 @@ from pathlib import Path
 from shared import probe_report
 from shared.figures import attach, bar, lane, lanes, mark
 from shared.i18n import t
-from shared.tap import Check, run as run_checks  # `run` names a probe run here
+from shared.tap import Check, once, run as run_checks  # `run` names a probe run here
 
 WORK = Path.cwd()
 LOGS = WORK / ".check-logs" / "06"
@@ -71,20 +71,13 @@ def _run(args: list[str], name: str, timeout: float) -> probe_report.Ran:
     return ran
 
 
-_reports: dict[tuple, dict | str] = {}  # probe args -> its report, or why it gave none
-
-
+@once
 def probe(*args: str, timeout: float = PROBE_BOUND) -> dict:
-    """One probe scenario's report, run at most once: several checks read the same run."""
-    if args not in _reports:
-        ran = _run(["-c", PROBE, *args], "probe-" + "-".join(a.replace(".py", "") for a in args), timeout)
-        _reports[args] = ran.report
-        if ran.report is None:
-            _reports[args] = t("the probe {args} gave no result (exit code {exit}):\n", args=' '.join(args),
-                               exit=ran.code) + "\n".join(ran.output.splitlines()[-12:])
-    if isinstance(_reports[args], str):
-        raise AssertionError(_reports[args])
-    return _reports[args]
+    """One probe scenario's report (several checks read the same run)."""
+    ran = _run(["-c", PROBE, *args], "probe-" + "-".join(a.replace(".py", "") for a in args), timeout)
+    assert ran.report is not None, t("the probe {args} gave no result (exit code {exit}):\n", args=' '.join(args),
+                                     exit=ran.code) + "\n".join(ran.output.splitlines()[-12:])
+    return ran.report
 
 
 def script(path: str, fake: str, *extra: str) -> dict:
