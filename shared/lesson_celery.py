@@ -14,6 +14,7 @@ Shared by the verifiers and probes of lessons 08–16.
 
 from __future__ import annotations
 
+import ast
 import base64
 import contextlib
 import importlib
@@ -262,6 +263,20 @@ class Script(NamedTuple):
         """Its last `shown` lines noted on check `c`, indented and cut to `width` characters (None: whole)."""
         for line in self.lines[-shown:]:
             c.note("  " + line[:width])
+
+
+def printed_dicts(lines: list[str]) -> list[dict]:
+    """The dicts a script printed, in order: each line whose text from its first "{" is a dict literal."""
+    found = []
+    for line in lines:
+        start = line.find("{")
+        try:
+            value = ast.literal_eval(line[start:].strip()) if start >= 0 else None
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):  # not a literal, or too deep
+            continue
+        if isinstance(value, dict):
+            found.append(value)
+    return found
 
 
 def run_script(args: list[str], timeout: float, late: str | None = None, env: dict | None = None) -> Script:

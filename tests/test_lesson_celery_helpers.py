@@ -360,3 +360,11 @@ def test_delivered_to_is_the_workers_node_and_the_messages_queue():
     assert delivered_to(SimpleNamespace(request=request)) == {"node": "fast@box", "queue": "exports.fast"}
     assert delivered_to(SimpleNamespace(request=SimpleNamespace(delivery_info=None))) == {"node": None, "queue": None}
     assert delivered_to(object()) == {"node": None, "queue": None}
+
+
+def test_printed_dicts_reads_each_dict_a_script_printed_and_nothing_else():
+    from shared.lesson_celery import printed_dicts
+    lines = ["submitted 42", "{'job_id': '42', 'rows': 1}", "result: {'first': 'a', 'same_slot': None}",
+             "{'broken': ", "{1, 2}", "{'deep': " + "[" * 100_000 + "]" * 100_000 + "}",
+             "{'x': __import__('os')}", "{}"]
+    assert printed_dicts(lines) == [{"job_id": "42", "rows": 1}, {"first": "a", "same_slot": None}, {}]

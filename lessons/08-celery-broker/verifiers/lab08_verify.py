@@ -23,7 +23,6 @@ never load here (the judge): export_products is sent with, waited on and asked a
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import json
 import os
@@ -47,6 +46,7 @@ from shared.lesson_celery import (
     describe_url,
     env_file_values,
     log_lines,
+    printed_dicts,
     queued_messages,
     read_events,
     redact,
@@ -200,13 +200,8 @@ def check_producer(c, worker: DeclaredWorker) -> None:
     lines = [line.strip() for line in done.lines]
     submitted = next((line.split()[1] for line in lines if line.startswith("submitted ") and len(line.split()) > 1),
                      None)
-    result = None
-    for line in lines:
-        if line.startswith("{"):
-            try:
-                result = ast.literal_eval(line)
-            except (ValueError, SyntaxError):
-                pass
+    dicts = printed_dicts(lines)
+    result = dicts[-1] if dicts else None
     state = next((line.split()[1] for line in lines if line.startswith("state ") and len(line.split()) > 1), None)
     assert submitted and isinstance(result, dict), t("the output lacks the submitted <id> line or the result dict")
     assert result.get("job_id") == submitted, t("the submitted message id {submitted} differs from the result's "

@@ -21,13 +21,13 @@ The learner's modules never load here (the judge): jobs are sent and read in a p
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import time
 from pathlib import Path
 from uuid import uuid4
 
-from shared.lesson_celery import LOG_DIR, LearnerTask, declared_worker, log_lines, read_events, redact, run_script
+from shared.lesson_celery import (LOG_DIR, LearnerTask, declared_worker, log_lines, printed_dicts, read_events, redact,
+                                  run_script)
 from shared.figures import attach, bar, lane, lanes, mark
 from shared.i18n import listed, t
 from shared.probe import Probe
@@ -188,11 +188,8 @@ def check_recovers(c) -> None:
     done = run_script(["verify_retry.py"], 50, late=t("verify_retry.py did not finish within 50 s"))
     c.note(t("python verify_retry.py → exit code {returncode}", returncode=done.code))
     done.tail(c, 3)
-    dicts = [line.strip() for line in done.lines if line.strip().startswith("{")]
-    try:
-        first = ast.literal_eval(dicts[0]) if dicts else None
-    except (ValueError, SyntaxError):
-        first = None
+    dicts = printed_dicts(done.lines)
+    first = dicts[0] if dicts else None
     assert done.code == 0 and isinstance(first, dict) and first.get("rows") == 1, t(
         "verify_retry.py's first result should be a dict with rows 1 (fail_until=2 succeeds after two retries)")
 

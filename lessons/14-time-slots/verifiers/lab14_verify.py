@@ -29,7 +29,6 @@ cleanup, the learner's calls in the probe, the kit's clock, the admission gate),
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import datetime as dtmod
 import time
@@ -43,7 +42,7 @@ from lab14_fixture import (UTC, admission_limit, at_capacity, celery_app, counts
                            waiting_at_gate, zone_run)
 
 from shared import handshake, probe_report
-from shared.lesson_celery import LOG_DIR, WORK, log_lines, redact, short
+from shared.lesson_celery import LOG_DIR, WORK, log_lines, printed_dicts, redact, short
 from shared.i18n import t
 from shared.lesson_db import fill_admission, first_product, job_row, outbox_of, payload_of, result_file, sql
 from shared.proc import Process, WaitTimeout, wait_until
@@ -286,10 +285,8 @@ def check_boundary(c) -> None:
                            t("python verify_schedule_slots.py failed (see the output below)"))
         printed = [x for x in lines if "same_slot" in x and "{" in x]
         assert printed, t("verify_schedule_slots.py did not print first / same_slot / later_slot")
-        try:
-            shown = ast.literal_eval(printed[-1][printed[-1].index("{"):])
-        except (ValueError, SyntaxError):
-            raise AssertionError(t("cannot read the output: {printed}", printed=printed[-1][:160])) from None
+        shown = next(iter(printed_dicts(printed[-1:])), None)
+        assert shown is not None, t("cannot read the output: {printed}", printed=printed[-1][:160])
         c.note("python verify_schedule_slots.py → " + printed[-1][:60] + "…")
         first, same, later = shown.get("first"), shown.get("same_slot"), shown.get("later_slot")
         assert first and same is None and later and later != first, t(
