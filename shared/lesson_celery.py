@@ -80,6 +80,34 @@ def job_events(source, job_id: str, /, kind: str = "start", **match) -> list[dic
     return [e for e in events if matches(e, {"kind": kind, **match}) and (e.get("args") or [None])[0] == job_id]
 
 
+def task_runs(events: list[dict], starts: list[dict] | None = None) -> list[tuple[dict, dict | None]]:
+    """Task runs in file order, each (its start, its end or None: still running, or killed); `starts`: some
+    of the events' starts (all of them when None).  One process writes a run's start before its end, so the
+    k-th start of a (message id, pid) pair ends with the k-th end of that pair: a message delivered again, to
+    the same process or another, is a run of its own."""
+    ends: dict[tuple, list[dict]] = {}
+    for event in events:
+        if event.get("kind") == "end":
+            ends.setdefault((event.get("task_id"), event.get("pid")), []).append(event)
+    chosen = None if starts is None else {id(start) for start in starts}
+    runs, begun = [], {}
+    for event in events:
+        if event.get("kind") != "start":
+            continue
+        key = (event.get("task_id"), event.get("pid"))
+        k = begun[key] = begun.get(key, -1) + 1
+        if chosen is None or id(event) in chosen:
+            mine = ends.get(key, [])
+            runs.append((event, mine[k] if k < len(mine) else None))
+    return runs
+
+
+def job_runs(source, job_id: str, /, **match) -> list[tuple[dict, dict | None]]:
+    """One job's task runs (task_runs), its starts chosen as job_events chooses them."""
+    events = read_events(source) if isinstance(source, (str, Path)) else source
+    return task_runs(events, job_events(events, job_id, **match))
+
+
 def short(value) -> str:
     """The first 8 characters of an id, for messages."""
     return f"{str(value)[:8]}…"

@@ -368,3 +368,16 @@ def test_printed_dicts_reads_each_dict_a_script_printed_and_nothing_else():
              "{'broken': ", "{1, 2}", "{'deep': " + "[" * 100_000 + "]" * 100_000 + "}",
              "{'x': __import__('os')}", "{}"]
     assert printed_dicts(lines) == [{"job_id": "42", "rows": 1}, {"first": "a", "same_slot": None}, {}]
+
+
+def test_task_runs_pair_the_kth_start_of_a_message_in_a_process_with_its_kth_end():
+    from shared.lesson_celery import job_runs, task_runs
+
+    def event(kind, task_id, pid, job="j1"):
+        return {"kind": kind, "task_id": task_id, "pid": pid, "args": [job]}
+    events = [event("start", "m1", 10), event("start", "m1", 11), event("end", "m1", 10),  # 11 was killed
+              event("start", "m1", 10), event("start", "m2", 10, job="j2"), event("end", "m2", 10, job="j2")]
+    runs = task_runs(events)
+    assert [(s["pid"], e is not None) for s, e in runs] == [(10, True), (11, False), (10, False), (10, True)]
+    assert runs[0][1] is events[2] and runs[3][1] is events[5]
+    assert [(s["pid"], e) for s, e in job_runs(events, "j1")] == [(10, events[2]), (11, None), (10, None)]

@@ -12,7 +12,7 @@ from lab13_fixture import recorded
 
 from shared.figures import bar, lane, lanes, mark, steps
 from shared.i18n import t
-from shared.lesson_celery import job_events
+from shared.lesson_celery import job_runs
 from shared.lesson_db import server_now, sql
 
 
@@ -46,10 +46,9 @@ def isolation_lanes(bulk_jobs: list[str], fast: str | None, moments: dict) -> di
         jobs.append((fast, "fast", t("short job, 1 row")))
     rows: dict[str, dict] = {}
     for job, kind, label in jobs:
-        started = job_events(seen, job)
+        runs = job_runs(seen, job)
         holds = [e["at"] for e in seen if e.get("kind") == "hold" and e.get("job") == job]
-        for start in started:
-            end = next((e for e in seen if e.get("kind") == "end" and e.get("task_id") == start.get("task_id")), None)
+        for start, end in runs:
             name = f"{str(start.get('node')).split('@')[0]}@ ← {start.get('queue')}"
             row = rows.setdefault(name, lane(name))
             row["bars"].append(bar(start["at"], end["at"] if end else now,
@@ -57,7 +56,7 @@ def isolation_lanes(bulk_jobs: list[str], fast: str | None, moments: dict) -> di
             row["marks"] += [mark(at, t("held while writing"), "hold") for at in holds]
             if kind == "bulk" and job in moments:
                 row["marks"].append(mark(moments[job], t("submitted"), "queued"))
-        if not started and job in moments:
+        if not runs and job in moments:
             row = rows.setdefault(t("not started yet"), lane(t("not started yet")))
             row["bars"].append(bar(moments[job], now, label + t(" (queued)"), "queued"))
     order = sorted(rows, key=lambda n: (not n.startswith("fast@"), not n.startswith("bulk@"), n))

@@ -11,7 +11,7 @@ import time
 
 from lab15_fixture import events
 
-from shared.lesson_celery import job_events, short
+from shared.lesson_celery import job_runs, short
 from shared.figures import bar, lane, lanes, mark
 from shared.i18n import t
 
@@ -29,18 +29,16 @@ def _ended(at: float, status: str) -> dict:
     return mark(at, status, "ok" if status == "succeeded" else "fail")
 
 
-def _runs(job_id: str) -> tuple[list[dict], dict]:
-    """This job's task starts in order, and every task end by message id (the probe's events)."""
+def _runs(job_id: str) -> list[tuple[dict, dict | None]]:
+    """This job's task runs, (start, end or None), in the order they started (the probe's events)."""
     seen = [e for e in events() if isinstance(e.get("at"), (int, float))]
-    starts = job_events(seen, job_id)
-    return sorted(starts, key=lambda e: e["at"]), {e.get("task_id"): e for e in seen if e.get("kind") == "end"}
+    return sorted(job_runs(seen, job_id), key=lambda run: run[0]["at"])
 
 
 def _attempt_run(job_id: str, attempt: int, after: float) -> tuple[dict, dict] | None:
     """The execution (start, end) that claimed this attempt: its return value says so, or else the last
     one that started after `after`, ended and did not say it claimed nothing."""
-    starts, ends = _runs(job_id)
-    ended = [(s, ends[s.get("task_id")]) for s in starts if s.get("task_id") in ends]
+    ended = [(s, e) for s, e in _runs(job_id) if e is not None]
     told = [(s, e) for s, e in ended if isinstance(e.get("retval"), dict) and e["retval"].get("attempt") == attempt]
     guess = [(s, e) for s, e in ended if s["at"] >= after
              and not (isinstance(e.get("retval"), dict) and e["retval"].get("claimed") is False)]
@@ -59,7 +57,7 @@ def recovery_lanes(job_id: str, tl: dict) -> dict:
                   + _at(tl, "pub1", t("event 1 sent"))
                   + _at(tl, "pub_wait", t("publisher.py during the backoff: not due, nothing sent"), "wait")
                   + _at(tl, "pub2", t("event 2 sent")))
-    first = [s for s in _runs(job_id)[0] if s.get("pid") == tl.get("child") and s["at"] <= tl.get("kill", now)][-1:]
+    first = [s for s, _ in _runs(job_id) if s.get("pid") == tl.get("child") and s["at"] <= tl.get("kill", now)][-1:]
     if first:
         worker["bars"].append(bar(first[0]["at"], tl.get("kill", now), t("attempt 1"), "run"))
         worker["marks"].append(_claim(first[0]["at"], tl.get("attempts1", "?")))

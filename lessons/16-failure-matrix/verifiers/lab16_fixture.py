@@ -20,8 +20,8 @@ from pathlib import Path
 from lab16_publishing import CACHE_PUBLISHER, publishing
 
 from shared import handshake
-from shared.lesson_celery import (LOG_DIR, READY_MARK, WORK, job_events, pid_running, read_events, redact, redis_client,
-                                  setting, short)
+from shared.lesson_celery import (LOG_DIR, READY_MARK, WORK, job_runs, pid_running, read_events, redact, redis_client,
+                                  setting, short, task_runs)
 from shared.hold_gate import HoldList
 from shared.i18n import t
 from shared import lesson_db
@@ -199,22 +199,9 @@ def drop_kit_triggers() -> None:
 
 def delivery_log(job_id: str) -> list[dict]:
     """Each delivery of the job the worker started: {task_id, pid, start, end (None while running or
-    killed)}.  One process writes a delivery's start before its end, so the k-th start of a (task id,
-    pid) pair ends with the k-th end of that pair."""
-    events = read_events(GATE.events)
-    ends: dict[tuple, list[dict]] = {}
-    for event in events:
-        if event.get("kind") == "end":
-            ends.setdefault((event.get("task_id"), event.get("pid")), []).append(event)
-    found, used = [], {}
-    for event in job_events(events, job_id, task="products.export"):
-        key = (event.get("task_id"), event.get("pid"))
-        index = used.get(key, 0)
-        used[key] = index + 1
-        mine = ends.get(key, [])
-        found.append({"task_id": key[0], "pid": key[1], "start": event,
-                      "end": mine[index] if index < len(mine) else None})
-    return found
+    killed)} (shared.lesson_celery.job_runs pairs them)."""
+    return [{"task_id": start.get("task_id"), "pid": start.get("pid"), "start": start, "end": end}
+            for start, end in job_runs(GATE.events, job_id, task="products.export")]
 
 
 def deliveries(job_id: str) -> list[dict]:
@@ -244,10 +231,7 @@ def describe_end(end: dict) -> str:
 
 def open_deliveries() -> list[dict]:
     """Task starts with no end whose process still lives (a killed child's start stays open forever)."""
-    events = read_events(GATE.events)
-    done = {(e.get("task_id"), e.get("pid")) for e in events if e.get("kind") == "end"}
-    return [e for e in events if e.get("kind") == "start" and (e.get("task_id"), e.get("pid")) not in done
-            and pid_running(e["pid"])]
+    return [start for start, end in task_runs(read_events(GATE.events)) if end is None and pid_running(start["pid"])]
 
 
 def fail_claim(job_id: str) -> None:
