@@ -1,7 +1,9 @@
 """tasks.json, the lesson folders, the README and make help must agree."""
 
+import ast
 import os
 import json
+import re
 import subprocess
 import sys
 from unittest import mock
@@ -39,6 +41,18 @@ def test_each_verifiers_table_lists_exactly_its_checks_in_tasks_json():
             assert listed.returncode == 0, listed.stderr
             planned = [c["id"] for c in lesson["checks"] if c["verifier"] == name]
             assert json.loads(listed.stdout) == planned, f"{name}: its table is not tasks.json's list, in order"
+
+
+def test_each_verifier_opens_with_its_check_table():
+    """A verifier's docstring says how each of its checks is proved, one entry a check ("NN.N  …" at a line's
+    start), in tasks.json's order: the first thing a maintainer reads in every lesson."""
+    for lesson in READY:
+        verifiers = manifest.KIT_ROOT / lesson["folder"] / "verifiers"
+        for name in sorted({check["verifier"] for check in lesson["checks"]}):
+            doc = ast.get_docstring(ast.parse((verifiers / name).read_text(encoding="utf-8"))) or ""
+            entries = list(dict.fromkeys(re.findall(r"^(\d\d\.\d+)\s", doc, re.M)))
+            planned = [c["id"] for c in lesson["checks"] if c["verifier"] == name]
+            assert entries == planned, f"{name}: its docstring's check table lists {entries}, tasks.json {planned}"
 
 
 def test_every_check_of_a_ready_lesson_has_a_mutant():

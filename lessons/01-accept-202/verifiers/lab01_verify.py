@@ -1,4 +1,12 @@
-"""Verifier for lesson 01: prove checks 01.1–01.5 against the learner's api_states.py.
+"""Verifier for lesson 01: the learner's api_states.py, a job accepted with 202 and kept in memory.
+
+01.1  two POST /exports answer 202 with different ids; each Location, followed, answers 200 with the same id
+      and its product_ids, and the first still does after the second submit
+01.2  a new job reads queued, in the submit's answer and on GET; two unknown ids answer 404
+01.3  transition() raises ValueError for queued → succeeded and succeeded → running and leaves the record as
+      it was; then `python verify_states.py` passes and prints terminal transition rejected
+01.4  an empty list, 101 ids, non-integers and a missing field answer 422 and add no record; 100 ids pass
+01.5  exercise: GET's terminal field follows the stored status as it changes (no terminal field = not attempted)
 
 The judge never imports the learner's code: api_states runs in a probe (shared/probe.py) behind a TestClient,
 and the judge reads its in-memory records there.  verify_states.py runs as a subprocess; when it stops, 01.3

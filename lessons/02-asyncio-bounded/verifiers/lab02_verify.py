@@ -1,4 +1,23 @@
-"""Verifier for lesson 02: prove checks 02.1–02.10.
+"""Verifier for lesson 02: bounded concurrency with asyncio (bounded_async.py) and the asyncio note's scripts.
+
+02.1  the normal batch: collect_products returns 20 rows keyed by the right ids, main() prints completed 20,
+      four consumers took from the queue and each cleaned up once
+02.2  at most, and at least once exactly, two reads run at once; every queue created has maxsize 4; no read
+      keeps the event loop from running
+02.3  a 0.15 s budget: asyncio.timeout was asked for, batch timed out is printed, no partial result, every
+      consumer cleans up
+02.4  a ValueError on item 3 fails collect_products with an ExceptionGroup, nothing completed is printed,
+      every consumer cleans up
+02.5  exercise: a number of bounded_async's own follows the reads really running and another their peak
+      (≤ 2), on the normal and the timeout path, the count back at 0 (no such number = not attempted)
+02.6  asyncio_timeout_demo.py: a budget really expires, the cleanup line is printed while its task is
+      cancelled, and the result is quote:degraded
+02.7  experiment_relaxed.py: a budget ends in time, nothing is asked to cancel, result: quote:100
+02.8  experiment_swallow.py: a task asked to cancel returns a value instead, and wait_for hands that value back
+02.9  experiment_taskgroup.py: a TaskGroup ends with an ExceptionGroup holding the ValueError and its sibling
+      is cancelled, printing its cleanup
+02.10 experiment_shield.py: the shielded task still runs when the outer budget expires, and the script
+      cancel()s it afterwards and waits for it
 
 02.1–02.5 run the learner's bounded_async.main() in a child process (lab02_probe.py, a "probe"; see there),
 one per scenario: normal, a 0.15 s budget, and a ValueError on item 3.  It reports facts: reads running at

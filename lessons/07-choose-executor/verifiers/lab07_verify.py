@@ -1,4 +1,15 @@
-"""Verifier for lesson 07: checks 07.1–07.4 and 07.11 (decision.md and message_contract.py).
+"""Verifier for lesson 07: choosing the executor -- decision.md and message_contract.py.
+
+07.1  decision.md's workload table has a row for each of the four workloads, each saying where it runs
+      and what limits it
+07.2  message_contract.message is a dict of job_id and non-empty rows, each row the five product fields
+      with integer id and price_cents; it survives a JSON round trip under 64 KiB, and `python
+      message_contract.py` ends by printing its encoded size
+07.3  decision.md's broker, worker (Linux or WSL2), durable status, delivery and result backend lines
+07.4  extension: the message checker accepts plain messages and refuses values JSON cannot encode and
+      credential-like content (no checker = not attempted)
+07.11 exercise: decision.md's answer for a 3 s synchronous SDK that must survive an API restart names a
+      timeout, an idempotency key and durable state (no answer = not attempted)
 
 decision.md is parsed, not grepped: the workload table (header row, separator, data rows)
 and the `key: value` lines are read by structure, so a learner's own wording in Chinese or
