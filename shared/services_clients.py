@@ -3,6 +3,8 @@ point, root's through the socket), and whether each answers."""
 
 from __future__ import annotations
 
+import socket
+
 from shared import services as S
 
 
@@ -24,8 +26,21 @@ def mysql_connect(user: str, password: str, database: str | None = None, unix_so
                   timeout: float = 2.0, host: str = S.HOST, port: int = S.MYSQL_PORT):
     import pymysql
     if unix_socket:
-        return pymysql.connect(unix_socket=unix_socket, user=user, password=password, database=database,
-                               connect_timeout=timeout, autocommit=True, ssl_disabled=True)
+        # PyMySQL leaves its own AF_UNIX socket open when connect() to a missing or not yet listening socket
+        # fails (a ResourceWarning, an fd until the next GC): connect it here, where a failure closes it.
+        # (This path is native mode's MariaDB, whose root signs in with mysql_native_password.)
+        conn = pymysql.connect(unix_socket=unix_socket, user=user, password=password, database=database,
+                               connect_timeout=timeout, autocommit=True, ssl_disabled=True, defer_connect=True)
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.settimeout(timeout)
+            sock.connect(unix_socket)
+        except OSError as exc:
+            sock.close()
+            raise pymysql.err.OperationalError(2002, f"Can't connect to the server through socket {unix_socket!r} "
+                                                     f"({exc})") from exc
+        conn.connect(sock)  # a failed handshake closes the socket it was given
+        return conn
     return pymysql.connect(host=host, port=int(port), user=user, password=password, database=database,
                            connect_timeout=timeout, autocommit=True, ssl_disabled=is_loopback(host) or None)
 

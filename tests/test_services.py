@@ -251,3 +251,20 @@ def test_the_monitor_reads_through_an_account_that_can_only_select(running):
                 assert denied.value.args[0] in (1142, 1044), denied.value  # command denied to user
     finally:
         conn.close()
+
+
+def test_a_socket_nobody_listens_on_is_a_clear_error_and_leaves_no_socket_open(tmp_path):
+    import gc
+    import warnings
+
+    import pymysql
+    stale = tmp_path / "stale.sock"  # a socket file whose server is gone: connect() is refused
+    with socket.socket(socket.AF_UNIX) as gone:
+        gone.bind(str(stale))
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        for path in (tmp_path / "missing.sock", stale):
+            with pytest.raises(pymysql.err.OperationalError, match="through socket"):
+                mysql_connect("root", "x", unix_socket=str(path), timeout=1)
+        gc.collect()
+    assert [w for w in seen if issubclass(w.category, ResourceWarning)] == []
