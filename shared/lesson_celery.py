@@ -30,10 +30,10 @@ from typing import NamedTuple
 from urllib.parse import urlsplit
 
 from shared.i18n import t
+from shared.logs import LOG_DIR
 from shared.proc import Process, WaitTimeout, living_with, proc_stat, run_python, wait_until
 
 WORK = Path.cwd()
-LOG_DIR = Path(os.environ.get("TASKLAB_LOG_DIR") or WORK / ".check-logs")
 READY_MARK = " ready."  # celery's "<nodename> ready." log line
 
 

@@ -37,12 +37,12 @@ from lab02_probe import SHORT_BUDGET  # a constant only: the probe's code runs i
 from shared import probe_report
 from shared.figures import attach, bar, lane, lanes, mark, steps
 from shared.i18n import t
+from shared.logs import LOG_DIR
 from shared.tap import Check, once, run
 
 PROBE_TIMEOUT = 30.0  # a normal batch takes about 1 s; a batch that never ends is killed after this
 SCRIPT_TIMEOUT = 30.0  # the note's scripts take about half a second
 HERE = Path.cwd()
-LOGS = HERE / ".check-logs" / "02"
 
 
 def checks() -> list[Check]:
@@ -63,7 +63,7 @@ def checks() -> list[Check]:
 @once
 def probe_run(kind: str) -> dict:
     """One scenario in a child process: its report, {"hung": True}, or {"error": why there is none}."""
-    ran = probe_report.run(["lab02_probe.py", kind], LOGS, f"probe-{kind}", PROBE_TIMEOUT, HERE)
+    ran = probe_report.run(["lab02_probe.py", kind], LOG_DIR, f"probe-{kind}", PROBE_TIMEOUT, HERE)
     if ran.code is None:
         return {"hung": True}
     return ran.report if ran.report is not None else {"error": f"probe exited {ran.code}:\n{ran.output[-1500:]}"}
@@ -295,7 +295,7 @@ def note_run(c, name: str, budgets: bool = True) -> dict:
     if not (HERE / name).exists():  # the note's scripts are an extension beyond the course
         c.skip(t("not taken up: no {name}. What to write: {guide}, section \"Extension: the asyncio note's scripts\" "
                  "(the code and the lines to print)", name=name, guide=GUIDE))
-    ran = probe_report.run(["lab02_note.py", name], LOGS, Path(name).stem, SCRIPT_TIMEOUT, HERE, limit=None)
+    ran = probe_report.run(["lab02_note.py", name], LOG_DIR, Path(name).stem, SCRIPT_TIMEOUT, HERE, limit=None)
     assert ran.code is not None, t("python {name} did not end within {script_timeout:g} s (it takes about half a "
                                    "second)", name=name, script_timeout=SCRIPT_TIMEOUT)
     run = ran.report

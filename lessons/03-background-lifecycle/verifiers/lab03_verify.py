@@ -16,7 +16,7 @@
 uvicorn runs `lab03_app:app` (see there): the export's work is held while 03.1 looks, so "running" is seen
 while the work is provably under way, and a blocked event loop is written down.  While 03.1 waits, a blocked
 loop or an exception in the server's log after the response ends the wait at once, with the cause.  03.4
-reuses 03.1's uvicorn when both run.  Server logs and handshake files go to .check-logs/03/.
+reuses 03.1's uvicorn when both run.  Server logs and handshake files go to the log folder (shared/logs.py).
 """
 
 from __future__ import annotations
@@ -32,11 +32,11 @@ from urllib.parse import urlsplit
 from shared import handshake, probe_report
 from shared.i18n import t
 from shared.location import location_target
+from shared.logs import LOG_DIR
 from shared.proc import Process, WaitTimeout, start_uvicorn, wait_until
 from shared.tap import Check, exception_lines, once, run
 
 WORK = Path.cwd()
-LOGS = WORK / ".check-logs" / "03"
 APP = "lab03_app:app"  # the learner's api_background:app, its export's wait held (see above)
 TERMINAL = {"succeeded", "failed", "cancelled"}
 BOUND = 30.0  # backstop for waits that facts end in well under a second
@@ -72,11 +72,11 @@ class Servers:
         self.gate: Path | None = None
 
     def start(self, log_name: str, port: int | None = None) -> tuple[Process, int]:
-        gate = LOGS / f"gate-{Path(log_name).stem}"
+        gate = LOG_DIR / f"gate-{Path(log_name).stem}"
         shutil.rmtree(gate, ignore_errors=True)
         gate.mkdir(parents=True)
         os.environ["TASKLAB_EXPORT_GATE"] = str(gate)  # the server inherits it
-        log = LOGS / log_name
+        log = LOG_DIR / log_name
         log.unlink(missing_ok=True)  # Process appends; start every run with an empty log
         proc, port = start_uvicorn(APP, cwd=WORK, log_path=log, port=port, timeout=BOUND)
         self.started.append((proc, gate))
@@ -303,7 +303,7 @@ def not_registered() -> str:
 def helper_run(args: list[str], late: str) -> probe_report.Ran:
     """A kit helper run in the work folder (shared/probe_report.py).  `late`: the reason to fail with when it does
     not end within BOUND."""
-    ran = probe_report.run(args, LOGS, Path(args[0]).stem, BOUND, WORK)
+    ran = probe_report.run(args, LOG_DIR, Path(args[0]).stem, BOUND, WORK)
     assert ran.code is not None, late
     return ran
 

@@ -25,6 +25,7 @@ from lab04_probe import BOUND, IDS, SCRIPT, WORKERS, total  # the probe's own nu
 from lab04_stuck import STUCK_EXIT, describe
 from shared import probe_report
 from shared.i18n import t
+from shared.logs import LOG_DIR
 from shared.probe import LearnerRaised, Probe, shaped
 from shared.tap import Check, run
 
@@ -160,7 +161,7 @@ def check_join_and_exit(c) -> None:
 
     # The learner's own main block, under a watchdog: non-daemon threads, so the script ends only if
     # they all return; if they deadlock, the watchdog says where each one waits.
-    ran = probe_report.run(["lab04_stuck.py", SCRIPT], HERE / ".check-logs" / "04", "lab04_stuck", BOUND, HERE)
+    ran = probe_report.run(["lab04_stuck.py", SCRIPT], LOG_DIR, "lab04_stuck", BOUND, HERE)
     assert ran.code is not None, t("python {script} did not finish within {bound:g} s (stopped). Output so far: "
                                    "{strip!r}", script=SCRIPT, bound=BOUND, strip=ran.output.strip()[-200:])
     assert not (ran.code == STUCK_EXIT and ran.report), t("python {script} never ends: {where}. Send one None per "

@@ -36,11 +36,11 @@ from pathlib import Path
 from shared import probe_report
 from shared.figures import attach, bar, lane, lanes, mark, steps
 from shared.i18n import t
+from shared.logs import LOG_DIR
 from shared.probe import Opaque, Probe, shaped
 from shared.tap import Check, once, run
 
 HERE = Path.cwd()
-LOGS = HERE / ".check-logs" / "05"
 
 
 def checks() -> list[Check]:
@@ -64,7 +64,7 @@ class PoolRun:
         assert (HERE / name).exists(), t("{name} is missing (step 1)", name=name)
         self.name = name
         started = time.monotonic()
-        ran = probe_report.run(["lab05_driver.py", name], LOGS, Path(name).stem, RUN_BOUND, HERE, limit=None)
+        ran = probe_report.run(["lab05_driver.py", name], LOG_DIR, Path(name).stem, RUN_BOUND, HERE, limit=None)
         assert ran.code is not None, t("python {name} did not finish within {run_bound:g} s (stopped): leaving the "
                                        "with block waits for a call that never stops", name=name, run_bound=RUN_BOUND)
         self.seconds = time.monotonic() - started

@@ -22,7 +22,6 @@ import sys
 import time
 from pathlib import Path
 
-LOGS = Path.cwd() / ".check-logs" / "06"
 
 _REC: dict = {}
 
@@ -276,6 +275,7 @@ def probe() -> None:
     import runpy
 
     from shared.learner_spies import Lines
+    from shared.logs import LOG_DIR
 
     mode, *args = sys.argv[1:]
     _REC.update(_new_record())
@@ -286,9 +286,9 @@ def probe() -> None:
         path, fake, *extra = args
         timed = None
         if fake == "real":  # the workers note their calls' time spans here, for the figures
-            timed = str(LOGS / f"workers-{os.getpid()}.jsonl")
+            timed = str(LOG_DIR / f"workers-{os.getpid()}.jsonl")
             with contextlib.suppress(OSError):
-                LOGS.mkdir(parents=True, exist_ok=True)
+                LOG_DIR.mkdir(parents=True, exist_ok=True)
                 Path(timed).unlink(missing_ok=True)
         _attempt(lambda: _install(fake, timed))
         if _REC["error"] is None:

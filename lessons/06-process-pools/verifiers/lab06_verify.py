@@ -23,8 +23,8 @@ How: each scenario runs in a fresh interpreter (a "probe", lab06_probe.py) with 
 writes one JSON report (shared/probe_report.py); for the fault drills the pool's target is swapped for a
 top-level function of lab06_probe.py.  Timings are compared only with the learner's own timers -- never
 against a speed.  The serial-versus-pool timelines of 06.3 and 06.6 are pictures, never part of a verdict.
-Probe logs go to .check-logs/06/.  This file is the judge: it runs none of the learner's code and imports
-nothing from the probe, so neither the probe nor its workers load the judge.
+Probe logs go to the log folder (shared/logs.py).  This file is the judge: it runs none of the learner's code
+and imports nothing from the probe, so neither the probe nor its workers load the judge.
 """
 
 from __future__ import annotations
@@ -37,10 +37,10 @@ from pathlib import Path
 from shared import probe_report
 from shared.figures import attach, bar, lane, lanes, mark
 from shared.i18n import t
+from shared.logs import LOG_DIR
 from shared.tap import Check, once, run as run_checks  # `run` names a probe run here
 
 WORK = Path.cwd()
-LOGS = WORK / ".check-logs" / "06"
 PROBE = "import lab06_probe as p; p.probe()"  # a probe interpreter's program (python -c)
 ROUNDS_EXERCISE = (10, 2000)
 # The learner prints perf_counter() differences; allow for a value printed with 2 decimals.
@@ -64,7 +64,7 @@ def checks() -> list[Check]:
 
 def _run(args: list[str], name: str, timeout: float) -> probe_report.Ran:
     """`python ARGS` (pool workers included) with a bounded wait: a run that does not end fails the check."""
-    ran = probe_report.run(args, LOGS, name, timeout, WORK)
+    ran = probe_report.run(args, LOG_DIR, name, timeout, WORK)
     if ran.code is None:
         raise AssertionError(t("{argv} did not finish within {timeout:g} s:\n{tail}", argv=' '.join(args[:2]),
                                timeout=timeout, tail="\n".join(ran.output.splitlines()[-8:])))

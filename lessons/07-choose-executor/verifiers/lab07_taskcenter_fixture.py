@@ -15,11 +15,11 @@ from pathlib import Path
 
 from lab07_loopback import HOLD_CAP, Loopback
 from shared.i18n import t
+from shared.logs import LOG_DIR
 from shared.probe import Probe
 from shared.proc import Process, wait_until
 
 WORK = Path.cwd()
-LOGS = WORK / ".check-logs" / "07"
 CALL_TIMEOUT = 30.0  # the worker's call timeout where no check means a call to time out
 BOUND = 30.0  # backstop for waits that facts end in well under a second
 SLACK = 15.0  # a probe call's timeout beyond the bound the probe itself keeps
@@ -83,8 +83,8 @@ def events_of(records, tid, event=None):
 
 def fresh_db(name: str) -> Path:
     """A new SQLite file's path in the logs folder (any earlier one, and its WAL files, removed)."""
-    LOGS.mkdir(parents=True, exist_ok=True)
-    path = LOGS / name
+    LOG_DIR.mkdir(parents=True, exist_ok=True)
+    path = LOG_DIR / name
     for suffix in ("", "-wal", "-shm"):
         Path(f"{path}{suffix}").unlink(missing_ok=True)
     return path
@@ -157,7 +157,7 @@ def cancel_in_flight(lab: Loopback, store: int, db: Path, kind: str):
 
 def serve(db: Path, port: int, stale_after: float, log_name: str) -> Process:
     """`python -m taskcenter.main serve` on `db`, started here and ready on `port` (its recovery done)."""
-    log_path = LOGS / log_name
+    log_path = LOG_DIR / log_name
     log_path.unlink(missing_ok=True)
     proc = Process([sys.executable, "-m", "taskcenter.main", "serve", "--db", str(db), "--port", str(port),
                     "--call-timeout", str(HOLD_CAP), "--stale-after", str(stale_after), "--poll-interval", "0.02",

@@ -13,12 +13,11 @@ import asyncio
 import itertools
 import threading
 import time
-from pathlib import Path
 
 from shared.learner_spies import start_call
+from shared.logs import LOG_DIR
 
 BOUND = 30.0  # backstop for waits that facts end in well under a second
-LOGS = Path.cwd() / ".check-logs" / "07"
 _stream = None
 _sessions: dict[int, Session] = {}
 _numbers = itertools.count(1)
@@ -30,8 +29,8 @@ def load() -> None:
     import taskcenter.log
 
     if _stream is None:
-        LOGS.mkdir(parents=True, exist_ok=True)
-        _stream = open(LOGS / "inprocess.log", "a", encoding="utf-8")
+        LOG_DIR.mkdir(parents=True, exist_ok=True)
+        _stream = open(LOG_DIR / "inprocess.log", "a", encoding="utf-8")
         taskcenter.log.set_stream(_stream)  # the probe's output stays readable
 
 

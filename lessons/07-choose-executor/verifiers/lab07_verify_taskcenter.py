@@ -26,7 +26,7 @@ SQLite file (sqlite3), what the downstream saw (lab07_loopback.py, a server thre
 are fast by configuration (nothing waits out a real delay); a call times out only where a check means it to,
 elsewhere the call timeout is far above any loopback answer, so a busy machine cannot turn an answer into a
 retry.  Held requests end by facts (the release, the client hanging up), never by how long they took.  Logs
-go to .check-logs/07/; the helpers are in lab07_taskcenter_fixture.py.
+go to the log folder (shared/logs.py); the helpers are in lab07_taskcenter_fixture.py.
 """
 
 from __future__ import annotations
