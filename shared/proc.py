@@ -7,6 +7,7 @@ answer); none sleeps and hopes.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import signal
 import socket
@@ -71,6 +72,18 @@ def kill_pid(pid: int, timeout: float, what: str, interval: float = 0.05) -> Non
     case), then wait until it runs no more (gone, or a zombie its parent has not reaped yet)."""
     os.kill(pid, signal.SIGKILL)
     wait_until(lambda: is_zombie(pid), timeout, what, interval=interval)
+
+
+@contextlib.contextmanager
+def stopped(pid: int):
+    """This one process (not its group: a worker's pool children run on) stopped for the block -- SIGSTOP,
+    then SIGCONT however the block ends; a process gone meanwhile is left to the block's own checks."""
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGCONT)
 
 
 def free_port() -> int:

@@ -336,3 +336,17 @@ def test_once_makes_a_run_once_and_raises_its_failure_again_in_every_later_call(
         with pytest.raises(AssertionError, match="the run gave no report"):
             run("broken")
     assert made == [("a", 1), ("a", 2), ("broken", 1)]
+
+
+def test_stopped_holds_one_process_for_the_block_and_continues_it_however_the_block_ends(tmp_path):
+    from shared.proc import stopped
+    proc = _printer(tmp_path, "sleeper", "import time; time.sleep(60)")
+    state = lambda: proc_stat(proc.pid)[2]  # noqa: E731
+    try:
+        with pytest.raises(RuntimeError), stopped(proc.pid):
+            wait_until(lambda: state() == "T", 10, "the process to stop")
+            raise RuntimeError("the block failed")
+        wait_until(lambda: state() != "T", 10, "the process to run again")
+        assert proc.alive()
+    finally:
+        proc.stop(grace=1)

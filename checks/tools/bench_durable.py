@@ -30,10 +30,10 @@ from pathlib import Path
 from uuid import uuid4
 
 from shared.handshake import go, ready, wait_go, wait_result, write_result
+from shared.logs import LOG_DIR
 from shared.proc import WaitTimeout
 
 HERE = Path.cwd()
-LOG_DIR = Path(os.environ.get("TASKLAB_LOG_DIR") or HERE / ".check-logs")
 BIG_LIMIT = "1000000"
 PRESETS = {"full": {"noop": 3000, "durable": 1500, "admissions": 2000},
            "quick": {"noop": 1000, "durable": 500, "admissions": 800}}

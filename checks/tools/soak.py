@@ -36,12 +36,12 @@ import pymysql
 
 from shared import servicectl
 from shared.lesson_celery import children_of, read_events
+from shared.logs import LOG_DIR
 from shared.lesson_db import kit_db
 from shared.lesson_db import sql as rows
 from shared.proc import Process
 
 WORK = Path.cwd()
-LOG_DIR = Path(os.environ.get("TASKLAB_LOG_DIR") or WORK / "logs")
 DELIVERIES = LOG_DIR / "soak-deliveries.jsonl"
 TERMINAL = ("succeeded", "failed", "cancelled")
 

@@ -42,9 +42,7 @@ their drills, lab15_fixture.py the lab they run in, lab15_figures.py the timelin
 from __future__ import annotations
 
 import contextlib
-import os
 import re
-import signal
 import time
 from uuid import uuid4
 
@@ -60,7 +58,7 @@ from shared.figures import attach
 from shared.i18n import t
 from shared.lesson_db import (UUID_RE, dead_letters, fill_admission, job_row, lease_token_of, move_back, payload_of,
                               request_cancel, server_now, set_ago, sql)
-from shared.proc import WaitTimeout, kill_pid, wait_until
+from shared.proc import WaitTimeout, kill_pid, stopped, wait_until
 from shared.tap import Check, run
 
 
@@ -203,50 +201,52 @@ def check_lease_recovery(c) -> None:
         # stopped from before the kill until recovery has been judged, so that delivery comes during the
         # backoff or after it, never between recover_batch and the read of its row: there a claim that
         # ignores the backoff (15.5's mistake) would look like a recovery that left the job running.
-        os.kill(worker.pid, signal.SIGSTOP)
-        kill_pid(child, 10, f"pool child {child} to die")
-        c.note(t("job {job_id} mid-write: worker child {child} SIGKILLed (running, attempts=1)", job_id=short(job_id),
-                 child=child))
-        task_id = first[0]["id"]
+        with stopped(worker.pid):  # continued, its claim of the old message finds the job in its backoff
+            kill_pid(child, 10, f"pool child {child} to die")
+            c.note(t("job {job_id} mid-write: worker child {child} SIGKILLed (running, attempts=1)",
+                     job_id=short(job_id), child=child))
+            task_id = first[0]["id"]
 
-        tl["scan_live"] = time.time()
-        scan(rec)
-        live = job_row(job_id)
-        c.note(t("recover_batch() with the lease still live → row {status}, token unchanged: {value}",
-                 status=live['status'], value=live['lease_token'] == before['lease_token']))
-        assert live["status"] == "running" and live["lease_token"] == before["lease_token"], t(
-            "the scan touched a running job whose lease is still live: recover only jobs whose lease_until has passed")
+            tl["scan_live"] = time.time()
+            scan(rec)
+            live = job_row(job_id)
+            c.note(t("recover_batch() with the lease still live → row {status}, token unchanged: {value}",
+                     status=live['status'], value=live['lease_token'] == before['lease_token']))
+            assert live["status"] == "running" and live["lease_token"] == before["lease_token"], t(
+                "the scan touched a running job whose lease is still live: recover only jobs whose lease_until "
+                "has passed")
 
-        tl["expire"] = time.time()
-        expire_lease(job_id)
-        # The scan's NOW(6) lies between the server's clock read just before and just after it, so
-        # next_attempt_at - 10 s must too, however slowly the scan ran.
-        before = server_now()
-        tl["scan"] = time.time()
-        scan(rec)
-        after = server_now()
-        row = job_row(job_id)
-        pending = unsent(job_id)
-        since_start = (row["next_attempt_at"] - before).total_seconds()
-        since_end = (row["next_attempt_at"] - after).total_seconds()
-        tl["backoff"] = since_start
-        c.note(t("lease moved into the past, recover_batch() → {status}, error_code={error_code}, "
-                 "attempts={attempts}, next_attempt_at = {since_start:.1f}s after the scan began / {since_end:.1f}s "
-                 "after it returned; {n_pending} unsent event(s)", status=row['status'], error_code=row['error_code'],
-                 attempts=row['attempts'], since_start=since_start, since_end=since_end, n_pending=len(pending)))
-        assert row["status"] == "queued" and row["lease_token"] is None, t(
-            "a job with an expired lease should be queued again without a token, got {status}", status=row['status'])
-        assert row["attempts"] == 1, t("recovery changed attempts to {attempts}: recovery never resets or adds "
-                                       "attempts", attempts=row['attempts'])
-        assert since_start >= 9 and since_end <= 11, t("next_attempt_at should be 10 s after the scan, got "
-                                                       "{since_start:.1f}s after the scan began",
-                                                       since_start=since_start)
-        assert len(pending) == 1, t("recovery should add exactly 1 unsent event, found {n_pending}",
-                                    n_pending=len(pending))
-        event = pending[0]
-        assert event["id"] != task_id and event["available_at"] == row["next_attempt_at"], t(
-            "the new event's available_at must equal the job's next_attempt_at (one backoff)")
-        os.kill(worker.pid, signal.SIGCONT)  # its claim of the old message now finds the job in its backoff
+            tl["expire"] = time.time()
+            expire_lease(job_id)
+            # The scan's NOW(6) lies between the server's clock read just before and just after it, so
+            # next_attempt_at - 10 s must too, however slowly the scan ran.
+            before = server_now()
+            tl["scan"] = time.time()
+            scan(rec)
+            after = server_now()
+            row = job_row(job_id)
+            pending = unsent(job_id)
+            since_start = (row["next_attempt_at"] - before).total_seconds()
+            since_end = (row["next_attempt_at"] - after).total_seconds()
+            tl["backoff"] = since_start
+            c.note(t("lease moved into the past, recover_batch() → {status}, error_code={error_code}, "
+                     "attempts={attempts}, next_attempt_at = {since_start:.1f}s after the scan began / "
+                     "{since_end:.1f}s after it returned; {n_pending} unsent event(s)", status=row['status'],
+                     error_code=row['error_code'], attempts=row['attempts'], since_start=since_start,
+                     since_end=since_end, n_pending=len(pending)))
+            assert row["status"] == "queued" and row["lease_token"] is None, t(
+                "a job with an expired lease should be queued again without a token, got {status}",
+                status=row['status'])
+            assert row["attempts"] == 1, t("recovery changed attempts to {attempts}: recovery never resets or adds "
+                                           "attempts", attempts=row['attempts'])
+            assert since_start >= 9 and since_end <= 11, t("next_attempt_at should be 10 s after the scan, got "
+                                                           "{since_start:.1f}s after the scan began",
+                                                           since_start=since_start)
+            assert len(pending) == 1, t("recovery should add exactly 1 unsent event, found {n_pending}",
+                                        n_pending=len(pending))
+            event = pending[0]
+            assert event["id"] != task_id and event["available_at"] == row["next_attempt_at"], t(
+                "the new event's available_at must equal the job's next_attempt_at (one backoff)")
 
         tl["pub_wait"] = time.time()
         with parked({event["id"]}):
@@ -273,8 +273,6 @@ def check_lease_recovery(c) -> None:
         c.note(t("recovery event {id} delivered {n_claimed_by} time(s); result file {name} holds the submit-time "
                  "snapshot", id=short(event['id']), n_claimed_by=len(claimed_by), name=path.name))
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(worker.pid, signal.SIGCONT)  # whatever failed above, the worker runs again
         attach(c, lambda: recovery_lanes(job_id, tl))  # pass or fail: what happened so far
         GATE.release(job_id, phase="write")
         retire(jobs)

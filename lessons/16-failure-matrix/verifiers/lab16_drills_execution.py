@@ -6,10 +6,7 @@ cache.  How a drill runs and what its verdict rests on: lab16_cases.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import signal
 from uuid import uuid4
 
 from lab16_fixture import (GATE, PROBE, RESULT_TTL, ask, claim_seconds_left, confirm_lost, deliveries, events_of,
@@ -21,7 +18,7 @@ from shared import handshake
 from shared.lesson_celery import WORK, redact, run_script, setting, short
 from shared.i18n import t
 from shared.lesson_db import dead_letters, job_event_counts, job_row, request_cancel, wait_status
-from shared.proc import free_port, kill_pid, wait_until
+from shared.proc import free_port, kill_pid, stopped, wait_until
 
 
 def raised(error: Exception | None) -> str:
@@ -119,8 +116,7 @@ def case_worker_exit(row: Row, stack) -> None:
     # from before the kill until recovery has queued the job, so the redelivery comes during the backoff or
     # after it, never between recover_batch and the read of the row: there a claim that ignores the backoff
     # (15.5's mistake) would look like a recovery that never queued the job.
-    os.kill(stack.worker.pid, signal.SIGSTOP)
-    try:
+    with stopped(stack.worker.pid):  # continued, its claim of the old message finds the job in its backoff
         with row.fault(t("SIGKILL to the pool child holding the lease, pid {pid}", pid=pid)):
             kill_pid(pid, 30, t("pid {pid} to die", pid=pid), interval=0.02)
             still = job_row(job)
@@ -132,9 +128,6 @@ def case_worker_exit(row: Row, stack) -> None:
         row.recover()
         scan_until(stack, job, ("queued",))
         backoff = seconds_until(job, "next_attempt_at")
-    finally:
-        with contextlib.suppress(ProcessLookupError):  # a worker that died meanwhile fails the row's later steps
-            os.kill(stack.worker.pid, signal.SIGCONT)  # its claim of the old message finds the job in its backoff
     row.note(t("recover_batch → queued, next_attempt_at {backoff:.1f}s ahead", backoff=backoff))
     row.advance(job, backoff + 0.001)
     settle(row, job, condition=lambda r: r["attempts"] >= 2 and r["status"] in ("running", "succeeded"))
