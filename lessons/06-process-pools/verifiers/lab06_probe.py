@@ -19,6 +19,7 @@ import contextlib
 import json
 import os
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -117,6 +118,14 @@ def _describe_error(exc: BaseException) -> dict:
     }
 
 
+def _nudge(manager, wakeup, lock, done) -> None:
+    """Wake a pool's manager thread every 50 ms until shutdown() has returned (see RecordingPool.shutdown).
+    Under the pool's shutdown lock, as the pool itself wakes it; a wake-up of a closed pool is a no-op."""
+    while not done.wait(0.05) and manager.is_alive():
+        with lock:
+            wakeup.wakeup()
+
+
 def _recording_pool(swap, timed: str | None = None):
     """A ProcessPoolExecutor that records how it is built and used; `swap` replaces its target.
     `timed`: a file the workers note each call's time span in (for the figures), when the target is one a
@@ -179,10 +188,19 @@ def _recording_pool(swap, timed: str | None = None):
             future.add_done_callback(done)
             return future
 
-        def shutdown(self, *args, **kwargs):
+        def shutdown(self, wait=True, *, cancel_futures=False):
+            # CPython before 3.11.4 (gh-94440; Debian 12's python3 is 3.11.2): once map() has failed and
+            # cancelled its other calls, the pool's manager thread can wait for a wake-up that never
+            # comes, and shutdown(wait=True) -- the end of the learner's `with` -- never returns.  Waking
+            # it again while shutdown waits changes nothing on a fixed Python and ends the wait here.
+            manager, done = self._executor_manager_thread, threading.Event()
+            if wait and manager is not None:
+                threading.Thread(target=_nudge, daemon=True, args=(manager, self._executor_manager_thread_wakeup,
+                                                                   self._shutdown_lock, done)).start()
             try:
-                return super().shutdown(*args, **kwargs)
+                return super().shutdown(wait, cancel_futures=cancel_futures)
             finally:
+                done.set()
                 self._lab_info["t_shutdown"] = time.perf_counter()
 
     return RecordingPool

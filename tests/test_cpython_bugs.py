@@ -1,0 +1,62 @@
+"""CPython bugs a kit probe works around, reproduced on every Python 3.11+ this machine has.
+
+The kit's own .venv may run a fixed Python while a learner's runs an older one (Debian 12's python3 is
+3.11.2), so each workaround is tried with the suite's interpreter and with the system's, and the bug
+itself is shown to be there wherever the version says it should be -- else the test would prove nothing.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from checks.sandbox import verifiers_dir
+from shared import manifest
+
+LESSON06_VERIFIERS = verifiers_dir(manifest.lesson("06"))
+PYTHONS = sorted({sys.executable, *[p for p in ("/usr/bin/python3",) if Path(p).exists()]})
+
+
+def _version(python: str) -> tuple[int, ...]:
+    out = subprocess.run([python, "-c", "import sys; print(*sys.version_info[:3])"], capture_output=True,
+                         text=True, timeout=30)
+    return tuple(int(part) for part in out.stdout.split()) if out.returncode == 0 else ()
+
+
+def _ends(python: str, pool: str, within: float) -> bool:
+    """gh-94440's four lines with `pool` (an expression naming a ProcessPoolExecutor class): does
+    shutdown(wait=True) return within `within` seconds?"""
+    script = textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {str(LESSON06_VERIFIERS)!r})
+        import concurrent.futures
+        import lab06_probe
+        lab06_probe._REC.update(lab06_probe._new_record())
+        pool = ({pool})(1)
+        pool.submit(int).result()
+        pool.submit(int).cancel()
+        pool.shutdown(wait=True)
+        print("ended")
+    """)
+    try:
+        out = subprocess.run([python, "-c", script], capture_output=True, text=True, timeout=within)
+    except subprocess.TimeoutExpired:
+        return False
+    assert out.returncode == 0, out.stderr
+    return out.stdout.strip() == "ended"
+
+
+@pytest.mark.parametrize("python", PYTHONS)
+def test_lesson06_recording_pool_shuts_down_where_cpython_would_hang(python):
+    """gh-94440 (fixed in 3.11.4): shutdown(wait=True) after a call was cancelled can wait forever -- what
+    ending a `with` block whose map() failed on a local function does.  Lesson 06.4's probe must end."""
+    version = _version(python)
+    if version < (3, 11):
+        pytest.skip(f"{python} is not Python 3.11+")
+    if version < (3, 11, 4):  # the bug is there: the plain pool hangs, so the next assert means something
+        assert not _ends(python, "concurrent.futures.ProcessPoolExecutor", within=5)
+    assert _ends(python, "lab06_probe._recording_pool(None)", within=60)
