@@ -7,6 +7,8 @@ itself is shown to be there wherever the version says it should be -- else the t
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -42,12 +44,17 @@ def _ends(python: str, pool: str, within: float) -> bool:
         pool.shutdown(wait=True)
         print("ended")
     """)
+    # Its own session: a hung pool's workers are in its group, and go with it.
+    proc = subprocess.Popen([python, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
     try:
-        out = subprocess.run([python, "-c", script], capture_output=True, text=True, timeout=within)
+        out, err = proc.communicate(timeout=within)
     except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)  # not reaped yet: the group is still this one's
+        proc.communicate()
         return False
-    assert out.returncode == 0, out.stderr
-    return out.stdout.strip() == "ended"
+    assert proc.returncode == 0, err
+    return out.strip() == "ended"
 
 
 @pytest.mark.parametrize("python", PYTHONS)
