@@ -21,7 +21,6 @@ import os
 import random
 import re
 import signal
-import subprocess
 import sys
 import tempfile
 import threading
@@ -124,7 +123,7 @@ class Runner:
         self.series.planned = len(self.pending)
         self.lock = threading.Lock()
         self.stopping = threading.Event()
-        self.children: dict[int, subprocess.Popen] = {}  # slot -> the run under way there
+        self.children: dict[int, Process] = {}  # slot -> the run under way there
         self.scratch = Path(tempfile.mkdtemp(prefix="lab-repeat-"))
         _remove_tree(out / "runs")  # this series' reports only: an earlier series' are not its evidence
         self.started = 0.0
@@ -146,17 +145,17 @@ class Runner:
             if self.stopping.is_set():
                 return
             # Its own session: a Ctrl-C in the terminal reaches the series, which stops the runs in order.
-            proc = subprocess.Popen(self.command(run, self.series.lab), env=env, stdout=subprocess.PIPE,
-                                    stderr=subprocess.STDOUT, text=True, encoding="utf-8", errors="replace",
-                                    start_new_session=True)
+            proc = Process(self.command(run, self.series.lab), cwd=Path.cwd(), env=env,
+                           log_path=self.scratch / f"run-{run.lesson}-{run.number}.log")
             self.children[slot] = proc
-        output, _ = proc.communicate()
-        with self.lock:
+        ended(proc)
+        with self.lock:  # reaped only under the lock, so stop_children never signals a reaped group
             self.children.pop(slot, None)
+            run.exit_code = proc.stop(grace=0)  # and what it left running in its group is killed
             if self.stopping.is_set():
                 return  # stopped part-way: its report (if any) is not a verdict
-        run.seconds, run.exit_code = time.monotonic() - started, proc.returncode
-        run.tests = read_report(run, output)
+        run.seconds = time.monotonic() - started
+        run.tests = read_report(run, proc.log_text())
         with self.lock:
             self.series.runs.append(run)
             print(self.progress_line(run), file=self.stream, flush=True)
@@ -182,22 +181,20 @@ class Runner:
 
     def stop_children(self) -> None:
         """SIGINT to every run's process group (the runner ends its boxes and servers, as on a Ctrl-C of its
-        own); a run still there after STOP_GRACE has its group killed."""
+        own); what is left of a group after STOP_GRACE is killed.  A run's worker kills what its run left
+        in its group as soon as the run itself ends -- a process that never heard the Ctrl-C too."""
         with self.lock:
             self.stopping.set()
             children = list(self.children.values())
-        for proc in children:
-            _signal_group(proc, signal.SIGINT)
+            for proc in children:
+                proc.signal_group(signal.SIGINT)
         deadline = time.monotonic() + STOP_GRACE
         for proc in children:
-            try:
-                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                _signal_group(proc, signal.SIGKILL)  # its leader still runs, so the group id is still its own
-                try:
-                    proc.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    pass  # unkillable (stuck in the kernel): its worker thread's join is bounded too
+            while proc.alive() and time.monotonic() < deadline:
+                time.sleep(0.05)
+        with self.lock:
+            for proc in children:
+                proc.signal_group(signal.SIGKILL)  # a no-op once its worker has reaped it
 
     def go(self) -> Series:
         series = self.series
@@ -226,10 +223,12 @@ class Runner:
         return series
 
 
-def _signal_group(proc: subprocess.Popen, sig: int) -> None:
+def ended(proc: Process) -> None:
+    """Wait until the process itself has ended, without reaping it: until it is reaped, its pid -- its
+    group's id -- cannot pass to another process, so its group can still be signalled safely."""
     try:
-        os.killpg(proc.pid, sig)  # its own session: the group id is its pid, never another's
-    except (ProcessLookupError, PermissionError):
+        os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)
+    except ChildProcessError:  # already reaped
         pass
 
 

@@ -1,4 +1,5 @@
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -13,6 +14,12 @@ _worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
 # beside both.
 # LAB_TEST_SLOT pins one slot instead (a developer running a few tests beside other runs).
 os.environ["LAB_SLOT"] = os.environ.get("LAB_TEST_SLOT") or str(4 + int(_worker[2:] or 0) % 4)
+
+# Tests that press Ctrl-C (SIGINT) on a process they start need it heard as a terminal delivers it.  A suite
+# started with SIGINT ignored (put in the background by a shell without job control) would hand that on
+# to every process it starts; a handler here is not inherited, so each starts with the default instead.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def _controller() -> bool:

@@ -12,6 +12,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from checks import repeat
 from tests import orphans
 
@@ -110,12 +112,17 @@ HANG_SERIES = textwrap.dedent("""
     import sys
     from pathlib import Path
     from checks import repeat
-    # Each run: writes a report after run 1, else leaves a grandchild in its group and hangs.
+    # Each run: writes a report after run 1, else starts a grandchild in its group and hangs.  The
+    # grandchild, of argv[2]'s kind -- 'plain', or 'deaf': it ignores SIGINT, as one does that was started
+    # just as the Ctrl-C reached its group -- holds the run's output open, and says it is there by
+    # creating the file REPORT.grandchild.
+    grandchild = {"plain": "", "deaf": "import signal; signal.signal(signal.SIGINT, signal.SIG_IGN); "}[sys.argv[2]]
+    grandchild += "import sys, time; open(sys.argv[1], 'w').close(); time.sleep(600)"
     script = ("import json, subprocess, sys, time\\n"
               "if sys.argv[2] == '1':\\n"
               "    open(sys.argv[1], 'w').write(json.dumps({'tests': [{'id': '01.1', 'status': 'pass'}]}))\\n"
               "    sys.exit(0)\\n"
-              "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'])\\n"
+              f"subprocess.Popen([sys.executable, '-c', {grandchild!r}, sys.argv[1] + '.grandchild'])\\n"
               "print('hanging', flush=True); time.sleep(600)\\n")
     series, rows = repeat.repeat(["01"], times=6, parallel=2, burn=1, out=Path(sys.argv[1]), seed=3,
                                  command=lambda run, lab: [sys.executable, "-c", script, str(run.report),
@@ -124,12 +131,15 @@ HANG_SERIES = textwrap.dedent("""
 """)
 
 
-def test_ctrl_c_stops_the_series_prints_what_was_seen_and_leaves_no_process(tmp_path):
+@pytest.mark.parametrize("grandchild", ["plain", "deaf"])
+def test_ctrl_c_stops_the_series_prints_what_was_seen_and_leaves_no_process(tmp_path, grandchild):
     with orphans.adopting() as left:
-        proc = subprocess.Popen([sys.executable, "-c", HANG_SERIES, str(tmp_path)], cwd=KIT_ROOT, text=True,
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=dict(os.environ, LAB_LANG="en"))
-        # "[1/6]": run 1 has finished, so the series is under way and runs hang in both slots
-        out, code = orphans.interrupt_once(proc, "[1/6]", timeout=60)
+        proc = subprocess.Popen([sys.executable, "-c", HANG_SERIES, str(tmp_path), grandchild], cwd=KIT_ROOT,
+                                text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                env=dict(os.environ, LAB_LANG="en"))
+        # Run 1 has finished ("[1/6]") and runs 2 and 3 hang, each with its grandchild there.
+        hanging = lambda: len(list((tmp_path / "runs").glob("*.grandchild"))) == 2  # noqa: E731
+        out, code = orphans.interrupt_once(proc, "[1/6]", timeout=60, ready=hanging)
         assert code == 130, out
         assert "stopping" in out and "stopped after 1 of 6 runs" in out and "01.1" in out and "passed 1/1" in out
         assert left() == {}
