@@ -13,7 +13,8 @@
 02.6  asyncio_timeout_demo.py: a budget really expires, the cleanup line is printed while its task is
       cancelled, and the result is quote:degraded
 02.7  experiment_relaxed.py: a budget ends in time, nothing is asked to cancel, result: quote:100
-02.8  experiment_swallow.py: a task asked to cancel returns a value instead, and wait_for hands that value back
+02.8  experiment_swallow.py: a budget asks its work to cancel, the work returns a value instead, and
+      wait_for hands that value back
 02.9  experiment_taskgroup.py: a TaskGroup ends with an ExceptionGroup holding the ValueError and its sibling
       is cancelled, printing its cleanup
 02.10 experiment_shield.py: the shielded task still runs when the outer budget expires, and the script
@@ -369,15 +370,17 @@ def check_relaxed(c) -> None:
 
 def check_swallow(c) -> None:
     run = note_run(c, "experiment_swallow.py")
-    swallowed = [task for task in run["tasks"] if task["cancel_calls"] and task["state"] == "returned"]
+    # A budget that asked its work to cancel and still returned: the work swallowed the cancel.  Python 3.11's
+    # wait_for cancels the task it waits for; from 3.12 it cancels the task that waits, which passes the
+    # cancel on to what it awaits -- either way the cancel() call falls inside the budget.
+    cancels = [call for task in run["tasks"] for call in task["cancel_calls"]]
+    swallowed = [b for b in run["budgets"] if b.get("outcome") == "returned"
+                 and any(b["start"] < call < b["end"] for call in cancels)]
     assert swallowed, t(
         "no task went on to return after it was asked to cancel: the counter-example's slow call swallows "
         "CancelledError (return in the except, no raise) (printing the lines is not enough: the script must do what "
         "they say)")
     value = swallowed[0].get("value")
-    c.note(t("task #{id} was asked to cancel and returned {value!r} instead", id=swallowed[0]['id'], value=value))
-    handed = [b for b in run["budgets"] if b.get("outcome") == "returned" and b.get("value") == value]
-    assert handed, t("the budget did not hand back the swallowed value {value!r} (wait_for returns it)", value=value)
     assert f"result: {value}" in run["texts"], t("expected result: {value} (the cancel was swallowed and wait_for "
                                                  "got that value)", value=value)
     assert "timeout" not in run["texts"] and "result: quote:degraded" not in run["texts"], t(
