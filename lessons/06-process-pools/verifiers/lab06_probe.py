@@ -109,11 +109,16 @@ def _describe_error(exc: BaseException) -> dict:
     import traceback
     from concurrent.futures.process import BrokenProcessPool
     text = str(exc)
+    # Raised while the pool pickled a call: Python 3.13 says "Can't get local object" (an AttributeError)
+    # where 3.11 and 3.12 say "Can't pickle local object", but every one is raised inside multiprocessing's
+    # reduction.dumps, as the traceback the pool hands back shows.
+    pickling = any(frame.name == "dumps" and frame.filename.endswith(os.path.join("multiprocessing", "reduction.py"))
+                   for frame in traceback.extract_tb(exc.__traceback__))
     return {
         "type": type(exc).__name__,
         "message": text[:400],
         "bpp": isinstance(exc, BrokenProcessPool),
-        "pickle": isinstance(exc, pickle.PicklingError) or "pickl" in text.lower(),
+        "pickle": isinstance(exc, pickle.PicklingError) or "pickl" in text.lower() or pickling,
         "tail": "".join(traceback.format_exception(exc)).rstrip().splitlines()[-6:],
     }
 
