@@ -211,11 +211,13 @@ def test_ctrl_c_in_make_watch_ends_quietly(tmp_path):
     # As a learner does it: make watch in a terminal, then Ctrl-C — no traceback, no make error line.
     import pty
     lab = _lesson01_folder(tmp_path)
-    pid, fd = pty.fork()
-    if pid == 0:  # the child: make in a terminal of its own
-        os.chdir(KIT_ROOT)
-        os.environ.update(LAB_LANG="en", LAB_HOME=str(tmp_path / "home"))
-        os.execvp("make", ["make", "watch", "LESSON=01", f"LAB={lab}"])
+    # make in a terminal of its own: a new session whose controlling terminal is the pty (util-linux's
+    # setsid --ctty), started without forking this multi-threaded process by hand (pty.fork).
+    fd, terminal = pty.openpty()
+    make = subprocess.Popen(["setsid", "--ctty", "make", "watch", "LESSON=01", f"LAB={lab}"], cwd=KIT_ROOT,
+                            stdin=terminal, stdout=terminal, stderr=terminal,
+                            env=dict(os.environ, LAB_LANG="en", LAB_HOME=str(tmp_path / "home")))
+    os.close(terminal)
     seen = b""
     deadline = time.monotonic() + 120
     while b"watching" not in seen and time.monotonic() < deadline:
@@ -233,7 +235,8 @@ def test_ctrl_c_in_make_watch_ends_quietly(tmp_path):
         if not chunk:
             break
         seen += chunk
-    os.waitpid(pid, 0)
+    make.wait(timeout=30)
+    os.close(fd)
     text = seen.decode(errors="replace")
     assert "stopped watching" in text and "make: ***" not in text and "Traceback" not in text, text
 

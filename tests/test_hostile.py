@@ -473,10 +473,11 @@ def test_a_class_with_hostile_folders_is_graded_and_the_good_folder_passes(tmp_p
 def test_the_mariadb_template_is_made_once_when_many_runs_ask_at_once(tmp_path):
     """A fresh clone's parallel test workers all want the template at the same moment: one makes it
     (its temporary tables in a folder of its own), the others wait and use it."""
+    import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
     if shutil.which("mariadb-install-db") is None:
         pytest.skip("no mariadb-install-db (as root: apt-get install -y mariadb-server)")
-    with ProcessPoolExecutor(3) as pool:
+    with ProcessPoolExecutor(3, mp_context=multiprocessing.get_context("spawn")) as pool:  # no fork of threads
         made = list(pool.map(box.mariadb_template, [tmp_path] * 3))
     assert len(set(made)) == 1 and (made[0] / "mysql").is_dir()
     assert [p.name for p in made[0].parent.iterdir() if p.name.endswith((".tmp", ".scratch"))] == []
