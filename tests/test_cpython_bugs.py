@@ -1,8 +1,7 @@
-"""CPython bugs a kit probe works around, reproduced on every Python 3.11+ this machine has.
+"""CPython bugs a kit probe works around, tried on every Python 3.11+ this machine has.
 
 The kit's own .venv may run a fixed Python while a learner's runs an older one (Debian 12's python3 is
-3.11.2), so each workaround is tried with the suite's interpreter and with the system's, and the bug
-itself is shown to be there wherever the version says it should be -- else the test would prove nothing.
+3.11.2), so each workaround is tried with the suite's interpreter and with the system's.
 """
 
 from __future__ import annotations
@@ -29,16 +28,15 @@ def _version(python: str) -> tuple[int, ...]:
     return tuple(int(part) for part in out.stdout.split()) if out.returncode == 0 else ()
 
 
-def _ends(python: str, pool: str, within: float) -> bool:
-    """gh-94440's four lines with `pool` (an expression naming a ProcessPoolExecutor class): does
-    shutdown(wait=True) return within `within` seconds?"""
+def _ends(python: str, within: float) -> bool:
+    """gh-94440's four lines with lesson 06's recording pool: does shutdown(wait=True) return within
+    `within` seconds?"""
     script = textwrap.dedent(f"""
         import sys
         sys.path.insert(0, {str(LESSON06_VERIFIERS)!r})
-        import concurrent.futures
         import lab06_probe
         lab06_probe._REC.update(lab06_probe._new_record())
-        pool = ({pool})(1)
+        pool = lab06_probe._recording_pool(None)(1)
         pool.submit(int).result()
         pool.submit(int).cancel()
         pool.shutdown(wait=True)
@@ -60,10 +58,11 @@ def _ends(python: str, pool: str, within: float) -> bool:
 @pytest.mark.parametrize("python", PYTHONS)
 def test_lesson06_recording_pool_shuts_down_where_cpython_would_hang(python):
     """gh-94440 (fixed in 3.11.4): shutdown(wait=True) after a call was cancelled can wait forever -- what
-    ending a `with` block whose map() failed on a local function does.  Lesson 06.4's probe must end."""
-    version = _version(python)
-    if version < (3, 11):
+    ending a `with` block whose map() failed on a local function does.  Lesson 06.4's probe must end.
+
+    Whether a plain pool hangs here is a race (the cancel must come before the pool's manager thread sees
+    the call): on Debian's 3.11.2 it hung 5 times of 5 on an idle machine, and this test failed there
+    without the workaround, but under load the manager can win, so that is not asserted."""
+    if _version(python) < (3, 11):
         pytest.skip(f"{python} is not Python 3.11+")
-    if version < (3, 11, 4):  # the bug is there: the plain pool hangs, so the next assert means something
-        assert not _ends(python, "concurrent.futures.ProcessPoolExecutor", within=5)
-    assert _ends(python, "lab06_probe._recording_pool(None)", within=60)
+    assert _ends(python, within=60)
