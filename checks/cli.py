@@ -324,6 +324,9 @@ COMMANDS = {"list": cmd_list, "run": cmd_run, "check": cmd_check, "lesson": cmd_
             "monitor": cmd_monitor}
 
 
+RUNS_NOTHING = {"list", "help", "table", "diff", "clean"}  # commands that only read and print: any platform
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     try:
@@ -331,9 +334,14 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as exc:  # argparse already printed the usage
         return 2 if exc.code else 0
     try:
+        from checks import doctor
         if args.command == "doctor":
-            from checks import doctor
             return doctor.run()
+        if args.command not in RUNS_NOTHING:
+            level, what, fix = doctor.check_platform()
+            if level != doctor.OK:
+                print(t("error: ") + what + "\n    → " + fix, file=sys.stderr)
+                return 2
         return COMMANDS[args.command](args)
     except BrokenPipeError:  # `make help | head`: the reader left; end quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -28,6 +28,15 @@ def _pins() -> dict[str, str]:
     return pins
 
 
+def check_platform():
+    """The kit runs learner code, its judges and its servers the Linux way (/proc, prctl, bubblewrap,
+    waitid); elsewhere it says so before anything starts."""
+    if sys.platform == "linux":
+        return OK, "Linux", None
+    return BAD, t("this is {platform}: Task Lab runs its checks on Linux (WSL2 on Windows)", platform=sys.platform), \
+        t("on macOS, run the kit inside a Linux VM or container (Docker Desktop, OrbStack, UTM, …)")
+
+
 def check_python():
     version = ".".join(map(str, sys.version_info[:3]))
     if sys.version_info >= (3, 11):
@@ -163,7 +172,8 @@ def check_box():
     return WARN, t("no boxes here: learner code runs unboxed; grade needs --unsafe"), why
 
 
-CHECKS = [check_python, check_venv, check_packages, check_wsl, check_box, check_servers, check_ports, check_disk]
+CHECKS = [check_platform, check_python, check_venv, check_packages, check_wsl, check_box, check_servers, check_ports,
+          check_disk]
 
 
 def run() -> int:

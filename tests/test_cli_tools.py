@@ -48,6 +48,17 @@ def test_doctor_warns_when_the_kit_lives_on_a_windows_drive(monkeypatch):
     assert doctor.check_wsl("Linux version 6.1.0-13-amd64", Path("/mnt/c/x"))[1] == "not WSL"
 
 
+def test_on_macos_the_kit_says_it_needs_linux_before_running_anything(monkeypatch, capsys):
+    from checks import cli
+    monkeypatch.setenv("LAB_LANG", "en")
+    monkeypatch.setattr(sys, "platform", "darwin")
+    level, what, fix = doctor.check_platform()
+    assert level == doctor.BAD and "this is darwin" in what and "Linux VM or container" in fix
+    assert cli.main(["run", "01"]) == 2  # before any box, judge (prctl) or /proc is touched
+    assert "runs its checks on Linux (WSL2 on Windows)" in capsys.readouterr().err
+    assert cli.main(["list"]) == 0  # reading the lessons needs no Linux
+
+
 def test_watch_runs_the_checks_and_stops_cleanly_on_ctrl_c(tmp_path):
     lab = KIT_ROOT / "lessons" / "01-accept-202"  # lesson 01 as a learner would have typed it
     proc = subprocess.Popen([sys.executable, "-m", "checks", "watch", "01", "--lab", str(lab), "--interval", "0.2"],
