@@ -86,7 +86,8 @@ def install_bubblewrap() -> None:
 def mariadb_template(lab_dir: Path) -> Path:
     """A MariaDB data dir made once by mariadb-install-db (root without a password, through the socket
     only); each box copies it and sets its own passwords.  Made again when the server's version changes."""
-    from shared.services_native import TEMPLATE_LOG_FILE_SIZE, ensure_binaries, find_binary
+    from shared.services import ServiceError
+    from shared.services_native import TEMPLATE_LOG_FILE_SIZE, ensure_binaries, find_binary, install_db
     ensure_binaries()
     server = find_binary("mariadbd")
     version = subprocess.run([server, "--version"], capture_output=True, text=True).stdout.split()
@@ -96,29 +97,17 @@ def mariadb_template(lab_dir: Path) -> Path:
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     # One maker at a time (parallel test workers on a fresh clone all want it at once); the others wait
-    # and find it made.  Its temporary tables go to a folder of its own: two bootstraps sharing /tmp
-    # removed each other's (ERROR 1051 Unknown table 'mysql.tmp_user_sys').
+    # and find it made.
     with open(target.parent / f"{target.name}.lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if (target / "mysql").is_dir():
             return target
         making = target.with_name(target.name + f".{os.getpid()}.tmp")
-        scratch = target.with_name(target.name + f".{os.getpid()}.scratch")
-        for path in (making, scratch):
-            shutil.rmtree(path, ignore_errors=True)
-        scratch.mkdir()
-        argv = [find_binary("mariadb-install-db"), "--no-defaults", f"--datadir={making}", "--skip-test-db",
-                "--auth-root-authentication-method=normal", f"--innodb-log-file-size={TEMPLATE_LOG_FILE_SIZE}",
-                f"--tmpdir={scratch}"]
-        if os.geteuid() == 0:
-            argv.append("--user=root")
+        shutil.rmtree(making, ignore_errors=True)
         try:
-            done = subprocess.run(argv, capture_output=True, text=True)
-        finally:
-            shutil.rmtree(scratch, ignore_errors=True)
-        if done.returncode != 0:
-            shutil.rmtree(making, ignore_errors=True)
-            raise BoxUnavailable("mariadb-install-db failed:\n" + (done.stdout + done.stderr)[-600:])
+            install_db(making, f"--innodb-log-file-size={TEMPLATE_LOG_FILE_SIZE}")
+        except ServiceError as exc:
+            raise BoxUnavailable(str(exc)) from None
         for path in [making, *making.rglob("*")]:  # readable by the box's uid, which copies it
             path.chmod(0o755 if path.is_dir() else 0o644)
         making.rename(target)

@@ -8,6 +8,7 @@ import secrets
 from pathlib import Path
 
 from checks import boxfiles, intake, preflight, tamper
+from checks.box import BoxUnavailable
 from checks.results import ERROR, NOT_PASSED, NOT_REACHED, SKIPPED, LessonResult, errored, every_check
 from checks.runner import run_lesson
 from checks.selection import reached_lesson, where_the_folder_is
@@ -72,7 +73,7 @@ def _run_lessons(lessons, data, lab: Path | None, copy: Path | None, scope: str,
                 # lessons replaced are superseded (not counted).
                 result = run_lesson(lesson, workdir, log_dir, source=str(lab) if lab else "reference",
                                     schema_upto=reached)
-            except ServiceError as exc:  # a service down: says what to do
+            except (ServiceError, BoxUnavailable) as exc:  # a service down, or no box: says what to do
                 raise UsageError(str(exc)) from None
             if lab:
                 in_the_learners_terms(result, problems, {workdir: lab, copy: lab})

@@ -8,6 +8,7 @@ import os
 import shutil
 import signal
 import subprocess
+import tempfile
 from pathlib import Path
 
 from shared import services as S
@@ -208,14 +209,7 @@ def mysql_up(secret: dict) -> None:
         _mysql_bootstrap(secret)
     elif not (MYSQL.dir / "bootstrapped").exists():
         shutil.rmtree(data, ignore_errors=True)
-        data.mkdir(parents=True)
-        init = [find_binary("mariadb-install-db"), "--no-defaults", f"--datadir={data}",
-                "--auth-root-authentication-method=normal", "--skip-test-db"]
-        if os.geteuid() == 0:
-            init.append("--user=root")
-        result = subprocess.run(init, capture_output=True, text=True)
-        if result.returncode != 0:
-            raise ServiceError("mariadb-install-db failed:\n" + result.stdout[-600:] + result.stderr[-600:])
+        install_db(data)
         MYSQL.start(_mysql_argv())
         MYSQL.wait_ready(lambda: (MYSQL.dir / "mysqld.sock").exists() and _root_socket_ok(""), 30)
         _mysql_bootstrap(secret)
@@ -224,6 +218,27 @@ def mysql_up(secret: dict) -> None:
         MYSQL.wait_ready(lambda: _root_socket_ok(secret["MYSQL_ROOT_PASSWORD"]), 30)
         _grant(secret)
     MYSQL.wait_ready(ready, 30)
+
+
+def install_db(datadir: Path, *options: str) -> None:
+    """A new MariaDB data dir at `datadir` (not there yet), root without a password, through the socket only.
+    mariadb-install-db is a shell script that hands its paths to chown and others unquoted, so a path with
+    a space (a kit cloned into "My Projects") breaks it: the data dir is made in a fresh folder of the
+    system's temp dir, its temporary tables in one of its own, then moved into place."""
+    work = Path(tempfile.mkdtemp(prefix="tasklab-install-db-"))
+    try:
+        (work / "tmp").mkdir()
+        argv = [find_binary("mariadb-install-db"), "--no-defaults", f"--datadir={work / 'data'}",
+                f"--tmpdir={work / 'tmp'}", "--auth-root-authentication-method=normal", "--skip-test-db", *options]
+        if os.geteuid() == 0:
+            argv.append("--user=root")
+        result = subprocess.run(argv, capture_output=True, text=True)
+        if result.returncode != 0:
+            raise ServiceError("mariadb-install-db failed:\n" + result.stdout[-600:] + result.stderr[-600:])
+        datadir.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(work / "data", datadir)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def _root_socket_ok(password: str) -> bool:

@@ -59,6 +59,15 @@ def test_on_macos_the_kit_says_it_needs_linux_before_running_anything(monkeypatc
     assert cli.main(["list"]) == 0  # reading the lessons needs no Linux
 
 
+def test_no_box_where_one_is_required_is_an_error_that_says_why(monkeypatch, capsys):
+    from checks import box, cli
+    monkeypatch.setenv("LAB_LANG", "en")
+    monkeypatch.setenv("LAB_BOX", "on")
+    monkeypatch.setattr(box, "availability", lambda: (False, "bubblewrap cannot create namespaces (test)"))
+    assert cli.main(["run", "01"]) == 2
+    assert "error: bubblewrap cannot create namespaces (test)" in capsys.readouterr().err
+
+
 def test_watch_runs_the_checks_and_stops_cleanly_on_ctrl_c(tmp_path):
     lab = KIT_ROOT / "lessons" / "01-accept-202"  # lesson 01 as a learner would have typed it
     proc = subprocess.Popen([sys.executable, "-m", "checks", "watch", "01", "--lab", str(lab), "--interval", "0.2"],

@@ -483,6 +483,14 @@ def test_the_mariadb_template_is_made_once_when_many_runs_ask_at_once(tmp_path):
     assert [p.name for p in made[0].parent.iterdir() if p.name.endswith((".tmp", ".scratch"))] == []
 
 
+def test_the_mariadb_template_is_made_where_the_path_has_a_space(tmp_path):
+    """mariadb-install-db hands its paths to chown unquoted: a kit cloned into "My Projects" failed here."""
+    if shutil.which("mariadb-install-db") is None:
+        pytest.skip("no mariadb-install-db (as root: apt-get install -y mariadb-server)")
+    made = box.mariadb_template(tmp_path / "My Projects" / "套件")
+    assert (made / "mysql").is_dir()
+
+
 def test_each_box_gets_a_cpu_group_of_its_own_beside_its_limits():
     """The scheduler shares the CPU between boxes, not processes: a fork bomb's thousand busy processes
     weigh one box (seen grading a class at -j 4: without it, the load reached 700 and every box slowed)."""
