@@ -125,8 +125,14 @@ def products_sql() -> str:
 
 
 def redis_conf_lines(password: str, data_dir: str, port: int, bind: str) -> list[str]:
-    return [f"bind {bind}", "protected-mode yes", f"port {port}", f"requirepass {password}", f"dir {data_dir}",
-            *(f"{key} {value}" for key, value in REDIS_SETTINGS)]
+    """redis.conf for a native server.  The password and the folder are quoted as redis.conf reads a quoted
+    argument (a kit cloned into "My Projects" has a space in its data folder)."""
+    return [f"bind {bind}", "protected-mode yes", f"port {port}", f"requirepass {_redis_quoted(password)}",
+            f"dir {_redis_quoted(data_dir)}", *(f"{key} {value}" for key, value in REDIS_SETTINGS)]
+
+
+def _redis_quoted(value: str) -> str:
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def compose_yaml() -> str:

@@ -134,7 +134,7 @@ def redis_up(secret: dict) -> None:
     data = REDIS.dir / "data"
     data.mkdir(parents=True, exist_ok=True)
     conf = REDIS.dir / "redis.conf"
-    lines = S.redis_conf_lines(f'"{secret["TASK_BROKER_PASSWORD"]}"', str(data), S.REDIS_PORT, S.HOST)
+    lines = S.redis_conf_lines(secret["TASK_BROKER_PASSWORD"], str(data), S.REDIS_PORT, S.HOST)
     write_private(conf, "\n".join([*lines, "daemonize no", "save \"\""]) + "\n")
     REDIS.start([find_binary("redis-server"), str(conf)])
     REDIS.wait_ready(lambda: redis_ping(secret["TASK_BROKER_PASSWORD"]), 10)
