@@ -268,3 +268,19 @@ def test_a_socket_nobody_listens_on_is_a_clear_error_and_leaves_no_socket_open(t
                 mysql_connect("root", "x", unix_socket=str(path), timeout=1)
         gc.collect()
     assert [w for w in seen if issubclass(w.category, ResourceWarning)] == []
+
+
+def test_native_redis_starts_in_a_folder_whose_path_has_a_space(tmp_path):
+    """redis.conf's dir unquoted was 'wrong number of arguments' for a kit cloned into "My Projects"."""
+    from shared.proc import Process, free_port
+    from shared.services_native import find_binary
+    if find_binary("redis-server") is None:
+        pytest.skip("no redis-server (as root: apt-get install -y redis-server)")
+    data, port = tmp_path / "My Projects" / "数据", free_port()
+    data.mkdir(parents=True)
+    conf = tmp_path / "redis.conf"
+    conf.write_text("\n".join([*S.redis_conf_lines('p"w\\', str(data), port, "127.0.0.1"), "daemonize no",
+                               'save ""']) + "\n")
+    with Process([find_binary("redis-server"), str(conf)], cwd=tmp_path, log_path=tmp_path / "redis.log") as redis:
+        redis.wait_ready(15, port=port)
+        assert redis_ping('p"w\\', 2.0, "127.0.0.1", port)  # the password, quotes and all, as written
