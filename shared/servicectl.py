@@ -27,7 +27,7 @@ from shared.proc import port_open, wait_until
 from shared.services import ServiceError, mode
 from shared.services_clients import app_connect, mysql_connect, mysql_ok, redis_ok
 from shared.services_docker import compose, docker_up, write_compose
-from shared.services_native import MYSQL, REDIS, ensure_binaries, mysql_up, redis_up
+from shared.services_native import MYSQL, REDIS, ensure_binaries, mysql_socket, mysql_up, redis_up
 
 
 @contextlib.contextmanager
@@ -121,7 +121,7 @@ def reset_database(database: str = S.DATABASE) -> None:
         conn = app_connect(secret)
     else:
         conn = mysql_connect("root", secret["MYSQL_ROOT_PASSWORD"], unix_socket=None) if mode() == "docker" else \
-            mysql_connect("root", secret["MYSQL_ROOT_PASSWORD"], unix_socket=str(MYSQL.dir / "mysqld.sock"))
+            mysql_connect("root", secret["MYSQL_ROOT_PASSWORD"], unix_socket=str(mysql_socket()))
     try:
         with conn.cursor() as cur:
             cur.execute(f"DROP DATABASE IF EXISTS `{database}`")

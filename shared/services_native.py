@@ -4,9 +4,12 @@ with the kit's accounts, and stopped by PID."""
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import tempfile
 from pathlib import Path
@@ -140,9 +143,29 @@ def redis_up(secret: dict) -> None:
     REDIS.wait_ready(lambda: redis_ping(secret["TASK_BROKER_PASSWORD"]), 10)
 
 
+SOCKET_PATH_MAX = 107  # bytes a unix socket's path may hold (sun_path is 108, with its final NUL)
+
+
+def mysql_socket() -> Path:
+    """Where the kit's MariaDB takes root's connections: a unix socket beside its data, unless that path is
+    longer than a socket's path may be (a kit cloned deep in a home folder: MariaDB refuses to start) --
+    then in a folder of this user's own under /tmp, named after the server's folder."""
+    beside = MYSQL.dir / "mysqld.sock"
+    if len(os.fsencode(beside)) <= SOCKET_PATH_MAX:
+        return beside
+    folder = Path("/tmp") / f"tasklab-{os.getuid()}-{hashlib.sha256(os.fsencode(MYSQL.dir)).hexdigest()[:12]}"
+    with contextlib.suppress(FileExistsError):
+        folder.mkdir(mode=0o700)
+    info = os.lstat(folder)  # made by someone else, or a link: never used
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
+        raise ServiceError(t("{folder} is not a private folder of yours (it holds the database server's socket): "
+                             "remove it, then start again", folder=folder))
+    return folder / "mysqld.sock"
+
+
 def _mysql_argv() -> list[str]:
     argv = [find_binary("mariadbd"), "--no-defaults", f"--datadir={MYSQL.dir / 'data'}", f"--port={S.MYSQL_PORT}",
-            f"--bind-address={S.HOST}", f"--socket={MYSQL.dir / 'mysqld.sock'}",
+            f"--bind-address={S.HOST}", f"--socket={mysql_socket()}",
             f"--pid-file={MYSQL.dir / 'mysqld.pid'}",
             "--default-time-zone=+00:00", "--skip-name-resolve", "--character-set-server=utf8mb4",
             "--collation-server=utf8mb4_unicode_ci", "--innodb-buffer-pool-size=64M",
@@ -156,7 +179,7 @@ def _mysql_argv() -> list[str]:
 
 def _mysql_bootstrap(secret: dict) -> None:
     """First start only: root gets a password, every password-less account goes, app_user is created."""
-    socket = str(MYSQL.dir / "mysqld.sock")
+    socket = str(mysql_socket())
     conn = mysql_connect("root", "", unix_socket=socket)
     try:
         with conn.cursor() as cur:
@@ -177,7 +200,7 @@ def _mysql_bootstrap(secret: dict) -> None:
 
 def _grant(secret: dict) -> None:
     """app_user's rights, applied on every start so an older data dir gets new grants too."""
-    conn = mysql_connect("root", secret["MYSQL_ROOT_PASSWORD"], unix_socket=str(MYSQL.dir / "mysqld.sock"))
+    conn = mysql_connect("root", secret["MYSQL_ROOT_PASSWORD"], unix_socket=str(mysql_socket()))
     try:
         with conn.cursor() as cur:
             for host in (S.HOST, "localhost"):
@@ -205,13 +228,13 @@ def mysql_up(secret: dict) -> None:
         shutil.rmtree(data, ignore_errors=True)
         shutil.copytree(template, data)
         MYSQL.start(_mysql_argv())
-        MYSQL.wait_ready(lambda: (MYSQL.dir / "mysqld.sock").exists() and _root_socket_ok(""), 30)
+        MYSQL.wait_ready(lambda: mysql_socket().exists() and _root_socket_ok(""), 30)
         _mysql_bootstrap(secret)
     elif not (MYSQL.dir / "bootstrapped").exists():
         shutil.rmtree(data, ignore_errors=True)
         install_db(data)
         MYSQL.start(_mysql_argv())
-        MYSQL.wait_ready(lambda: (MYSQL.dir / "mysqld.sock").exists() and _root_socket_ok(""), 30)
+        MYSQL.wait_ready(lambda: mysql_socket().exists() and _root_socket_ok(""), 30)
         _mysql_bootstrap(secret)
     else:
         MYSQL.start(_mysql_argv())
@@ -244,7 +267,7 @@ def install_db(datadir: Path, *options: str) -> None:
 def _root_socket_ok(password: str) -> bool:
     import pymysql
     try:
-        mysql_connect("root", password, unix_socket=str(MYSQL.dir / "mysqld.sock"), timeout=1).close()
+        mysql_connect("root", password, unix_socket=str(mysql_socket()), timeout=1).close()
         return True
     except pymysql.err.MySQLError:
         return False

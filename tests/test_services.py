@@ -14,7 +14,7 @@ from shared import services as S
 from shared.manifest import KIT_ROOT
 from shared.services_clients import mysql_connect, redis_ok, redis_ping
 from shared.services_docker import write_compose
-from shared.services_native import MYSQL, NativeService
+from shared.services_native import NativeService, mysql_socket
 
 
 
@@ -94,7 +94,7 @@ def test_mysql_is_utc_has_products_and_no_passwordless_accounts(running):
         conn.close()
     if S.mode() == "native":
         root = mysql_connect("root", secret["MYSQL_ROOT_PASSWORD"],
-                             unix_socket=str(MYSQL.dir / "mysqld.sock"))
+                             unix_socket=str(mysql_socket()))
         try:
             with root.cursor() as cur:
                 cur.execute("SELECT user, host FROM mysql.user WHERE authentication_string = '' "
@@ -284,3 +284,23 @@ def test_native_redis_starts_in_a_folder_whose_path_has_a_space(tmp_path):
     with Process([find_binary("redis-server"), str(conf)], cwd=tmp_path, log_path=tmp_path / "redis.log") as redis:
         redis.wait_ready(15, port=port)
         assert redis_ping('p"w\\', 2.0, "127.0.0.1", port)  # the password, quotes and all, as written
+
+
+def test_the_mysql_socket_moves_to_a_private_folder_when_its_path_would_be_too_long(tmp_path, monkeypatch):
+    """MariaDB refuses a socket path over 107 bytes ('The socket file path is too long'): a kit cloned deep
+    in a home folder could not start its server."""
+    from shared import services_native
+    short = tmp_path / "mysql"
+    monkeypatch.setattr(services_native.MYSQL, "dir", short)
+    assert mysql_socket() == short / "mysqld.sock"
+    deep = tmp_path / ("x" * 80) / "mysql"
+    monkeypatch.setattr(services_native.MYSQL, "dir", deep)
+    socket_path = mysql_socket()
+    try:
+        assert len(os.fsencode(socket_path)) <= services_native.SOCKET_PATH_MAX and socket_path.name == "mysqld.sock"
+        assert stat.S_IMODE(os.lstat(socket_path.parent).st_mode) == 0o700 and mysql_socket() == socket_path
+        socket_path.parent.chmod(0o755)  # a folder others may enter is never used
+        with pytest.raises(S.ServiceError, match="not a private folder of yours"):
+            mysql_socket()
+    finally:
+        socket_path.parent.rmdir()
