@@ -22,6 +22,7 @@ import sys
 import threading
 import time
 import traceback
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -49,9 +50,10 @@ class Student:
 def student_names(raws: list[str]) -> list[str]:
     """A short name per folder (`class/alice/tasks_lab` -> alice), lengthened with parent folders until
     no two students share one (`class-alice`, `class2-alice`).  Names become report file names, so only
-    letters, digits, `_`, `.` and `-` stay (never first: `-x` or `.x` would read as an option or a hidden
-    file); a name that cleaning changed, or that still clashes, gets a short hash of its folder's path
-    (`bob_-3f9a1c`), the same every time — so `bob?` and `bob!` never share a report."""
+    letters (of any script: a class in China keeps 张三), digits, `_`, `.` and `-` stay (never first: `-x`
+    or `.x` would read as an option or a hidden file; never a space, a slash or a control character); a
+    name that cleaning changed, or that still clashes, gets a short hash of its folder's path (`bob_-3f9a1c`),
+    the same every time — so `bob?` and `bob!` never share a report."""
     paths = [Path(raw).expanduser().absolute() for raw in raws]
     parts = [[p for p in path.parts if p not in ("/", "")] for path in paths]
     parts = [p[:-1] if p and p[-1] == "tasks_lab" and len(p) > 1 else p for p in parts]
@@ -62,7 +64,8 @@ def student_names(raws: list[str]) -> list[str]:
         if not clashes or all(depth[i] >= len(parts[i]) for i, n in enumerate(names) if n in clashes):
             break
         depth = [d + 1 if names[i] in clashes and d < len(parts[i]) else d for i, d in enumerate(depth)]
-    cleaned = [re.sub(r"^[-.]", "_", re.sub(r"[^\w.-]", "_", n, flags=re.ASCII))[:60] for n in names]
+    names = [unicodedata.normalize("NFC", n) for n in names]  # é typed one way or the other is one é
+    cleaned = [re.sub(r"^[-.]", "_", re.sub(r"[^\w.-]", "_", n))[:60] for n in names]
     clashing = {c for c in cleaned if cleaned.count(c) > 1}
     for i, (name, clean) in enumerate(zip(names, cleaned, strict=True)):
         if clean != name or clean in clashing:
@@ -236,4 +239,10 @@ def print_table(students: list[Student]) -> None:
         flag = t("  tampering suspected") if any(c.tampered for r in s.results for c in r.checks) else ""
         flaky = report.flaky_checks(report.to_dict(s.results, s.name)["tests"])
         flag += t("  flaky: {checks}", checks=", ".join(flaky)) if flaky else ""
-        print(f"{s.name:<20} {m['score']:>3}/{m['max_score']:<5} {status_of(s):<7} +{m['bonus']}{flag}")
+        print(f"{padded(s.name, 20)} {m['score']:>3}/{m['max_score']:<5} {status_of(s):<7} +{m['bonus']}{flag}")
+
+
+def padded(text: str, width: int) -> str:
+    """`text` filled with spaces to `width` terminal columns: a wide character (张) takes two."""
+    columns = sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
+    return text + " " * max(0, width - columns)

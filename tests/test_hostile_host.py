@@ -237,6 +237,15 @@ def test_term_stops_the_grader_and_every_box_promptly(tmp_path):
 
 # --- 6: names and the CSV are safe for their readers --------------------------------------------------
 
+def test_a_name_keeps_its_letters_in_any_script_and_loses_what_is_unsafe():
+    """A class in China: its report was ___-600f5e for 张 三 (only ASCII letters were kept)."""
+    raws = ["/c/张三/tasks_lab", "/c/张 三/tasks_lab", "/c/e\u0301cole/tasks_lab", "/c/\u202eevil/tasks_lab"]
+    names = grade.student_names(raws)
+    assert names[0] == "张三" and names[1].startswith("张_三-") and names[2] == "\u00e9cole"
+    assert names[3].startswith("_evil-")  # a right-to-left override is not a letter
+    assert grade.padded("张三", 6) == "张三  " and grade.padded("bob", 6) == "bob   "  # the score table's columns
+
+
 def test_names_stay_unique_after_cleaning_and_csv_cells_are_never_formulas(tmp_path):
     raws = [str(tmp_path / n) for n in ("bob?", "bob!", "bob_-2", "-cmd", "=1+1", "x/alice", "y/alice")]
     names = grade.student_names(raws)
