@@ -50,7 +50,7 @@ class Student:
 def student_names(raws: list[str]) -> list[str]:
     """A short name per folder (`class/alice/tasks_lab` -> alice), lengthened with parent folders until
     no two students share one (`class-alice`, `class2-alice`).  Names become report file names, so only
-    letters (of any script: a class in China keeps 张三), digits, `_`, `.` and `-` stay (never first: `-x`
+    letters (of any script: a class in China keeps its Chinese names), digits, `_`, `.` and `-` stay (never first: `-x`
     or `.x` would read as an option or a hidden file; never a space, a slash or a control character); a
     name that cleaning changed, or that still clashes, gets a short hash of its folder's path (`bob_-3f9a1c`),
     the same every time — so `bob?` and `bob!` never share a report."""
@@ -243,6 +243,6 @@ def print_table(students: list[Student]) -> None:
 
 
 def padded(text: str, width: int) -> str:
-    """`text` filled with spaces to `width` terminal columns: a wide character (张) takes two."""
+    """`text` filled with spaces to `width` terminal columns: a wide character (a Chinese one) takes two."""
     columns = sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
     return text + " " * max(0, width - columns)
