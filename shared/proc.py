@@ -195,7 +195,7 @@ class Process:
             return
         try:
             os.killpg(self.popen.pid, sig)
-        except ProcessLookupError:
+        except (ProcessLookupError, PermissionError):  # gone, or only processes we may not signal are left
             pass
 
     def kill(self) -> None:
