@@ -148,7 +148,7 @@ class Runner:
             proc = Process(self.command(run, self.series.lab), cwd=Path.cwd(), env=env,
                            log_path=self.scratch / f"run-{run.lesson}-{run.number}.log")
             self.children[slot] = proc
-        ended(proc)
+        proc.wait_ended()
         with self.lock:  # reaped only under the lock, so stop_children never signals a reaped group
             self.children.pop(slot, None)
             run.exit_code = proc.stop(grace=0)  # and what it left running in its group is killed
@@ -221,15 +221,6 @@ class Runner:
             series.wall = time.monotonic() - self.started
             _remove_tree(self.scratch)
         return series
-
-
-def ended(proc: Process) -> None:
-    """Wait until the process itself has ended, without reaping it: until it is reaped, its pid -- its
-    group's id -- cannot pass to another process, so its group can still be signalled safely."""
-    try:
-        os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)
-    except ChildProcessError:  # already reaped
-        pass
 
 
 def _remove_tree(path: Path) -> None:

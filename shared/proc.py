@@ -155,6 +155,16 @@ class Process:
         except ChildProcessError:  # reaped by a wait elsewhere
             return self.popen.poll() is None
 
+    def wait_ended(self) -> None:
+        """Wait (no timeout: the caller bounds it, by signals) until the leader has ended, without reaping it:
+        its group can still be signalled safely afterwards, as in alive()."""
+        if self.popen.returncode is not None:
+            return
+        try:
+            os.waitid(os.P_PID, self.popen.pid, os.WEXITED | os.WNOWAIT)
+        except ChildProcessError:  # reaped by a wait elsewhere
+            pass
+
     def log_text(self) -> str:
         try:
             with open(self.log_path, "rb") as stream:

@@ -247,7 +247,8 @@ def install_db(datadir: Path, *options: str) -> None:
     """A new MariaDB data dir at `datadir` (not there yet), root without a password, through the socket only.
     mariadb-install-db is a shell script that hands its paths to chown and others unquoted, so a path with
     a space (a kit cloned into "My Projects") breaks it: the data dir is made in a fresh folder of the
-    system's temp dir, its temporary tables in one of its own, then moved into place."""
+    system's temp dir, then moved into place.  Its temporary tables go to a folder of its own: two
+    bootstraps sharing /tmp removed each other's (ERROR 1051 Unknown table 'mysql.tmp_user_sys')."""
     work = Path(tempfile.mkdtemp(prefix="tasklab-install-db-"))
     try:
         (work / "tmp").mkdir()

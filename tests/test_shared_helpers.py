@@ -321,6 +321,13 @@ def test_stop_ends_what_a_process_left_running_when_it_ended_on_its_own(tmp_path
     assert proc.stop() == 4 and not proc.alive()  # stopping again changes nothing
 
 
+def test_wait_ended_returns_when_the_leader_ends_and_leaves_it_unreaped(tmp_path):
+    proc = _printer(tmp_path, "ender", "raise SystemExit(5)")
+    proc.wait_ended()
+    assert not proc.alive() and proc.popen.returncode is None  # ended, not reaped: its group id is still its own
+    assert proc.stop(grace=0) == 5
+
+
 def test_once_makes_a_run_once_and_raises_its_failure_again_in_every_later_call():
     from shared.tap import once
     made = []
