@@ -134,9 +134,10 @@ def reset_database(database: str = S.DATABASE) -> None:
 
 
 def split_sql(script: str) -> list[str]:
-    """Split a schema file on ';' at line ends (the lesson files keep one statement per block)."""
+    """Split a schema file on ';' at line ends (the lesson files keep one statement per block).  A leading
+    BOM (some Windows editors write one) is dropped: MySQL would read it as part of the first statement."""
     statements, current = [], []
-    for line in script.splitlines():
+    for line in script.removeprefix("\ufeff").splitlines():
         if line.strip().startswith("--") and not current:
             continue
         current.append(line)

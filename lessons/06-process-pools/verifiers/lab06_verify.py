@@ -189,8 +189,9 @@ def check_results(c) -> None:
 # ---------------------------------------------------------------- 06.2
 
 def check_structure(c) -> None:
-    # The target: a module-level def in cpu_work.py (ast: nested defs are not in tree.body).
-    tree = ast.parse((WORK / "cpu_work.py").read_text(encoding="utf-8"), "cpu_work.py")
+    # The target: a module-level def in cpu_work.py (ast: nested defs are not in tree.body).  Parsed from
+    # bytes, so a BOM or a coding line is read as Python itself reads the file.
+    tree = ast.parse((WORK / "cpu_work.py").read_bytes(), "cpu_work.py")
     top = {node.name for node in tree.body if isinstance(node, ast.FunctionDef)}
     assert "score_text" in top, t("cpu_work.py has no module-level def score_text: a worker can only import a "
                                   "top-level function by module and name.")

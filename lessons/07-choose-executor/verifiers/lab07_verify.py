@@ -110,7 +110,7 @@ ANSWER_CONCEPTS = [  # (what, pattern, the hint in the learner's language)
 def read_decision() -> str:
     path = HERE / "decision.md"
     assert path.exists(), t("decision.md is missing (step 1)")
-    return path.read_text(encoding="utf-8", errors="replace")
+    return path.read_text(encoding="utf-8-sig", errors="replace")  # -sig: a BOM (Windows editors) is not text
 
 
 def split_cells(line: str) -> list[str]:

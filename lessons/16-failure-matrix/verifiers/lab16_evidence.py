@@ -80,7 +80,7 @@ def learner_record() -> tuple[list, str | None]:
     if not LEARNER_RECORD.is_file():
         return [], t("the folder has no verification-record.json")
     try:
-        document = json.loads(LEARNER_RECORD.read_text(encoding="utf-8"))
+        document = json.loads(LEARNER_RECORD.read_text(encoding="utf-8-sig"))  # a Windows editor's BOM is no error
     except ValueError as exc:
         return [], t("verification-record.json is not valid JSON: {exc}", exc=exc)
     rows = rows_of(document)
