@@ -37,11 +37,17 @@ def check_platform():
         t("on macOS, run the kit inside a Linux VM or container (Docker Desktop, OrbStack, UTM, …)")
 
 
-def check_python():
-    version = ".".join(map(str, sys.version_info[:3]))
-    if sys.version_info >= (3, 11):
-        return OK, f"Python {version}", None
-    return BAD, f"Python {version} < 3.11", t("install Python 3.11+, then run: make lesson-01")
+def check_python(version_info=sys.version_info):
+    version = ".".join(map(str, version_info[:3]))
+    if version_info < (3, 11):
+        return BAD, f"Python {version} < 3.11", t("install Python 3.11+, then run: make lesson-01")
+    if version_info < (3, 11, 4):
+        # Lesson 06 has learners submit a local function to a process pool; on these versions their
+        # script can then hang in shutdown() (the checker works around it, their own terminal does not).
+        return WARN, t("Python {version}: a process pool's shutdown can hang after a failed map() (CPython "
+                       "gh-94440, fixed in 3.11.4), as lesson 06 shows", version=version), \
+            t("install Python 3.11.4+ or 3.12+, then: rm -rf .venv && make venv PYTHON=python3.12")
+    return OK, f"Python {version}", None
 
 
 def check_venv():
@@ -156,8 +162,6 @@ def check_disk():
         return BAD, t("only {free_gib:.1f} GiB disk free", free_gib=free_gib), \
             t("free some space, e.g.: make clean")
     return OK, t("{free_gib:.0f} GiB disk free", free_gib=free_gib), None
-
-
 
 
 def check_box():

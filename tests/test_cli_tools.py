@@ -48,6 +48,14 @@ def test_doctor_warns_when_the_kit_lives_on_a_windows_drive(monkeypatch):
     assert doctor.check_wsl("Linux version 6.1.0-13-amd64", Path("/mnt/c/x"))[1] == "not WSL"
 
 
+def test_doctor_warns_of_a_python_whose_process_pool_can_hang(monkeypatch):
+    monkeypatch.setenv("LAB_LANG", "en")
+    level, what, fix = doctor.check_python((3, 11, 2))    # Debian 12's python3
+    assert level == doctor.WARN and "gh-94440" in what and "lesson 06" in what and "3.11.4+" in fix
+    assert doctor.check_python((3, 11, 4))[0] == doctor.check_python((3, 13, 0))[0] == doctor.OK
+    assert doctor.check_python((3, 10, 12))[0] == doctor.BAD
+
+
 def test_on_macos_the_kit_says_it_needs_linux_before_running_anything(monkeypatch, capsys):
     from checks import cli
     monkeypatch.setenv("LAB_LANG", "en")
