@@ -27,7 +27,8 @@ from shared.proc import port_open, wait_until
 from shared.services import ServiceError, mode
 from shared.services_clients import app_connect, mysql_connect, mysql_ok, redis_ok
 from shared.services_docker import compose, docker_up, write_compose
-from shared.services_native import MYSQL, REDIS, ensure_binaries, mysql_socket, mysql_up, redis_up
+from shared.services_native import (MYSQL, REDIS, ensure_binaries, forget_private_socket_folder, mysql_socket,
+                                     mysql_up, redis_up)
 
 
 @contextlib.contextmanager
@@ -110,6 +111,7 @@ def down() -> None:
         return
     for service in (REDIS, MYSQL):
         service.stop()
+    forget_private_socket_folder()
 
 
 def reset_database(database: str = S.DATABASE) -> None:

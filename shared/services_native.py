@@ -153,7 +153,7 @@ def mysql_socket() -> Path:
     beside = MYSQL.dir / "mysqld.sock"
     if len(os.fsencode(beside)) <= SOCKET_PATH_MAX:
         return beside
-    folder = Path("/tmp") / f"tasklab-{os.getuid()}-{hashlib.sha256(os.fsencode(MYSQL.dir)).hexdigest()[:12]}"
+    folder = _private_socket_folder()
     with contextlib.suppress(FileExistsError):
         folder.mkdir(mode=0o700)
     info = os.lstat(folder)  # made by someone else, or a link: never used
@@ -161,6 +161,16 @@ def mysql_socket() -> Path:
         raise ServiceError(t("{folder} is not a private folder of yours (it holds the database server's socket): "
                              "remove it, then start again", folder=folder))
     return folder / "mysqld.sock"
+
+
+def _private_socket_folder() -> Path:
+    return Path("/tmp") / f"tasklab-{os.getuid()}-{hashlib.sha256(os.fsencode(MYSQL.dir)).hexdigest()[:12]}"
+
+
+def forget_private_socket_folder() -> None:
+    """Once the server has stopped: remove mysql_socket()'s folder under /tmp, if it made one and it is empty."""
+    with contextlib.suppress(OSError):
+        _private_socket_folder().rmdir()
 
 
 def _mysql_argv() -> list[str]:
