@@ -218,6 +218,7 @@ def _take(src: int, out: int, name: str, rel: str, budget: _Budget, skip: frozen
             os.mkdir(name, 0o755, dir_fd=out)
             sub_out = os.open(name, _DIR, dir_fd=out)
             try:
+                os.fchmod(sub_out, 0o755)   # as files get theirs: the same copy whatever the grader's umask
                 _walk(sub, sub_out, rel, budget, skip)
             finally:
                 os.close(sub_out)
@@ -363,6 +364,7 @@ def unpack(packed: bytes, dest: Path, limit: int, caps: Caps = CAPS) -> Intake:
                 target = dest / name
                 if member.isdir():
                     os.mkdir(target, 0o755)
+                    os.chmod(target, 0o755)     # whatever the umask, as take_in
                     folders.add(name)
                     continue
                 budget.file(name, member.size)

@@ -112,6 +112,21 @@ def test_plain_folder_copied_exactly(tmp_path):
     }
 
 
+def test_the_copy_is_the_same_whatever_the_graders_umask(tmp_path):
+    """An instructor's hardened umask (077) changes nothing: folders are 0755 in the copy and after
+    unpacking, as files keep only their executable bit."""
+    write(tmp_path / "learner" / "pkg" / "deep" / "mod.py", b"x = 1\n")
+    hardened = os.umask(0o077)
+    try:
+        copy = take_in(tmp_path / "learner", tmp_path / "copy").path
+        back = unpack(pack(copy, 10 * MB), tmp_path / "back", 10 * MB).path
+    finally:
+        os.umask(hardened)
+    for folder in (copy, back):
+        assert tree(folder) == {b"pkg": ("dir", 0o755), b"pkg/deep": ("dir", 0o755),
+                                b"pkg/deep/mod.py": ("file", 0o644, b"x = 1\n")}
+
+
 def test_environments_caches_and_vcs_are_skipped_links_and_all(tmp_path):
     src = tmp_path / "learner"
     write(src / "app.py", b"ok")
