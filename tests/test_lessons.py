@@ -6,7 +6,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -21,14 +20,12 @@ DATA = manifest.load()
 READY = [lesson for lesson in DATA["lessons"] if lesson["status"] == "ready"]
 
 
-def _cli(*args, cwd=KIT, home=None):
-    # Each run gets its own LAB_HOME, so parallel test workers never share a work folder.
-    home = home or tempfile.mkdtemp(prefix="lab-home-")
+def _cli(*args, home: Path, cwd=KIT):
+    # Each run gets its own LAB_HOME (in the test's tmp_path, so nothing stays behind), so parallel test
+    # workers never share a work folder.
     env = dict(os.environ, LAB_LANG="en", LAB_HOME=str(home))
     return subprocess.run([sys.executable, "-m", "checks", *args], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=600)
-
-
 
 
 def _expect_all_passed(report_path: Path, lessons: list[dict]) -> dict:
@@ -83,7 +80,7 @@ def test_reference_lesson_passes_every_check(lesson, tmp_path):
 def test_first_three_lessons_in_one_run_with_both_reports(tmp_path):
     lessons = READY[:3]
     run = _cli("run", *[lesson["id"] for lesson in lessons], "--report", str(tmp_path / "r.json"),
-               "--junit", str(tmp_path / "r.xml"))
+               "--junit", str(tmp_path / "r.xml"), home=tmp_path / "home")
     assert run.returncode == 0, run.stdout + run.stderr
     _expect_all_passed(tmp_path / "r.json", lessons)
     junit = ET.parse(tmp_path / "r.xml").getroot()
@@ -112,7 +109,7 @@ def _lab_copy(tmp_path: Path, upto: str) -> Path:
 def test_lab_folder_passes_and_is_left_byte_for_byte_unchanged(tmp_path):
     lab = _lab_copy(tmp_path, "01")
     before = _tree_digest(lab)
-    run = _cli("run", "01", "--lab", str(lab))
+    run = _cli("run", "01", "--lab", str(lab), home=tmp_path / "home")
     assert run.returncode == 0, run.stdout + run.stderr
     assert _tree_digest(lab) == before
 
@@ -121,7 +118,7 @@ def test_lab_folder_with_one_mistake_fails_and_names_the_check(tmp_path):
     mutant = next(m for m in all_mutants() if m.lesson == "01")
     lab = _lab_copy(tmp_path, "01")
     mutant.apply(lab)
-    run = _cli("run", "01", "--lab", str(lab), "--report", str(tmp_path / "r.json"))
+    run = _cli("run", "01", "--lab", str(lab), "--report", str(tmp_path / "r.json"), home=tmp_path / "home")
     assert run.returncode == 1
     failed = [t["id"] for t in json.loads((tmp_path / "r.json").read_text())["tests"] if t["status"] != "pass"]
     assert failed == list(mutant.fails)
@@ -131,14 +128,15 @@ def test_lab_folder_with_one_mistake_fails_and_names_the_check(tmp_path):
 def test_grade_writes_one_report_per_learner(tmp_path):
     good = _lab_copy(tmp_path / "a", "01")
     missing = tmp_path / "bob" / "tasks_lab"
-    run = _cli("grade", "--lab", str(good), str(missing), "--lessons", "01", "--out", str(tmp_path / "out"))
+    run = _cli("grade", "--lab", str(good), str(missing), "--lessons", "01", "--out", str(tmp_path / "out"),
+               home=tmp_path / "home")
     assert run.returncode == 1, run.stdout + run.stderr  # one folder could not be graded
     assert json.loads((tmp_path / "out" / "alice.json").read_text())["status"] == "pass"
     assert json.loads((tmp_path / "out" / "bob.json").read_text())["status"] == "error"
 
 
-def test_diff_shows_what_a_lesson_adds():
-    run = _cli("diff", "03")
+def test_diff_shows_what_a_lesson_adds(tmp_path):
+    run = _cli("diff", "03", home=tmp_path / "home")
     assert run.returncode == 0
     assert "+++ b/api_background.py" in run.stdout and "--- /dev/null" in run.stdout
 
