@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import errno
 import os
 import sys
 from pathlib import Path
@@ -349,4 +350,13 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as exc:
         print(t("error: ") + str(exc), file=sys.stderr)
         _write_reports(args, [], getattr(args, "lab", None) or "reference", str(exc))
+        return 2
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        # A full disk (a WSL2 disk image fills up too) is the machine's state, not a bug: say so in one line.
+        print(t("error: ") + t("no space left on the disk ({where}): free some space (make clean removes the kit's "
+                               ".state/: work copies, logs, servers' data), then try again",
+                               where=exc.filename or STATE_DIR),
+              file=sys.stderr)
         return 2

@@ -270,7 +270,13 @@ def install_db(datadir: Path, *options: str) -> None:
         if result.returncode != 0:
             raise ServiceError("mariadb-install-db failed:\n" + result.stdout[-600:] + result.stderr[-600:])
         datadir.parent.mkdir(parents=True, exist_ok=True)
-        shutil.move(work / "data", datadir)
+        try:
+            shutil.move(work / "data", datadir)
+        except OSError as exc:  # e.g. a full disk; shutil.Error lists every file that failed: the first says why
+            shutil.rmtree(datadir, ignore_errors=True)
+            why = exc.args[0][0][2] if isinstance(exc, shutil.Error) and exc.args and exc.args[0] else exc
+            raise ServiceError(t("the new database could not be moved into {datadir}: {why}", datadir=datadir,
+                                 why=why)) from None
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

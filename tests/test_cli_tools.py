@@ -10,6 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from checks import doctor
 from shared.manifest import KIT_ROOT
 
@@ -54,6 +56,26 @@ def test_doctor_warns_of_a_python_whose_process_pool_can_hang(monkeypatch):
     assert level == doctor.WARN and "gh-94440" in what and "lesson 06" in what and "3.11.4+" in fix
     assert doctor.check_python((3, 11, 4))[0] == doctor.check_python((3, 13, 0))[0] == doctor.OK
     assert doctor.check_python((3, 10, 12))[0] == doctor.BAD
+
+
+def test_a_full_disk_is_a_one_line_error(monkeypatch, capsys):
+    import errno
+
+    from checks import cli
+    monkeypatch.setenv("LAB_LANG", "en")
+
+    def fails(errno_value):
+        def command(args):
+            raise OSError(errno_value, os.strerror(errno_value), "/home/me/task-lab/.state/logs/x.log")
+        return command
+
+    monkeypatch.setitem(cli.COMMANDS, "list", fails(errno.ENOSPC))
+    assert cli.main(["list"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no space left on the disk (/home/me/task-lab/.state/logs/x.log)" in err
+    monkeypatch.setitem(cli.COMMANDS, "list", fails(errno.EIO))    # any other OSError is still a bug to see
+    with pytest.raises(OSError):
+        cli.main(["list"])
 
 
 def test_on_macos_the_kit_says_it_needs_linux_before_running_anything(monkeypatch, capsys):

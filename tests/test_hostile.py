@@ -491,6 +491,26 @@ def test_the_mariadb_template_is_made_where_the_path_has_a_space(tmp_path):
     assert (made / "mysql").is_dir()
 
 
+def test_a_full_disk_while_the_template_is_made_is_one_line_and_leaves_nothing(tmp_path, monkeypatch):
+    """A full disk (a WSL2 disk image fills too) printed a 30 KB shutil.Error, one entry per file, and
+    left the half-copied template behind."""
+    from shared import services_native
+    if shutil.which("mariadb-install-db") is None:
+        pytest.skip("no mariadb-install-db (as root: apt-get install -y mariadb-server)")
+    monkeypatch.setenv("LAB_LANG", "en")
+
+    def full_disk(src, dst):
+        (Path(dst) / "mysql").mkdir(parents=True)     # what a copy managed before the disk filled
+        raise shutil.Error([(f"{src}/ibdata1", f"{dst}/ibdata1", "[Errno 28] No space left on device"),
+                            (f"{src}/aria_log", f"{dst}/aria_log", "[Errno 28] No space left on device")])
+
+    monkeypatch.setattr(services_native.shutil, "move", full_disk)
+    with pytest.raises(box.BoxUnavailable) as raised:
+        box.mariadb_template(tmp_path)
+    assert str(raised.value).count("No space left on device") == 1 and "could not be moved into" in str(raised.value)
+    assert [p.name for p in (tmp_path / box.TEMPLATES).iterdir() if not p.name.endswith(".lock")] == []
+
+
 def test_each_box_gets_a_cpu_group_of_its_own_beside_its_limits():
     """The scheduler shares the CPU between boxes, not processes: a fork bomb's thousand busy processes
     weigh one box (seen grading a class at -j 4: without it, the load reached 700 and every box slowed)."""
