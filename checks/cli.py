@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import difflib
-import errno
 import os
 import sys
 from pathlib import Path
@@ -14,7 +13,7 @@ from checks import console, progress, report
 from checks.results import FAIL, NOT_REACHED, LessonResult
 from checks.selection import how_to_give_folder, lab_path, load, next_lesson, remembered_folder, select
 from checks.session import run_many
-from checks.workdir import STATE_DIR, UsageError, lesson_files, reference_files
+from checks.workdir import STATE_DIR, UsageError, disk_full, lesson_files, reference_files
 from shared.i18n import t
 
 
@@ -352,11 +351,10 @@ def main(argv: list[str] | None = None) -> int:
         _write_reports(args, [], getattr(args, "lab", None) or "reference", str(exc))
         return 2
     except OSError as exc:
-        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+        where = disk_full(exc)  # a WSL2 disk image fills up too
+        if where is None:
             raise
-        # A full disk (a WSL2 disk image fills up too) is the machine's state, not a bug: say so in one line.
         print(t("error: ") + t("no space left on the disk ({where}): free some space (make clean removes the kit's "
-                               ".state/: work copies, logs, servers' data), then try again",
-                               where=exc.filename or STATE_DIR),
+                               ".state/: work copies, logs, servers' data), then try again", where=where),
               file=sys.stderr)
         return 2

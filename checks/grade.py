@@ -30,7 +30,7 @@ from checks import boxfiles, gitread, report
 from checks.results import ERROR, FAIL, LessonResult, combine, errored
 from checks.sandbox import STOP
 from checks.session import run_many
-from checks.workdir import STATE_DIR, UsageError
+from checks.workdir import STATE_DIR, UsageError, disk_full
 from shared.i18n import t
 
 
@@ -152,6 +152,8 @@ def grade_one(student: Student, lessons: list[dict], data: dict, at: str | None 
         student.error = str(exc)
         student.results = errored(lessons, str(exc))
     except Exception as exc:  # noqa: BLE001 - whatever went wrong is this student's error, not the class's
+        if isinstance(exc, OSError) and disk_full(exc):
+            raise   # ... except a full disk: the machine's, so grading stops with one line (checks.cli)
         student.error = f"{type(exc).__name__}: {exc}"
         student.results = errored(lessons, student.error)
         traceback.print_exc(file=sys.stderr)

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from checks.boxfiles import DIR_FLAGS
-from checks.workdir import UsageError
+from checks.workdir import UsageError, disk_full
 from shared.i18n import t
 
 
@@ -199,6 +199,8 @@ def _walk(src: int, out: int, top: str, budget: _Budget, skip: frozenset) -> Non
         try:
             _take(src, out, name, rel, budget, skip)
         except OSError as exc:
+            if disk_full(exc):
+                raise   # the copy could not be written: this machine's disk is full, the learner's file is fine
             raise _unreadable(_shown(rel), exc) from None
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 from pathlib import Path
@@ -19,6 +20,20 @@ COPY_IGNORE = shutil.ignore_patterns(".venv", "venv", "__pycache__", "*.pyc", ".
 
 class UsageError(Exception):
     """Bad input from the command line: exit code 2 with this message."""
+
+
+def disk_full(exc: OSError) -> str | None:
+    """Where the disk filled up, if that is what `exc` says (a copy names its target; shutil.Error lists
+    each file it could not copy, as text), else None.  A full disk is this machine's state: never a
+    learner's error, nor a bug."""
+    full = (errno.ENOSPC, errno.EDQUOT)
+    if exc.errno in full:
+        return str(exc.filename2 or exc.filename or STATE_DIR)
+    if isinstance(exc, shutil.Error) and exc.args and isinstance(exc.args[0], list):
+        for entry in exc.args[0]:
+            if len(entry) == 3 and any(f"[Errno {number}]" in str(entry[2]) for number in full):
+                return str(entry[1])
+    return None
 
 
 def lesson_files(lesson: dict) -> dict[str, Path]:

@@ -78,6 +78,37 @@ def test_a_full_disk_is_a_one_line_error(monkeypatch, capsys):
         cli.main(["list"])
 
 
+def test_a_full_disk_is_told_apart_from_other_errors():
+    import errno
+
+    from checks.workdir import disk_full
+    copying = OSError(errno.ENOSPC, "No space left on device", "/kit/lessons/a.py", None, "/state/work/a.py")
+    assert disk_full(copying) == "/state/work/a.py"     # where it was writing, not what it read
+    tree = shutil.Error([("/a/x", "/b/x", "[Errno 28] No space left on device: '/a/x' -> '/b/x'")])
+    assert disk_full(tree) == "/b/x"
+    assert disk_full(OSError(errno.EDQUOT, "Disk quota exceeded")) is not None
+    assert disk_full(OSError(errno.EACCES, "Permission denied", "/x")) is None
+    assert disk_full(shutil.Error([("/a/x", "/b/x", "[Errno 13] Permission denied")])) is None
+
+
+def test_a_full_disk_stops_grading_and_blames_no_student(tmp_path, monkeypatch, capsys):
+    import errno
+
+    from checks import cli, grade
+    monkeypatch.setenv("LAB_LANG", "en")
+    folder = tmp_path / "alice" / "tasks_lab"
+    folder.mkdir(parents=True)
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(tmp_path / "state" / "logs" / "box.log"))
+
+    monkeypatch.setattr(grade, "run_many", full)
+    assert cli.main(["grade", "--lab", str(folder), "--lessons", "01", "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "no space left on the disk" in err and "Traceback" not in err and "done alice" not in err
+    assert not (tmp_path / "out" / "alice.json").exists()     # no report that says alice's folder failed
+
+
 def test_on_macos_the_kit_says_it_needs_linux_before_running_anything(monkeypatch, capsys):
     from checks import cli
     monkeypatch.setenv("LAB_LANG", "en")

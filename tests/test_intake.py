@@ -127,6 +127,21 @@ def test_the_copy_is_the_same_whatever_the_graders_umask(tmp_path):
                                 b"pkg/deep/mod.py": ("file", 0o644, b"x = 1\n")}
 
 
+def test_a_full_disk_is_not_blamed_on_the_learners_file(tmp_path, monkeypatch):
+    """The copy could not be written: the learner's notes.py is fine ("notes.py cannot be read" was wrong)."""
+    import errno
+    write(tmp_path / "learner" / "notes.py", b"x = 1\n")
+
+    def full(read, out, rel, size, budget):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(intake, "_copy", full)
+    with pytest.raises(OSError) as raised:
+        take_in(tmp_path / "learner", tmp_path / "copy")
+    assert raised.type is OSError and raised.value.errno == errno.ENOSPC    # not an IntakeRefused naming the file
+    assert not (tmp_path / "copy").exists()
+
+
 def test_environments_caches_and_vcs_are_skipped_links_and_all(tmp_path):
     src = tmp_path / "learner"
     write(src / "app.py", b"ok")
