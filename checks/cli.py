@@ -343,6 +343,9 @@ def main(argv: list[str] | None = None) -> int:
                 print(t("error: ") + what + "\n    → " + fix, file=sys.stderr)
                 return 2
         return COMMANDS[args.command](args)
+    except KeyboardInterrupt:  # Ctrl-C: the finally blocks on the way here stopped every box and process
+        print("\n" + t("stopped (Ctrl-C): the checks under way were ended"), file=sys.stderr)
+        return 130
     except BrokenPipeError:  # `make help | head`: the reader left; end quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0

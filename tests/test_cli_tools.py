@@ -322,6 +322,25 @@ def test_ctrl_c_in_make_watch_ends_quietly(tmp_path):
     assert "stopped watching" in text and "make: ***" not in text and "Traceback" not in text, text
 
 
+def test_ctrl_c_during_a_check_is_one_line_and_leaves_nothing(tmp_path):
+    # Ctrl-C while a box runs: a 30-line KeyboardInterrupt traceback used to follow.
+    from shared.proc import wait_until
+    from tests.folders import learner_folder
+    from tests.orphans import adopting, interrupt_once
+    from tests.processes import alive_with
+    lab = learner_folder(tmp_path / "lab", "04")
+    home = tmp_path / "home"
+    with adopting() as left:
+        check = subprocess.Popen([sys.executable, "-m", "checks", "check", "04", "--lab", str(lab)], cwd=KIT_ROOT,
+                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                 env=dict(os.environ, LAB_LANG="en", LAB_HOME=str(home)))
+        # ready: a box is running (its command line names this test's work folder)
+        output, code = interrupt_once(check, "checking your folder", 60, ready=lambda: alive_with(str(home)))
+        wait_until(lambda: not left(), 30, "the boxes to end")
+    assert code == 130 and "stopped (Ctrl-C): the checks under way were ended" in output, output
+    assert "Traceback" not in output and "KeyboardInterrupt" not in output, output
+
+
 def test_a_missing_file_only_an_extension_needs_is_not_a_problem(tmp_path):
     # A folder typed from the course has no asyncio-note scripts (lesson 02's extension): no ✗ line for them.
     lab = tmp_path / "tasks_lab"
