@@ -14,6 +14,7 @@ next to learner code, so it imports nothing heavy at load time and never the jud
     replace_sleep(module, sleep)    the same for a module's sleep, undoable
     watch_loop_sleeps(note)         time.sleep called on a running event loop's thread is noted
     LoopTurn()                      did the event loop run anything since this was made?
+    publish_after_takeover(event)   publisher.publish_one() while another publisher takes its claim over
 """
 
 from __future__ import annotations
@@ -163,3 +164,29 @@ class LoopTurn:
 
     def cancel(self):
         self.handle.cancel()
+
+
+def publish_after_takeover(event_id: str):
+    """The learner's publisher.publish_one() while its claim_event is wrapped: once the learner's claim
+    returns this event, the kit claims it for another publisher (a new claim_token, 30 s ahead), as if ours
+    ran out while we sent.  publish_one's return value; claim_event is put back afterwards.  (Lessons 12
+    and 15: a confirm must hold the claim's token.)"""
+    from uuid import uuid4
+
+    import publisher
+
+    from shared.lesson_db import sql
+    real_claim = publisher.claim_event
+
+    def claim_then_lose():
+        claimed = real_claim()
+        if claimed is not None and str(claimed.get("id")) == event_id:
+            sql("UPDATE export_outbox SET claim_token=%s, claim_until=DATE_ADD(NOW(6), INTERVAL 30 SECOND) "
+                "WHERE id=%s", (str(uuid4()), event_id))
+        return claimed
+
+    publisher.claim_event = claim_then_lose
+    try:
+        return publisher.publish_one()
+    finally:
+        publisher.claim_event = real_claim

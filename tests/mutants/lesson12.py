@@ -104,4 +104,16 @@ MUTANTS = [
         why="The job commits before the outbox insert: a failure in between leaves an accepted job "
             "nobody will announce.",
     ),
+    # ---- 12.6: only the claim's holder confirms
+    Mutant(
+        name="12-confirm-without-claim-token",
+        file="publisher.py",
+        old="""               WHERE id=%s AND claim_token=%s AND sent_at IS NULL AND claim_until>NOW(6)\"\"\",
+            (event["id"], event["claim_token"]),""",
+        new="""               WHERE id=%s AND sent_at IS NULL\"\"\",
+            (event["id"],),""",
+        fails=("12.6",),
+        why="The confirm marks the event by id alone: a publisher whose claim ran out while it sent confirms the "
+            "send of the publisher that took the event over.",
+    ),
 ]

@@ -21,6 +21,9 @@
       two processes claim 25 events each at the same time: 50 different events, attempts 1 each
 12.5  exercise: the outbox INSERT is made to fail (a kit trigger): submit_snapshot raises and neither
       export_jobs nor export_outbox has a new row
+12.6  extension: publish_one() whose claim another publisher takes over while it sends (the kit claims the
+      event anew right after the learner's claim_event returned it) confirms nothing: it returns False
+      and sent_at stays NULL for the new claim's holder
 
 The kit reads the database through its own connections and never prints credentials.  12.2 stops
 the box's own Redis (without a box, LAB_BOX=off, it would be the kit's: hence `"exclusive_services":
@@ -29,6 +32,7 @@ true` in tasks.json).  The triggers live only while their check runs and are dro
 
 from __future__ import annotations
 
+import contextlib
 import re
 import time
 from pathlib import Path
@@ -58,6 +62,7 @@ def checks() -> list[Check]:
         Check("12.3", check_skip_confirm, "probe: state_store; lab12_probe in the worker; python publisher.py"),
         Check("12.4", check_skip_locked, "probe: publisher; two lab12_claimer.py processes"),
         Check("12.5", check_rollback, "probe: state_store; a kit trigger on export_outbox"),
+        Check("12.6", check_stale_confirm, "probe: state_store, publisher with its claim taken over"),
     ]
 
 
@@ -68,8 +73,19 @@ def one_event(job_id: str) -> dict:
     return rows[0]
 
 
-def pending_ids() -> list[str]:
-    return [r["id"] for r in sql("SELECT id FROM export_outbox WHERE sent_at IS NULL")]
+@contextlib.contextmanager
+def only_these_due():
+    """For the block, every event not sent yet is set a day ahead (earlier checks' leftovers would be claimed
+    first), and due again after it: only events made inside the block are due."""
+    leftover = [r["id"] for r in sql("SELECT id FROM export_outbox WHERE sent_at IS NULL")]
+    marks = ",".join(["%s"] * len(leftover))
+    if leftover:
+        sql(f"UPDATE export_outbox SET available_at=DATE_ADD(NOW(6), INTERVAL 1 DAY) WHERE id IN ({marks})", leftover)
+    try:
+        yield
+    finally:
+        if leftover:
+            sql(f"UPDATE export_outbox SET available_at=NOW(6) WHERE id IN ({marks})", leftover)
 
 
 def expire_claims(job_id: str) -> int:
@@ -325,9 +341,11 @@ def add_pending(n: int) -> tuple[list[str], list[str]]:
 def check_skip_locked(c) -> None:
     store()
     learner.module("publisher", "claim_event")
-    leftover = pending_ids()
-    if leftover:  # earlier checks' events that were never sent would be claimed first: set them aside
-        sql("UPDATE export_outbox SET available_at=DATE_ADD(NOW(6), INTERVAL 1 DAY) WHERE sent_at IS NULL")
+    with only_these_due():
+        claims_never_block(c)
+
+
+def claims_never_block(c) -> None:
     jobs, ids = add_pending(1000)
     oldest = ids[0]
     try:
@@ -398,9 +416,6 @@ def check_skip_locked(c) -> None:
         c.note(t("two publishers claiming 25 each at once: 50 different events, attempts 1 each"))
     finally:
         remove_jobs(jobs, tables=("export_outbox",))
-        if leftover:
-            marks = ",".join(["%s"] * len(leftover))
-            sql(f"UPDATE export_outbox SET available_at=NOW(6) WHERE id IN ({marks})", leftover)
 
 
 # ---------------------------------------------------------------- 12.5
@@ -426,6 +441,26 @@ def check_rollback(c) -> None:
     job_id = state_store.submit_snapshot([11])
     assert len(outbox_of(job_id)) == 1, t("without the fault a submit works again")
     c.note(t("without the fault a new submit records job and event"))
+
+
+# ---------------------------------------------------------------- 12.6
+
+def check_stale_confirm(c) -> None:
+    state_store = store()
+    learner.module("publisher", "claim_event", "publish_one")
+    with only_these_due():
+        job_id = state_store.submit_snapshot([12])
+        # The message does go out (the worker runs the job); the event stays unsent under the new claim.
+        result = learner.call("shared.learner_spies:publish_after_takeover", one_event(job_id)["id"])
+    after = one_event(job_id)
+    assert after["attempts"] >= 1, t("publish_one() did not claim the one event due (attempts {attempts}), so no "
+                                     "claim could be taken over", attempts=after["attempts"])
+    c.note(t("claim taken over by another publisher while publish_one() sent: publish_one() → {result}; "
+             "sent_at={sent_at}", result=result, sent_at=after["sent_at"]))
+    assert after["sent_at"] is None and result is False, t(
+        "a publisher whose claim was taken over still confirmed the send (publish_one() → {result}): the new "
+        "holder can no longer confirm its own. The confirm's WHERE needs claim_token=%s (and claim_until>NOW(6)), "
+        "and publish_one() returns rowcount == 1", result=result)
 
 
 # ---------------------------------------------------------------- main

@@ -247,9 +247,9 @@ def check_confirm(c) -> None:
         job_id = submitted(st, jobs, [54])
         event = unsent(job_id)[0]
         # Our claim runs out while we send: another publisher claims the event right after the learner's
-        # claim_event returned it (done in the probe, between the claim and the send: lab15_learner.py).
+        # claim_event returned it (done in the probe, between the claim and the send: shared/learner_spies.py).
         with parked({event["id"]}):
-            result = learner.call("lab15_learner:publish_after_takeover", event["id"])
+            result = learner.call("shared.learner_spies:publish_after_takeover", event["id"])
         after = outbox_row(event["id"])["sent_at"]
         row = job_row(job_id)
         c.note(t("claim taken over by another publisher, publish_one() → {result}; sent_at={after}, "
