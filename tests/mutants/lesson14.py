@@ -70,6 +70,15 @@ MUTANTS = [
         why="schedule_tasks is missing from include: beat sends products.schedule_tick, the worker rejects it as "
             "an unregistered task and no slot, job or file ever appears.",
     ),
+    Mutant(
+        name="14-scheduled-export-on-fast-queue",
+        file="schedule_store.py",
+        old="            (str(uuid4()), job_id, SCHEDULED_QUEUE),\n",
+        new='            (str(uuid4()), job_id, "exports.fast"),  # "the tick came in on fast, keep it there"\n',
+        fails=("14.2",),
+        why="The scheduled export is announced on the fast queue: a long snapshot competes with the short "
+            "exports the fast workers are kept free for.",
+    ),
     # ---- 14.3: the slot is named in UTC
     Mutant(
         name="14-slot-from-wall-clock",

@@ -49,6 +49,9 @@ from shared.proc import Process, WaitTimeout, wait_until
 from shared.tap import Check, run
 
 
+BULK = "exports.bulk"  # where a scheduled export is announced (its outbox event's queue_name)
+
+
 def checks() -> list[Check]:
     return [
         Check("14.1", check_slot_once, "MariaDB"),
@@ -150,6 +153,10 @@ def check_beat_chain(c) -> None:
             beat_pid = procs["beat"].pid
             assert all(e.get("pid") != beat_pid for e in ticks), t("the beat process ran a tick itself")
             assert exports, t("the bulk worker never received this job's export")
+            assert any(e.get("queue") == BULK for e in exports), t(
+                "this job's export ran on {queue}, not {bulk}: give the scheduled job's outbox event queue_name "
+                "'{bulk}' in schedule_once (a scheduled snapshot is a long export; only the tick runs on "
+                "exports.fast)", queue=exports[0].get("queue"), bulk=BULK)
             sent = log_lines(procs["beat"].log_text(), "Sending due task", limit=1000)
             c.note(t("beat sent {n_sent} tick(s); ticks ran on {worker} (queue {queue}), the export on {worker2} "
                      "(queue {queue2})", n_sent=len(sent), worker=ticks[0].get('node'), queue=ticks[0].get('queue'),
