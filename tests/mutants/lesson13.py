@@ -25,6 +25,17 @@ MUTANTS = [
             "worker and a connection: with running leftovers the service admits past its limit.",
     ),
     Mutant(
+        name="13-finished-jobs-hold-places",
+        file="state_store.py",
+        old="""cur.execute("SELECT COUNT(*) AS total FROM export_jobs WHERE status IN ('queued','running')")""",
+        new="""cur.execute("SELECT COUNT(*) AS total FROM export_jobs """
+            """WHERE status IN ('queued','running','failed')")""",
+        fails=("13.1", "13.6"),
+        says=(("13.1", "a failed, cancelled or succeeded job holds no place"),),
+        why="Failed jobs are counted as if they still held a place (\"they may be retried\"): every failure shrinks "
+            "the service for good, and submits are refused below the limit.",
+    ),
+    Mutant(
         name="13-admission-compares-with-greater",
         file="state_store.py",
         old='if cur.fetchone()["total"] >= limit:',

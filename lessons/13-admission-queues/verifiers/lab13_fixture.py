@@ -102,6 +102,16 @@ def add_filler(n: int, running: int = 0, with_events: int = 0, age_seconds: int 
     return ids
 
 
+def add_finished(n: int) -> list[str]:
+    """n failed kit jobs: finished, so they hold no place (for remove_jobs once the check is done)."""
+    ids = [str(uuid4()) for _ in range(n)]
+    with kit_db() as cur:
+        cur.executemany("INSERT INTO export_jobs (id, status, payload, attempts, error_code, deadline_at) VALUES "
+                        "(%s, 'failed', '[]', 3, 'attempts_exhausted', DATE_ADD(NOW(6), INTERVAL 10 MINUTE))",
+                        [(job,) for job in ids])
+    return ids
+
+
 # ---------------------------------------------------------------- the learner's modules (in the probe)
 
 learner = Probe()  # the learner's modules load there, never in the judge

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import contextlib
 
-from lab13_fixture import TOOLS, TRIGGER, add_filler, reset
+from lab13_fixture import TOOLS, TRIGGER, add_filler, add_finished, reset
 
 from shared import handshake
 from shared.lesson_celery import redact, short
 from shared.i18n import listed, t
 from shared.lesson_db import (active_jobs, db_settings, gate_lock_name, kit_db, lock_waits, make_marks_table,
-                              marked_trigger, sql)
+                              marked_trigger, remove_jobs, sql)
 from shared.proc import WaitTimeout, wait_until
 
 LOCK_WAIT_TIMEOUT = 1205  # both servers: a gate waiter that ran out of innodb_lock_wait_timeout
@@ -131,14 +131,19 @@ def took_turns(seen: dict) -> bool:
 
 
 def near_edge(c, producers: Helpers, limit: int, running: int, bare: int, free: int = 1) -> dict:
-    """All but `free` places taken (`running` rows running, `bare` ones without an event).  One place free: every
-    producer submits once at the same moment, the first INSERT held (race_now()); three free: 4 times each,
-    nothing held.  Returns the outcomes (and what the kit saw waiting) and queued+running afterwards."""
+    """All but `free` places taken (`running` rows running, `bare` ones without an event; two failed jobs beside
+    them hold none).  One place free: every producer submits once at the same moment, the first INSERT held
+    (race_now()); three free: 4 times each, nothing held.  Returns the outcomes (and what the kit saw waiting)
+    and queued+running afterwards."""
     reset()
     add_filler(limit - free, running=running, with_events=max(0, limit - free - running - bare))
-    if free == 1:
-        return {**race_now(c, producers, 1, [2]), "active": active_jobs()}
-    return {**classify(producers.results(producers.go_round(n=4, ids=[3]), 20)), "active": active_jobs()}
+    finished = add_finished(2)
+    try:
+        if free == 1:
+            return {**race_now(c, producers, 1, [2]), "active": active_jobs()}
+        return {**classify(producers.results(producers.go_round(n=4, ids=[3]), 20)), "active": active_jobs()}
+    finally:
+        remove_jobs(finished)
 
 
 def outcome_text(o: dict) -> str:

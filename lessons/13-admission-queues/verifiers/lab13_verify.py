@@ -3,11 +3,12 @@
 Limit L below is the configured one: the default of admit_export's `limit` parameter (the value every
 path that calls admit_export(cur) uses; the course's default is 100).
 
-13.1  Leftover rows (queued, running, some without any outbox event) fill L-1 places.  Three producer
-      processes submit at once; a kit trigger holds the first INSERT (the kit's user lock) until all three
-      have reached the database — with the gate the other two wait for the gate row, without it all three
-      have counted L-1.  Exactly one is admitted, queued+running == L.  Then, no trigger, 3 processes × 4
-      submits at L-3: exactly 3 admitted, the rest CapacityExceeded, queued+running == L
+13.1  Leftover rows (queued, running, some without any outbox event) fill L-1 places; two failed jobs
+      beside them hold none.  Three producer processes submit at once; a kit trigger holds the first INSERT
+      (the kit's user lock) until all three have reached the database — with the gate the other two wait for
+      the gate row, without it all three have counted L-1.  Exactly one is admitted, queued+running == L.
+      Then, no trigger, 3 processes × 4 submits at L-3: exactly 3 admitted, the rest CapacityExceeded,
+      queued+running == L.  A refusal while queued+running < L: the count took in jobs that hold no place
 13.2  Submits of 1, 30, 31 and 60 products: the events say exports.fast, exports.fast, exports.bulk,
       exports.bulk; publish_one sends them; fast@ consumes exactly the first two and bulk@ the last two
       (judged: who consumed each message, as the probe recorded; the jobs' end states are shown)
@@ -123,6 +124,7 @@ def check_concurrent_limit(c) -> None:
                                           "('queued','running'): a running job holds a place too", limit=limit,
                                           active=race['active'])
         assert_no_errors(race)
+        refused_below_limit(race, limit)
         assert len(race["ok"]) == 1, t("with one place left exactly 1 submit must be admitted, got {n_ok} (do "
                                        "running rows and old rows without an event count?)", n_ok=len(race['ok']))
 
@@ -133,12 +135,21 @@ def check_concurrent_limit(c) -> None:
         assert active <= limit, t("queued+running reached {active}, past the limit {limit}", active=active,
                                   limit=limit)
         assert_no_errors(burst)
+        refused_below_limit(burst, limit)
         assert len(burst["ok"]) == 3, t("3 places left must admit exactly 3 submits, got {n_ok}",
                                         n_ok=len(burst['ok']))
     finally:
         attach(c, lambda: admission_steps(since, limit))  # pass or fail, before the rows are retired
         producers.stop()
         reset()
+
+
+def refused_below_limit(outcome: dict, limit: int) -> None:
+    """Submits refused although places were left: the count took in jobs that hold none."""
+    assert not (outcome["capacity"] and outcome["active"] < limit), t(
+        "{n} submits got CapacityExceeded while queued+running was {active}, below the limit {limit}: count only "
+        "status IN ('queued','running'); a failed, cancelled or succeeded job holds no place", n=outcome["capacity"],
+        active=outcome["active"], limit=limit)
 
 
 # ---------------------------------------------------------------- 13.2
@@ -429,6 +440,7 @@ def check_exercise(c) -> None:
         assert race["active"] <= 5, t("two producers at once pushed queued+running to {active}, past 5: lock the "
                                       "gate row before counting", active=race['active'])
         assert_no_errors(race)
+        refused_below_limit(race, 5)
         assert len(race["ok"]) == 1, t("with one place left exactly 1 must be admitted, got {n_ok}",
                                        n_ok=len(race['ok']))
     finally:
