@@ -98,16 +98,18 @@ def limit(figs: list[dict]) -> None:
 
 
 def delays(figs: list[dict]) -> None:
-    """10.5: at least one planned wait; each labelled within its cap, and drawn as long as planned."""
-    fig = one_lanes(figs)
-    _, waits, _ = attempts(fig)
-    assert waits, "no wait bar"
-    for b in waits:
-        found = re.fullmatch(r"wait ([0-9.]+)s ≤ cap ([0-9.e+-]+)s", text(b["label"]))
-        assert found, f"wait label {text(b['label'])!r}"
-        planned, cap = float(found[1]), float(found[2])
-        assert 0 <= planned <= cap
-        assert abs((b["end"] - b["start"]) - planned) <= EPS + 0.0005, (b, planned)
+    """10.5: the job and its twin (the jitter's proof), each with at least one planned wait; each labelled
+    within its cap, and drawn as long as planned."""
+    assert [fig.get("type") for fig in figs] == ["lanes", "lanes"], [fig.get("type") for fig in figs]
+    for fig in figs:
+        _, waits, _ = attempts(fig)
+        assert waits, "no wait bar"
+        for b in waits:
+            found = re.fullmatch(r"wait ([0-9.]+)s ≤ cap ([0-9.e+-]+)s", text(b["label"]))
+            assert found, f"wait label {text(b['label'])!r}"
+            planned, cap = float(found[1]), float(found[2])
+            assert 0 <= planned <= cap
+            assert abs((b["end"] - b["start"]) - planned) <= EPS + 0.0005, (b, planned)
 
 
 def budget(figs: list[dict]) -> None:

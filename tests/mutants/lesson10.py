@@ -67,6 +67,14 @@ MUTANTS = [
         why="Adding the jitter on top of the backoff puts every wait above its cap.",
     ),
     Mutant(
+        name="10-backoff-without-jitter",
+        file="retry_tasks.py",
+        old="        delay = random.uniform(0, cap)  # full jitter: failed tasks do not come back in step\n",
+        new="        delay = cap  # plain exponential backoff\n",
+        fails=("10.5",),
+        why="Every failed task waits exactly its cap: tasks that failed together all come back together.",
+    ),
+    Mutant(
         name="10-deadline-reset-on-retry",
         file="retry_tasks.py",
         old="        raise self.retry(exc=exc, countdown=delay) from exc  # same args: the deadline travels along\n",

@@ -10,7 +10,8 @@ order, and the backoff is shrunk, so no check waits out the real delays.  Every 
 10.3  a job whose read raises ValueError (injected by the probe) runs once: 1 read, 0 retries
 10.4  fail_until=10: exactly attempts 0..3 with a read each, then FAILURE with the temporary error
 10.5  a fail_until=10 job: every planned countdown n lies in [0, min(backoff_max, backoff_base * 2**n)]
-      and every execution carries the producer's deadline_epoch unchanged
+      and every execution carries the producer's deadline_epoch unchanged; a second such job planned other
+      waits (drawn at random: jitter)
 10.6  exercise: a job whose read leaves 0.05 s of budget (the probe sets the task's clock; the
       deadline itself is far enough away for any delivery) fails at once with "insufficient retry
       budget": 1 read, 0 retries
@@ -259,8 +260,9 @@ def check_limit(c) -> None:
 # ---------------------------------------------------------------- 10.5
 
 def check_delays(c) -> None:
-    run = Run(time.time() + 60, 10).finish(c)
-    run.assert_finished()
+    run, twin = Run(time.time() + 60, 10), Run(time.time() + 60, 10)  # twin: the same job again, for the jitter
+    for each in (run, twin):
+        each.finish(c).assert_finished()
     planned = sorted(run.events("retry"), key=lambda e: e.get("retries") or 0)
     assert planned, t("no planned retry was observed: {summary}", summary=run.summary())
     delays, shrunk = [], False
@@ -278,6 +280,13 @@ def check_delays(c) -> None:
     else:
         c.note(t("cap(n) = min(backoff_max, backoff_base × 2^n) (the course's 8 and 1)"))
     c.note(t("fail_until=10: {delays}", delays=listed(delays, semicolons=True)))
+    # Drawn at random, two jobs' waits differ (a tie has probability 0); a formula gives both the same waits.
+    waits = {e.get("retries"): e.get("when") for e in planned}
+    again = {e.get("retries"): e.get("when") for e in twin.events("retry")}
+    c.note(t("the same job again: {delays}", delays=listed([f"n={n}: {when:.4f}" for n, when in sorted(again.items())
+                                                             if isinstance(when, (int, float))], semicolons=True)))
+    assert waits != again, t("two jobs planned exactly the same waits: the delay is a formula, not drawn at random. "
+                             "Full jitter, delay = random.uniform(0, cap), keeps failed tasks from coming back in step")
     starts = run.events("start")
     deadlines = sorted({e["args"][1] for e in starts if len(e.get("args", [])) > 1})
     c.note(t("  deadline_epoch carried by {n_starts} executions: {deadlines} (submitted {deadline})",
