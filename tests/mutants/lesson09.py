@@ -31,6 +31,15 @@ MUTANTS = [
         why="Without finally, a failed os.replace leaves the run's .tmp file behind for ever.",
     ),
     Mutant(
+        name="09-temp-named-by-process",
+        file="export_tasks.py",
+        old='    temporary = folder / f"{safe_id}.{uuid4()}.tmp"\n',
+        new='    temporary = folder / f"{safe_id}.{os.getpid()}.tmp"  # "one per worker process is enough"\n',
+        fails=("09.2",),
+        why="The temp name repeats for every execution in one worker process: two executions that overlap (a thread "
+            "pool, a redelivery) write into one temp file and one os.replace finds it gone.",
+    ),
+    Mutant(
         name="09-write-in-place",
         file="export_tasks.py",
         old=ATOMIC_WRITE,

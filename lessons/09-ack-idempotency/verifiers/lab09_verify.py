@@ -3,8 +3,8 @@
 09.1  python duplicate_export.py passes; two more messages with different ids and one job_id
       return the same path and sha256, and that digest is the file's
 09.2  while eight deliveries of one large snapshot rewrite artifacts/<job>.json, inotify shows the name
-      only ever replaced (no in-place write) and a reader thread never gets a partial file; a delivery
-      whose os.replace fails leaves no temp file behind
+      only ever replaced (no in-place write), each delivery from a temp file of its own name, and a reader
+      thread never gets a partial file; a delivery whose os.replace fails leaves no temp file behind
 09.3  the running worker answers `inspect conf` with task_acks_late, task_reject_on_worker_lost,
       worker_prefetch_multiplier 1 and visibility_timeout 60 in all three places
 09.4  redelivery drill: a worker of ours (the learner's app through lab09_drill.py) pauses the first
@@ -104,10 +104,11 @@ WRITE_IN_PLACE = IN_MODIFY | IN_CLOSE_WRITE | IN_CREATE
 
 
 class DirWatch:
-    """The create/write/rename events on one file name in a folder, or'ed into `mask` by a thread."""
+    """The create/write/rename events on one file name in a folder, or'ed into `mask` by a thread; and the
+    names renamed away from in that folder (`moved_from`, in order: the temp files replaced onto a target)."""
 
     def __init__(self, folder: Path, name: str):
-        self.name, self.mask = name, 0
+        self.name, self.mask, self.moved_from = name, 0, []
         self.halt = threading.Event()
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
         self.fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
@@ -125,8 +126,11 @@ class DirWatch:
         offset = 0
         while offset + 16 <= len(data):
             _, mask, _, size = struct.unpack_from("iIII", data, offset)
-            if data[offset + 16: offset + 16 + size].rstrip(b"\0").decode(errors="replace") == self.name:
+            name = data[offset + 16: offset + 16 + size].rstrip(b"\0").decode(errors="replace")
+            if name == self.name:
                 self.mask |= mask
+            elif mask & IN_MOVED_FROM:
+                self.moved_from.append(name)
             offset += 16 + size
 
     def _run(self) -> None:
@@ -238,6 +242,17 @@ def check_atomic(c) -> None:
         assert not (mask & WRITE_IN_PLACE), t("the target was written in place (create/write): a reader can see half "
                                               "of it even if this run did not catch it. Write a temp file and "
                                               "os.replace it")
+        # Each delivery's own temp file: a redelivery that overlaps the first execution of the job (late ack)
+        # must not write into the file the first one is about to os.replace.
+        moved = watch.moved_from
+        shared = sorted({name for name in moved if moved.count(name) > 1})
+        c.note(t("temp files replaced onto it: {n_moved}, under {n_names} different names", n_moved=len(moved),
+                 n_names=len(set(moved))))
+        assert not shared, t("several deliveries of one job wrote a temp file of the same name ({name}): two "
+                             "executions that overlap (a redelivery while the first still runs, or two threads of "
+                             "one worker) then write into each other's file, and one os.replace finds it gone. Give "
+                             "each execution its own temp name, e.g. f\"{{safe_id}}.{{uuid4()}}.tmp\"",
+                             name=shared[0])
     assert not reader.partial, t("the reader saw an incomplete file ({partial} bytes): write a temp file of this "
                                  "run, then os.replace it onto the target", partial=reader.partial[:3])
     try:
