@@ -213,6 +213,7 @@ def grade(raws: list[str], lessons: list[dict], data: dict, out: Path, jobs: int
         raise
     finally:
         pool.shutdown(wait=True)
+        STOP.clear()  # every grading has ended: a later run in this process (a grading worker's next) may start
         finished.set()
     return students
 

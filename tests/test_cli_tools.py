@@ -107,6 +107,8 @@ def test_a_full_disk_stops_grading_and_blames_no_student(tmp_path, monkeypatch, 
     err = capsys.readouterr().err
     assert "no space left on the disk" in err and "Traceback" not in err and "done alice" not in err
     assert not (tmp_path / "out" / "alice.json").exists()     # no report that says alice's folder failed
+    from checks.sandbox import STOP
+    assert not STOP.is_set()    # this process may run boxes again (it stopped every later test in it)
 
 
 def test_on_macos_the_kit_says_it_needs_linux_before_running_anything(monkeypatch, capsys):
