@@ -28,7 +28,8 @@ def disk_full(exc: OSError) -> str | None:
     learner's error, nor a bug."""
     full = (errno.ENOSPC, errno.EDQUOT)
     if exc.errno in full:
-        return str(exc.filename2 or exc.filename or STATE_DIR)
+        where = exc.filename2 or exc.filename  # a name opened relative to a folder (intake's) says little: the state's
+        return str(where) if isinstance(where, str) and os.path.isabs(where) else str(STATE_DIR)
     if isinstance(exc, shutil.Error) and exc.args and isinstance(exc.args[0], list):
         for entry in exc.args[0]:
             if len(entry) == 3 and any(f"[Errno {number}]" in str(entry[2]) for number in full):

@@ -87,6 +87,7 @@ def test_a_full_disk_is_told_apart_from_other_errors():
     tree = shutil.Error([("/a/x", "/b/x", "[Errno 28] No space left on device: '/a/x' -> '/b/x'")])
     assert disk_full(tree) == "/b/x"
     assert disk_full(OSError(errno.EDQUOT, "Disk quota exceeded")) is not None
+    assert disk_full(OSError(errno.ENOSPC, "No space left on device", "notes.py")) != "notes.py"  # says little
     assert disk_full(OSError(errno.EACCES, "Permission denied", "/x")) is None
     assert disk_full(shutil.Error([("/a/x", "/b/x", "[Errno 13] Permission denied")])) is None
 
