@@ -147,9 +147,9 @@ def check_concurrent_limit(c) -> None:
 def refused_below_limit(outcome: dict, limit: int) -> None:
     """Submits refused although places were left: the count took in jobs that hold none."""
     assert not (outcome["capacity"] and outcome["active"] < limit), t(
-        "{n} submits got CapacityExceeded while queued+running was {active}, below the limit {limit}: count only "
-        "status IN ('queued','running'); a failed, cancelled or succeeded job holds no place", n=outcome["capacity"],
-        active=outcome["active"], limit=limit)
+        "{n} submits got CapacityExceeded while queued+running was {active}, below the limit {limit}: a place was "
+        "free. Count only status IN ('queued','running') (a failed, cancelled or succeeded job holds no place), and "
+        "refuse only when that count >= limit", n=outcome["capacity"], active=outcome["active"], limit=limit)
 
 
 # ---------------------------------------------------------------- 13.2
