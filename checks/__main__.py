@@ -13,4 +13,7 @@ from checks.cli import main  # noqa: E402 - after the move above
 # finally blocks on the way out.
 signal.signal(signal.SIGINT, signal.default_int_handler)
 signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+# Each line as it is printed, into a pipe too (`make check | tee log`, CI logs): a lesson's result shows when it
+# is known, not all at the end.
+sys.stdout.reconfigure(line_buffering=True)
 sys.exit(main())

@@ -334,9 +334,11 @@ def test_ctrl_c_during_a_check_is_one_line_and_leaves_nothing(tmp_path):
     lab = learner_folder(tmp_path / "lab", "04")
     home = tmp_path / "home"
     with adopting() as left:
+        # Without PYTHONUNBUFFERED (a plain shell has none): the kit's lines must reach the pipe as printed.
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
         check = subprocess.Popen([sys.executable, "-m", "checks", "check", "04", "--lab", str(lab)], cwd=KIT_ROOT,
                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                 env=dict(os.environ, LAB_LANG="en", LAB_HOME=str(home)))
+                                 env=dict(env, LAB_LANG="en", LAB_HOME=str(home)))
         # ready: a box is running (its command line names this test's work folder)
         output, code = interrupt_once(check, "checking your folder", 60, ready=lambda: alive_with(str(home)))
         wait_until(lambda: not left(), 30, "the boxes to end")
