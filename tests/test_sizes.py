@@ -37,3 +37,18 @@ def test_every_lesson_is_measured_and_the_total_adds_up(capsys):
     printed = capsys.readouterr().out.splitlines()
     assert printed[0].split()[:5] == ["lesson", "lesson_code", "folder", "checker", "ratio"]
     assert printed[-1].split()[0] == "all"
+
+
+def test_every_checker_over_twice_its_lesson_says_why_in_the_lessons_readme():
+    """lessons/README.md 'How long a checker is, and why': a row for each lesson whose checker is more than
+    twice its lesson code, and none claimed to be at most twice that is not."""
+    import re
+
+    from shared.manifest import KIT_ROOT
+    text = (KIT_ROOT / "lessons" / "README.md").read_text(encoding="utf-8")
+    section = text.split("## How long a checker is, and why", 1)[1].split("\n## ", 1)[0]
+    explained = set(re.findall(r"^\| (\d\d) \|", section, re.M))
+    over = {row["lesson"] for row in sizes.measure()[:-1] if row["ratio"] > 2}
+    assert over <= explained, f"checkers over 2x without a reason: {sorted(over - explained)}"
+    claimed = re.search(r"Lessons ([\d, and]+) carry most of their logic", section)[1]
+    assert not set(re.findall(r"\d\d", claimed)) & over, claimed
