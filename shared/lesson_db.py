@@ -282,6 +282,22 @@ def mark_sent(job_ids=None, seconds_ago: float = 0) -> None:
         f"WHERE sent_at IS NULL{where}", [seconds_ago, *args])
 
 
+@contextlib.contextmanager
+def parked(keep: set[str]):
+    """Other due events are pushed a day ahead for the block (put back after), so a publisher takes ours."""
+    others = [r["id"] for r in sql("SELECT id FROM export_outbox WHERE sent_at IS NULL "
+                                   "AND available_at<=DATE_ADD(NOW(6), INTERVAL 1 HOUR)") if r["id"] not in keep]
+    move = "UPDATE export_outbox SET available_at={}(available_at, INTERVAL 1 DAY) WHERE id IN ({})"
+    marks = ",".join(["%s"] * len(others))
+    if others:
+        sql(move.format("DATE_ADD", marks), others)
+    try:
+        yield
+    finally:
+        if others:
+            sql(move.format("DATE_SUB", marks), others)
+
+
 def dispatched_unclaimed(job_id: str, seconds_ago: float = 0, columns: tuple[str, ...] = ("last_dispatched_at",)):
     """"Marked sent, never sent": the publisher confirmed the job's unsent events `seconds_ago` but no message
     ever arrived; the job's `columns` (its last dispatch, ...) set to that moment too."""

@@ -32,7 +32,6 @@ true` in tasks.json).  The triggers live only while their check runs and are dro
 
 from __future__ import annotations
 
-import contextlib
 import re
 import time
 from pathlib import Path
@@ -43,7 +42,7 @@ from shared.lesson_celery import LOG_DIR, job_events, read_events, run_script, s
 from shared.i18n import t
 from shared.lesson_db import (TERMINAL, UUID_RE, changed_rows, fault_trigger, held_by_others,
                               index_columns, job_event_counts, job_row, kit_db, lock_waits, one_line,
-                              outbox_of, plan_of, remove_jobs, sql, wait_status)
+                              outbox_of, parked, plan_of, remove_jobs, sql, wait_status)
 from shared.probe import Probe
 from shared.proc import WaitTimeout, free_port, wait_until
 from shared.tap import Check, run
@@ -71,21 +70,6 @@ def one_event(job_id: str) -> dict:
     assert len(rows) == 1, t("job {job_id} should have exactly 1 outbox event, found {n_rows}", job_id=short(job_id),
                              n_rows=len(rows))
     return rows[0]
-
-
-@contextlib.contextmanager
-def only_these_due():
-    """For the block, every event not sent yet is set a day ahead (earlier checks' leftovers would be claimed
-    first), and due again after it: only events made inside the block are due."""
-    leftover = [r["id"] for r in sql("SELECT id FROM export_outbox WHERE sent_at IS NULL")]
-    marks = ",".join(["%s"] * len(leftover))
-    if leftover:
-        sql(f"UPDATE export_outbox SET available_at=DATE_ADD(NOW(6), INTERVAL 1 DAY) WHERE id IN ({marks})", leftover)
-    try:
-        yield
-    finally:
-        if leftover:
-            sql(f"UPDATE export_outbox SET available_at=NOW(6) WHERE id IN ({marks})", leftover)
 
 
 def expire_claims(job_id: str) -> int:
@@ -341,7 +325,7 @@ def add_pending(n: int) -> tuple[list[str], list[str]]:
 def check_skip_locked(c) -> None:
     store()
     learner.module("publisher", "claim_event")
-    with only_these_due():
+    with parked(set()):  # earlier checks' events that were never sent would be claimed first
         claims_never_block(c)
 
 
@@ -448,7 +432,7 @@ def check_rollback(c) -> None:
 def check_stale_confirm(c) -> None:
     state_store = store()
     learner.module("publisher", "claim_event", "publish_one")
-    with only_these_due():
+    with parked(set()):  # made inside the block, ours is the one event due
         job_id = state_store.submit_snapshot([12])
         # The message does go out (the worker runs the job); the event stays unsent under the new claim.
         result = learner.call("shared.learner_spies:publish_after_takeover", one_event(job_id)["id"])

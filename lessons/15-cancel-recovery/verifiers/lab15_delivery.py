@@ -13,7 +13,7 @@ import signal
 
 from lab15_drills import (helpers, add_overdue, all_locked_message, overdue, pending_counts,
                           time_passes)
-from lab15_fixture import (GATE, celery_app, learner, make_due, outbox_row, parked,
+from lab15_fixture import (GATE, celery_app, learner, make_due, outbox_row,
                            publish_event, published_as, publisher, recovery, remove_jobs, retire, run_script,
                            scan, send, shown, store, submitted, unsent, wait_end, wait_hold, worker_event)
 
@@ -21,8 +21,8 @@ from shared import probe_report
 from shared.lesson_celery import LOG_DIR, children_of, declared_worker, private_worker_argv, short, start_worker
 from shared.i18n import t
 from shared.lesson_db import (TERMINAL, UUID_RE, fault_trigger, held_by_others, job_row, lease_token_of, lock_waits,
-                              make_marks_table, one_line, payload_of, plan_of, row_lock_error, server_now, sql,
-                              wait_status)
+                              make_marks_table, one_line, parked, payload_of, plan_of, row_lock_error, server_now,
+                              sql, wait_status)
 from shared.proc import WaitTimeout, wait_until
 
 MARKS = "lab15_kit_marks"

@@ -5,7 +5,6 @@ The checks judge by what these return; an assert here only stops a helper that c
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import json
 from pathlib import Path
@@ -15,8 +14,8 @@ from shared.lesson_celery import LOG_DIR, WORK, read_events, short
 from shared.hold_gate import HoldList
 from shared.i18n import t
 from shared import lesson_celery, lesson_db
-from shared.lesson_db import (TERMINAL, close_open_jobs, dead_letters, event_sent, job_row, outbox_of, result_file,
-                              set_ago, sql, wait_status)
+from shared.lesson_db import (TERMINAL, close_open_jobs, dead_letters, event_sent, job_row, outbox_of, parked,
+                              result_file, set_ago, sql, wait_status)
 from shared.probe import Probe
 from shared.proc import WaitTimeout, wait_until
 
@@ -78,22 +77,6 @@ def retire(job_ids: list[str]) -> None:
 def remove_jobs(jobs) -> None:
     """The kit's cleanup: the rows a check created (events, dead letters, jobs), in foreign-key order."""
     lesson_db.remove_jobs(jobs, tables=("export_outbox", "export_dead_letters"))
-
-
-@contextlib.contextmanager
-def parked(keep: set[str]):
-    """Other due events are pushed a day ahead for a moment, so a publisher takes exactly ours."""
-    others = [r["id"] for r in sql("SELECT id FROM export_outbox WHERE sent_at IS NULL "
-                                   "AND available_at<=DATE_ADD(NOW(6), INTERVAL 1 HOUR)") if r["id"] not in keep]
-    move = "UPDATE export_outbox SET available_at={}(available_at, INTERVAL 1 DAY) WHERE id IN ({})"
-    marks = ",".join(["%s"] * len(others))
-    if others:
-        sql(move.format("DATE_ADD", marks), others)
-    try:
-        yield
-    finally:
-        if others:
-            sql(move.format("DATE_SUB", marks), others)
 
 
 # ---------------------------------------------------------------- the learner's modules (in the probe)
