@@ -41,14 +41,15 @@ def _up_holding(exclusive: bool):
 
 @pytest.fixture
 def running():
-    # Servers up and held (shared) for one test, so no drill elsewhere stops them meanwhile.  These
-    # tests rebuild shop_lab, slot 0, which no test run uses for lessons (they use slots 4–7).
+    # Servers up and held (shared) for one test, so no drill elsewhere stops them meanwhile.  shop_lab (slot 0)
+    # is no lesson run's (they use slots 4–7); the tests that rebuild it hold the servers alone.
     yield from _up_holding(exclusive=False)
 
 
 @pytest.fixture
 def running_alone():
-    # For a test that stops a server: no other run may be using it.
+    # For a test that stops a server, or rebuilds shop_lab (`servicectl reset`), which the monitor's test
+    # reads: no other run may be using them meanwhile.
     yield from _up_holding(exclusive=True)
 
 
@@ -58,11 +59,11 @@ def test_up_is_ready_and_idempotent(running):
     assert "redis" in _servicectl("status").stdout
 
 
-def test_credentials_private_and_never_printed(running):
+def test_credentials_private_and_never_printed(running_alone):
     mode = stat.S_IMODE(os.stat(S.ENV_FILE).st_mode)
     assert mode == 0o600, oct(mode)
     secret = credentials.ensure_credentials()
-    outputs = [running.stdout, running.stderr]
+    outputs = [running_alone.stdout, running_alone.stderr]
     for args in (["status"], ["up"], ["reset"]):
         result = _servicectl(*args)
         outputs += [result.stdout, result.stderr]
@@ -81,7 +82,7 @@ def test_redis_requires_the_password(running):
     assert not redis_ping("wrong-password")
 
 
-def test_mysql_is_utc_has_products_and_no_passwordless_accounts(running):
+def test_mysql_is_utc_has_products_and_no_passwordless_accounts(running_alone):
     assert _servicectl("reset").returncode == 0
     secret = credentials.ensure_credentials()
     conn = mysql_connect(S.DB_USER, secret["MYSQL_PASSWORD"], S.DATABASE)
