@@ -236,7 +236,10 @@ def _hanging_imports(lesson: dict, workdir: Path, log_dir: Path, limit: float, s
         return []
     out = log_dir / "hung-imports.json"
     script = str(Path(__file__).resolve().parent / "hung_imports.py")
-    run_script(dict(lesson, services=[]), workdir, log_dir, [script, str(out), f"{limit:g}", *names], staged=staged)
+    # Bounded too: the imports run learner code, which may stop this script itself (SIGSTOP, ptrace); then no
+    # answer comes, and the checks after the hang are run and timed one by one as usual.
+    run_script(dict(lesson, services=[]), workdir, log_dir, [script, str(out), f"{limit:g}", *names], staged=staged,
+               limit=limit * len(names) + SETUP_LIMIT)
     try:
         hung = json.loads(boxfiles.read(out, 64 * 1024))["hung"]
         return [name for name in hung if name in names]

@@ -152,21 +152,30 @@ def start_inbox(lesson: dict, workdir: Path, log_dir: Path, spec: dict, boxed: b
     return proc, key, token, channel_r, cgroups, spec_path
 
 
+SCRIPT_OVERRAN = -1  # run_script's status when its `limit` ran out and the box was stopped
+
+
 def run_script(lesson: dict, workdir: Path, log_dir: Path, argv: list[str], monitor: bool = False,
-               staged: Path | None = None) -> int:
+               staged: Path | None = None, limit: float | None = None) -> int:
     """A kit script (the soak, a benchmark) in a box of its own with the lesson's servers: its output goes
     to the terminal, its exit status is returned.  (The reference only: its verdict is its exit status.)
-    `monitor`: the box also feeds `make monitor` its numbers (checks/monitor.py)."""
+    `monitor`: the box also feeds `make monitor` its numbers (checks/monitor.py).  `limit`: seconds the box
+    may run, for a script that meets learner code (learner code can stop it: SIGSTOP, ptrace); past it the
+    box is stopped and SCRIPT_OVERRAN returned."""
     log_dir.mkdir(parents=True, exist_ok=True)
     spec = {"lesson": dict(lesson, processes=[]), "schema_upto": lesson["id"], "script": argv, "monitor": monitor,
             "log_dir": str(log_dir), "env": {"TASKLAB_LOG_DIR": str(log_dir), "TASKLAB_LESSON": lesson["id"]}}
     proc, _key, token, channel_r, cgroups, spec_path = start_inbox(lesson, workdir, log_dir, spec,
                                                                     boxing() == "on", None, staged)
+    deadline = None if limit is None else time.monotonic() + limit
     try:
         while proc.poll() is None:
             if STOP.is_set():
                 stop_box(proc)
                 raise Stopped()
+            if deadline is not None and time.monotonic() > deadline:
+                stop_box(proc)
+                return SCRIPT_OVERRAN
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=0.1)
         return proc.returncode

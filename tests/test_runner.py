@@ -167,6 +167,19 @@ def test_a_hung_check_costs_only_itself_and_leaves_nothing_running(tmp_path):
     assert alive_with(mark) == []
 
 
+def test_a_kit_script_that_learner_code_stopped_is_ended_at_its_limit(tmp_path):
+    # The hung-imports probe imports learner modules, and a module may stop the probe itself (SIGSTOP to its
+    # parent; as root, a ptrace attach does the same): the run of such a script ends at its limit, nothing left.
+    from checks.sandbox import SCRIPT_OVERRAN, run_script
+    lesson = _lesson(tmp_path, "01", {}, "")
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "stops_itself.py").write_text("import os, signal\nos.kill(os.getpid(), signal.SIGSTOP)\n")
+    mark = marker()
+    assert run_script(lesson, work, tmp_path / "logs", ["stops_itself.py", mark], limit=2) == SCRIPT_OVERRAN
+    assert alive_with(mark) == []
+
+
 def test_verifier_never_runs_optimised(tmp_path, monkeypatch):
     # With PYTHONOPTIMIZE the verifier's asserts would vanish and a failing check would pass.
     monkeypatch.setenv("PYTHONOPTIMIZE", "1")
