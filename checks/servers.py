@@ -107,9 +107,9 @@ def start_processes(lesson: dict, workdir: Path, log_dir: Path, env: dict) -> li
     return started
 
 
-def stop_processes(procs: list[Process]) -> None:
+def stop_processes(procs: list[Process], grace: float = 10) -> None:
     for proc in reversed(procs):
-        proc.stop(grace=10)
+        proc.stop(grace=grace)
 
 
 def needs_exclusive(lesson: dict, only: set[str] | None = None) -> bool:

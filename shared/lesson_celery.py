@@ -31,7 +31,7 @@ from urllib.parse import urlsplit
 
 from shared.i18n import t
 from shared.logs import LOG_DIR
-from shared.proc import Process, WaitTimeout, living_with, proc_stat, run_python, wait_until
+from shared.proc import Process, WaitTimeout, living_with, proc_stat, run_python, stop_grace, wait_until
 
 WORK = Path.cwd()
 READY_MARK = " ready."  # celery's "<nodename> ready." log line
@@ -227,6 +227,7 @@ class DeclaredWorker:
 
     def stop(self, grace: float = 15.0) -> float:
         """SIGTERM (celery's warm shutdown) to the main process; KILL its group if it overstays."""
+        grace = stop_grace(grace)
         started = time.monotonic()
         if self.alive():
             os.kill(self.pid, signal.SIGTERM)

@@ -110,6 +110,20 @@ def run_python(args: list[str], cwd: Path | str, timeout: float,
 
 
 _live: set[Process] = set()
+_verdicts_given = False
+
+
+def verdicts_given() -> None:
+    """Every check of this run has reported.  In a box, which is thrown away whole right after, what is
+    still running is killed from now on rather than given a warm shutdown: no verdict waits on it any more,
+    and a Celery worker's warm shutdown alone takes a second or more."""
+    global _verdicts_given
+    _verdicts_given = True
+
+
+def stop_grace(grace: float) -> float:
+    """The grace a stop gets now: none once the verdicts are given in a box (verdicts_given)."""
+    return 0.0 if _verdicts_given and os.environ.get("TASKLAB_BOXED") == "1" else grace
 
 
 @atexit.register
@@ -218,6 +232,7 @@ class Process:
     def stop(self, grace: float = 5.0) -> int:
         """TERM to the group, up to `grace` seconds for the leader to end, then KILL to what is left of the
         group (the leader, or what it left running, also when it ended on its own), and reap.  The exit code."""
+        grace = stop_grace(grace)
         if self.alive():
             self.signal_group(signal.SIGTERM)
             deadline = time.monotonic() + grace

@@ -37,6 +37,7 @@ from pathlib import Path
 import time
 import traceback
 
+from shared import proc
 from shared.i18n import pick, t
 from shared.manifest import check_texts
 
@@ -313,6 +314,7 @@ def run(checks: list[Check], around=None, setup=None, teardown=None, skip_all: s
                     c.skip_unless_selected()
                     row.prove(c)
         finally:
+            proc.verdicts_given()
             if teardown:
                 teardown()
     main_guard(every_check)

@@ -4,6 +4,7 @@ import json
 import os
 import textwrap
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import pytest
 
@@ -243,6 +244,47 @@ def test_declared_processes_start_before_and_stop_after(tmp_path):
     lesson = _lesson(tmp_path, "01", {}, code, processes=[helper])
     assert _run(tmp_path, lesson)["01.1"].status == PASS
     assert alive_with(mark) == []
+
+
+TERM_TELLER = ("import signal, sys, time\n"
+               "def heard(*_):\n    print('TERM heard', flush=True)\n    sys.exit(0)\n"
+               "signal.signal(signal.SIGTERM, heard)\nprint('ready', flush=True)\ntime.sleep(60)\n")
+
+
+@pytest.mark.parametrize("box", ["on", "off"])
+def test_once_every_verdict_is_given_a_box_kills_what_runs_and_bare_runs_stop_it_warmly(tmp_path, monkeypatch, box):
+    # After the last verdict nothing is judged: in a box (thrown away whole, servers and all) the lesson's
+    # processes and those the verifier started are killed at once, no warm shutdown waited for.  Bare, on
+    # the kit's shared servers, they still get TERM first (a worker gives back the messages it holds).
+    from checks import box as B
+    if box == "on" and not B.availability()[0]:
+        pytest.skip(B.availability()[1])
+    monkeypatch.setenv("LAB_BOX", box)
+    # shared.tap.run checks its table against tasks.json: the verifier is lesson 01's by name, with its ids.
+    ids = [c["id"] for c in manifest.lesson("01")["checks"]]
+    code = """
+        import os, sys
+        from pathlib import Path
+        from shared.proc import Process
+        from shared.tap import Check, run
+        own = []
+        def prove(c):
+            own.append(Process([sys.executable, "-c", TELLER], ".", Path(os.environ["TASKLAB_LOG_DIR"]) / "own.log"))
+            own[0].wait_ready(20, log_contains="ready")
+        def teardown():
+            for proc in own:
+                proc.stop(grace=20)
+        run([Check(i, prove if i == "01.1" else lambda c: None) for i in IDS], teardown=teardown)
+    """.replace("TELLER", repr(TERM_TELLER)).replace("IDS", repr(ids))
+    helper = {"name": "helper", "argv": ["{python}", "-c", TERM_TELLER], "ready": {"log": "ready"}, "ready_timeout": 20}
+    lesson = _lesson(tmp_path, "01", {}, None, [_check(i, "lab01_verify.py") for i in ids], processes=[helper])
+    (Path(lesson["folder"]) / "verifiers").mkdir(parents=True)
+    (Path(lesson["folder"]) / "verifiers" / "lab01_verify.py").write_text(textwrap.dedent(code))
+    result = _run(tmp_path, lesson)["01.1"]
+    assert result.status == PASS, (result.message, result.notes)
+    for log in ("helper.log", "own.log"):
+        heard = "TERM heard" in (tmp_path / "logs" / log).read_text()
+        assert heard == (box == "off"), (log, box)
 
 
 def test_process_that_never_gets_ready_makes_every_check_error(tmp_path):
