@@ -4,6 +4,7 @@ run's total, the lessons with their last results, `make help` and the README's l
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from checks import progress, report
@@ -12,6 +13,17 @@ from checks.results import ERROR, FAIL, NOT_PASSED, NOT_REACHED, PASS, SKIPPED, 
 from checks.sandbox import boxing
 from shared import manifest
 from shared.i18n import pick, t, t_in
+
+# Besides what XML forbids (report.xml_safe), what a terminal obeys: a carriage return (it overwrites the line),
+# DEL, the C1 controls (U+009B starts an escape sequence as ESC [ does) and the bidi overrides (U+202E shows
+# what follows it reversed).
+TERMINAL_ONLY = re.compile("[\r\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def shown(text: str) -> str:
+    """A learner's words (their prints, their errors) as the terminal shows them: never a command to it."""
+    return TERMINAL_ONLY.sub(report.escape, report.xml_safe(text))
+
 
 MARKS = {PASS: "✓", FAIL: "✗", ERROR: "!", TIMEOUT: "⏱", SKIPPED: "–", SUPERSEDED: "↷", NOT_REACHED: "○"}
 
@@ -42,9 +54,9 @@ def print_lesson(result: LessonResult, evidence: bool = False, first_failure_onl
         print("  " + t("(planned, not built yet: not counted as passed)"))
         return
     for notice in result.notices:
-        print(f"  ! {notice}")
+        print(f"  ! {shown(notice)}")
     for problem in result.problems:
-        print(f"  ✗ {problem}")
+        print(f"  ✗ {shown(problem)}")
     if result.problems:
         print("  " + t("Fix the problem(s) above first: the checks that need them are blocked."))
     shown_failure = False
@@ -56,7 +68,7 @@ def print_lesson(result: LessonResult, evidence: bool = False, first_failure_onl
         if heading and group:
             print(f"  {heading}")
         for c in group:
-            label = t(" BLOCKED ({blocked})", blocked=c.blocked) if c.blocked else status_label(c.status)
+            label = t(" BLOCKED ({blocked})", blocked=shown(c.blocked)) if c.blocked else status_label(c.status)
             print(f"  {MARKS[c.status]} {c.id:<6} {pick(c.text)}  ({c.seconds:.2f}s){label}")
             if c.status in NOT_PASSED and c.blocked:
                 pass  # the problem is said once, above the checks
@@ -66,18 +78,18 @@ def print_lesson(result: LessonResult, evidence: bool = False, first_failure_onl
                 shown_failure = True
                 explained.setdefault(c.message, c.id)
                 if c.message:
-                    print("      " + t("why: {message}", message=c.message))
+                    print("      " + t("why: {message}", message=shown(c.message)))
                 for line in [n for n in c.notes if n != c.message][-10:]:
-                    print(f"      | {line}")
+                    print(f"      | {shown(line)}")
                 if c.regression:
                     print("      " + regression_cause(result.lesson, c.lesson))
                 print("      " + t("hint: {hint}", hint=pick(c.hint)))
             elif c.status in (SKIPPED, SUPERSEDED, NOT_REACHED) and c.message and c.message not in explained:
                 explained.setdefault(c.message, c.id)
-                print(f"      {c.message}")
+                print(f"      {shown(c.message)}")
             elif evidence and c.status == PASS:
                 for line in c.notes[-6:]:
-                    print(f"      · {line}")
+                    print(f"      · {shown(line)}")
     failed = [c for c in result.checks if c.status in NOT_PASSED]
     if first_failure_only and len(failed) > 1:
         print("  " + t("({n_failed} more failure(s) not explained here: fix the first one; all reasons: make check)",

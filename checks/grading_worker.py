@@ -131,7 +131,7 @@ def grading_key(packed: bytes, lesson_ids: list[str], kit: str) -> str:
 
 def store_result(key: str, entry: dict) -> bool:
     """Write once: True for the first writer; a later one (a redelivery) leaves the first result alone."""
-    return bool(_patient(lambda: results_store().set(RESULTS + key, json.dumps(entry, ensure_ascii=False),
+    return bool(_patient(lambda: results_store().set(RESULTS + key, json.dumps(entry),
                                                      nx=True, ex=KEEP_SECONDS)))
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import xml.etree.ElementTree as ET
 from datetime import UTC, datetime
 from pathlib import Path
@@ -12,6 +13,37 @@ from shared.i18n import lang as current_lang
 from shared.i18n import pick, t_in
 
 REPORT_VERSION = 1
+
+# What XML 1.0 cannot carry at all (not even as &#...;): the C0 controls but tab, newline and return, U+FFFE,
+# U+FFFF, and surrogates — a Python str holds a lone one after surrogateescape decoding, and no UTF-8 encoder
+# takes it.  A learner's output (their prints, their exception's words) may hold any of them.
+NOT_IN_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff\ud800-\udfff]")
+
+
+def xml_safe(text: str) -> str:
+    """`text` with each character XML 1.0 forbids written as its visible escape (`\\x1b`, `\\ufffe`,
+    `\\udc80`); all else, Chinese, emoji, U+202E, is kept.  Every report passes learner text through it:
+    the JUnit XML (one such character made a whole file unparseable), the results JSON and so the pages
+    made from it (a lone surrogate stopped their UTF-8 write), and the terminal (an ESC or BEL there is a
+    command to it)."""
+    return NOT_IN_XML.sub(escape, text)
+
+
+def escape(match: re.Match) -> str:
+    """One matched character as its visible escape: \\x1b, \\u202e."""
+    code = ord(match[0])
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def _safe_tree(value):
+    """A report dict with xml_safe applied to every string in it, keys too."""
+    if isinstance(value, str):
+        return xml_safe(value)
+    if isinstance(value, dict):
+        return {_safe_tree(k): _safe_tree(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_safe_tree(v) for v in value]
+    return value
 
 
 def overall(lessons: list[LessonResult], error: str | None = None) -> str:
@@ -91,6 +123,8 @@ def flaky_checks(tests: list[dict]) -> list[str]:
 
 
 def to_dict(lessons: list[LessonResult], source: str, error: str | None = None) -> dict:
+    """The report every other view is made from (results JSON, the HTML pages, the gradebook, make list);
+    its strings are xml_safe, since messages, notes, figures and the folder's path can hold learner text."""
     tests = []
     for lesson in lessons:
         for c in lesson.checks:
@@ -104,7 +138,7 @@ def to_dict(lessons: list[LessonResult], source: str, error: str | None = None) 
                 **({"figures": c.figures} if c.figures else {}),
                 **({"runs": {"passed": c.runs[0], "tried": c.runs[1]}} if c.runs else {}),
             })
-    return {
+    return _safe_tree({
         "version": REPORT_VERSION,
         "kit": "task-lab",
         "source": source,
@@ -118,7 +152,7 @@ def to_dict(lessons: list[LessonResult], source: str, error: str | None = None) 
                      **marks(lesson.checks), "counts": count_checks(lesson.checks),
                      "seconds": round(lesson.seconds, 3)} for lesson in lessons],
         "tests": tests,
-    }
+    })
 
 
 def write_json(path: Path, lessons: list[LessonResult], source: str, error: str | None = None) -> None:
@@ -160,5 +194,9 @@ def write_junit(path: Path, lessons: list[LessonResult], source: str, error: str
                 ET.SubElement(case, "skipped", message=c.message or c.status)
     for key, value in totals.items():
         root.set(key, str(value))
+    for element in root.iter():  # every name, message and detail: each may carry learner text
+        element.attrib = {key: xml_safe(value) for key, value in element.attrib.items()}
+        if element.text:
+            element.text = xml_safe(element.text)
     path.parent.mkdir(parents=True, exist_ok=True)
     ET.ElementTree(root).write(path, encoding="utf-8", xml_declaration=True)

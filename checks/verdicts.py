@@ -47,7 +47,7 @@ def foreign(records: list[dict]) -> int:
 
 
 def _mac(key: bytes, record: dict) -> str:
-    body = json.dumps(record, sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode()
+    body = json.dumps(record, sort_keys=True, separators=(",", ":")).encode()
     return hmac.new(key, body, hashlib.sha256).hexdigest()
 
 
@@ -71,7 +71,7 @@ class Signer:
             raise OSError("the verdict channel is closed in this process")
         record = dict(record, run=self._run, pid=os.getpid())  # which process: a fork of a verifier is not it
         record["mac"] = _mac(self._key, record)
-        data = (json.dumps(record, ensure_ascii=False) + "\n").encode()
+        data = (json.dumps(record) + "\n").encode()  # ASCII: a lone surrogate in learner text travels too
         while data:  # a pipe write may be partial for long records
             data = data[os.write(self._fd, data):]
 
