@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import functools
 import os
 import secrets
 import shutil
@@ -56,23 +55,34 @@ def _bwrap() -> str | None:
     return shutil.which("bwrap") or (os.path.exists("/usr/bin/bwrap") and "/usr/bin/bwrap") or None
 
 
-@functools.lru_cache(maxsize=1)
+_BOXES_MADE = False  # a box was made once in this process: boxes can be made here
+
+
 def availability() -> tuple[bool, str]:
-    """(can boxes run here, why not).  Tried for real: bubblewrap with every namespace, loopback up."""
+    """(can boxes run here, why not).  Tried for real: bubblewrap with every namespace, loopback up.
+    Only a success is remembered.  A failure is tried again (here, and at the next call): one probe that
+    failed under a passing strain must not leave a whole process (a grader, a test worker) judging
+    unboxed from then on -- with LAB_BOX=auto that would run strangers' code bare."""
+    global _BOXES_MADE
+    if _BOXES_MADE:
+        return True, ""
     if sys.platform != "linux":
         return False, t("boxes (bubblewrap) need Linux or WSL2")
     bwrap = _bwrap()
     if bwrap is None:
         how = "apt-get install -y bubblewrap" if os.geteuid() == 0 else "sudo apt-get install -y bubblewrap"
         return False, t("bubblewrap is not installed: {how}", how=how)
-    probe = subprocess.run([bwrap, "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "--proc", "/proc",
-                            "--dev", "/dev", "--uid", str(BOX_UID), "true"], capture_output=True, text=True)
-    if probe.returncode != 0:
-        reason = probe.stderr.strip().splitlines()[-1:] or ["?"]
-        return False, t("bubblewrap cannot create namespaces ({reason}). On Ubuntu 24.04+: sudo sysctl -w "
-                        "kernel.apparmor_restrict_unprivileged_userns=0; in a container: allow user namespaces",
-                        reason=reason[0])
-    return True, ""
+    for attempt in range(3):
+        probe = subprocess.run([bwrap, "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "--proc", "/proc",
+                                "--dev", "/dev", "--uid", str(BOX_UID), "true"], capture_output=True, text=True)
+        if probe.returncode == 0:
+            _BOXES_MADE = True
+            return True, ""
+        time.sleep(0.2 * (attempt + 1))
+    reason = probe.stderr.strip().splitlines()[-1:] or ["?"]
+    return False, t("bubblewrap cannot create namespaces ({reason}). On Ubuntu 24.04+: sudo sysctl -w "
+                    "kernel.apparmor_restrict_unprivileged_userns=0; in a container: allow user namespaces",
+                    reason=reason[0])
 
 
 def install_bubblewrap() -> None:
@@ -80,7 +90,6 @@ def install_bubblewrap() -> None:
     if _bwrap() is None and os.geteuid() == 0 and shutil.which("apt-get"):
         subprocess.run(["apt-get", "install", "-y", "-q", "bubblewrap"], capture_output=True,
                        env=dict(os.environ, DEBIAN_FRONTEND="noninteractive"))
-        availability.cache_clear()
 
 
 def mariadb_template(lab_dir: Path) -> Path:
