@@ -53,7 +53,7 @@ def print_lesson(result: LessonResult, evidence: bool = False, first_failure_onl
     if result.source == "planned":
         print("  " + t("(planned, not built yet: not counted as passed)"))
         return
-    for notice in result.notices:
+    for notice in result.notices_of(actionable=True):  # something to do: said first, with what to do
         print(f"  ! {shown(notice)}")
     for problem in result.problems:
         print(f"  ✗ {shown(problem)}")
@@ -100,6 +100,8 @@ def print_lesson(result: LessonResult, evidence: bool = False, first_failure_onl
         existing = [os.path.relpath(p) for p in result.logs if p.exists()]
         if existing:
             print("  " + t("full logs: ") + ", ".join(existing))
+    for notice in result.notices_of(actionable=False):  # nothing to do: after the checks, never as an error
+        print("  " + t("note (nothing to do): {notice}", notice=shown(notice)))
 
 
 def announce(lab: Path | None) -> None:
@@ -116,16 +118,23 @@ def announce(lab: Path | None) -> None:
 def print_total(results: list[LessonResult]) -> None:
     """The run's last line: every check counted, the score, what was superseded, the bonus."""
     every = [c for r in results for c in r.checks]
-    m = report.marks(every)
+    m, n = report.marks(every), report.count_checks(every)
     line = t("total: {count_text}; score {score}/{max_score}", score=m['score'], max_score=m['max_score'],
-             count_text=report.count_text(report.count_checks(every)))
-    superseded = sum(not c.counted for r in results for c in r.checks)
-    if superseded:
-        line += t("; {superseded} superseded by later lessons, not counted", superseded=superseded)
+             count_text=report.count_text(n))
+    if n["superseded"]:
+        line += t("; {superseded} superseded by later lessons, not counted", superseded=n["superseded"])
     if m["max_bonus"]:
         line += t(" (plus bonus {bonus}/{max_bonus} from the kit's extensions beyond the course)", bonus=m['bonus'],
                   max_bonus=m['max_bonus'])
     print("\n" + line)
+
+
+def last_result(entry: dict | None) -> str:
+    """A lesson's last result in `make list`: the same words (report.count_text) as the run's summary line,
+    its regressions left to the run itself."""
+    if not entry:
+        return "—"
+    return report.count_text(entry["counts"], regressions=False) if "counts" in entry else entry["status"]
 
 
 def print_list(data: dict) -> None:
@@ -133,18 +142,13 @@ def print_list(data: dict) -> None:
     reference = progress.load()
     folder = progress.learner_folder()
     mine = progress.load(str(folder)) if folder else {}
-
-    def last(entry):  # the same words as a run's summary line, its regressions left to the run itself
-        if not entry:
-            return "—"
-        return report.count_text(entry["counts"], regressions=False) if "counts" in entry else entry["status"]
     print(t("your folder: {folder}", folder=folder)
            if folder else t("your folder: (none remembered yet; make check LAB=DIR)"))
     for lesson in data["lessons"]:
         planned = "" if lesson["status"] == "ready" else t(" (planned)")
         print(f"{lesson['id']}  {pick(lesson['title'])}{planned} — " +
               t("{n_checks} checks; reference last: {last}; your folder last: {last2}", n_checks=len(lesson['checks']),
-                last=last(reference.get(lesson['id'])), last2=last(mine.get(lesson['id']))))
+                last=last_result(reference.get(lesson['id'])), last2=last_result(mine.get(lesson['id']))))
 
 
 def print_help(data: dict) -> None:

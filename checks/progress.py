@@ -42,11 +42,13 @@ def record(results: list[LessonResult]) -> None:
     data = _read()
     data.setdefault("results", {})
     for result in results:
+        n = count_checks(result.checks)
         data["results"].setdefault(result.source, {})[result.lesson["id"]] = {
             "status": result.status,
-            "passed": sum(c.status == "pass" for c in result.checks),
-            "total": len(result.checks),
-            "counts": count_checks(result.checks),  # what make list shows, in the run's own words
+            # passed of the checks that ran (own and regressions): what was skipped is in neither
+            "passed": n["passed"] + n["regressions_passed"],
+            "total": n["passed"] + n["failed"] + n["regressions"],
+            "counts": n,  # what make list shows, in the run's own words
             "at": datetime.now(UTC).isoformat(timespec="seconds"),
         }
     _write(data)

@@ -8,7 +8,7 @@ import xml.etree.ElementTree as ET
 from datetime import UTC, datetime
 from pathlib import Path
 
-from checks.results import ERROR, FAIL, NOT_PASSED, NOT_REACHED, PASS, SKIPPED, SUPERSEDED, TIMEOUT, LessonResult
+from checks.results import ERROR, FAIL, NOT_PASSED, NOT_REACHED, PASS, SKIPPED, SUPERSEDED, LessonResult
 from shared.i18n import lang as current_lang
 from shared.i18n import pick, t_in
 
@@ -61,28 +61,44 @@ def marks(checks) -> dict:
             "bonus": sum(c.score for c in extra), "max_bonus": sum(c.points for c in extra)}
 
 
-# --- counting: the one set of words every view uses (terminal, JSON, make list, HTML) -----------------
+# --- counting: the one set of words every view uses (terminal, JSON, JUnit, make list, HTML) -----------
 #   passed · failed (fail, error, timeout, blocked) · not attempted (skipped: an exercise not taken up, a
 #   check not selected) · not reached (the folder has not got to the lesson) — of the lesson's own checks;
-#   regressions (earlier lessons' checks re-run) apart; superseded checks are not counted at all.
+#   regressions (earlier lessons' checks re-run) apart: passed out of those that ran, those skipped or not
+#   reached said beside it, never inside "of N"; superseded checks are not counted at all (only said apart).
+
+def outcome(status: str | None) -> str:
+    """What a check's status counts as, the same in every view: passed or failed (it ran: pass / fail,
+    error, timeout), skipped or not_reached (it did not run), or superseded (not counted)."""
+    if status == SUPERSEDED:
+        return "superseded"
+    if status == PASS:
+        return "passed"
+    if status in NOT_PASSED:
+        return "failed"
+    if status == NOT_REACHED:
+        return "not_reached"
+    return "skipped"
+
 
 def counts(tests) -> dict:
-    """Counts from (status, regression) pairs."""
-    n = {"passed": 0, "failed": 0, "not_attempted": 0, "not_reached": 0, "regressions": 0, "regressions_passed": 0}
+    """Counts from (status, regression) pairs.  Own checks: passed, failed, not_attempted (skipped),
+    not_reached.  Regressions: `regressions` is how many ran (passed or not), `regressions_passed` of
+    them passed; `regressions_skipped` and `regressions_not_reached` did not run and are in neither.
+    `superseded`: not counted anywhere else (a later lesson replaced the check's subject)."""
+    n = {"passed": 0, "failed": 0, "not_attempted": 0, "not_reached": 0, "regressions": 0, "regressions_passed": 0,
+         "regressions_skipped": 0, "regressions_not_reached": 0, "superseded": 0}
+    own = {"passed": "passed", "failed": "failed", "skipped": "not_attempted", "not_reached": "not_reached",
+           "superseded": "superseded"}
+    again = {"passed": "regressions_passed", "skipped": "regressions_skipped",
+             "not_reached": "regressions_not_reached", "superseded": "superseded"}
     for status, regression in tests:
-        if status == SUPERSEDED:
-            continue
-        if regression:
+        kind = outcome(status)
+        if regression and kind in ("passed", "failed"):
             n["regressions"] += 1
-            n["regressions_passed"] += status == PASS
-        elif status == PASS:
-            n["passed"] += 1
-        elif status in NOT_PASSED:
-            n["failed"] += 1
-        elif status == NOT_REACHED:
-            n["not_reached"] += 1
-        else:
-            n["not_attempted"] += 1
+        key = (again if regression else own).get(kind)
+        if key:
+            n[key] += 1
     return n
 
 
@@ -94,20 +110,41 @@ def count_tests(tests: list[dict]) -> dict:
     return counts((t.get("status"), bool(t.get("regression"))) for t in tests)
 
 
-def count_text(n: dict, lang: str | None = None, regressions: bool = True) -> str:
-    """`5 passed, 1 failed, 2 not attempted; regressions: 2 of 2 passed` (zero parts left out, passed
-    always said), in the learner's language or `lang`; `regressions=False` leaves their part out."""
-    lang = lang or current_lang()
-    text = t_in(lang, "{n} passed", n=n["passed"])
-    for more in (t_in(lang, "{n} failed", n=n["failed"]) if n["failed"] else None,
-                 t_in(lang, "{n} not attempted", n=n["not_attempted"]) if n["not_attempted"] else None,
-                 t_in(lang, "{n} not reached", n=n["not_reached"]) if n["not_reached"] else None):
-        if more:
-            text = t_in(lang, "{counts}, {more}", counts=text, more=more)
-    if regressions and n["regressions"]:
-        text = t_in(lang, "{counts}; regressions: {passed} of {total} passed", counts=text,
-                    passed=n["regressions_passed"], total=n["regressions"])
+def _joined(parts: list[str], lang: str) -> str:
+    text = parts[0]
+    for more in parts[1:]:
+        text = t_in(lang, "{counts}, {more}", counts=text, more=more)
     return text
+
+
+def regressions_text(n: dict, lang: str | None = None) -> str:
+    """`regressions: 1 of 1 passed, 1 skipped`, or `regressions: none ran (1 skipped)`; "" when there are
+    none.  Only the regressions that ran are in "of N"."""
+    lang = lang or current_lang()
+    ran, passed = n.get("regressions", 0), n.get("regressions_passed", 0)
+    idle = [t_in(lang, "{n} skipped", n=n["regressions_skipped"]) if n.get("regressions_skipped") else None,
+            t_in(lang, "{n} not reached", n=n["regressions_not_reached"]) if n.get("regressions_not_reached")
+            else None]
+    idle = [part for part in idle if part]
+    if ran:
+        return _joined([t_in(lang, "regressions: {passed} of {ran} passed", passed=passed, ran=ran), *idle], lang)
+    if idle:
+        return t_in(lang, "regressions: none ran ({idle})", idle=_joined(idle, lang))
+    return ""
+
+
+def count_text(n: dict, lang: str | None = None, regressions: bool = True) -> str:
+    """`5 passed, 1 failed, 2 not attempted; regressions: 2 of 2 passed, 1 skipped` (zero parts left out,
+    passed always said), in the learner's language or `lang`; `regressions=False` leaves their part out.
+    `n` is counts()'s dict, or one an older run stored (a key it lacks counts 0)."""
+    lang = lang or current_lang()
+    parts = [t_in(lang, "{n} passed", n=n.get("passed", 0)),
+             t_in(lang, "{n} failed", n=n["failed"]) if n.get("failed") else None,
+             t_in(lang, "{n} not attempted", n=n["not_attempted"]) if n.get("not_attempted") else None,
+             t_in(lang, "{n} not reached", n=n["not_reached"]) if n.get("not_reached") else None]
+    text = _joined([part for part in parts if part], lang)
+    again = regressions_text(n, lang) if regressions else ""
+    return t_in(lang, "{counts}; {regressions}", counts=text, regressions=again) if again else text
 
 
 def is_flaky(test: dict) -> bool:
@@ -161,6 +198,16 @@ def write_json(path: Path, lessons: list[LessonResult], source: str, error: str 
                     encoding="utf-8")
 
 
+def junit_counts(checks) -> dict:
+    """A JUnit suite's counts, by outcome() as every other view counts: what did not run (skipped, not
+    reached, superseded — a skipped regression too) is `skipped`, never a failure; JUnit's own split of
+    what failed into failures (fail) and errors (error, timeout) on top."""
+    kinds = [outcome(c.status) for c in checks]
+    failures = sum(c.status == FAIL for c in checks)
+    return {"tests": len(kinds), "failures": failures, "errors": kinds.count("failed") - failures,
+            "skipped": len(kinds) - kinds.count("passed") - kinds.count("failed")}
+
+
 def write_junit(path: Path, lessons: list[LessonResult], source: str, error: str | None = None) -> None:
     root = ET.Element("testsuites", name=f"task-lab {source}")
     totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
@@ -170,12 +217,7 @@ def write_junit(path: Path, lessons: list[LessonResult], source: str, error: str
         ET.SubElement(case, "error", message=error)
         totals["tests"] = totals["errors"] = 1
     for lesson in lessons:
-        counts = {
-            "tests": len(lesson.checks),
-            "failures": sum(c.status == FAIL for c in lesson.checks),
-            "errors": sum(c.status in (ERROR, TIMEOUT) for c in lesson.checks),
-            "skipped": sum(c.status in (SKIPPED, SUPERSEDED, NOT_REACHED) for c in lesson.checks),
-        }
+        counts = junit_counts(lesson.checks)
         for key in totals:
             totals[key] += counts[key]
         suite = ET.SubElement(root, "testsuite", name=f"lesson {lesson.lesson['id']} {lesson.lesson['title']['en']}",
@@ -188,9 +230,9 @@ def write_junit(path: Path, lessons: list[LessonResult], source: str, error: str
             detail = "\n".join(filter(None, [c.output, "hint: " + pick(c.hint)]))
             if c.status == FAIL:
                 ET.SubElement(case, "failure", message=c.message or "failed").text = detail
-            elif c.status in (ERROR, TIMEOUT):
+            elif outcome(c.status) == "failed":  # error, timeout
                 ET.SubElement(case, "error", message=c.message or c.status, type=c.status).text = detail
-            elif c.status in (SKIPPED, SUPERSEDED, NOT_REACHED):
+            elif outcome(c.status) != "passed":  # skipped, not reached, superseded: did not run
                 ET.SubElement(case, "skipped", message=c.message or c.status)
     for key, value in totals.items():
         root.set(key, str(value))

@@ -17,6 +17,22 @@ NOT_PASSED = (FAIL, ERROR, TIMEOUT)
 NO_VERDICT = (SKIPPED, SUPERSEDED, NOT_REACHED)  # not tried in that run: neither a pass nor a failure
 
 
+def notice(message: str, actionable: bool = True) -> dict:
+    """A line said about a run beside its checks, with its kind decided where it is made.  Actionable: the
+    learner has something to do (a broken .env.tasks, a folder that has not reached the lesson) — shown
+    first, with what to do.  Not actionable: for information only (a look-at-the-result statement of a
+    schema file the server cannot answer, checks/servers.py) — shown after the checks, saying nothing
+    needs doing.  A plain string, as older results and the host's own notices hold, is actionable."""
+    return {"message": message, "actionable": actionable}
+
+
+def notice_parts(item) -> tuple[str, bool]:
+    """(message, actionable) of a notice(), or of a plain string (actionable)."""
+    if isinstance(item, dict):
+        return str(item.get("message", "")), bool(item.get("actionable", True))
+    return str(item), True
+
+
 @dataclass
 class CheckResult:
     lesson: str
@@ -61,8 +77,13 @@ class LessonResult:
     checks: list[CheckResult]
     seconds: float
     logs: list[Path] = field(default_factory=list)
-    notices: list[str] = field(default_factory=list)  # e.g. schema lines the server could not answer
+    notices: list = field(default_factory=list)  # notice() records or plain (actionable) strings
     problems: list[str] = field(default_factory=list)  # what is wrong with the learner's folder, said once
+
+    def notices_of(self, actionable: bool) -> list[str]:
+        """The messages of one kind of notice, each once, in order."""
+        return list(dict.fromkeys(message for message, kind in map(notice_parts, self.notices)
+                                  if kind == actionable and message))
 
     @property
     def status(self) -> str:

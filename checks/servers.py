@@ -9,6 +9,7 @@ import re
 import sys
 from pathlib import Path
 
+from checks.results import notice
 from shared import servicectl
 from shared import services as S
 from shared.credentials import ensure_credentials, task_env_text
@@ -33,14 +34,18 @@ class SchemaError(Exception):
 
 
 def prepare_services(lesson: dict, workdir: Path, schema_files: list[str] | None = None,
-                     schema_upto: str | None = None) -> list[str]:
+                     schema_upto: str | None = None) -> list[dict]:
     """Lessons 08–16: services up, the kit's .env.tasks in the work dir, a fresh database with the schemas.
 
     The database is rebuilt from the products sample data plus every lesson's schema_*.sql up to this
     lesson (or up to `schema_upto`: a regression run uses the folder's own lesson), in lesson order, taken
     from the work dir (so a learner's own schema files are the ones used).
+
+    Returns notices (checks.results.notice), each with its kind decided here: the only ones made are
+    look-at-the-result statements the server cannot answer, which need nothing from the learner (not
+    actionable: shown after the checks).  They reach the runner as a notice record's message.
     """
-    notices: list[str] = []
+    notices: list[dict] = []
     services = lesson.get("services") or []
     if not services:
         return notices
@@ -78,9 +83,9 @@ def prepare_services(lesson: dict, workdir: Path, schema_files: list[str] | None
                             raise SchemaError(t("{name} failed on `{first}`: {exc}", name=name, first=first,
                                                 exc=exc)) from None
                         first = statement.strip().splitlines()[0][:80]
-                        notices.append(t("{name}: `{first}` only looks at the result, and this server cannot answer "
-                                         "it ({exc}); passed over — the checks do not need it", name=name, first=first,
-                                         exc=exc))
+                        notices.append(notice(t("{name}: `{first}` only looks at the result, and this server "
+                                                "cannot answer it ({exc}); passed over — the checks do not need it",
+                                                name=name, first=first, exc=exc), actionable=False))
     finally:
         conn.close()
     return notices

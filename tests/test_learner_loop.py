@@ -55,9 +55,9 @@ def test_counts_say_passed_failed_not_attempted_not_reached_and_regressions_apar
     checks = [_check(PASS)] * 5 + [_check(SKIPPED)] + [_check(PASS, True), _check(FAIL, True)]
     n = report.count_checks(checks)
     assert n == {"passed": 5, "failed": 0, "not_attempted": 1, "not_reached": 0, "regressions": 2,
-                 "regressions_passed": 1}
+                 "regressions_passed": 1, "regressions_skipped": 0, "regressions_not_reached": 0, "superseded": 0}
     assert report.count_text(n, "en") == "5 passed, 1 not attempted; regressions: 1 of 2 passed"
-    assert report.count_text(n, "zh") == "通过 5 项，未尝试 1 项；回归：2 项中通过 1 项"
+    assert report.count_text(n, "zh") == "通过 5 项，未尝试 1 项；回归：运行的 2 项中通过 1 项"
     assert report.count_text(report.count_checks([_check(ERROR), _check(NOT_REACHED)]), "en") == \
         "0 passed, 1 failed, 1 not reached"
     lesson = LessonResult(manifest.lesson("09", DATA), "x", [_check(NOT_REACHED)] * 3, 0.0)

@@ -132,7 +132,8 @@ def test_schema_files_applied_in_order_and_informational_lines_reported(running,
     (tmp_path / "schema_b.sql").write_text("ALTER TABLE export_jobs ADD COLUMN attempts INT NOT NULL DEFAULT 0;\n")
     lesson = {"id": "11", "services": ["redis", "mysql"]}
     notices = prepare_services(lesson, tmp_path, ["schema_a.sql", "schema_b.sql"])
-    assert len(notices) == 1 and "schema_a.sql" in notices[0] and "no_such_variable" in notices[0]
+    assert len(notices) == 1 and "schema_a.sql" in notices[0]["message"] and "no_such_variable" in notices[0]["message"]
+    assert notices[0]["actionable"] is False  # only looks at the result: shown after the checks, nothing to do
     assert stat.S_IMODE(os.stat(tmp_path / ".env.tasks").st_mode) == 0o600
     secret = credentials.ensure_credentials()
     conn = mysql_connect(S.DB_USER, secret["MYSQL_PASSWORD"], S.slot_database(slot))
