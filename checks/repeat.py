@@ -10,8 +10,12 @@ is pinned to — comes from one seed, printed first; SEED=S replays those condit
 
 The verdicts are the runs' own reports; this module only counts them.  A check that passed some runs
 and failed others is *flaky in your code*: shown first, with one failing run's evidence beside one
-passing run's.  Ctrl-C (or TERM) stops the series: no new run starts, the runs under way are stopped
-by their process groups, the burners end, and the table of what was seen so far is printed.
+passing run's.  "Failed every run", "passed every run" and "skipped" are said only of a check that did so
+in every run of the series; one tried in some runs only (skipped, or not run, in the others) is named with
+its counts -- classify() decides, for the table, repeat.json and the page alike.  What the terminal shows
+of a failure is cut in the middle if it must be, never at its end, where the cause is (keep_cause()).
+Ctrl-C (or TERM) stops the series: no new run starts, the runs under way are stopped by their process
+groups, the burners end, and the table of what was seen so far is printed.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from checks.results import NO_VERDICT, PASS
-from shared.i18n import t
+from shared.i18n import listed, t
 from shared.proc import Process
 
 FIRST_SLOT = 1    # slot 0 is the learner's own kit servers; runs take 1..K
@@ -161,7 +165,7 @@ class Runner:
             print(self.progress_line(run), file=self.stream, flush=True)
             for test in run.tests:
                 if failed(test):
-                    print(f"      {test['id']} {test['status']}: {first_line(test.get('message'))}", file=self.stream)
+                    print(f"      {test['id']} {test['status']}: {one_line(test.get('message'))}", file=self.stream)
 
     def progress_line(self, run: Run) -> str:
         done, total = len(self.series.runs), self.series.planned
@@ -271,6 +275,30 @@ class Failure:
     wordings: set[str] = field(default_factory=set)  # every run's exact words (numbers differ)
 
 
+def classify(passed: int, failed: int, not_tried: int) -> str:
+    """What a check's counts over a series' runs make it (not_tried: runs it was skipped in, or not run in at
+    all) -- the one place a check is named, for the terminal table, repeat.json and the page alike.  flaky:
+    passed some runs, failed others; failed / passed: did so in every run of the series; skipped: tried in
+    none; partial: tried in some runs only (an exercise skipped in 16 runs and failed in 4 did not fail
+    every run)."""
+    if passed and failed:
+        return "flaky"
+    if not passed and not failed:
+        return "skipped"
+    if not_tried:
+        return "partial"
+    return "failed" if failed else "passed"
+
+
+def counts_text(passed: int, failed: int, skipped: int, not_run: int = 0) -> str:
+    """A check's counts in words: "passed 16, failed 4 (attempted in 20 of 20 runs)", "failed 4, skipped 16
+    (attempted in 4 of 20 runs)"."""
+    parts = [t("passed {n}", n=passed) if passed else "", t("failed {n}", n=failed) if failed else "",
+             t("skipped {n}", n=skipped) if skipped else "", t("not run {n}", n=not_run) if not_run else ""]
+    return t("{counts} (attempted in {attempts} of {runs} runs)", counts=listed([p for p in parts if p]),
+             attempts=passed + failed, runs=passed + failed + skipped + not_run)
+
+
 @dataclass
 class CheckTally:
     id: str
@@ -280,6 +308,7 @@ class CheckTally:
     passed: list[int] = field(default_factory=list)   # run numbers
     failed: list[int] = field(default_factory=list)
     skipped: list[int] = field(default_factory=list)
+    not_run: list[int] = field(default_factory=list)  # runs of its lesson whose report did not have it
     failures: dict[str, Failure] = field(default_factory=dict)
     tests: dict[int, dict] = field(default_factory=dict)  # run number -> that run's test dict
 
@@ -288,22 +317,30 @@ class CheckTally:
         return len(self.passed) + len(self.failed)
 
     @property
+    def runs(self) -> int:
+        """The runs of its lesson in the series: attempted, skipped or not run."""
+        return self.attempts + len(self.skipped) + len(self.not_run)
+
+    @property
     def kind(self) -> str:
-        """flaky (passed some, failed others), failed (every attempt), passed (every attempt), or skipped."""
-        if self.passed and self.failed:
-            return "flaky"
-        if self.failed:
-            return "failed"
-        return "passed" if self.passed else "skipped"
+        return classify(len(self.passed), len(self.failed), len(self.skipped) + len(self.not_run))
+
+    @property
+    def counts(self) -> str:
+        return counts_text(len(self.passed), len(self.failed), len(self.skipped), len(self.not_run))
 
 
-KIND_ORDER = {"flaky": 0, "failed": 1, "passed": 2, "skipped": 3}
+KIND_ORDER = {"flaky": 0, "failed": 1, "partial": 2, "passed": 3, "skipped": 4}
 
 
 def tally(runs: list[Run]) -> list[CheckTally]:
-    """One tally per check, flaky first, then steady failures, then passes; in check order within each."""
+    """One tally per check, flaky first, then steady failures, then checks tried in some runs only (those
+    that failed there first), then passes; in check order within each.  A check missing from a run of its
+    lesson (a run that wrote no report) counts as not run there: it neither passed nor failed."""
     found: dict[tuple, CheckTally] = {}
+    numbers: dict[str, set[int]] = {}
     for run in sorted(runs, key=lambda r: (r.lesson, r.number)):
+        numbers.setdefault(run.lesson, set()).add(run.number)
         for test in run.tests:
             key = (test["id"], bool(test.get("regression")), run.lesson)
             row = found.setdefault(key, CheckTally(test["id"], run.lesson, bool(test.get("regression")),
@@ -320,15 +357,39 @@ def tally(runs: list[Run]) -> list[CheckTally]:
             else:
                 row.skipped.append(run.number)
     rows = list(found.values())
+    for row in rows:
+        row.not_run = sorted(numbers[row.lesson] - row.tests.keys())
     order = {key: i for i, key in enumerate(found)}
-    return sorted(rows, key=lambda r: (KIND_ORDER[r.kind], order[(r.id, r.regression, r.lesson)]))
+    return sorted(rows, key=lambda r: (KIND_ORDER[r.kind], not r.failed, order[(r.id, r.regression, r.lesson)]))
 
 
-def first_line(message: str | None, most: int = 240) -> str:
-    """A message's first line, for a table (the whole of it is in the JSON and the HTML page)."""
-    lines = (message or "").strip().splitlines() or [""]
-    line = lines[0] if len(lines[0]) <= most else lines[0][: most - 1] + "…"
-    return line + (" …" if len(lines) > 1 else "")
+# ---------------------------------------------------------------- evidence for the terminal
+
+def squeeze(line: str, most: int = 240) -> str:
+    """One line of at most `most` characters, cut in the middle if it must be: its head and its end."""
+    if len(line) <= most:
+        return line
+    head = most // 3
+    return line[:head] + "…" + line[len(line) - (most - head - 1):]
+
+
+def keep_cause(text: str | None, most_lines: int = 8, most: int = 240) -> list[str]:
+    """A message or a run's notes, for the terminal (the whole of it is in repeat.json and the page): cut in
+    the middle if it must be, never at its end -- its first line, "…", then its last lines, where a
+    traceback's exception, an assertion or a check's finding is."""
+    lines = [line.rstrip() for line in re.sub(r"\A\s*\n", "", (text or "").rstrip()).splitlines()]
+    if len(lines) > most_lines:
+        lines = [lines[0], "…", *lines[len(lines) - max(most_lines - 2, 1):]]
+    return [squeeze(line, most) for line in lines]
+
+
+def one_line(message: str | None, most: int = 240) -> str:
+    """A message as one line (a run's progress): its first line and, if it has more, its last -- the
+    cause -- with "…" between; cut in the middle if still too long."""
+    lines = [line.strip() for line in (message or "").splitlines() if line.strip()]
+    if not lines:
+        return ""
+    return squeeze(lines[0] if len(lines) == 1 else f"{lines[0]} … {lines[-1]}", most)
 
 
 def run_list(numbers: list[int], most: int = 12) -> str:
@@ -354,9 +415,10 @@ def print_table(series: Series, rows: list[CheckTally], stream=sys.stdout) -> No
           wall=series.wall, seed=series.seed))
     titles = {"flaky": t("FLAKY IN YOUR CODE — passed some runs, failed others (a race or a timing assumption; "
                          "luck decides)"),
-              "failed": t("FAILED EVERY RUN"), "passed": t("PASSED EVERY RUN"),
-              "skipped": t("NOT ATTEMPTED (skipped every run)")}
-    for kind in ("flaky", "failed", "passed", "skipped"):
+              "failed": t("FAILED EVERY RUN"),
+              "partial": t("ATTEMPTED IN SOME RUNS ONLY — skipped or not run in the others"),
+              "passed": t("PASSED EVERY RUN"), "skipped": t("NOT ATTEMPTED (skipped every run)")}
+    for kind in KIND_ORDER:
         chosen = [row for row in rows if row.kind == kind]
         if not chosen:
             continue
@@ -364,10 +426,12 @@ def print_table(series: Series, rows: list[CheckTally], stream=sys.stdout) -> No
         out(titles[kind])
         for row in chosen:
             name = row.id + (t(" (regression)") if row.regression else "")
-            out(t("  {name:<18} passed {passed}/{attempts}", name=name, passed=len(row.passed),
-                  attempts=row.attempts))
+            out(t("  {name:<18} {counts}", name=name, counts=row.counts))
             for failure in sorted(row.failures.values(), key=lambda f: -len(f.runs)):
-                out(t("      {count}× {message}", count=len(failure.runs), message=first_line(failure.message)))
+                first, *rest = keep_cause(failure.message, most_lines=6) or [""]
+                out(t("      {count}× {message}", count=len(failure.runs), message=first))
+                for line in rest:
+                    out(f"         {line}")
                 if len(failure.wordings) > 1:
                     out(t("         (its numbers differ between runs: {n} wordings, each in repeat.json)",
                           n=len(failure.wordings)))
@@ -378,7 +442,7 @@ def print_table(series: Series, rows: list[CheckTally], stream=sys.stdout) -> No
                 out(t("      evidence: run {bad_no} failed, run {good_no} passed", bad_no=bad_no, good_no=good_no))
                 for label, test in ((f"run {bad_no} ✗", bad), (f"run {good_no} ✓", good)):
                     out(f"        {label}")
-                    for line in (test.get("output") or "").splitlines()[-6:] or [t("(no notes)")]:
+                    for line in keep_cause(test.get("output")) or [t("(no notes)")]:
                         out(f"          | {line}")
 
 
@@ -389,8 +453,9 @@ def to_dict(series: Series, rows: list[CheckTally]) -> dict:
         "planned_runs": series.planned, "finished_runs": len(series.runs), "stopped": series.stopped,
         "wall_seconds": round(series.wall, 1),
         "checks": [{"id": r.id, "lesson": r.lesson, "regression": r.regression, "kind": r.kind,
-                    "passed": len(r.passed), "attempts": r.attempts, "passed_runs": r.passed,
-                    "failed_runs": r.failed,
+                    "passed": len(r.passed), "failed": len(r.failed), "skipped": len(r.skipped),
+                    "not_run": len(r.not_run), "attempts": r.attempts, "runs": r.runs, "passed_runs": r.passed,
+                    "failed_runs": r.failed, "skipped_runs": r.skipped, "not_run_runs": r.not_run,
                     "failures": [{"message": f.message, "count": len(f.runs), "runs": f.runs,
                                   "wordings": sorted(f.wordings)}
                                  for f in r.failures.values()]} for r in rows],

@@ -1,6 +1,7 @@
-"""A series' table as one self-contained HTML page (checks/repeat.py): per check, passed k/N, its
-distinct failures with their runs; for a flaky check, one failing run beside one passing run, each drawn
-as the run's own report draws it (message, notes, timelines)."""
+"""A series' table as one self-contained HTML page (checks/repeat.py): per check, its verdict and counts
+(repeat.classify and repeat.counts_text, as in the terminal and repeat.json), its distinct failures with
+their runs; for a flaky check, one failing run beside one passing run, each drawn as the run's own report
+draws it (message, notes, timelines)."""
 
 from __future__ import annotations
 
@@ -14,14 +15,16 @@ CSS = """
 table.tally{border-collapse:collapse;margin:.6rem 0}
 table.tally td,table.tally th{border:1px solid #ddd;padding:.25rem .5rem;
  vertical-align:top;text-align:left}tr.flaky td:first-child{border-left:4px solid #c77700}
-tr.failed td:first-child{border-left:4px solid #b3261e}tr.passed td:first-child{border-left:4px solid #1a7f37}
+tr.failed td:first-child{border-left:4px solid #b3261e}tr.partial td:first-child{border-left:4px solid #8a6d00}
+tr.passed td:first-child{border-left:4px solid #1a7f37}
 .fmsg{white-space:pre-wrap}.pair{display:grid;grid-template-columns:1fr 1fr;gap:1rem}.pair h4{margin:.3rem 0}
 .pair ul{padding-left:1rem}
 """
 
 
 def kind_words() -> dict[str, str]:
-    return {"flaky": t("flaky in your code"), "failed": t("failed every run"), "passed": t("passed every run"),
+    return {"flaky": t("flaky in your code"), "failed": t("failed every run"),
+            "partial": t("attempted in some runs only"), "passed": t("passed every run"),
             "skipped": t("not attempted")}
 
 
@@ -51,14 +54,14 @@ def render(series, rows, lang: str) -> str:
     if series.stopped:
         head.append(f"<p class='msg'>{esc(t('stopped part-way: the table counts the finished runs only'))}</p>")
     table = [f"<table class='tally'><tr><th>{esc(t('check'))}</th><th>{esc(t('verdict'))}</th>"
-             f"<th>{esc(t('passed'))}</th><th>{esc(t('failures (how often, which runs)'))}</th></tr>"]
+             f"<th>{esc(t('runs'))}</th><th>{esc(t('failures (how often, which runs)'))}</th></tr>"]
     for row in rows:
         failures = "".join(f"<div>{len(f.runs)}× <span class='fmsg'>{esc(f.message.strip())}</span> "
                            f"<span class='secs'>{esc(runs_text(f))}</span></div>"
                            for f in sorted(row.failures.values(), key=lambda f: -len(f.runs)))
         name = row.id + (f" ({t('regression')})" if row.regression else "")
         table.append(f"<tr class='{row.kind}'><td><b>{esc(name)}</b> {esc(pick(row.text, lang))}</td>"
-                     f"<td>{esc(words[row.kind])}</td><td>{len(row.passed)}/{row.attempts}</td><td>{failures}</td></tr>")
+                     f"<td>{esc(words[row.kind])}</td><td>{esc(row.counts)}</td><td>{failures}</td></tr>")
     table.append("</table>")
     pairs = []
     for row in rows:

@@ -53,17 +53,24 @@ def test_a_series_counts_each_check_and_shows_the_flaky_one_first(tmp_path):
     by_id = {row.id: row for row in rows}
     assert by_id["04.1"].kind == "flaky" and sorted(by_id["04.1"].passed) == [2, 4, 6]
     assert sorted(by_id["04.1"].failed) == [1, 3]  # run 5 wrote no report
-    assert by_id["04.2"].kind == "passed" and by_id["04.3"].kind == "failed"
+    # run 5 wrote no report: a check not run there neither passed nor failed every run
+    assert by_id["04.2"].kind == "partial" and by_id["04.2"].counts == "passed 5, not run 1 (attempted in 5 of 6 runs)"
+    assert by_id["04.3"].kind == "partial" and by_id["04.3"].counts == "failed 5, not run 1 (attempted in 5 of 6 runs)"
     assert by_id["04.*"].failed == [5] and "no report (exit 3)" in text and "the runner itself broke" not in text
     assert rows[0].id == "04.1"  # flaky first
     # one failure, though its numbers differ between runs: both wordings kept, the table says so
     [failure] = by_id["04.1"].failures.values()
     assert failure.runs == [1, 3] and len(failure.wordings) == 2 and "2 wordings" in text
-    assert text.index("FLAKY IN YOUR CODE") < text.index("FAILED EVERY RUN") < text.index("PASSED EVERY RUN")
-    assert "passed 3/5" in text and "evidence: run 1 failed, run 2 passed" in text and "lost an update" in text
+    assert text.index("FLAKY IN YOUR CODE") < text.index("ATTEMPTED IN SOME RUNS ONLY")
+    assert "FAILED EVERY RUN" not in text and "PASSED EVERY RUN" not in text
+    assert [row.id for row in rows] == ["04.1", "04.3", "04.*", "04.2"]  # those that failed lead their group
+    assert "passed 3, failed 2, not run 1 (attempted in 5 of 6 runs)" in text
+    assert "evidence: run 1 failed, run 2 passed" in text and "lost an update" in text
     assert "seed 7" in text and "SEED=7" in text and "ETA" in text
     saved = json.loads((tmp_path / "repeat.json").read_text())
     assert saved["seed"] == 7 and saved["finished_runs"] == 6 and saved["checks"][0]["kind"] == "flaky"
+    assert {c["id"]: (c["kind"], c["failed"], c["not_run"], c["runs"]) for c in saved["checks"]}["04.3"] == \
+        ("partial", 5, 1, 6)
     page = (tmp_path / "index.html").read_text()
     assert "run 1 failed, run 2 passed" in page and "lost an update" in page and "done 19 failed 1" in page
     assert repeat.exit_code(series, rows) == 1
@@ -84,7 +91,9 @@ def test_an_unknown_status_or_a_report_out_of_shape_is_never_a_pass(tmp_path):
               '{"tests": [{"id": "01.1", "status": "passed!"}]} if n == 1 else {"tests": "all good"}))')
     _, rows = repeat.repeat(["01"], times=2, parallel=1, burn=0, out=tmp_path, seed=1, stream=io.StringIO(),
                             command=lambda run, lab: [sys.executable, "-c", script, str(run.report), str(run.number)])
-    assert {(r.id, r.kind) for r in rows} == {("01.1", "failed"), ("01.*", "failed")}
+    # each failed in the one run it was in and was not run in the other: never a pass
+    assert {(r.id, r.kind, len(r.failed), len(r.passed)) for r in rows} == {("01.1", "partial", 1, 0),
+                                                                            ("01.*", "partial", 1, 0)}
 
 
 def test_the_seed_decides_the_start_order_and_the_burners_places():
@@ -141,7 +150,8 @@ def test_ctrl_c_stops_the_series_prints_what_was_seen_and_leaves_no_process(tmp_
         hanging = lambda: len(list((tmp_path / "runs").glob("*.grandchild"))) == 2  # noqa: E731
         out, code = orphans.interrupt_once(proc, "[1/6]", timeout=60, ready=hanging)
         assert code == 130, out
-        assert "stopping" in out and "stopped after 1 of 6 runs" in out and "01.1" in out and "passed 1/1" in out
+        assert "stopping" in out and "stopped after 1 of 6 runs" in out and "01.1" in out
+        assert "passed 1 (attempted in 1 of 1 runs)" in out
         assert left() == {}
 
 
