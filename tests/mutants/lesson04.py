@@ -30,6 +30,20 @@ MUTANTS = [
         why="Counting success before the step that can fail books id 7 as both done and failed (21 in all); "
             "the script's own acceptance assert then stops it with an AssertionError.",
     ),
+    Mutant(
+        name="04-done-counted-outside-lock",
+        file="threaded_queue.py",
+        old=('            with mutex:\n'
+             '                counts["done"] += 1\n'
+             '        except Exception as exc:\n'),
+        new=('            counts["done"] += 1\n'
+             '        except Exception as exc:\n'),
+        fails=("04.1",),
+        says=(("04.1", "outside with mutex is a read-modify-write two threads can interleave"),),
+        why="Rule 1: the increment left with mutex.  CPython seldom switches threads inside that one line, so "
+            "the course's demo still counts 19/1; under contention, with each read and write of counts letting the "
+            "other threads in, increments are lost every run.",
+    ),
     # ---- 04.2: pending.join() returns, the threads exit
     Mutant(
         name="04-task-done-not-in-finally",

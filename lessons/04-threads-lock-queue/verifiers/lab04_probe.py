@@ -4,12 +4,16 @@ Each check loads a fresh copy of threaded_queue.py (counters at zero whatever an
 drives it step by step as the judge asks; each step answers with what it saw, as plain data --
 observations, never verdicts.  Every wait here is bounded (BOUND); the judge's call has a timeout beyond it.
 Instrumentation replaces module globals: `time` (counts the sleeps), `mutex` (knows its holder) and, for
-the exercise, `pending` (a view of the learner's own queue counting the puts that found it full).
+the exercise, `pending` (a view of the learner's own queue counting the puts that found it full).  04.1's
+contention run (contend) also replaces `counts`: a dict whose every read and write lets the other threads in
+first, so an update made outside mutex is interleaved for sure, not only if CPython happens to switch
+threads inside `counts["done"] += 1` (since 3.10 it switches at calls and backward jumps, so in practice never).
 """
 
 from __future__ import annotations
 
 import contextlib
+import sys
 import threading
 import time
 from queue import Queue
@@ -24,6 +28,8 @@ IDS = 20
 WORKERS = 2
 BOUND = 30.0  # backstop for waits that facts normally end in well under a second (the probe's, and 04.2's script)
 MEET_BOUND = 15.0  # 04.3's barrier gives up after this (shorter than BOUND, so the producer outlasts it)
+CONTEND_IDS, CONTEND_WORKERS = 200, 4  # 04.1's contention run: more ids and threads than the course's demo
+SWITCH = 1e-6  # seconds: the thread switch interval during it (CPython's default is 5 ms)
 
 
 def total(counts) -> int:
@@ -54,6 +60,45 @@ class TrackedLock:
 
     def __exit__(self, *exc):
         self.release()
+
+
+class SeenCounts(dict):
+    """Stands in for the module's counts in the contention run.  Each read lets the other threads run before
+    it returns its value, and each write before it writes (sleep(0)), so in `counts[key] += 1` another thread
+    can always come between the read and the write: without mutex held both read the same value and one
+    increment is lost -- the race of rule 1, made certain (also when only the read is under mutex).  Under
+    mutex nobody else can come in, so nothing is lost.  Each write notes, per key, whether its thread held
+    the (tracked) mutex: evidence for the judge's message."""
+
+    def __init__(self, start: dict, lock: TrackedLock):
+        super().__init__(start)
+        self.blank = start.copy()  # answers a missing key as the learner's own kind would (Counter: 0)
+        self.blank.clear()
+        self.lock = lock
+        self.unlocked: dict[str, int] = {}
+        self._guard = threading.Lock()
+
+    def __getitem__(self, key):
+        value = super().__getitem__(key)
+        time.sleep(0)  # the real one: the module's own sleep is a stand-in here
+        return value
+
+    def __missing__(self, key):
+        return self.blank[key]
+
+    def get(self, key, default=None):
+        return self[key] if key in self else default
+
+    def __setitem__(self, key, value):
+        if self.lock.owner != threading.get_ident():
+            with self._guard:
+                self.unlocked[str(key)] = self.unlocked.get(str(key), 0) + 1
+        time.sleep(0)
+        super().__setitem__(key, value)
+
+    def update(self, *args, **kwargs):
+        for key, value in dict(*args, **kwargs).items():
+            self[key] = value
 
 
 class TimeSpy:
@@ -184,6 +229,34 @@ def start(track_lock: bool = False, meet: bool = False, count_puts: bool = False
     for thread in run.threads:
         thread.start()
     return {}
+
+
+def contend() -> dict:
+    """04.1 under contention: CONTEND_WORKERS threads run consume() on a queue already holding CONTEND_IDS ids
+    and one None each, with the work's sleep a mere yield, a thread switch allowed every SWITCH seconds and
+    counts a SeenCounts; wait until they return or are proved stuck.  The counts they left, and which keys
+    were written by a thread not holding mutex."""
+    module = run.module
+    lock = module.mutex = TrackedLock()
+    seen = module.counts = SeenCounts(module.counts if isinstance(module.counts, dict) else {}, lock)
+    module.pending = filled = Queue()
+    for item in [*range(CONTEND_IDS), *[None] * CONTEND_WORKERS]:
+        filled.put(item)
+    replace_sleep(module, lambda seconds: time.sleep(0))
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(SWITCH)
+    try:
+        run.threads = [threading.Thread(target=run.consume, daemon=True, name=f"consumer-{n}")
+                       for n in range(CONTEND_WORKERS)]
+        for thread in run.threads:
+            thread.start()
+        stuck = run.wait(lambda: not run.alive(), run.threads, "consumers to exit", 0.01)
+    finally:
+        sys.setswitchinterval(before)
+    if not stuck:
+        stuck = {th.name: ["running", None] for th in run.threads if th.is_alive()}
+    return run.answer(ids=CONTEND_IDS, workers=CONTEND_WORKERS, counts=dict(seen), unlocked=dict(seen.unlocked),
+                      stuck=stuck or None)
 
 
 def produce(ids: list) -> dict:

@@ -1,6 +1,7 @@
 """Verifier for lesson 04: two consumer threads, a bounded Queue and a short lock.
 
-04.1  20 ids end as done 19 / failed 1, and errors is exactly [(7, "ValueError")]
+04.1  20 ids end as done 19 / failed 1, and errors is exactly [(7, "ValueError")]; then 4 threads take 200
+      ids, every read and write of counts letting the other threads in: no increment may be lost
 04.2  pending.join() returns and both consumers exit; `python threaded_queue.py` finishes by itself
 04.3  the simulated work runs outside mutex: no sleep starts while its thread holds the lock, and the
       two threads are seen sleeping at the same time (each one's first sleep waits at a barrier that
@@ -21,7 +22,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from lab04_probe import BOUND, IDS, SCRIPT, WORKERS, total  # the probe's own numbers, and how it adds the counts
+from lab04_probe import BOUND, IDS, SCRIPT, SWITCH, WORKERS, total  # the probe's own numbers; how it adds counts
 from lab04_stuck import STUCK_EXIT, describe
 from shared import probe_report
 from shared.i18n import t
@@ -37,7 +38,8 @@ learner = Probe()
 
 def checks() -> list[Check]:
     return [
-        Check("04.1", check_counts, "probe: threaded_queue (lab04_probe)"),
+        Check("04.1", check_counts, "probe: threaded_queue (lab04_probe), then under contention (counts and mutex "
+                                    "instrumented)"),
         Check("04.2", check_join_and_exit,
               "probe: threaded_queue (lab04_probe); python lab04_stuck.py threaded_queue.py"),
         Check("04.3", check_work_outside_lock, "probe: threaded_queue with mutex and time instrumented"),
@@ -133,6 +135,36 @@ def check_counts(c) -> None:
         if isinstance(errors, list) else errors
     assert as_tuples == [(7, "ValueError")], t("errors should be exactly [(7, 'ValueError')] (the id and the "
                                                "exception class name), got {errors!r}", errors=errors)
+    check_no_lost_update(c)
+
+
+def check_no_lost_update(c) -> None:
+    """Rule 1 made visible: a fresh copy under contention (lab04_probe.contend), where each read and each write
+    of counts lets the other threads in first.  An update outside mutex then loses increments
+    every run; the counts the threads leave say so."""
+    load()
+    got = ask("contend", timeout=LONG, keys=("ids", "workers", "counts", "unlocked", "stuck", "crashes"))
+    ids, workers, counts, unlocked = got["ids"], got["workers"], got["counts"], got["unlocked"]
+    shaped("contend", got, ok=isinstance(counts, dict) and isinstance(unlocked, dict) and isinstance(ids, int))
+    c.note(t("under contention: {workers} threads took {ids} ids from a filled queue, a thread switch allowed every "
+             "{micro:g} µs and at every read and write of counts: counts={counts}", workers=workers, ids=ids,
+             micro=SWITCH * 1e6, counts=counts))
+    assert not got["crashes"], crash_text(got)
+    assert not got["stuck"], t("the consumers did not exit after their None ({where}): consume() must return on None. "
+                               "{crash_text}", where=where(got["stuck"]), crash_text=crash_text(got))
+    summed = total(counts)
+    if summed < ids:
+        outside = "".join(t("{writes} writes to counts[{key!r}] ran in a thread that did not hold mutex. ",
+                            writes=writes, key=key) for key, writes in sorted(unlocked.items()))
+        raise AssertionError(t(
+            "increments to counts were lost while several threads ran consume() at once: {workers} threads, {ids} "
+            "ids, and done + failed = {summed} ({lost} lost). {outside}An update like counts['done'] += 1 outside "
+            "with mutex is a read-modify-write two threads can interleave: both read the same value, both write it "
+            "plus 1, and one increment is gone. Keep every counter update inside with mutex.", workers=workers,
+            summed=summed, ids=ids, lost=ids - summed, outside=outside))
+    assert counts.get("done") == ids - 1 and counts.get("failed") == 1, t(
+        "under contention {ids} ids should end as done {done} and failed 1, got {counts}", ids=ids, done=ids - 1,
+        counts=counts)
 
 
 # ---------------------------------------------------------------- 04.2
