@@ -23,6 +23,7 @@ from checks.workdir import verifier_files
 from shared import figures, servicectl
 from shared.i18n import t
 
+LANGS = ("zh", "en")
 SETUP_LIMIT = 60.0     # seconds a lesson may take before its first check starts (servers, processes, imports)
 TEARDOWN_LIMIT = 60.0  # seconds it may take to end after its last check (stopping what it started)
 
@@ -158,6 +159,9 @@ def run_checks(lesson: dict, workdir: Path, log_dir: Path, checks: list[dict], b
             res.status, res.seconds, res.notes = seen["status"], float(seen["seconds"]), list(seen["notes"])
             res.message = seen["message"] or (res.notes[0] if res.status == FAIL and res.notes else "")
             res.figures = figures.clean_all(seen.get("figures"))
+            hint = seen.get("hint")  # a finding that knows its cause brings that cause's hint (shared.tap.Because),
+            if res.status == FAIL and isinstance(hint, str) and hint.strip():  # said in the run's language
+                res.hint = dict.fromkeys(LANGS, hint[:2000])
             verifier = next(c["verifier"] for c in checks if c["id"] == check_id)
             code = exits.get(verifier)
             fails = any(results[c]["status"] == FAIL for c in results

@@ -45,6 +45,16 @@ from shared.manifest import check_texts
 START_MARK = "@@ start"  # not a TAP line and not a diagnostic: see checks.runner
 
 
+class Because(AssertionError):
+    """A finding that knows its cause: the diagnosis, and the hint for that cause, which the learner reads in
+    place of the check's general hint in tasks.json (written for the check's usual cause, it may be about
+    another).  Both are said in the run's language: `raise Because(t("…"), t("…"))`."""
+
+    def __init__(self, message: str, hint: str):
+        super().__init__(message)
+        self.hint = hint
+
+
 class Skipped(Exception):
     """Raised inside a check to report it as skipped (e.g. an exercise not attempted)."""
 
@@ -96,7 +106,8 @@ class _Check:
         elif issubclass(exc_type, AssertionError) and _raised_here(tb) and not hasattr(exc, "learner_traceback"):
             reason = str(exc) or t("assertion failed")
             replaced = _error_lines(exc) if len(_chain(exc)) > 1 else []  # its own words are the reason
-            self.tap._emit(False, self.id, None, [reason, *self.notes, *replaced], seconds, self.figures)
+            self.tap._emit(False, self.id, None, [reason, *self.notes, *replaced], seconds, self.figures,
+                           exc.hint if isinstance(exc, Because) else None)
         elif issubclass(exc_type, Exception):
             reason = t("unexpected error: ") + f"{exc_type.__name__}: {exc}"
             self.tap._emit(False, self.id, None, [reason, *self.notes, *_error_lines(exc)], seconds, self.figures)
@@ -181,7 +192,7 @@ class Tap:
     def check(self, check_id: str) -> _Check:
         return _Check(self, check_id)
 
-    def _emit(self, ok: bool, check_id: str, directive, notes, seconds: float, figures=()) -> None:
+    def _emit(self, ok: bool, check_id: str, directive, notes, seconds: float, figures=(), hint=None) -> None:
         self.count += 1
         self.failed += 0 if ok else 1
         entry = self._texts.get(check_id)
@@ -193,13 +204,16 @@ class Tap:
         for note in notes:
             for part in str(note).splitlines() or [""]:
                 print(f"# {part}")
+        if hint:
+            print(f"# hint: {hint}")
         print(f"# seconds: {seconds:.3f}", flush=True)
         if _channel is not None:
             skipped = bool(directive) and directive.startswith("SKIP")
             _channel.send({"type": "result", "id": check_id, "notes": [str(n) for n in notes],
                            "status": "skipped" if skipped else "pass" if ok else "fail",
                            "message": directive[len("SKIP "):] if skipped else "",
-                           "seconds": round(seconds, 3), "figures": _portable(figures), "intact": _intact()})
+                           "seconds": round(seconds, 3), "figures": _portable(figures), "intact": _intact(),
+                           **({"hint": hint} if hint else {})})
 
     def finish(self) -> int:
         print(f"1..{self.count}", flush=True)

@@ -181,6 +181,24 @@ def test_a_kit_script_that_learner_code_stopped_is_ended_at_its_limit(tmp_path):
     assert alive_with(mark) == []
 
 
+def test_a_finding_that_knows_its_cause_brings_that_causes_hint(tmp_path):
+    # A check can fail for several reasons; the hint in tasks.json is written for its usual one.  A finding
+    # raised as Because(message, hint) shows its own hint instead; a plain assert keeps the check's.
+    code = """
+        from shared.tap import Because, Tap, main_guard
+        def main(tap):
+            with tap.check("01.1"):
+                raise Because("the URL is redis://…@127.0.0.1:6379/0", "use port 6384, the separate broker")
+            with tap.check("01.2"):
+                assert False, "plain finding"
+        main_guard(main)
+    """
+    results = _run(tmp_path, _lesson(tmp_path, "01", {}, code, [_check("01.1"), _check("01.2")]))
+    assert results["01.1"].status == FAIL and results["01.1"].message == "the URL is redis://…@127.0.0.1:6379/0"
+    assert results["01.1"].hint == dict.fromkeys(("zh", "en"), "use port 6384, the separate broker")
+    assert results["01.2"].status == FAIL and results["01.2"].hint == {"zh": "提示", "en": "hint"}
+
+
 def test_verifier_never_runs_optimised(tmp_path, monkeypatch):
     # With PYTHONOPTIMIZE the verifier's asserts would vanish and a failing check would pass.
     monkeypatch.setenv("PYTHONOPTIMIZE", "1")

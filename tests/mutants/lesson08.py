@@ -131,6 +131,16 @@ MUTANTS = [
         why="Mode 0644 lets every local user read the broker password.",
     ),
     Mutant(
+        name="08-prepare-results-on-broker-db",
+        file="prepare_broker.py",
+        old='        f"CELERY_RESULT_BACKEND=redis://:{in_url}@127.0.0.1:{HOST_PORT}/1\\n"\n',
+        new='        f"CELERY_RESULT_BACKEND=redis://:{in_url}@127.0.0.1:{HOST_PORT}/0\\n"\n',
+        fails=("08.6",),
+        why="Results in the broker's database 0 mix task messages and results in one keyspace; the diagnosis says "
+            "what the folder wrote beside what it should be, and its hint is about the URLs, not the files' modes.",
+        says=(("08.6", "CELERY_RESULT_BACKEND in .env.tasks is redis://…@127.0.0.1:6384/0"),),
+    ),
+    Mutant(
         name="08-prepare-no-quote",
         file="prepare_broker.py",
         old='    in_url = quote(password, safe="")',

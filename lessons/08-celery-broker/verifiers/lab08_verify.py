@@ -60,7 +60,7 @@ from shared.lesson_celery import (
 from shared.i18n import t
 from shared.probe import Probe
 from shared.proc import WaitTimeout, run_python, start_uvicorn, wait_until
-from shared.tap import Check, run
+from shared.tap import Because, Check, run
 
 BROKER_PORT = 6384
 QUEUE = "exports"
@@ -364,9 +364,13 @@ def check_prepare(c) -> None:
         for key, db in (("CELERY_BROKER_URL", "/0"), ("CELERY_RESULT_BACKEND", "/1")):
             url = values.get(key, "")
             parts = urlsplit(url)
-            assert parts.scheme == "redis" and parts.port == BROKER_PORT and parts.path == db, t(
-                "{key} should be redis://:<password>@127.0.0.1:{broker_port}{db}", key=key, broker_port=BROKER_PORT,
-                db=db)
+            if not (parts.scheme == "redis" and parts.port == BROKER_PORT and parts.path == db):
+                raise Because(t("{key} in .env.tasks is {found}; it should be redis://:<password>@127.0.0.1:{broker_port}"
+                                "{db}", key=key, found=f"{parts.scheme or '?'}://…@{describe_url(url)}" if url else
+                                t("empty"), broker_port=BROKER_PORT, db=db),
+                              t("prepare_broker.py writes both URLs from one template: scheme redis, host 127.0.0.1, "
+                                "port {broker_port} (the separate broker, not 6379), the password after a colon, and "
+                                "database /0 for the broker, /1 for results.", broker_port=BROKER_PORT))
             assert unquote(parts.password or "") == password, t(
                 "the password in {key} does not decode to TASK_BROKER_PASSWORD: encode it with quote(password, "
                 "safe=\"\")", key=key)
