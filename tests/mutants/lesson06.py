@@ -2,6 +2,23 @@
 
 from tests.mutants import Mutant
 
+# main()'s body in process_export.py, from the texts to the process timing (several mutants rewrite it).
+BODY = '''    texts = ["product export " * 100 for _ in range(4)]
+
+    started = perf_counter()
+    serial = [score_text(text, rounds) for text in texts]
+    print("serial", perf_counter() - started)
+
+    # A fresh timer for the pool, and it includes starting the workers: that cost is real.
+    started = perf_counter()
+    # spawn: every worker is a new interpreter that imports cpu_work -- the same on
+    # Linux, macOS and Windows, instead of whatever this platform happens to default to.
+    with ProcessPoolExecutor(max_workers=2, mp_context=mp.get_context("spawn")) as pool:
+        # map hands results back in input order, so the lists compare position by position.
+        parallel = list(pool.map(score_text, texts, [rounds] * len(texts)))
+    print("process", perf_counter() - started)
+'''
+
 MUTANTS = [
     # ---- 06.1: serial and pool results agree, and the script checks it
     Mutant(
@@ -21,6 +38,59 @@ MUTANTS = [
         fails=("06.1", "06.6"),
         why="str hashes are salted per process: each spawned worker computes a different checksum "
             "from the same text, so serial and pool results never match.",
+    ),
+    Mutant(
+        name="06-results-in-worker-global",
+        file="process_export.py",
+        old='''ROUNDS = 2000
+
+
+def main(rounds: int = ROUNDS) -> None:
+''' + BODY,
+        new='''ROUNDS = 2000
+RESULTS: list[int] = []  # the workers put their checksums here
+
+
+def score_into_results(text: str) -> None:
+    RESULTS.append(score_text(text, ROUNDS))
+
+
+def main(rounds: int = ROUNDS) -> None:
+''' + BODY.replace("        parallel = list(pool.map(score_text, texts, [rounds] * len(texts)))\n",
+                     "        list(pool.map(score_into_results, texts))  # each worker fills RESULTS\n"
+                     "    parallel = RESULTS\n"),
+        fails=("06.1", "06.3", "06.4", "06.6"),
+        why="Collecting results in a global list: each worker process has its own copy of RESULTS, so "
+            "the parent's list stays empty and the function the pool ran returned None every time.",
+        says=(("06.1", "worker process has its own copy of every global, so a list the workers fill stays empty"),
+              ("06.3", "worker process has its own copy of every global, so a list the workers fill stays empty")),
+    ),
+    Mutant(
+        name="06-counter-across-processes",
+        file="process_export.py",
+        old='''ROUNDS = 2000
+
+
+def main(rounds: int = ROUNDS) -> None:
+''' + BODY,
+        new='''ROUNDS = 2000
+CALLS = 0  # how many checksums were computed, serial and pool together
+
+
+def counted_score(text: str, rounds: int) -> int:
+    global CALLS
+    CALLS += 1
+    return score_text(text, rounds)
+
+
+def main(rounds: int = ROUNDS) -> None:
+''' + BODY.replace("score_text", "counted_score")
+       + "    assert CALLS == 2 * len(texts), f\"expected {2 * len(texts)} calls, counted {CALLS}\"\n",
+        fails=("06.3", "06.4", "06.6"),
+        why="A call counter in a global, asserted in the parent: the pool's calls counted in the workers' "
+            "copies of CALLS, so the parent sees only its serial calls (4, not 8) -- nothing to do with speed.",
+        says=(("06.3", "worker process has its own copy of every global, so what the pool's calls did to it never"),
+              ("06.6", "worker process has its own copy of every global, so what the pool's calls did to it never")),
     ),
     # ---- 06.2: explicit spawn, top-level target, pool only under the main guard
     Mutant(
@@ -55,6 +125,16 @@ POOL = ProcessPoolExecutor(max_workers=2, mp_context=mp.get_context("spawn"))
             "worker does of the script (pitfall: pools multiplying with their importers).",
     ),
     Mutant(
+        name="06-lambda-target",
+        file="process_export.py",
+        old="        parallel = list(pool.map(score_text, texts, [rounds] * len(texts)))\n",
+        new="        parallel = list(pool.map(lambda text: score_text(text, rounds), texts))\n",
+        fails=("06.1", "06.2", "06.3", "06.6"),
+        why="A lambda has no module-level name: pickle cannot send it, and a spawned worker could not "
+            "find it anyway -- the batch fails before any work starts.",
+        says=(("06.1", "a lambda or a function defined inside another function"),),
+    ),
+    Mutant(
         name="06-verify-no-guard",
         file="verify_process.py",
         old='''if __name__ == "__main__":
@@ -84,6 +164,7 @@ except BrokenProcessPool:
 ''',
         new="main()\n",
         fails=("06.1", "06.2", "06.3", "06.5"),
+        says=(("06.1", "guard is missing"), ("06.3", "guard is missing"), ("06.5", "guard is missing")),
         why="The classic spawn mistake: each worker re-imports the script, tries to start a pool "
             "while bootstrapping and dies, so the batch breaks; importing the module also runs it.",
     ),

@@ -114,8 +114,13 @@ def _describe_error(exc: BaseException) -> dict:
     # reduction.dumps, as the traceback the pool hands back shows.
     pickling = any(frame.name == "dumps" and frame.filename.endswith(os.path.join("multiprocessing", "reduction.py"))
                    for frame in traceback.extract_tb(exc.__traceback__))
+    # The learner's own line that raised (an assert of theirs, say): the innermost frame in the work folder.
+    here = os.getcwd() + os.sep
+    own = [frame.line for frame in traceback.extract_tb(exc.__traceback__)
+           if os.path.abspath(frame.filename).startswith(here) and not frame.filename.endswith("lab06_probe.py")]
     return {
         "type": type(exc).__name__,
+        "line": (own[-1] or "")[:200] if own else "",
         "message": text[:400],
         "bpp": isinstance(exc, BrokenProcessPool),
         "pickle": isinstance(exc, pickle.PicklingError) or "pickl" in text.lower() or pickling,

@@ -38,7 +38,7 @@ from shared import probe_report
 from shared.figures import attach, bar, lane, lanes, mark
 from shared.i18n import t
 from shared.logs import LOG_DIR
-from shared.tap import Check, once, run as run_checks  # `run` names a probe run here
+from shared.tap import Because, Check, once, run as run_checks  # `run` names a probe run here
 
 WORK = Path.cwd()
 PROBE = "import lab06_probe as p; p.probe()"  # a probe interpreter's program (python -c)
@@ -144,6 +144,91 @@ def serial_and_pool(run: dict, title: str) -> dict:
                                              "to its shutdown (starting the workers included)"))
 
 
+
+# ---------------------------------------------------------------- mistakes named by their cause
+
+MUTATORS = {"append", "extend", "insert", "add", "update", "setdefault", "__setitem__"}
+
+
+def _worker_globals() -> list[str]:
+    """Module globals of cpu_work.py and process_export.py that a function changes (ast): declared `global`
+    there, or a module-level name whose value a function appends to, updates or assigns an item of."""
+    names: set[str] = set()
+    for file in ("cpu_work.py", "process_export.py"):
+        try:
+            tree = ast.parse((WORK / file).read_bytes(), file)
+        except (OSError, SyntaxError, ValueError):
+            continue
+        top = {target.id for node in tree.body if isinstance(node, (ast.Assign, ast.AnnAssign))
+               for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
+               if isinstance(target, ast.Name)}
+        for func in (node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)):
+            for node in ast.walk(func):
+                if isinstance(node, ast.Global):
+                    names.update(node.names)
+                elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                      and node.func.attr in MUTATORS and isinstance(node.func.value, ast.Name)
+                      and node.func.value.id in top):
+                    names.add(node.func.value.id)
+                elif (isinstance(node, (ast.Assign, ast.AugAssign)) and any(
+                        isinstance(x, ast.Subscript) and isinstance(x.value, ast.Name) and x.value.id in top
+                        for x in (node.targets if isinstance(node, ast.Assign) else [node.target]))):
+                    names.add(next(x.value.id for x in (node.targets if isinstance(node, ast.Assign)
+                                                        else [node.target]) if isinstance(x, ast.Subscript)))
+    return sorted(names)
+
+
+def _global_hint() -> str:
+    return t("Processes share no memory: return each value from the function the pool runs and use the list "
+             "pool.map hands back (len(parallel) counts the pool's calls); never collect or count in a global.")
+
+
+def _named_mistake(run: dict) -> Because | None:
+    """The run's failure named by its cause, when the evidence shows one: a target no worker can find (a
+    lambda or local function), results or counts kept in a global the workers only change in their own copy,
+    or a script without its __main__ guard (each spawned worker builds a pool again)."""
+    error = run["error"]
+    lost = [x for x in run["targets"] if not x["importable"]]
+    if lost and error and error["pickle"]:
+        return Because(t("the pool was sent {target}, a lambda or a function defined inside another function: a "
+                         "worker finds the function it runs by importing its module and looking up its name, and "
+                         "this one has none, so pickling it failed ({error_text}).",
+                         target=f"{lost[0]['module']}.{lost[0]['qualname']}", error_text=_error_text(error)),
+                       t("Define the function the pool runs at the top level of an importable module (like "
+                         "score_text in cpu_work.py) and send it by name, with its arguments: "
+                         "pool.map(score_text, texts, [rounds] * len(texts))."))
+    changed = _worker_globals()
+    serial = [entry[1] for entry in run["serial"]]
+    results = [value for _, value, _ in run["pool_results"]]
+    if results and all(value is None for value in results) and any(value is not None for value in serial):
+        targets = sorted({x["qualname"] for x in run["targets"]})
+        return Because(t("the function the pool ran ({targets}) returned None for each of its {n} call(s), while "
+                         "score_text returns a number: it keeps its result somewhere else ({names}). A worker "
+                         "process has its own copy of every global, so a list the workers fill stays empty in the "
+                         "parent.", targets=", ".join(targets), n=len(results),
+                         names=", ".join(changed) or t("not a return value")), _global_hint())
+    line = (error or {}).get("line", "")
+    named = [name for name in changed if re.search(rf"\b{re.escape(name)}\b", line)]
+    if named:
+        return Because(t("the script failed on its own line `{line}`, which reads {names}: a module global that a "
+                         "function changes. A worker process has its own copy of every global, so what the pool's "
+                         "calls did to it never reaches the parent (the parent sees only its own calls): "
+                         "{error_text}.", line=line.strip(), names=", ".join(named), error_text=_error_text(error)),
+                       _global_hint())
+    if error and error["bpp"]:
+        imports = probe("imports")
+        tripped = [step["name"] for step in imports["steps"] if step["pools"] or step["processes"]]
+        if tripped:
+            return Because(t("the pool broke ({error_text}) because {name} already builds a pool: every spawned "
+                             "worker imports the script again (as __mp_main__), tries to start a pool of its own "
+                             "while it is still starting up, and dies. The if __name__ == \"__main__\": guard is "
+                             "missing.", error_text=_error_text(error), name=tripped[0]),
+                           t("Build the pool only inside main(), and call main() only under "
+                             "if __name__ == \"__main__\": -- a spawned worker imports the script under the name "
+                             "__mp_main__, so the guard keeps its import from building a pool."))
+    return None
+
+
 # ---------------------------------------------------------------- 06.1
 
 def check_results(c) -> None:
@@ -152,6 +237,8 @@ def check_results(c) -> None:
     error = run["error"]
     if not run["pools"] or len(run["pool_results"]) < len(run["pool_calls"]) or not run["pool_calls"]:
         c.note_lines((error or {}).get("tail", []))
+        if finding := _named_mistake(run):
+            raise finding
         raise AssertionError(t("the pool did not hand back every result ({n_pools} pool(s), {n_pool_calls} call(s) "
                                "submitted, {n_pool_results} result(s) received); the script ended with {error_text}.",
                                n_pools=len(run['pools']), n_pool_calls=len(run['pool_calls']),
@@ -159,6 +246,10 @@ def check_results(c) -> None:
     assert run["serial"], t("the serial part never called score_text from cpu_work: both sides must use the same "
                             "function.")
     serial_calls = [entry[0] for entry in run["serial"]]
+    pooled = [value for _, value, _ in sorted(run["pool_results"], key=lambda r: r[0])]
+    if serial_calls != run["pool_calls"] or [entry[1] for entry in run["serial"]] != pooled:
+        if finding := _named_mistake(run):
+            raise finding
     assert serial_calls == run["pool_calls"], t("the two sides got different inputs: serial {n_serial_calls} call(s) "
                                                 "with rounds {rounds_seen}, pool {n_pool_calls} call(s) with rounds "
                                                 "{rounds_seen2}. Use the same texts and rounds on both sides.",
@@ -167,7 +258,6 @@ def check_results(c) -> None:
                                                 n_pool_calls=len(run['pool_calls']),
                                                 rounds_seen2=sorted(_rounds_seen(run)[1], key=str))
     serial = [entry[1] for entry in run["serial"]]
-    pooled = [value for _, value, _ in sorted(run["pool_results"], key=lambda r: r[0])]
     c.note(t("serial results  {serial}", serial=serial))
     c.note(t("process results {pooled}", pooled=pooled))
     assert serial == pooled, t("same inputs, different results: score_text must depend on text and rounds only "
@@ -240,6 +330,8 @@ def check_timings(c) -> None:
     found = _timings(run)
     _printed(c, run)
     for label in ("serial", "process"):
+        if label not in found and (finding := _named_mistake(run)):
+            raise finding
         assert label in found, t("no {label} timing was printed (like \"{label} 0.42\"): {error_text}", label=label,
                                  error_text=_error_text(run['error']))
     serial_value, serial_line = found["serial"]
@@ -293,6 +385,8 @@ def check_timings(c) -> None:
         c.note(t("with the computation made nearly free (the pool pays only its start-up): serial {secs}, process "
                  "{secs2}", secs=_secs(slow_found['serial'][0]), secs2=_secs(slow_found['process'][0])))
     c.note_lines((slow["error"] or {}).get("tail", []))
+    if slow["error"] is not None and (finding := _named_mistake(run) or _named_mistake(slow)):
+        raise finding
     assert slow["error"] is None, t("the script failed when the pool was the slower side: {error_text}. A slower "
                                     "pool on small work is a valid measurement: never assert that the pool is "
                                     "faster, only that the results match.", error_text=_error_text(slow['error']))
@@ -348,6 +442,8 @@ def check_broken_pool(c) -> None:
     c.note(t("exception handed back to the caller: {error_text}", error_text=_error_text(error)))
     assert run["pool_calls"], t("the pool received no work: {error_text}", error_text=_error_text(error))
     wanted = "batch failed: worker process lost"
+    if not any(wanted in line for line in printed) and (finding := _named_mistake(run)):
+        raise finding
     assert any(wanted in line for line in printed), t("{wanted!r} was not printed: in verify_process.py, report the "
                                                       "whole batch as failed in except BrokenProcessPool.",
                                                       wanted=wanted)
@@ -392,6 +488,8 @@ def check_exercise(c) -> None:
                        "change only rounds, and on both sides.", rounds=rounds)
         label, run = both[0]
         c.note_lines((run["error"] or {}).get("tail", []))
+        if run["error"] is not None and (finding := _named_mistake(run)):
+            raise finding
         assert run["error"] is None, t("{label} (rounds={rounds}) failed: {error_text}", label=label, rounds=rounds,
                                        error_text=_error_text(run['error']))
         serial, pool = _one_size(run, rounds)
