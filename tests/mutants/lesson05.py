@@ -50,6 +50,17 @@ MUTANTS = [
         why="Pitfall: a loop that never looks at the event cannot stop cooperatively, neither in the pool "
             "nor under to_thread.",
     ),
+    Mutant(
+        name="05-pool-never-shut-down",
+        file="pool_io.py",
+        old="    with ThreadPoolExecutor(max_workers=1) as pool:  # one worker, one long job: nothing piles up\n",
+        new="    pool = ThreadPoolExecutor(max_workers=1)  # one worker, one long job: nothing piles up\n"
+            "    if pool:\n",
+        fails=("05.2",),
+        why="A pool made without with and never shut down: pool closed is printed while its worker thread lives on; "
+            "the diagnosis says so and its hint is about with/shutdown(), not stop.is_set().",
+        says=(("05.2", "the pool was never shut down before pool closed was printed"),),
+    ),
     # ---- 05.3: at most 4 futures outstanding, at most 2 running
     Mutant(
         name="05-submit-all-at-once",
@@ -92,7 +103,9 @@ MUTANTS = [
         new="return read_sync(1, stop)",
         fails=("05.4",),
         why="Calling the blocking function directly blocks the event loop: the 0.2 s timeout cannot fire "
-            "and demo() returns the full result after 2 s.",
+            "and demo() returns the full result after 2 s; the diagnosis names the blocking call and its hint is "
+            "about to_thread, not stop.set().",
+        says=(("05.4", "a blocking call in the event loop: read_sync (its time.sleep) ran on the loop's own thread"),),
     ),
     # ---- 05.5: exercise, a queued future can be cancelled
     Mutant(

@@ -47,7 +47,28 @@ MUTANTS = [
         old="| 受限进程池（第 06 课） |",
         new="| 受限线程池（第 05 课） |",
         fails=("07.1",),
-        why="Pure-Python CPU work in threads is serialised by the GIL; it belongs in a process pool.",
+        why="Pure-Python CPU work in threads is serialised by the GIL; it belongs in a process pool (the hint "
+            "says so, not the table's general one).",
+        says=(("07.1", "is CPU-bound; in a thread pool the GIL serialises it - use a process pool"),),
+    ),
+    Mutant(
+        name="07-cpu-on-asyncio",
+        file="decision.md",
+        old="| 受限进程池（第 06 课） |",
+        new="| asyncio 协程 |",
+        fails=("07.1",),
+        why="CPU work on the event loop never awaits: it holds the loop's one thread and stalls every coroutine; "
+            "the diagnosis and its hint say so, not the GIL in threads.",
+        says=(("07.1", "is CPU-bound; on the event loop it never awaits, so it holds the loop's one thread"),),
+    ),
+    Mutant(
+        name="07-blocking-sdk-on-asyncio",
+        file="decision.md",
+        old="| 受限线程池（第 05 课） |",
+        new="| asyncio 协程 |",
+        fails=("07.1",),
+        why="A synchronous SDK call on the event loop blocks every coroutine; it belongs in a bounded thread pool.",
+        says=(("07.1", "blocks; on the event loop it stalls every coroutine - use a thread pool"),),
     ),
     # ---- 07.2: the message itself and the contract's shape rules
     Mutant(

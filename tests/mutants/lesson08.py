@@ -29,7 +29,9 @@ MUTANTS = [
         new="@app.task",
         fails=("08.2",),
         why="Without name= the task is registered as export_tasks.export_products; producers built from this "
-            "module still match, but the contract name products.export is gone.",
+            "module still match, but the contract name products.export is gone (the diagnosis names what the worker "
+            "replied, the hint the decorator's name=).",
+        says=(("08.2", "it replied with export_tasks.export_products: the task is registered under another name"),),
     ),
     Mutant(
         name="08-include-missing",
@@ -38,7 +40,9 @@ MUTANTS = [
         new="",
         fails=("08.2", "08.3", "08.4", "08.7"),
         why="The worker imports only celery_app, so it never learns products.export: every message is an "
-            "unregistered task (the API still answers 202: publishing needs no worker).",
+            "unregistered task (the API still answers 202: publishing needs no worker).  08.2 says the worker "
+            "replied with an empty list (not \"no reply\") and its hint is about include.",
+        says=(("08.2", "the worker replied, but with an empty task list"),),
     ),
     # ---- 08.3: producer result
     Mutant(

@@ -38,7 +38,7 @@ from shared.figures import attach, bar, lane, lanes, mark, steps
 from shared.i18n import t
 from shared.logs import LOG_DIR
 from shared.probe import Opaque, Probe, shaped
-from shared.tap import Check, once, run
+from shared.tap import Because, Check, once, run
 
 HERE = Path.cwd()
 
@@ -254,8 +254,13 @@ def check_stop_and_close(c) -> None:
     assert run.lines and run.lines[-1] == "pool closed", t(
         "the last line should be pool closed, got: {lines}", lines=run.lines)
     closed = [e for e in run.of("print") if e["text"] == "pool closed"][-1]
-    assert any(e["i"] < closed["i"] for e in run.of("shutdown")), t(
-        "the pool was not shut down (with block or shutdown) before pool closed was printed")
+    if not any(e["i"] < closed["i"] for e in run.of("shutdown")):
+        raise Because(t("the pool was never shut down before pool closed was printed (no with block ended, no "
+                        "shutdown() call): its worker thread was still alive ({threads_left})",
+                        threads_left=", ".join(run.threads_left) or t("none left at exit")),
+                      t("Create the pool with `with ThreadPoolExecutor(max_workers=1) as pool:` and print pool closed "
+                        "after the block (leaving it calls shutdown(wait=True)), or call pool.shutdown() before that "
+                        "print; a pool left open keeps its worker thread until the interpreter exits."))
     assert not run.threads_left, t("threads were still alive when the script ended: {threads_left}",
                                    threads_left=run.threads_left)
 
@@ -329,8 +334,13 @@ def check_to_thread_stop(c) -> None:
     c.note(t("demo() returned {returned!r} after {seconds:.2f}s and printed {lines}", returned=returned, lines=lines,
              seconds=seen['seconds']))
     assert seen["calls"], t("demo() never called read_sync")
-    assert not seen["on_loop_thread"], t("read_sync ran on the event loop's own thread, blocking the loop so "
-                                         "asyncio.timeout could not fire in time: use asyncio.to_thread")
+    if seen["on_loop_thread"]:
+        raise Because(t("a blocking call in the event loop: read_sync (its time.sleep) ran on the loop's own thread "
+                        "for {seconds:.2f}s, so asyncio.timeout(0.2) could not fire until it returned",
+                        seconds=seen["seconds"]),
+                      t("Inside async def, a blocking call (time.sleep, a synchronous SDK call) holds the whole event "
+                        "loop: write return await asyncio.to_thread(read_sync, 1, stop), so it runs in a worker "
+                        "thread and the loop stays free for the timeout."))
     assert returned is None, t("demo() returned {returned!r}: the 0.2 s timeout should win (the timeout branch "
                                "returns None), not the full result", returned=returned)
     assert at_stop is not None, t("stop.set() was never called after the timeout: cancelling the await does not end "

@@ -30,7 +30,7 @@ from pathlib import Path
 from shared.i18n import t
 from shared.probe import Probe
 from shared.proc import run_python
-from shared.tap import Check, run
+from shared.tap import Because, Check, run
 
 HERE = Path.cwd()
 learner = Probe()  # message_contract.py loads there, never in this process (the judge); its prints go to its log
@@ -336,7 +336,7 @@ def check_table(c) -> None:
         c.note(warning)
     c.note(t("header: | ") + " | ".join(table["header"]) + " |")
     kinds: dict[str, list[str]] = {}
-    problems = []
+    problems, hints = [], []  # hints: one per problem whose cause has a hint of its own (CPU, blocking work)
     for cells, raw in table["rows"]:
         work, constraint, place = (cells[columns[column]] if columns[column] < len(cells) else ""
                                    for column in ("work", "constraint", "place"))
@@ -364,12 +364,25 @@ def check_table(c) -> None:
             if kind != "queue" or not STATE_WORDS.search(place):
                 problems.append(t("\"{work}\" must outlive the API, so it needs a task queue plus a durable status "
                                   "table, not \"{place}\"", work=plain(work), place=plain(place)))
-        if CPU_BOUND.search(need) and kind not in ("process", "queue"):
+        if CPU_BOUND.search(need) and kind == "thread":
             problems.append(t("\"{work}\" is CPU-bound; in {place} the GIL serialises it - use a process pool",
                               work=plain(work), place=place_name(kind)))
+            hints.append(t("Pure-Python CPU work holds the GIL, so the threads of one process take turns at it and "
+                           "a thread pool adds no cores: point that row at a bounded process pool "
+                           "(ProcessPoolExecutor, lesson 06)."))
+        if CPU_BOUND.search(need) and kind == "coroutine":
+            problems.append(t("\"{work}\" is CPU-bound; on the event loop it never awaits, so it holds the loop's one "
+                              "thread (and the GIL) and stalls every coroutine - use a process pool", work=plain(work)))
+            hints.append(t("asyncio only interleaves work that waits; CPU work never awaits, so it holds the event "
+                           "loop's thread until it ends: point that row at a bounded process pool "
+                           "(ProcessPoolExecutor, lesson 06)."))
         if BLOCKING.search(need) and kind == "coroutine":
             problems.append(t("\"{work}\" blocks; on the event loop it stalls every coroutine - use a thread pool",
                               work=plain(work)))
+            hints.append(t("A blocking call (a synchronous SDK) on the event loop freezes every coroutine: point that "
+                           "row at a bounded thread pool (lesson 05), each call with its own timeout."))
+    if problems and len(hints) == len(problems):  # every problem is one whose cause the table's hint does not name
+        raise Because("\n".join(problems), " ".join(dict.fromkeys(hints)))
     assert not problems, "\n".join(problems)
     assert "outlives" in kinds, t("no row is the work that must finish after the API stops (durable state, "
                                   "independent consumer)")

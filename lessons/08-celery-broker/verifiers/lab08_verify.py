@@ -120,9 +120,15 @@ def check_ping(c) -> None:
     assert url, t(".env.tasks has no CELERY_BROKER_URL")
     parts = urlsplit(url)
     c.note(t("broker: {describe_url} (password not shown)", describe_url=describe_url(url)))
-    assert parts.port == BROKER_PORT and parts.hostname in ("127.0.0.1", "localhost"), t(
-        "CELERY_BROKER_URL points at {describe_url}; it should be 127.0.0.1:{broker_port} (the separate broker, not "
-        "6379/6380 or broker:6379)", describe_url=describe_url(url), broker_port=BROKER_PORT)
+    if not (parts.port == BROKER_PORT and parts.hostname in ("127.0.0.1", "localhost")):
+        where = t("in the environment (it wins over .env.tasks)") if os.environ.get("CELERY_BROKER_URL") else \
+            t("in .env.tasks")
+        raise Because(t("CELERY_BROKER_URL {where} is {found}; it should be redis://:<password>@127.0.0.1:"
+                        "{broker_port}/<db> (the separate broker, not 6379/6380 or broker:6379)", where=where,
+                        found=f"{parts.scheme or '?'}://…@{describe_url(url)}", broker_port=BROKER_PORT),
+                      t("Use the URL make services (or prepare_broker.py) wrote into .env.tasks: scheme redis, host "
+                        "127.0.0.1, port {broker_port}, the password after a colon. If the file is right, an "
+                        "exported CELERY_BROKER_URL in your shell overrides it: unset it.", broker_port=BROKER_PORT))
     assert parts.password, t("CELERY_BROKER_URL carries no password: the broker must require one")
 
     if (WORK / "ping_broker.py").is_file():
@@ -178,6 +184,18 @@ def check_registered(c, worker: DeclaredWorker) -> None:
     for line in _out(done, 5):
         c.note(line)
     names = [line.strip().lstrip("*").strip() for line in done.stdout.splitlines() if line.strip().startswith("*")]
+    replied = any(line.strip().startswith("->") and worker.nodename in line for line in done.stdout.splitlines())
+    if "products.export" not in names and replied and not names:
+        raise Because(t("the worker replied, but with an empty task list (- empty -): it never imported export_tasks, "
+                        "so products.export is not registered"),
+                      t("A worker knows only the modules celery_app makes it import: give Celery(...) in "
+                        "celery_app.py include=[\"export_tasks\"], then restart the worker."))
+    if "products.export" not in names and names:
+        raise Because(t("products.export is not among the worker's registered tasks; it replied with {names}: the "
+                        "task is registered under another name", names=", ".join(names)),
+                      t("Name the task in its decorator, @app.task(name=\"products.export\"): without name= Celery "
+                        "names it after its module and function (export_tasks.export_products), which is not the "
+                        "contract's name. Restart the worker after the change."))
     assert "products.export" in names, t("products.export is not among the worker's registered tasks (seen: "
                                          "{names}). Check include in celery_app, name=\"products.export\" on the "
                                          "decorator, and restart the worker after changes",
