@@ -37,3 +37,5 @@ def test_mutant_fails_exactly_its_checks(mutant, tmp_path, monkeypatch):
     for check_id, phrase in pinned:  # the diagnosis the learner reads, pinned (tests/mutants/pin.py)
         shown = "\n".join([by_id[check_id].message, *by_id[check_id].notes])
         assert phrase in shown, f"{check_id} no longer says {phrase!r}:\n{shown}"
+    for check_id, phrase in mutant.hints:  # the hint for this cause, in place of the check's general one
+        assert phrase in by_id[check_id].hint["en"], f"{check_id}'s hint is not this cause's:\n{by_id[check_id].hint}"

@@ -30,6 +30,7 @@ class Mutant:
     on: str = ""  # the lesson whose folder it breaks, when its checks are an earlier lesson's (regressions)
     slow: bool = False  # its failure shows only when a bound runs out (15–45 s): see cover() and for_today()
     says: tuple[tuple[str, str], ...] = ()  # (check, a phrase the learner must read in its message or evidence)
+    hints: tuple[tuple[str, str], ...] = ()  # (check, a phrase of the hint for this cause: shared.tap.Because)
 
     @property
     def lesson(self) -> str:

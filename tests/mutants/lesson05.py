@@ -60,6 +60,7 @@ MUTANTS = [
         why="A pool made without with and never shut down: pool closed is printed while its worker thread lives on; "
             "the diagnosis says so and its hint is about with/shutdown(), not stop.is_set().",
         says=(("05.2", "the pool was never shut down before pool closed was printed"),),
+        hints=(("05.2", "Create the pool with `with ThreadPoolExecutor"),),
     ),
     # ---- 05.3: at most 4 futures outstanding, at most 2 running
     Mutant(
@@ -106,6 +107,7 @@ MUTANTS = [
             "and demo() returns the full result after 2 s; the diagnosis names the blocking call and its hint is "
             "about to_thread, not stop.set().",
         says=(("05.4", "a blocking call in the event loop: read_sync (its time.sleep) ran on the loop's own thread"),),
+        hints=(("05.4", "Inside async def, a blocking call"),),
     ),
     # ---- 05.5: exercise, a queued future can be cancelled
     Mutant(

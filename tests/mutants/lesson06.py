@@ -64,6 +64,7 @@ def main(rounds: int = ROUNDS) -> None:
             "the parent's list stays empty and the function the pool ran returned None every time.",
         says=(("06.1", "worker process has its own copy of every global, so a list the workers fill stays empty"),
               ("06.3", "worker process has its own copy of every global, so a list the workers fill stays empty")),
+        hints=(("06.1", "Processes share no memory"),),
     ),
     Mutant(
         name="06-counter-across-processes",
@@ -91,6 +92,7 @@ def main(rounds: int = ROUNDS) -> None:
             "copies of CALLS, so the parent sees only its serial calls (4, not 8) -- nothing to do with speed.",
         says=(("06.3", "worker process has its own copy of every global, so what the pool's calls did to it never"),
               ("06.6", "worker process has its own copy of every global, so what the pool's calls did to it never")),
+        hints=(("06.3", "Processes share no memory"),),
     ),
     # ---- 06.2: explicit spawn, top-level target, pool only under the main guard
     Mutant(
@@ -133,6 +135,7 @@ POOL = ProcessPoolExecutor(max_workers=2, mp_context=mp.get_context("spawn"))
         why="A lambda has no module-level name: pickle cannot send it, and a spawned worker could not "
             "find it anyway -- the batch fails before any work starts.",
         says=(("06.1", "a lambda or a function defined inside another function"),),
+        hints=(("06.1", "Define the function the pool runs at the top level"),),
     ),
     Mutant(
         name="06-verify-no-guard",
@@ -167,6 +170,7 @@ except BrokenProcessPool:
         says=(("06.1", "guard is missing"), ("06.3", "guard is missing"), ("06.5", "guard is missing")),
         why="The classic spawn mistake: each worker re-imports the script, tries to start a pool "
             "while bootstrapping and dies, so the batch breaks; importing the module also runs it.",
+        hints=(("06.1", "Build the pool only inside main()"),),
     ),
     # ---- 06.3: timings measured, never assumed
     Mutant(

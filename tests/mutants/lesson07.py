@@ -50,6 +50,7 @@ MUTANTS = [
         why="Pure-Python CPU work in threads is serialised by the GIL; it belongs in a process pool (the hint "
             "says so, not the table's general one).",
         says=(("07.1", "is CPU-bound; in a thread pool the GIL serialises it - use a process pool"),),
+        hints=(("07.1", "Pure-Python CPU work holds the GIL"),),
     ),
     Mutant(
         name="07-cpu-on-asyncio",
@@ -60,6 +61,7 @@ MUTANTS = [
         why="CPU work on the event loop never awaits: it holds the loop's one thread and stalls every coroutine; "
             "the diagnosis and its hint say so, not the GIL in threads.",
         says=(("07.1", "is CPU-bound; on the event loop it never awaits, so it holds the loop's one thread"),),
+        hints=(("07.1", "asyncio only interleaves work that waits"),),
     ),
     Mutant(
         name="07-blocking-sdk-on-asyncio",
@@ -69,6 +71,7 @@ MUTANTS = [
         fails=("07.1",),
         why="A synchronous SDK call on the event loop blocks every coroutine; it belongs in a bounded thread pool.",
         says=(("07.1", "blocks; on the event loop it stalls every coroutine - use a thread pool"),),
+        hints=(("07.1", "A blocking call (a synchronous SDK) on the event loop"),),
     ),
     # ---- 07.2: the message itself and the contract's shape rules
     Mutant(

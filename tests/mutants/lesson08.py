@@ -32,6 +32,7 @@ MUTANTS = [
             "module still match, but the contract name products.export is gone (the diagnosis names what the worker "
             "replied, the hint the decorator's name=).",
         says=(("08.2", "it replied with export_tasks.export_products: the task is registered under another name"),),
+        hints=(("08.2", "Name the task in its decorator"),),
     ),
     Mutant(
         name="08-include-missing",
@@ -43,6 +44,7 @@ MUTANTS = [
             "unregistered task (the API still answers 202: publishing needs no worker).  08.2 says the worker "
             "replied with an empty list (not \"no reply\") and its hint is about include.",
         says=(("08.2", "the worker replied, but with an empty task list"),),
+        hints=(("08.2", "A worker knows only the modules celery_app makes it import"),),
     ),
     # ---- 08.3: producer result
     Mutant(
@@ -143,6 +145,7 @@ MUTANTS = [
         why="Results in the broker's database 0 mix task messages and results in one keyspace; the diagnosis says "
             "what the folder wrote beside what it should be, and its hint is about the URLs, not the files' modes.",
         says=(("08.6", "CELERY_RESULT_BACKEND in .env.tasks is redis://…@127.0.0.1:6384/0"),),
+        hints=(("08.6", "prepare_broker.py writes both URLs from one template"),),
     ),
     Mutant(
         name="08-prepare-no-quote",
