@@ -45,7 +45,7 @@ WALK_0408 = {
     "04-one-sentinel": ("04.2", "", "send one None per thread"),
     "04-sleep-inside-lock": ("04.3", "", "keep only the counter updates in the lock"),
     "05-blocking-call-in-coroutine": ("05.4", "a blocking call in the event loop", "Inside async def, a blocking call"),
-    "05-pool-never-shut-down": ("05.2", "the pool was never shut down", "Create the pool with `with ThreadPoolExecutor"),
+    "05-pool-never-shut-down": ("05.2", "the pool was never shut down", "Create the pool with `with ThreadPool"),
     "06-results-in-worker-global": ("06.1", "has its own copy of every global", "Processes share no memory"),
     "06-counter-across-processes": ("06.3", "a module global that a function changes", "Processes share no memory"),
     "06-export-no-guard": ("06.1", "guard is missing", "Build the pool only inside main()"),
