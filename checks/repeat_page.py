@@ -1,14 +1,18 @@
 """A series' table as one self-contained HTML page (checks/repeat.py): per check, its verdict and counts
 (repeat.classify and repeat.counts_text, as in the terminal and repeat.json), its distinct failures with
 their runs; for a flaky check, one failing run beside one passing run, each drawn as the run's own report
-draws it (message, notes, timelines)."""
+draws it (message, notes), and under them the two runs' timelines in two columns, each headed by its run
+and status, drawn by checks/timelines.py as a lesson's report draws them.  The figures are the runs' own
+(each run's report keeps its checks' figures: repeat.read_report); only the two runs shown are drawn."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from checks.html_page import esc, page, pick, resolve_lang
-from checks.html_report import output_tail, render_check
+from checks import timelines
+from checks.html_page import esc, page, pick, resolve_lang, words
+from checks.html_report import output_tail, render_check, status_label
+from shared import figures as F
 from shared.i18n import t
 
 CSS = """
@@ -19,6 +23,9 @@ tr.failed td:first-child{border-left:4px solid #b3261e}tr.partial td:first-child
 tr.passed td:first-child{border-left:4px solid #1a7f37}
 .fmsg{white-space:pre-wrap}.pair{display:grid;grid-template-columns:1fr 1fr;gap:1rem}.pair h4{margin:.3rem 0}
 .pair ul{padding-left:1rem}
+.runfigs{display:grid;grid-template-columns:minmax(0,1fr) minmax(0,1fr);gap:1rem;margin:.4rem 0 1rem}
+.runfigs>div{min-width:0}.runfigs>div>h4{margin:.2rem 0}.runfigs figure.fig{margin-left:0}
+.runfigs>div[data-status=pass]>h4{color:#1a7f37}.runfigs>div:not([data-status=pass])>h4{color:#b3261e}
 """
 
 
@@ -40,7 +47,25 @@ def evidence(test: dict, lang: str) -> str:
     a failure), since they are what the failing run is compared with."""
     passed_with_output = test.get("status") == "pass" and test.get("output")
     notes = f"<pre>{esc(output_tail(test['output']))}</pre>" if passed_with_output else ""
-    return f"<ul class='checks'>{render_check(test, lang)}</ul>{notes}"
+    without_figures = {key: value for key, value in test.items() if key != "figures"}  # drawn in run_timelines
+    return f"<ul class='checks'>{render_check(without_figures, lang)}</ul>{notes}"
+
+
+def run_timelines(check_id: str, shown: list[tuple[int, dict]], lang: str) -> str:
+    """The runs' figures side by side: one column per run, headed by its number and status, each figure
+    drawn by timelines.render_figure (the lesson report's drawing).  Nothing when neither run has one."""
+    drawn = [(number, test, "".join(timelines.render_figure(f, lang) for f in F.clean_all(test.get("figures"))))
+             for number, test in shown]
+    if not any(figs for _, _, figs in drawn):
+        return ""
+    w = words(lang)
+    columns = "".join(
+        f"<div data-run='{number}' data-status='{esc(test.get('status', 'error'))}'>"
+        f"<h4>{esc(t('run {n}', n=number))} · {status_label(test.get('status', 'error'), w)}</h4>"
+        f"{figs or '<p class=small>' + esc(t('no timeline recorded in this run')) + '</p>'}</div>"
+        for number, test, figs in drawn)
+    return (f"<h3>{esc(t('timelines: the failing run beside the passing run'))}</h3>"
+            f"<div class='runfigs' data-check='{esc(check_id)}'>{columns}</div>")
 
 
 def render(series, rows, lang: str) -> str:
@@ -73,9 +98,9 @@ def render(series, rows, lang: str) -> str:
                      "<div class='pair'>"
                      f"<div><h4>{esc(t('run {n}', n=bad_no))} ✗</h4>{evidence(row.tests[bad_no], lang)}</div>"
                      f"<div><h4>{esc(t('run {n}', n=good_no))} ✓</h4>{evidence(row.tests[good_no], lang)}</div>"
-                     "</div>")
+                     "</div>"
+                     + run_timelines(row.id, [(bad_no, row.tests[bad_no]), (good_no, row.tests[good_no])], lang))
     title = t("Task Lab: repeated runs")
-    from checks import timelines
     return page(title, "\n".join(head + table + pairs), lang, extra_css=timelines.CSS + CSS)
 
 
