@@ -42,6 +42,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+import time
 from pathlib import Path
 from uuid import uuid4
 
@@ -50,6 +51,7 @@ from lab11_fixture import (GATE, Workers, event, export_task, mariadb_hint, othe
 from lab11_interfaces import check_bad_input, check_http, check_renew, check_url
 
 from shared import handshake
+from shared.figures import attach, bar, lane, lanes, mark
 from shared.lesson_celery import LOG_DIR, declared_worker, redact, run_script, short
 from shared.i18n import t
 from shared.lesson_db import (TERMINAL, UUID_RE, changed_rows, expire_lease, explained, job_row, lease_token_of,
@@ -140,6 +142,22 @@ def check_durable(c, workers: Workers) -> None:
 
 # ---------------------------------------------------------------- 11.2
 
+def claim_lanes(folder, names: list[str], k: int, went: float, released: float, outcomes: list[dict]) -> dict:
+    """Round k's claimers as lanes, from what the judge sees itself: when it said go and release, and the
+    kernel's times of each claimer's hand-shake files (its read held back, its answer written)."""
+    rows = []
+    for name, got in zip(names, outcomes, strict=True):
+        answered = (folder / f"res-{name}-{k}").stat().st_mtime
+        held = folder / f"paused-{name}-{k}"
+        marks = [mark(held.stat().st_mtime, t("read without a lock"), "event")] if held.exists() else []
+        marks.append(mark(answered, t("token") if got.get("token") else t("error") if got.get("error") else "None",
+                          "ok" if got.get("token") else "fail"))
+        rows.append(lane(name, [bar(went, answered, "claim", "claim")], marks))
+    return lanes(t("round {k}: every claimer asks for one job at once", k=k), rows,
+                 lines=[mark(released, t("released together"), "event")],
+                 caption=t("each bar: one claim(job) call; a token mark is a claimer that got the job"))
+
+
 def check_single_claim(c) -> None:
     state_store = store()
     procs_n, threads_n = 3, 3
@@ -151,14 +169,19 @@ def check_single_claim(c) -> None:
     folder = claimers.folder
     try:
         for k, job_id in enumerate(jobs, 1):
+            went = time.time()
             handshake.go(folder, names, {"job": job_id}, round_no=k)
             # Released together; a claimer that read without a lock waits (transaction open) until every
             # claimer has read or finished, so none of them writes before all have seen 'queued'.
             wait_until(lambda k=k: all((folder / f"paused-{n}-{k}").exists() or (folder / f"res-{n}-{k}").exists()
                                        for n in names), 30, "every claimer to read the job or finish")
             paused = sum((folder / f"paused-{n}-{k}").exists() for n in names)
+            released = time.time()
             handshake.go(folder, ["release"], round_no=k)
             outcomes = [handshake.wait_result(folder, n, 20, round_no=k) for n in names]
+            if k == 1 or len([o for o in outcomes if o.get("token")]) != 1:  # the first round, or the one that failed
+                attach(c, lambda k=k, went=went, released=released, outcomes=outcomes:
+                       claim_lanes(folder, names, k, went, released, outcomes))
             errors = [o["error"] for o in outcomes if o.get("error")]
             winners = [o for o in outcomes if o.get("token")]
             row = job_row(job_id)
