@@ -230,13 +230,15 @@ class DeclaredWorker:
         grace = stop_grace(grace)
         started = time.monotonic()
         if self.alive():
-            os.kill(self.pid, signal.SIGTERM)
-            try:
-                wait_until(lambda: not self.alive() and not group_members(self.pid), grace,
-                           f"worker pid {self.pid} to stop")
-            except WaitTimeout:
+            if grace > 0:  # no grace: KILL alone (a TERM first could still start a warm shutdown)
+                os.kill(self.pid, signal.SIGTERM)
+                with contextlib.suppress(WaitTimeout):
+                    wait_until(lambda: not self.alive() and not group_members(self.pid), grace,
+                               f"worker pid {self.pid} to stop")
+            if self.alive() or group_members(self.pid):
                 # The group id is the pid we were given (the runner starts it in its own session).
-                os.killpg(self.pid, signal.SIGKILL)
+                with contextlib.suppress(ProcessLookupError):  # gone meanwhile
+                    os.killpg(self.pid, signal.SIGKILL)
                 wait_until(lambda: not self.alive(), 5, f"worker pid {self.pid} to die")
         return time.monotonic() - started
 

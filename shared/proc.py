@@ -233,7 +233,7 @@ class Process:
         """TERM to the group, up to `grace` seconds for the leader to end, then KILL to what is left of the
         group (the leader, or what it left running, also when it ended on its own), and reap.  The exit code."""
         grace = stop_grace(grace)
-        if self.alive():
+        if self.alive() and grace > 0:  # no grace: KILL alone (a TERM first could still be heard)
             self.signal_group(signal.SIGTERM)
             deadline = time.monotonic() + grace
             while self.alive() and time.monotonic() < deadline:
