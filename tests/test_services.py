@@ -195,10 +195,13 @@ def _we_wait_for(path) -> bool:
     return False
 
 
-def test_a_waiting_exclusive_run_goes_before_later_shared_runs():
+def test_a_waiting_exclusive_run_goes_before_later_shared_runs(tmp_path, monkeypatch):
     import threading
 
     from shared.proc import wait_until
+    # Lock files of this test's own: another worker's run holding or awaiting the real services (at their
+    # turnstile) would make this test's exclusive run wait there, not where the test looks for it.
+    monkeypatch.setattr(S, "SERVICES_DIR", tmp_path)
     order = []
     held, release = threading.Event(), threading.Event()
 
@@ -227,7 +230,7 @@ def test_a_waiting_exclusive_run_goes_before_later_shared_runs():
     wait_until(lambda: _we_wait_for(S.SERVICES_DIR / "turnstile.lock"), 10, "the late run to wait at the turnstile")
     release.set()
     for thread in (holder, waiter, late):
-        thread.join(180)  # other parallel runs may hold the services for a while
+        thread.join(60)
     assert order == ["first shared", "exclusive", "late shared"]
 
 
