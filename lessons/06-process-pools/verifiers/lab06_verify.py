@@ -150,6 +150,13 @@ def serial_and_pool(run: dict, title: str) -> dict:
 MUTATORS = {"append", "extend", "insert", "add", "update", "setdefault", "__setitem__"}
 
 
+def _assigned(node) -> list:
+    """What an assignment statement writes to (none for other statements)."""
+    if isinstance(node, ast.Assign):
+        return node.targets
+    return [node.target] if isinstance(node, (ast.AnnAssign, ast.AugAssign)) else []
+
+
 def _worker_globals() -> list[str]:
     """Module globals of cpu_work.py and process_export.py that a function changes (ast): declared `global`
     there, or a module-level name whose value a function appends to, updates or assigns an item of."""
@@ -159,9 +166,8 @@ def _worker_globals() -> list[str]:
             tree = ast.parse((WORK / file).read_bytes(), file)
         except (OSError, SyntaxError, ValueError):
             continue
-        top = {target.id for node in tree.body if isinstance(node, (ast.Assign, ast.AnnAssign))
-               for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
-               if isinstance(target, ast.Name)}
+        top = {target.id for node in tree.body if not isinstance(node, ast.AugAssign)
+               for target in _assigned(node) if isinstance(target, ast.Name)}
         for func in (node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)):
             for node in ast.walk(func):
                 if isinstance(node, ast.Global):
@@ -170,11 +176,9 @@ def _worker_globals() -> list[str]:
                       and node.func.attr in MUTATORS and isinstance(node.func.value, ast.Name)
                       and node.func.value.id in top):
                     names.add(node.func.value.id)
-                elif (isinstance(node, (ast.Assign, ast.AugAssign)) and any(
-                        isinstance(x, ast.Subscript) and isinstance(x.value, ast.Name) and x.value.id in top
-                        for x in (node.targets if isinstance(node, ast.Assign) else [node.target]))):
-                    names.add(next(x.value.id for x in (node.targets if isinstance(node, ast.Assign)
-                                                        else [node.target]) if isinstance(x, ast.Subscript)))
+                else:
+                    names.update(x.value.id for x in _assigned(node) if isinstance(x, ast.Subscript)
+                                 and isinstance(x.value, ast.Name) and x.value.id in top)
     return sorted(names)
 
 
