@@ -17,7 +17,7 @@ help:
 	+@$(PYTHON) -m checks help
 
 $(VENV_READY): requirements.txt requirements-dev.txt
-	+@$(PYTHON) -m shared.bootstrap
+	+@$(if $(filter file,$(origin PYTHON)),,TASKLAB_PYTHON=$(PYTHON)) $(PYTHON) -m shared.bootstrap
 
 venv: $(VENV_READY)
 
