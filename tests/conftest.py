@@ -64,11 +64,15 @@ def pytest_configure(config):
         webdriver.install_if_root()
 
 
-# The longest tests (20–45 s each on two cores) are handed out first: pytest-xdist gives tests to its
+# The longest tests (15–45 s each on two cores) are handed out first: pytest-xdist gives tests to its
 # workers in collection order, and one of these left for the end would run alone while the others idle.
 LONGEST_FIRST = ("tests/test_distributed.py::test_short_drill", "tests/test_soak.py::",
-                 "tests/test_lessons.py::test_reference_lesson_passes_every_check")
+                 "tests/test_lessons.py::test_reference_lesson_passes_every_check", "tests/test_learner_walk.py::")
 
 
 def pytest_collection_modifyitems(config, items):
-    items.sort(key=lambda item: not item.nodeid.startswith(LONGEST_FIRST))  # stable: the rest keep their order
+    # Stable sorts: the rest keep their order.  Last of all, the tests that hold the kit's shared servers
+    # alone (servicectl.in_use(exclusive=True)): handed out mid-run, each waited up to 11 s for a soak
+    # test's shared hold to end while later shared runs queued behind it and their workers idled.
+    items.sort(key=lambda item: "running_alone" in getattr(item, "fixturenames", ()))
+    items.sort(key=lambda item: not item.nodeid.startswith(LONGEST_FIRST))
