@@ -42,7 +42,7 @@ def _up_holding(exclusive: bool):
 @pytest.fixture
 def running():
     # Servers up and held (shared) for one test, so no drill elsewhere stops them meanwhile.  shop_lab (slot 0)
-    # is no lesson run's (they use slots 4–7); the tests that rebuild it hold the servers alone.
+    # is no lesson run's (they use slots 4–7); the tests that rebuild or read it hold the servers alone.
     yield from _up_holding(exclusive=False)
 
 
@@ -234,11 +234,14 @@ def test_a_waiting_exclusive_run_goes_before_later_shared_runs(tmp_path, monkeyp
     assert order == ["first shared", "exclusive", "late shared"]
 
 
-def test_the_monitor_reads_through_an_account_that_can_only_select(running):
+def test_the_monitor_reads_through_an_account_that_can_only_select(running_alone):
     """make monitor's account: its numbers come back; any write is refused by the server itself."""
     import pymysql
 
     from checks import monitor
+    # shop_lab is made by `reset` (or a lesson run on slot 0), never by `up`: this test makes its own rather
+    # than count on another test having made it first (a fresh clone ran it before any did: Unknown database)
+    assert _servicectl("reset").returncode == 0
     user, password = credentials.monitor_credentials()
     assert stat.S_IMODE(os.stat(credentials.MONITOR_ENV).st_mode) == 0o600
     db_connect, redis_connect = monitor.connectors()
