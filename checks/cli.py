@@ -190,7 +190,7 @@ def cmd_help(args) -> int:
 
 
 def cmd_table(args) -> int:
-    print(console.lesson_table(load()))
+    print(console.evidence_list(load()) if args.evidence else console.lesson_table(load()))
     return 0
 
 
@@ -294,7 +294,9 @@ def build_parser() -> argparse.ArgumentParser:
     watch.add_argument("--interval", type=float, default=1.0, help=argparse.SUPPRESS)
     watch.add_argument("--max-runs", type=int, default=None, help=argparse.SUPPRESS)
     sub.add_parser("help", help="the make targets and lessons (make help)")
-    sub.add_parser("table", help="the README lesson table, from tasks.json")
+    table = sub.add_parser("table", help="the README lesson table, from tasks.json")
+    table.add_argument("--evidence", action="store_true",
+                       help="the README's list of self-reported checks instead (tasks.json evidence)")
     sub.add_parser("clean", help="remove the .state/ work folders, logs and progress")
     bench = sub.add_parser("bench", help="run the teaching benchmarks (tables + JSON, never asserted)")
     bench.add_argument("--quick", action="store_true", help="a smaller run")

@@ -69,6 +69,8 @@ def print_lesson(result: LessonResult, evidence: bool = False, first_failure_onl
             print(f"  {heading}")
         for c in group:
             label = t(" BLOCKED ({blocked})", blocked=shown(c.blocked)) if c.blocked else status_label(c.status)
+            if c.evidence == "self_reported":  # decided on what the learner's own process said (tasks.json)
+                label += t(" · self-reported")
             print(f"  {MARKS[c.status]} {c.id:<6} {pick(c.text)}  ({c.seconds:.2f}s){label}")
             if c.status in NOT_PASSED and c.blocked:
                 pass  # the problem is said once, above the checks
@@ -185,6 +187,22 @@ def print_help(data: dict) -> None:
     for lesson in data["lessons"]:
         state = "" if lesson["status"] == "ready" else t(" (planned)")
         print(f"  make lesson-{lesson['id']}   {pick(lesson['title'])}{state}")
+
+
+def evidence_list(data: dict) -> str:
+    """The README's list of the checks open to a lie, generated from tasks.json's evidence fields: per
+    lesson, each check that a process which imported learner code decides (self_reported), and on what."""
+    core = [c for lesson in data["lessons"] for c in lesson["checks"] if c.get("kind", "core") == "core"]
+    observed = sum(c["evidence"]["kind"] == "observed" for c in core)
+    lines = [f"Core checks observed by the judge: {observed} of {len(core)}; self-reported: {len(core) - observed}. "
+             f"Every self-reported check, core or not:", ""]
+    for lesson in data["lessons"]:
+        own = [c for c in lesson["checks"] if c["evidence"]["kind"] == "self_reported"]
+        if own:
+            lines.append(f"- **{lesson['id']}** ({len(own)} of {len(lesson['checks'])})")
+            lines += [f"  - {c['id']}{'' if c.get('kind', 'core') == 'core' else ' (' + c['kind'] + ')'}: "
+                      f"{c['evidence']['what']['en']}" for c in own]
+    return "\n".join(lines)
 
 
 def lesson_table(data: dict) -> str:

@@ -109,7 +109,8 @@ def _grid(names: list[str], reports: dict[str, dict], cols: list[dict], lang: st
     w = words(lang)
     head = [f'<th>{esc(w["student"])}</th>', f'<th>{esc(w["status"])}</th>']
     head += [f'<th title="{esc(pick(c["title"], lang))}">{esc(c["id"])}</th>' for c in cols]
-    head += [f'<th>{esc(w["total"])}</th>', f'<th>{esc(w["bonus"])}</th>', f'<th>{esc(w["flags"])}</th>']
+    head += [f'<th>{esc(w["total"])}</th>', f'<th title="{esc(w["self_reported_title"])}">{esc(w["self_reported"])}</th>',
+             f'<th>{esc(w["bonus"])}</th>', f'<th>{esc(w["flags"])}</th>']
     rows, stems = [], page_names(names)
     for name in names:
         r = reports[name]
@@ -135,7 +136,9 @@ def _grid(names: list[str], reports: dict[str, dict], cols: list[dict], lang: st
                  f'<td class="st-{esc(status)}" data-sort="{esc(status)}"><span class="mark">'
                  f'{MARKS.get(status, "?")}</span>{esc(w.get(status, status))}</td>']
         cells += [_cell(by_id.get(c["id"]), groups.get(c["id"], []), w) for c in cols]
+        own_word = r.get("self_reported_score", 0)
         cells += [f'<td class="num" data-sort="{total}"><b>{total}</b>/{most}</td>',
+                  f'<td class="num" data-sort="{own_word}">{own_word}</td>',
                   f'<td class="num" data-sort="{r.get("bonus", 0)}">{r.get("bonus", 0)}/{r.get("max_bonus", 0)}</td>',
                   f'<td>{" ".join(flags)}</td>']
         mark = ' class="tampered"' if r.get("tampering") else ""
@@ -233,21 +236,23 @@ def cell(value) -> object:
 
 
 def write_csv(path: Path, reports: dict[str, dict], lessons: list[dict]) -> None:
-    """One row per student: the course score of each lesson, total, max_total, bonus.  Numbers only in
+    """One row per student: the course score of each lesson, total, max_total, self_reported (how much of the
+    total rests on checks whose evidence is self-reported), bonus.  Numbers only in
     the score columns (a lesson not graded or not reached is 0), so an LMS imports it as it is.  Graded N
     times (grade --repeat): a last column, flaky, lists the checks that passed only some runs (`04.1 13/20`)."""
     cols = _columns(reports, lessons)
     with open(path, "w", encoding="utf-8", newline="") as f:
         out = csv.writer(f)
         repeated = any(test.get("runs") for r in reports.values() for test in r.get("tests", []))
-        out.writerow(["student", *(c["id"] for c in cols), "total", "max_total", "bonus",
+        out.writerow(["student", *(c["id"] for c in cols), "total", "max_total", "self_reported", "bonus",
                       *(["flaky"] if repeated else [])])
         for name in sorted(reports):
             r = reports[name]
             by_id = {lesson["id"]: lesson for lesson in r.get("lessons", [])}
             flaky = ["; ".join(flaky_checks(r.get("tests", [])))] if repeated else []
             out.writerow([cell(v) for v in [name, *(by_id.get(c["id"], {}).get("score", 0) for c in cols),
-                                            r.get("score", 0), r.get("max_score", 0), r.get("bonus", 0), *flaky]])
+                                            r.get("score", 0), r.get("max_score", 0),
+                                            r.get("self_reported_score", 0), r.get("bonus", 0), *flaky]])
 
 
 def write_gradebook(out_dir: Path, reports: dict[str, dict], lessons: list[dict], lang: str | None = None) -> None:

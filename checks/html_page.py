@@ -45,6 +45,11 @@ def words(lang: str) -> dict[str, str]:
                              "Grey “not reached”: the folder or the lesson's files are missing — not the same as "
                              "failed."),
         "tampering_short": t_in(lang, "tampering suspected"),
+        "self_reported": t_in(lang, "Self-reported"),
+        "self_reported_check": t_in(lang, "Decided on what the learner's own process reported about itself "
+                                          "(tasks.json evidence: self_reported)"),
+        "self_reported_title": t_in(lang, "Points of the total earned on checks decided on what the learner's own "
+                                          "process reported (tasks.json evidence: self_reported): weigh them"),
     }
 
 

@@ -45,6 +45,8 @@ def render_check(test: dict, lang: str, reference: dict | None = None, learner: 
         badges += f'<span class="badge">{esc(w["bonus"])}</span>'
     elif test.get("kind") == "exercise":
         badges += f'<span class="badge">{esc(w["exercise"])}</span>'
+    if test.get("evidence") == "self_reported":  # decided on what the learner's own process said
+        badges += f'<span class="badge" title="{esc(w["self_reported_check"])}">{esc(w["self_reported"])}</span>'
     if test.get("tampering"):
         badges += f'<span class="badge warn">{esc(w["tampering"])}</span>'
     runs = test.get("runs")

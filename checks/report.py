@@ -54,10 +54,12 @@ def overall(lessons: list[LessonResult], error: str | None = None) -> str:
 
 
 def marks(checks) -> dict:
-    """The course's marks (core + exercise) and the bonus (the kit's extensions), kept apart."""
+    """The course's marks (core + exercise) and the bonus (the kit's extensions), kept apart; and how much of
+    the course's score rests on checks whose evidence is self-reported (for an instructor to weigh)."""
     course = [c for c in checks if not c.bonus and c.counted]
     extra = [c for c in checks if c.bonus and c.counted]
     return {"score": sum(c.score for c in course), "max_score": sum(c.points for c in course),
+            "self_reported_score": sum(c.score for c in course if c.evidence == "self_reported"),
             "bonus": sum(c.score for c in extra), "max_bonus": sum(c.points for c in extra)}
 
 
@@ -167,7 +169,7 @@ def to_dict(lessons: list[LessonResult], source: str, error: str | None = None) 
         for c in lesson.checks:
             tests.append({
                 "lesson": c.lesson, "id": c.id, "name": f"{c.id} {c.text['en']}", "kind": c.kind,
-                "regression": c.regression, "bonus": c.bonus, "tampering": c.tampered,
+                "regression": c.regression, "bonus": c.bonus, "tampering": c.tampered, "evidence": c.evidence,
                 "text": c.text, "status": c.status, "points": c.points, "score": c.score,
                 "seconds": round(c.seconds, 3), "message": c.message or None,
                 "hint": c.hint if c.status not in (PASS, SKIPPED, SUPERSEDED, NOT_REACHED) else None,
@@ -227,6 +229,7 @@ def write_junit(path: Path, lessons: list[LessonResult], source: str, error: str
                     + (" (extension: bonus)" if c.bonus else ""))
             case = ET.SubElement(suite, "testcase", classname=f"lesson{c.lesson}", name=name,
                                  time=f"{c.seconds:.3f}")
+            ET.SubElement(ET.SubElement(case, "properties"), "property", name="evidence", value=c.evidence)
             detail = "\n".join(filter(None, [c.output, "hint: " + pick(c.hint)]))
             if c.status == FAIL:
                 ET.SubElement(case, "failure", message=c.message or "failed").text = detail

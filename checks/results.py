@@ -50,6 +50,9 @@ class CheckResult:
     notes: list[str] = field(default_factory=list)
     figures: list[dict] = field(default_factory=list)  # pictures of the evidence (shared/figures.py)
     runs: tuple[int, int] | None = None  # graded N times (grade --repeat): (runs passed, runs tried)
+    # tasks.json's evidence kind: "observed" (facts the judge gathered itself) or "self_reported" (what a
+    # process that imported learner code said about itself) -- shown in every report, so it can be weighed
+    evidence: str = "self_reported"
 
     @property
     def score(self) -> int:
@@ -128,7 +131,9 @@ def parse_tap(text: str) -> dict[str, dict]:
 
 def new_result(lesson_id: str, check: dict, regression: bool = False) -> CheckResult:
     return CheckResult(lesson=lesson_id, id=check["id"], kind=check.get("kind", "core"), text=check["text"],
-                       hint=check["hint"], points=0 if regression else check["points"], regression=regression)
+                       hint=check["hint"], points=0 if regression else check["points"], regression=regression,
+                       # a check that does not say where its evidence comes from is not claimed observed
+                       evidence=check.get("evidence", {}).get("kind", "self_reported"))
 
 
 def every_check(lesson: dict, status: str, message: str, source: str = "", tampered: bool = False) -> LessonResult:

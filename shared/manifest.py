@@ -14,6 +14,9 @@ class ManifestError(Exception):
     """tasks.json is missing or malformed; the message says where."""
 
 
+EVIDENCE_KINDS = ("observed", "self_reported")
+
+
 def load(path: Path | None = None) -> dict:
     path = path or MANIFEST
     try:
@@ -77,6 +80,14 @@ def validate(data: dict) -> None:
             _need(isinstance(check.get("points"), int) and check["points"] > 0, f"check {cid}", "points must be > 0")
             _need(isinstance(check.get("timeout"), (int, float)) and check["timeout"] > 0, f"check {cid}",
                   "timeout must be > 0 seconds")
+            # evidence: where the facts that can pass this check come from.  observed: gathered by the judge
+            # through channels learner code does not write (its own database connection and clients, files
+            # and process states it reads, kernel events); self_reported: what a process that imported
+            # learner code says about itself (a probe's answer, a helper's result file, its stdout).
+            evidence = check.get("evidence")
+            _need(isinstance(evidence, dict) and evidence.get("kind") in EVIDENCE_KINDS, f"check {cid}",
+                  "evidence needs a kind: 'observed' or 'self_reported'")
+            _bilingual(evidence.get("what"), f"check {cid} evidence what")
             # core: the lesson's steps; exercise: its practice task; extension: the kit's material beyond
             # the curriculum. Exercises and extensions a learner visibly did not take up are SKIPPED.
             _need(check.get("kind", "core") in ("core", "exercise", "extension"), f"check {cid}",

@@ -20,12 +20,14 @@ from tests import webdriver
 # regression.
 LESSONS = [
     {"id": "01", "title": {"zh": "第一课", "en": "First lesson"}, "checks": [
-        {"id": "01.1", "kind": "core", "points": 2, "text": {"zh": "返回 202", "en": "answers 202"}},
+        {"id": "01.1", "kind": "core", "points": 2, "text": {"zh": "返回 202", "en": "answers 202"},
+         "evidence": {"kind": "self_reported"}},
         {"id": "01.2", "kind": "exercise", "points": 1, "text": {"zh": "练习", "en": "the exercise"}},
         {"id": "01.3", "kind": "extension", "points": 1, "text": {"zh": "扩展", "en": "the extension"}}]},
     {"id": "02", "title": {"zh": "第二课", "en": "Second lesson"}, "checks": [
         {"id": "02.1", "kind": "core", "points": 2, "text": {"zh": "有界队列", "en": "a bounded queue"}},
-        {"id": "02.2", "kind": "core", "points": 1, "text": {"zh": "超时", "en": "a timeout"}}]},
+        {"id": "02.2", "kind": "core", "points": 1, "text": {"zh": "超时", "en": "a timeout"},
+         "evidence": {"kind": "self_reported"}}]},
 ]
 CHECKS = {c["id"]: (lesson["id"], c) for lesson in LESSONS for c in lesson["checks"]}
 
@@ -36,7 +38,7 @@ def check(cid, status="pass", message=None, output=None, regression=False, tampe
     points = 0 if regression else c["points"]
     return {"lesson": lesson, "id": cid, "name": f"{cid} {c['text']['en']}", "kind": c["kind"],
             "regression": regression, "bonus": c["kind"] == "extension", "tampering": tampering,
-            "text": c["text"], "status": status, "points": points,
+            "evidence": c.get("evidence", {}).get("kind", "observed"), "text": c["text"], "status": status, "points": points,
             "score": points if status == "pass" else 0, "seconds": 1.25, "message": message,
             "hint": None if status in ("pass", "skipped", "superseded") else {"zh": "看看日志", "en": "read the log"},
             "output": output}
@@ -47,6 +49,7 @@ def marks(tests):
     course = [t for t in counted if not t["bonus"]]
     extra = [t for t in counted if t["bonus"]]
     return {"score": sum(t["score"] for t in course), "max_score": sum(t["points"] for t in course),
+            "self_reported_score": sum(t["score"] for t in course if t["evidence"] == "self_reported"),
             "bonus": sum(t["score"] for t in extra), "max_bonus": sum(t["points"] for t in extra)}
 
 
@@ -198,13 +201,14 @@ def test_gradebook_writes_index_pages_and_csv(tmp_path):
         assert reports[name]["source"] in page and 'href="index.html"' in page
     with open(out / "grades.csv", encoding="utf-8", newline="") as f:
         rows = list(csv.reader(f))
-    assert rows[0] == ["student", "01", "02", "total", "max_total", "bonus"]
+    assert rows[0] == ["student", "01", "02", "total", "max_total", "self_reported", "bonus"]
     table = {r[0]: r[1:] for r in rows[1:]}
     assert list(table) == ["alice", "bob", "carol", "dave"]
-    assert table["alice"] == ["3", "3", "6", "6", "1"]    # extensions are the bonus, not the lesson's score
-    assert table["bob"] == ["2", "0", "2", "6", "0"]
-    assert table["carol"] == ["1", "1", "2", "4", "1"]    # the superseded 01.1 leaves the maximum
-    assert table["dave"] == ["0", "0", "0", "6", "0"]
+    # self_reported: the points of the total whose check rests on what the learner's process said (01.1, 02.2)
+    assert table["alice"] == ["3", "3", "6", "6", "3", "1"]    # extensions are the bonus, not the lesson's score
+    assert table["bob"] == ["2", "0", "2", "6", "2", "0"]
+    assert table["carol"] == ["1", "1", "2", "4", "1", "1"]    # the superseded 01.1 leaves the maximum
+    assert table["dave"] == ["0", "0", "0", "6", "0", "0"]
     assert all(re.fullmatch(r"\d+", v) for r in rows[1:] for v in r[1:])  # numbers only: an LMS imports it
 
 

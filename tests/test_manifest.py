@@ -8,7 +8,9 @@ import subprocess
 import sys
 from unittest import mock
 
-from checks.console import lesson_table
+import pytest
+
+from checks.console import evidence_list, lesson_table
 from checks.workdir import lesson_files
 from shared import manifest
 from tests.mutants import ROTATION, all_mutants, failed_pairs, for_today
@@ -99,6 +101,18 @@ def test_every_make_test_fails_every_check_that_any_mutant_fails():
 def test_readme_lesson_table_matches_manifest():
     readme = (manifest.KIT_ROOT / "README.md").read_text(encoding="utf-8")
     assert lesson_table(DATA) in readme, "README's lesson table is stale: paste `python -m checks table`"
+
+
+def test_every_check_says_where_its_evidence_comes_from_and_the_readme_lists_the_self_reported():
+    for lesson in DATA["lessons"]:
+        for check in lesson["checks"]:
+            assert check["evidence"]["kind"] in manifest.EVIDENCE_KINDS, check["id"]
+    broken = json.loads(json.dumps(DATA))
+    del broken["lessons"][3]["checks"][1]["evidence"]
+    with pytest.raises(manifest.ManifestError, match="04.2: evidence needs a kind"):
+        manifest.validate(broken)
+    readme = (manifest.KIT_ROOT / "README.md").read_text(encoding="utf-8")
+    assert evidence_list(DATA) in readme, "README's self-reported list is stale: paste `python -m checks table --evidence`"
 
 
 def test_make_help_lists_every_lesson():
