@@ -109,7 +109,8 @@ def _grid(names: list[str], reports: dict[str, dict], cols: list[dict], lang: st
     w = words(lang)
     head = [f'<th>{esc(w["student"])}</th>', f'<th>{esc(w["status"])}</th>']
     head += [f'<th title="{esc(pick(c["title"], lang))}">{esc(c["id"])}</th>' for c in cols]
-    head += [f'<th>{esc(w["total"])}</th>', f'<th title="{esc(w["self_reported_title"])}">{esc(w["self_reported"])}</th>',
+    head += [f'<th>{esc(w["total"])}</th>',
+             f'<th title="{esc(w["self_reported_title"])}">{esc(w["self_reported"])}</th>',
              f'<th>{esc(w["bonus"])}</th>', f'<th>{esc(w["flags"])}</th>']
     rows, stems = [], page_names(names)
     for name in names:

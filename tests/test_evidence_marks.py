@@ -54,6 +54,7 @@ def test_json_junit_and_gradebook_carry_the_evidence(tmp_path):
         rows = list(csv.DictReader(f))
     assert rows[0]["self_reported"] == str(passed_self) and rows[0]["total"] == str(data["score"])
     page = (tmp_path / "book" / "bob.html").read_text(encoding="utf-8")
-    assert page.count('<span class="badge" title="Decided on what the learner') == list(KIND.values()).count("self_reported")
+    badges = page.count('<span class="badge" title="Decided on what the learner')
+    assert badges == list(KIND.values()).count("self_reported")
     index = (tmp_path / "book" / "index.html").read_text(encoding="utf-8")
     assert ">Self-reported</th>" in index and f'data-sort="{passed_self}">{passed_self}</td>' in index

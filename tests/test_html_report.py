@@ -38,7 +38,8 @@ def check(cid, status="pass", message=None, output=None, regression=False, tampe
     points = 0 if regression else c["points"]
     return {"lesson": lesson, "id": cid, "name": f"{cid} {c['text']['en']}", "kind": c["kind"],
             "regression": regression, "bonus": c["kind"] == "extension", "tampering": tampering,
-            "evidence": c.get("evidence", {}).get("kind", "observed"), "text": c["text"], "status": status, "points": points,
+            "evidence": c.get("evidence", {}).get("kind", "observed"), "text": c["text"], "status": status,
+            "points": points,
             "score": points if status == "pass" else 0, "seconds": 1.25, "message": message,
             "hint": None if status in ("pass", "skipped", "superseded") else {"zh": "看看日志", "en": "read the log"},
             "output": output}

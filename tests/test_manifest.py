@@ -112,7 +112,8 @@ def test_every_check_says_where_its_evidence_comes_from_and_the_readme_lists_the
     with pytest.raises(manifest.ManifestError, match="04.2: evidence needs a kind"):
         manifest.validate(broken)
     readme = (manifest.KIT_ROOT / "README.md").read_text(encoding="utf-8")
-    assert evidence_list(DATA) in readme, "README's self-reported list is stale: paste `python -m checks table --evidence`"
+    assert evidence_list(DATA) in readme, ("README's self-reported list is stale: paste "
+                                           "`python -m checks table --evidence`")
 
 
 def test_make_help_lists_every_lesson():
