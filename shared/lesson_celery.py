@@ -393,6 +393,19 @@ class LearnerTask:
 
 # ---------------------------------------------------------------- the broker
 
+def kit_inspect(nodename: str, method: str, timeout: float = 5.0, **arguments):
+    """One running worker's answer to a remote-control query ("registered", "conf", "active", ...), asked
+    through the kit's own Celery client on the lesson's broker: what the worker itself answers, never what
+    a process that imported the learner's app prints or says.  None when it did not reply within timeout."""
+    from celery import Celery
+    app = Celery("tasklab-judge", broker=setting("CELERY_BROKER_URL"))
+    try:
+        replies = getattr(app.control.inspect(destination=[nodename], timeout=timeout), method)(**arguments)
+    finally:
+        app.close()
+    return (replies or {}).get(nodename)
+
+
 def redis_client(url: str | None = None):
     import redis
     return redis.Redis.from_url(url or setting("CELERY_BROKER_URL"), socket_connect_timeout=3, socket_timeout=5)

@@ -2,7 +2,8 @@
 
 08.1  an authenticated PING on 127.0.0.1:6384 answers PONG (ping_broker.py when present, else the
       kit's own PING with the same .env.tasks); without a password, and with a wrong one, Redis refuses
-08.2  `celery -A celery_app:app inspect registered` against the running worker lists products.export
+08.2  the running worker, asked `inspect registered` through the checker's own Celery client (what
+      `celery -A celery_app:app inspect registered` shows), lists products.export
 08.3  python produce_export.py: submitted id == job_id, {rows: 1, relative path}, state SUCCESS
 08.4  a snapshot sent through export_products.apply_async (in a probe) lands as artifacts/<job_id>.json with
       equal JSON
@@ -45,6 +46,7 @@ from shared.lesson_celery import (
     declared_worker,
     describe_url,
     env_file_values,
+    kit_inspect,
     log_lines,
     printed_dicts,
     queued_messages,
@@ -170,21 +172,19 @@ def check_ping(c) -> None:
 
 def check_registered(c, worker: DeclaredWorker) -> None:
     worker.running(tail=800)
-    command = ["-m", "celery", "-A", "celery_app:app", "inspect", "registered", "-d", worker.nodename, "-t", "5"]
+    # What `celery -A celery_app:app inspect registered` shows, asked through the kit's own Celery client:
+    # the worker's own answer over the broker, not the output of a process that imported celery_app.
     # A broadcast sent before the worker's control channel is subscribed is dropped, not queued, so one
-    # "No nodes replied" proves nothing: ask again until the worker answers (bounded).  With -d the command
-    # returns as soon as that worker has answered.
+    # silence proves nothing: ask again until the worker answers (bounded).
     asked_until = time.monotonic() + REPLY_SECONDS
     while True:
-        done = run_python(command, cwd=WORK, timeout=60)
-        if "No nodes replied" not in done.stdout or time.monotonic() >= asked_until:
+        answer = kit_inspect(worker.nodename, "registered")
+        if answer is not None or time.monotonic() >= asked_until:
             break
-    c.note(t("celery -A celery_app:app inspect registered -d {nodename} → exit code {returncode}",
-             nodename=worker.nodename, returncode=done.returncode))
-    for line in _out(done, 5):
-        c.note(line)
-    names = [line.strip().lstrip("*").strip() for line in done.stdout.splitlines() if line.strip().startswith("*")]
-    replied = any(line.strip().startswith("->") and worker.nodename in line for line in done.stdout.splitlines())
+    replied = answer is not None
+    names = [str(name).split(" ")[0] for name in answer or []]
+    c.note(t("inspect registered, asked of {nodename} by the checker's own client → {names}",
+             nodename=worker.nodename, names=", ".join(names) if replied else t("no reply")))
     if "products.export" not in names and replied and not names:
         raise Because(t("the worker replied, but with an empty task list (- empty -): it never imported export_tasks, "
                         "so products.export is not registered"),

@@ -15,9 +15,9 @@
       equals exactly one of them (the last finisher's) — os.replace does not choose business versions
 
 The declared worker (tasks.json) serves 09.1–09.3 and 09.5; 09.4 uses its own worker on a private
-queue and stops it by its PID.  The learner's modules never load here (the judge): sending, waiting and
-asking workers happen in a probe (shared.lesson_celery.LearnerTask, lab09_learner.py), which reports what
-happened; the checks decide.
+queue and stops it by its PID.  The learner's modules never load here (the judge): sending and waiting
+happen in a probe (shared.lesson_celery.LearnerTask), which reports what happened; the workers are asked
+(inspect conf, active) through the checker's own Celery client; the checks decide.
 """
 
 from __future__ import annotations
@@ -37,8 +37,8 @@ from pathlib import Path
 from uuid import uuid4
 
 from shared import handshake
-from shared.lesson_celery import (ENDED_STATES, LOG_DIR, WORK, LearnerTask, children_of, declared_worker, log_lines,
-                                  private_worker_argv, read_events, redact, run_script, short, start_worker)
+from shared.lesson_celery import (ENDED_STATES, LOG_DIR, WORK, LearnerTask, children_of, declared_worker, kit_inspect,
+                                  log_lines, private_worker_argv, read_events, redact, run_script, short, start_worker)
 from shared.figures import attach, bar, lane, lanes, mark
 from shared.i18n import t
 from shared.probe import Probe
@@ -69,12 +69,13 @@ def _import() -> None:
 
 
 def _ask(node: str, method: str, **arguments):
-    """One worker's reply to a control command (inspect conf, active …), asked again until it answers
-    (bounded).  A broadcast sent before the worker's control channel is subscribed is dropped, not queued
-    (right after `ready.` that can happen), so one unanswered broadcast proves nothing."""
+    """One worker's reply to a control command (inspect conf, active …), asked through the checker's own
+    Celery client -- the worker's own answer, not what the learner's app says -- and asked again until it
+    answers (bounded).  A broadcast sent before the worker's control channel is subscribed is dropped, not
+    queued (right after `ready.` that can happen), so one unanswered broadcast proves nothing."""
     def reply():
-        answers = learner.call("lab09_learner:control", node, method, arguments) or {}
-        return (answers[node],) if node in answers else None  # wrapped: the reply itself may be empty
+        answer = kit_inspect(node, method, timeout=3, **arguments)
+        return None if answer is None else (answer,)  # wrapped: the reply itself may be empty
     try:
         return wait_until(reply, REPLY_SECONDS, f"{node} to answer inspect {method}", interval=0.1)[0]
     except WaitTimeout:
