@@ -1,0 +1,161 @@
+"""A targeted forge per channel kind (issue 39, item 4): a folder written against one of the kit's channels —
+a probe's report file, a helper's result file, the output of a process that imports the learner's app, the
+learner's own objects answering a question about the worker — writes that channel the way the check expects,
+and gets no pass on the checks that must not believe it.
+
+Each case starts from the reference (so everything the forge does not touch works), breaks the property the
+check is about, and forges the channel that once told the judge about it.  Where the channel is still a
+check's only evidence (tasks.json evidence: self_reported) a forge can pass it -- the report case shows one
+doing so on 11.9 -- which is why every report marks those checks.  The generic forge matrix
+(tests/test_forge_matrix.py) stays as it is.
+"""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from pathlib import Path
+
+from checks.results import PASS
+from checks.runner import run_lesson
+from checks.workdir import materialise
+from shared import manifest
+from tests.folders import learner_folder
+
+DATA = manifest.load()
+
+
+def _observed(lesson: dict) -> set[str]:
+    return {c["id"] for c in lesson["checks"] if c["kind"] == "core" and c["evidence"]["kind"] == "observed"}
+
+
+def _judge(tmp_path: Path, lesson_id: str, folder: Path, only: set[str]):
+    lesson = manifest.lesson(lesson_id, DATA)
+    work = materialise(DATA["lessons"], lesson, tmp_path / "work", lab=folder)
+    result = run_lesson(lesson, work, tmp_path / "logs", source=str(folder), lessons=DATA["lessons"], only=only)
+    return {c.id: c for c in result.checks if not c.regression}
+
+
+def _replace_function(path: Path, name: str, new_source: str) -> None:
+    """The module's top-level `def name(...)` (up to the next top-level statement) becomes new_source."""
+    text = path.read_text(encoding="utf-8")
+    start = re.search(rf"^def {name}\(", text, re.M).start()
+    following = re.compile(r"^\S", re.M)
+    end = next((m.start() for m in following.finditer(text, start + 1)), len(text))
+    path.write_text(text[:start] + textwrap.dedent(new_source).strip() + "\n\n\n" + text[end:], encoding="utf-8")
+
+
+# A helper's result file: the claimers (lab11_claimer.py) write what the learner's claim() returned.  This
+# claim() takes no lock and writes nothing, and tells exactly one claimer "you won" -- the answer 11.2's
+# helpers are expected to give.  11.2 believes the winner count only beside the row the judge reads itself.
+FORGED_CLAIM = """
+    import sys as _sys, threading as _threading
+    _told = set()
+    _lock = _threading.Lock()
+
+    def claim(job_id):
+        with _lock:  # the first call for a job in claimer process p1 "wins"; no row is read or written
+            if _sys.argv[2:3] == ["p1"] and job_id not in _told:
+                _told.add(job_id)
+                return {"id": job_id, "status": "running", "attempts": 1, "lease_token": "forged-token"}
+        return None
+"""
+
+# The output of a process that imports the learner's app: `celery -A celery_app:app inspect registered`
+# imported celery_app before it printed, so an app that prints the expected reply at import -- and
+# registers no task at all -- was believed.  08.2 now asks the worker through the checker's own client.
+FORGED_PRINT = """
+    import sys as _sys
+    if "inspect" in _sys.argv:
+        print("->  lab08@box: OK\\n    * products.export")
+        raise SystemExit(0)
+"""
+
+# The learner's own objects: 09.3 asked "what does the running worker use?" through the learner's app, so an
+# app whose control object answers with the right settings passed, whatever the worker really ran with.
+# Here the worker really acks early; only the app object, outside the worker, says otherwise.
+FORGED_CONTROL = """
+    import sys as _sys
+    if "worker" not in _sys.argv:
+        class _Inspect:
+            def __init__(self, destination=None, **kwargs):
+                self.nodes = destination or []
+            def conf(self, **kwargs):
+                settings = {"task_acks_late": True, "task_reject_on_worker_lost": True,
+                            "worker_prefetch_multiplier": 1, "visibility_timeout": 60,
+                            "broker_transport_options": {"visibility_timeout": 60},
+                            "result_backend_transport_options": {"visibility_timeout": 60}}
+                return {node: settings for node in self.nodes}
+        class _Control:
+            inspect = _Inspect
+        app.control = _Control()
+"""
+
+# A probe's report file: the path travels in the probe's environment, and any well-formed report is what the
+# judge reads.  This state_store implements nothing and, in any process a report is asked of, writes one
+# that says every case connected or was refused as the check wants -- then leaves.
+FORGED_REPORT = """
+    import json as _json, os as _os, sys as _sys
+    _path = _os.environ.get("TASKLAB_PROBE_REPORT")
+    if _path:
+        try:
+            _cases = _json.loads(_sys.argv[1])
+        except (IndexError, ValueError):
+            _cases = []
+        _report = {"cases": [{"name": name, "outcome": "connected" if url is None else "ValueError",
+                              "error": "" if url is None else "bad DATABASE_URL", "trace": "",
+                              "value_error": url is not None, "output": ""} for name, url in _cases]}
+        with open(_path, "w") as _out:
+            _json.dump(_report, _out)
+        _os._exit(0)
+
+
+    def _nothing(*args, **kwargs):
+        raise ValueError("nothing is implemented here")
+
+
+    # there, so the checks get past "state_store.py has no connect" to the evidence they read
+    connect = transaction = decode_payload = read_snapshot = submit_snapshot = claim = finish = _nothing
+"""
+
+
+def test_a_helper_that_reports_one_winner_does_not_pass_a_claim_that_locks_nothing(tmp_path):
+    folder = learner_folder(tmp_path / "lab", "11")
+    _replace_function(folder / "state_store.py", "claim", FORGED_CLAIM)
+    result = _judge(tmp_path, "11", folder, {"11.2"})
+    assert result["11.2"].status != PASS, result["11.2"].message
+    assert "do not match the one winner" in result["11.2"].message, result["11.2"].message  # the row, read by the judge
+
+
+def test_an_app_that_prints_the_inspect_reply_at_import_does_not_pass_08_2(tmp_path):
+    folder = learner_folder(tmp_path / "lab", "08")
+    (folder / "export_tasks.py").write_text('"""No task is defined here."""\n', encoding="utf-8")
+    app = folder / "celery_app.py"
+    app.write_text(textwrap.dedent(FORGED_PRINT) + app.read_text(encoding="utf-8"), encoding="utf-8")
+    result = _judge(tmp_path, "08", folder, {"08.2"})
+    assert result["08.2"].status != PASS, result["08.2"].message
+    assert "empty task list" in result["08.2"].message, result["08.2"].message
+
+
+def test_an_app_object_that_answers_for_the_worker_does_not_pass_09_3(tmp_path):
+    folder = learner_folder(tmp_path / "lab", "09")
+    app = folder / "celery_app.py"
+    text = app.read_text(encoding="utf-8").replace("task_acks_late=True", "task_acks_late=False")
+    app.write_text(text + textwrap.dedent(FORGED_CONTROL), encoding="utf-8")
+    result = _judge(tmp_path, "09", folder, {"09.3"})
+    assert result["09.3"].status != PASS, result["09.3"].message
+    assert "task_acks_late is not True" in result["09.3"].message, result["09.3"].message
+
+
+def test_a_forged_probe_report_passes_no_observed_check(tmp_path, lesson_id="11"):
+    lesson = manifest.lesson(lesson_id, DATA)
+    folder = learner_folder(tmp_path / "lab", lesson_id)  # its schema and other files stay the reference's
+    for name in lesson["files"]:
+        if name.endswith(".py"):
+            (folder / name).write_text(textwrap.dedent(FORGED_REPORT), encoding="utf-8")
+    observed = _observed(lesson)
+    result = _judge(tmp_path, lesson_id, folder, observed | {"11.9"})
+    assert not [cid for cid in observed if result[cid].status == PASS], {c: result[c].status for c in observed}
+    assert {cid for cid in observed if result[cid].status != "skipped"} == observed  # each one judged
+    # The forge is real: 11.9, whose only evidence is this report (tasks.json: self_reported), passes on it.
+    assert result["11.9"].status == PASS and manifest.check_texts()["11.9"]["evidence"]["kind"] == "self_reported"
