@@ -61,6 +61,25 @@ FORGED_CLAIM = """
         return None
 """
 
+# The same channel in lesson 12: the publishers' helpers write the event ids claim_event returned.  This
+# claim_event locks nothing and claims nothing; it trips the helper's "A holds a lock" with a locking read
+# that matches no row, hands A the oldest event and B the next (as a plain read finds them), and the 25-claim
+# bursts made-up ids -- which a table check over those ids passed, finding no row to fault.
+FORGED_CLAIM_EVENT = """
+    def claim_event():
+        import sys, uuid
+        with transaction() as cur:
+            cur.execute("SELECT id FROM export_outbox WHERE 1 = 0 FOR UPDATE")
+            cur.execute(f"SELECT id, job_id FROM export_outbox WHERE {DUE} ORDER BY created_at, id LIMIT 2")
+            rows = cur.fetchall()
+        name = sys.argv[2:3]
+        if name == ["A"] and rows:
+            return rows[0]
+        if name == ["B"] and len(rows) > 1:
+            return rows[1]
+        return {"id": str(uuid.uuid4()), "job_id": str(uuid.uuid4())}
+"""
+
 # The output of a process that imports the learner's app: `celery -A celery_app:app inspect registered`
 # imported celery_app before it printed, so an app that prints the expected reply at import -- and
 # registers no task at all -- was believed.  08.2 now asks the worker through the checker's own client.
@@ -125,6 +144,14 @@ def test_a_helper_that_reports_one_winner_does_not_pass_a_claim_that_locks_nothi
     result = _judge(tmp_path, "11", folder, {"11.2"})
     assert result["11.2"].status != PASS, result["11.2"].message
     assert "do not match the one winner" in result["11.2"].message, result["11.2"].message  # the row, read by the judge
+
+
+def test_publishers_that_report_events_they_never_claimed_do_not_pass_12_4(tmp_path):
+    folder = learner_folder(tmp_path / "lab", "12")
+    _replace_function(folder / "publisher.py", "claim_event", FORGED_CLAIM_EVENT)
+    result = _judge(tmp_path, "12", folder, {"12.4"})
+    assert result["12.4"].status != PASS, result["12.4"].message
+    assert "the table does not show what the publishers reported" in result["12.4"].message, result["12.4"].message
 
 
 def test_an_app_that_prints_the_inspect_reply_at_import_does_not_pass_08_2(tmp_path):

@@ -372,6 +372,16 @@ def claims_never_block(c) -> None:
                                      error=b['error'])
         assert b.get("event"), all_locked_message(plan, locked, len(ids))
         assert b["event"] != oldest, t("B claimed the event A is holding")
+        # What the helpers said, seen in the table by the checker itself: A held a lock, and both events carry
+        # a claim of their own (each helper's word alone could name any two ids).
+        tokens = {r["id"]: r["claim_token"] for r in sql("SELECT id, claim_token FROM export_outbox WHERE id IN "
+                                                        "(%s, %s)", [oldest, b["event"]])}
+        mine = [tokens.get(oldest), tokens.get(b["event"])]
+        assert locked >= 1 and all(mine) and mine[0] != mine[1], t(
+            "the table does not show what the publishers reported: while A held its claim the checker found "
+            "{locked} event(s) locked, and the claim tokens of A's and B's events are {tokens}; claim_event must "
+            "lock the row, write its own claim_token and return that row", locked=locked,
+            tokens=[short(tk) if tk else None for tk in mine])
         c.note(t("A → the oldest event {oldest}; B → {event} (different, returned while A's transaction was still "
                  "open)", oldest=short(oldest), event=short(b['event'])))
 
@@ -395,6 +405,8 @@ def claims_never_block(c) -> None:
         assert len(set(p) | set(q)) == 50, t("50 claims must give 50 different events")
         marks = ",".join(["%s"] * 50)
         rows = sql(f"SELECT attempts, claim_token FROM export_outbox WHERE id IN ({marks})", p + q)
+        assert len(rows) == 50, t("{missing} of the 50 events the publishers reported are not in export_outbox: "
+                                  "claim_event must return the row it claimed", missing=50 - len(rows))
         assert all(r["attempts"] == 1 and r["claim_token"] for r in rows), t(
             "each claimed event must have a token and attempts=1")
         c.note(t("two publishers claiming 25 each at once: 50 different events, attempts 1 each"))
