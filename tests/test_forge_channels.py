@@ -61,6 +61,16 @@ FORGED_CLAIM = """
         return None
 """
 
+# A learner function's return value, through a probe: 11.5 asks claim() while the backoff holds and after it
+# ends.  This claim() never claims: it reads whether the job is due and says so with a made-up token.
+FORGED_DUE_CLAIM = """
+    def claim(job_id):
+        with transaction() as cur:
+            cur.execute("SELECT next_attempt_at <= NOW(6) AS due FROM export_jobs WHERE id=%s", (job_id,))
+            row = cur.fetchone()
+        return {"id": job_id, "status": "running", "lease_token": "forged-token"} if row and row["due"] else None
+"""
+
 # The same channel in lesson 12: the publishers' helpers write the event ids claim_event returned.  This
 # claim_event locks nothing and claims nothing; it trips the helper's "A holds a lock" with a locking read
 # that matches no row, hands A the oldest event and B the next (as a plain read finds them), and the 25-claim
@@ -144,6 +154,14 @@ def test_a_helper_that_reports_one_winner_does_not_pass_a_claim_that_locks_nothi
     result = _judge(tmp_path, "11", folder, {"11.2"})
     assert result["11.2"].status != PASS, result["11.2"].message
     assert "do not match the one winner" in result["11.2"].message, result["11.2"].message  # the row, read by the judge
+
+
+def test_a_claim_that_only_says_it_claimed_does_not_pass_11_5(tmp_path):
+    folder = learner_folder(tmp_path / "lab", "11")
+    _replace_function(folder / "state_store.py", "claim", FORGED_DUE_CLAIM)
+    result = _judge(tmp_path, "11", folder, {"11.5"})
+    assert result["11.5"].status != PASS, result["11.5"].message
+    assert "claim returned a token, but the row says queued" in result["11.5"].message, result["11.5"].message
 
 
 def test_publishers_that_report_events_they_never_claimed_do_not_pass_12_4(tmp_path):

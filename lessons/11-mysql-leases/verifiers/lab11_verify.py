@@ -336,6 +336,11 @@ def check_backoff(c, workers: Workers) -> None:
     token = lease_token_of(state_store.claim(job_id))
     assert token, t("still not claimable with next_attempt_at in the past: something besides the backoff blocks the "
                     "claim")
+    row = job_row(job_id)  # the claim as the table holds it, not as claim() reports it
+    assert row["status"] == "running" and row["attempts"] == 1 and row["lease_token"] == token, t(
+        "claim returned a token, but the row says {status}, attempts={attempts}, lease_token={lease_token}: claim "
+        "must write its token into the row it returns", status=row["status"], attempts=row["attempts"],
+        lease_token=short(row["lease_token"]) if row["lease_token"] else None)
     c.note(t("next_attempt_at moved into the past (an UPDATE, no waiting) → claim gets a token, attempts=1"))
 
 
