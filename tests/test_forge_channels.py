@@ -71,6 +71,16 @@ FORGED_DUE_CLAIM = """
         return {"id": job_id, "status": "running", "lease_token": "forged-token"} if row and row["due"] else None
 """
 
+# Also through a probe: 09.1's results name a path and a digest, and the judge hashed the file at the path the
+# result named.  This task writes nothing and names a file that is there anyway, with its true digest.
+FORGED_RESULT = """
+    @app.task(name="products.export", bind=True)
+    def export_products(self, job_id, rows):
+        import hashlib
+        return {"job_id": job_id, "path": "celery_app.py",
+                "sha256": hashlib.sha256(open("celery_app.py", "rb").read()).hexdigest()}
+"""
+
 # The same channel in lesson 12: the publishers' helpers write the event ids claim_event returned.  This
 # claim_event locks nothing and claims nothing; it trips the helper's "A holds a lock" with a locking read
 # that matches no row, hands A the oldest event and B the next (as a plain read finds them), and the 25-claim
@@ -162,6 +172,18 @@ def test_a_claim_that_only_says_it_claimed_does_not_pass_11_5(tmp_path):
     result = _judge(tmp_path, "11", folder, {"11.5"})
     assert result["11.5"].status != PASS, result["11.5"].message
     assert "claim returned a token, but the row says queued" in result["11.5"].message, result["11.5"].message
+
+
+def test_a_task_that_names_some_other_file_does_not_pass_09_1(tmp_path):
+    folder = learner_folder(tmp_path / "lab", "09")
+    tasks = folder / "export_tasks.py"
+    text = tasks.read_text(encoding="utf-8")
+    start = text.index("@app.task")
+    tasks.write_text(text[:start] + textwrap.dedent(FORGED_RESULT), encoding="utf-8")
+    (folder / "duplicate_export.py").write_text('print("same logical output")\n', encoding="utf-8")
+    result = _judge(tmp_path, "09", folder, {"09.1"})
+    assert result["09.1"].status != PASS, result["09.1"].message
+    assert "is missing: name the output by job_id only" in result["09.1"].message, result["09.1"].message
 
 
 def test_publishers_that_report_events_they_never_claimed_do_not_pass_12_4(tmp_path):
