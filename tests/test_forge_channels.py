@@ -81,6 +81,16 @@ FORGED_RESULT = """
                 "sha256": hashlib.sha256(open("celery_app.py", "rb").read()).hexdigest()}
 """
 
+# A helper's result in lesson 15: scanner B reports how many jobs its recover_batch() changed while A holds
+# its batch.  Everywhere else recover_batch() is the reference's; in scanner B it does nothing and says 7.
+FORGED_SCANNER_B = """
+
+    import sys as _sys
+    if _sys.argv[1:2] == ["scan"] and _sys.argv[-1:] == ["B"]:
+        def recover_batch() -> int:
+            return 7
+"""
+
 # The same channel in lesson 12: the publishers' helpers write the event ids claim_event returned.  This
 # claim_event locks nothing and claims nothing; it trips the helper's "A holds a lock" with a locking read
 # that matches no row, hands A the oldest event and B the next (as a plain read finds them), and the 25-claim
@@ -184,6 +194,15 @@ def test_a_task_that_names_some_other_file_does_not_pass_09_1(tmp_path):
     result = _judge(tmp_path, "09", folder, {"09.1"})
     assert result["09.1"].status != PASS, result["09.1"].message
     assert "is missing: name the output by job_id only" in result["09.1"].message, result["09.1"].message
+
+
+def test_a_scanner_that_only_says_it_recovered_does_not_pass_15_4(tmp_path):
+    folder = learner_folder(tmp_path / "lab", "15")
+    recovery = folder / "recovery.py"
+    recovery.write_text(recovery.read_text(encoding="utf-8") + textwrap.dedent(FORGED_SCANNER_B), encoding="utf-8")
+    result = _judge(tmp_path, "15", folder, {"15.4"})
+    assert result["15.4"].status != PASS, result["15.4"].message
+    assert "the checker found no overdue job with a new event" in result["15.4"].message, result["15.4"].message
 
 
 def test_publishers_that_report_events_they_never_claimed_do_not_pass_12_4(tmp_path):

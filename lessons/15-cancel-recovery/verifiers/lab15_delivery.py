@@ -90,6 +90,8 @@ def check_unclaimed(c) -> None:
             locked = held_by_others("export_jobs", crowd)
             plan = plan_of(held["statement"], "export_jobs", "j")  # same rows, same moment as A's own read
             waits = lock_waits() if got_b is None else []
+            # What B did, as the table shows it while A still holds its batch (B's own count is its word).
+            made_by_b = sum(1 for n in pending_counts(crowd).values() if n) if got_b is not None else 0
             scanners.release("A")
             got_a = scanners.result("A", 20)
         finally:
@@ -109,6 +111,9 @@ def check_unclaimed(c) -> None:
         assert isinstance(got_b["value"], int), t("recover_batch() should return how many jobs it changed, got "
                                                   "{value!r}", value=got_b['value'])
         assert got_b["value"] > 0, all_locked_message(held["statement"], plan, locked, len(crowd))
+        assert made_by_b > 0, t("scanner B returned {value}, but while A still held its batch the checker found no "
+                                "overdue job with a new event: recover_batch must insert the events and commit before "
+                                "it returns", value=got_b["value"])
         assert got_a and isinstance(got_a.get("value"), int), t("scanner A failed: {got_a}", got_a=got_a)
         for _ in range(5):
             if not scan(rec):
