@@ -243,5 +243,6 @@ def write_junit(path: Path, lessons: list[LessonResult], source: str, error: str
         element.attrib = {key: xml_safe(value) for key, value in element.attrib.items()}
         if element.text:
             element.text = xml_safe(element.text)
+    ET.indent(root)  # one element a line: a reviewer (and a diff) can read it
     path.parent.mkdir(parents=True, exist_ok=True)
     ET.ElementTree(root).write(path, encoding="utf-8", xml_declaration=True)
