@@ -120,6 +120,18 @@ FORGED_PRINT = """
         raise SystemExit(0)
 """
 
+# The same channel in 08.3: produce_export.py prints the id it submitted, the result and the state.  This one
+# submits nothing: it makes up an id, writes the file the result names and prints what the check parses.
+FORGED_PRODUCER = """
+    import pathlib, uuid
+    job = str(uuid.uuid4())
+    pathlib.Path("artifacts").mkdir(exist_ok=True)
+    pathlib.Path(f"artifacts/{job}.json").write_text("[]")
+    print(f"submitted {job}")
+    print({"job_id": job, "rows": 1, "path": f"artifacts/{job}.json"})
+    print("state SUCCESS")
+"""
+
 # The learner's own objects: 09.3 asked "what does the running worker use?" through the learner's app, so an
 # app whose control object answers with the right settings passed, whatever the worker really ran with.
 # Here the worker really acks early; only the app object, outside the worker, says otherwise.
@@ -221,6 +233,14 @@ def test_an_app_that_prints_the_inspect_reply_at_import_does_not_pass_08_2(tmp_p
     result = _judge(tmp_path, "08", folder, {"08.2"})
     assert result["08.2"].status != PASS, result["08.2"].message
     assert "empty task list" in result["08.2"].message, result["08.2"].message
+
+
+def test_a_producer_that_prints_a_run_it_never_made_does_not_pass_08_3(tmp_path):
+    folder = learner_folder(tmp_path / "lab", "08")
+    (folder / "produce_export.py").write_text(textwrap.dedent(FORGED_PRODUCER), encoding="utf-8")
+    result = _judge(tmp_path, "08", folder, {"08.3"})
+    assert result["08.3"].status != PASS, result["08.3"].message
+    assert "the result backend holds nothing" in result["08.3"].message, result["08.3"].message
 
 
 def test_an_app_object_that_answers_for_the_worker_does_not_pass_09_3(tmp_path):

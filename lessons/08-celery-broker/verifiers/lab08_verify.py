@@ -208,6 +208,8 @@ def check_registered(c, worker: DeclaredWorker) -> None:
 # ---------------------------------------------------------------- 08.3
 
 def check_producer(c, worker: DeclaredWorker) -> None:
+    artifacts = WORK / "artifacts"
+    before = {p.name for p in artifacts.glob("*.json")} if artifacts.is_dir() else set()
     started = time.monotonic()
     done = run_script(["produce_export.py"], 30, late=t("produce_export.py did not finish within 30 s"))
     c.note(t("python produce_export.py → exit code {returncode} in {monotonic:.1f} s", returncode=done.code,
@@ -234,6 +236,15 @@ def check_producer(c, worker: DeclaredWorker) -> None:
         "path should be artifacts/{submitted}.json, got {path}", submitted=submitted, path=path)
     assert state == "SUCCESS", t("the final state should be SUCCESS, got {state}", state=state)
     assert (WORK / path).is_file(), t("{path} does not exist in the worker's folder", path=path)
+    # What the script printed, matched against what the checker reads itself: a file this run made, and the
+    # result backend's own record of that task.
+    assert Path(path).name not in before, t("{path} was there before produce_export.py ran: the printed id is not "
+                                            "the message this run sent", path=path)
+    record = redis_client(setting("CELERY_RESULT_BACKEND")).get(f"celery-task-meta-{submitted}")
+    status = json.loads(record).get("status") if record else None
+    assert status == "SUCCESS", t("the result backend holds {status} for {submitted}, not SUCCESS: the printed id "
+                                  "is not a task the worker finished", status=status or t("nothing"),
+                                  submitted=submitted)
     seen = log_lines(worker.log_text(), submitted, "succeeded", limit=1)
     c.note(t("worker log: ") + (seen[0].split("] ", 1)[-1] if seen else t("(not found)")))
 
