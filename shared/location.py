@@ -7,8 +7,8 @@ from urllib.parse import urljoin, urlsplit
 
 def location_target(response) -> str | None:
     """The URL to follow on this server, or None.  `/exports/{id}` and an absolute URL of the same server
-    (`http://testserver/exports/{id}`) are the same job: both are valid HTTP.  A URL on another host, or
-    with a query or fragment, is not."""
+    (`http://127.0.0.1:PORT/exports/{id}`; `http://testserver/...` under a TestClient) are the same job: both
+    are valid HTTP.  A URL on another host, or with a query or fragment, is not."""
     location = response.headers.get("location")
     if not location:
         return None

@@ -89,9 +89,13 @@ def test_a_mistake_is_named_by_its_cause(name, check_id, needles, tmp_path, monk
 # ---------------------------------------------------------------- equivalent answers pass
 
 EQUIVALENT = {
-    "01.1-full-url-location": ("01.1", {"api_states.py": [
+    "01.1-full-url-location": ("01.1", {"api_states.py": [  # a full URL of the server it runs on
+        ("from fastapi import FastAPI, HTTPException, Response",
+         "from fastapi import FastAPI, HTTPException, Request, Response"),
+        ("async def submit_export(body: ExportIn, response: Response) -> dict:",
+         "async def submit_export(body: ExportIn, response: Response, request: Request) -> dict:"),
         ('response.headers["Location"] = f"/exports/{job_id}"',
-         'response.headers["Location"] = f"http://testserver/exports/{job_id}"')]}),
+         'response.headers["Location"] = str(request.url_for("get_export", job_id=job_id))')]}),
     "02.5-other-names": ("02.5", {"bounded_async.py": [("in_flight", "running"), ("peak", "max_running")]}),
     "02.5-counts-in-a-dict": ("02.5", {"bounded_async.py": [
         ("in_flight = 0\npeak = 0\n", 'stats = {"reading": 0, "most": 0}\n'),

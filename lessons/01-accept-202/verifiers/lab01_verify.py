@@ -8,8 +8,9 @@
 01.4  an empty list, 101 ids, non-integers and a missing field answer 422 and add no record; 100 ids pass
 01.5  exercise: GET's terminal field follows the stored status as it changes (no terminal field = not attempted)
 
-The judge never imports the learner's code: api_states runs in a probe (shared/probe.py) behind a TestClient,
-and the judge reads its in-memory records there.  verify_states.py runs as a subprocess; when it stops, 01.3
+The judge never imports the learner's code: 01.1 and 01.2 ask api_states:app on a real uvicorn through the
+checker's own HTTP client; the other checks run it in a probe (shared/probe.py) behind a TestClient, where the
+judge also reads its in-memory records.  verify_states.py runs as a subprocess; when it stops, 01.3
 reads where (its traceback) and names the check that owns the cause (its status code and Location are 01.1's,
 a new job's status 01.2's) -- fix that one first, transition is not to blame.
 """
@@ -26,7 +27,8 @@ from urllib.parse import urlsplit
 from shared.i18n import t
 from shared.location import location_target
 from shared.probe import Probe
-from shared.proc import run_python
+from shared.logs import LOG_DIR
+from shared.proc import run_python, start_uvicorn
 from shared.tap import Check, exception_lines, run
 
 HERE = Path.cwd()
@@ -36,8 +38,8 @@ learner = Probe()
 def checks() -> list[Check]:
     """The checks, in order: id -> what proves it."""
     return [
-        Check("01.1", submit_answers_202_with_location, "probe: api_states"),
-        Check("01.2", new_job_is_queued_unknown_is_404, "probe: api_states"),
+        Check("01.1", submit_answers_202_with_location, "uvicorn api_states:app; the checker's HTTP client"),
+        Check("01.2", new_job_is_queued_unknown_is_404, "uvicorn api_states:app; the checker's HTTP client"),
         Check("01.3", transitions_refuse_illegal_moves, "probe: api_states; python verify_states.py"),
         Check("01.4", bad_bodies_get_422, "probe: api_states"),
         Check("01.5", terminal_follows_status, "probe: api_states"),
@@ -50,8 +52,26 @@ def load(*functions: str):
 
 
 def serve():
+    """api_states:app behind a TestClient in the probe: for the checks that read its in-memory records too."""
     load()
     return learner.app("api_states:app")
+
+
+_server: dict = {}
+
+
+def served():
+    """api_states:app on a real uvicorn the checker started (once per run, again if it died), asked through the
+    checker's own HTTP client: 01.1 and 01.2 judge the answers the server gives, nothing a process that
+    imported the app says about them."""
+    import httpx2
+    load()  # an import error is said in the learner's terms first, by the probe
+    if not _server or not _server["proc"].alive():
+        log = LOG_DIR / "uvicorn-api_states.log"
+        log.unlink(missing_ok=True)
+        proc, port = start_uvicorn("api_states:app", cwd=HERE, log_path=log, timeout=30)
+        _server.update(proc=proc, port=port)
+    return httpx2.Client(base_url=f"http://127.0.0.1:{_server['port']}", timeout=10)
 
 
 def submit(client, ids=(1, 2)):
@@ -70,7 +90,7 @@ def as_json(value) -> str:
 
 
 def submit_answers_202_with_location(c) -> None:
-    with serve() as client:
+    with served() as client:
         seen = []
         for ids in ([1, 2], [7]):
             response, job_id = submit(client, ids)
@@ -100,7 +120,7 @@ def submit_answers_202_with_location(c) -> None:
 
 
 def new_job_is_queued_unknown_is_404(c) -> None:
-    with serve() as client:
+    with served() as client:
         response, job_id = submit(client)
         answered = response.json().get("status")
         assert answered == "queued", t("the submit response should say queued, got {answered!r}", answered=answered)
