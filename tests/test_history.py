@@ -100,3 +100,16 @@ def test_a_line_that_is_not_a_version_1_event_is_a_clear_error(tmp_path):
     path.write_text(json.dumps(CONFIG) + "\n" + '{"kind": "row"}\n', encoding="utf-8")
     with pytest.raises(history.HistoryError, match=r"history.jsonl:2: not a version-1 event"):
         history.read(path)
+
+
+def test_transitions_missed_between_polls_make_no_false_violation():
+    """Rows are polled: a re-claim (queued, running under t2) can fall between two looks, and a backoff can be
+    moved into the past after the last look.  Neither is a stale finish or an early claim."""
+    missed_reclaim = [ev("submit", start=0, end=0.1, outcome="accepted", job="a"),
+                      row(1.0, "a", "running", token="t1", attempts=1, lease_until=31),
+                      row(2.0, "a", "succeeded", token="t2", attempts=2, result_ref="r")]
+    moved_backoff = [ev("submit", start=0, end=0.1, outcome="accepted", job="b"),
+                     row(0.1, "b", "queued", next_attempt_at=50.0),
+                     row(10.0, "b", "running", token="t1", attempts=1, lease_until=40, next_attempt_at=5.0),
+                     row(11.0, "b", "succeeded", token="t1", attempts=1, result_ref="r")]
+    assert rules_of(missed_reclaim + moved_backoff) == []

@@ -145,18 +145,24 @@ def check(events: list[dict]) -> list[Violation]:
 
 def _row_rules(job, rows, own, limit, budget, end, violate) -> None:
     """The rules about one job's row transitions, in order."""
-    claim_token, not_before, cancelled_at = None, None, None
+    # Rows are seen by polling, so a transition can be missed: a rule fires only on what the rows seen prove.
+    claim_token, claim_attempts, not_before, cancelled_at = None, None, None, None
     cancels = [e for e in own if e["kind"] == "cancel"]
     dead = any(e["kind"] == "dead_letter" for e in own)
     for before, row in (zip([None, *rows[:-1]], rows, strict=True) if rows else ()):
         status, at = row["status"], row["at"]
         if status == "running" and (before is None or before["status"] != "running"
                                     or before.get("token") != row.get("token")):
-            if not_before is not None and at < not_before:
-                violate("early_claim", job, f"claimed {not_before - at:.1f} s before next_attempt_at")
-            claim_token = row.get("token")
+            # The claimed row's own next_attempt_at first: a backoff moved into the past after the last row
+            # seen must not make an honest claim look early.
+            due = row.get("next_attempt_at") if row.get("next_attempt_at") is not None else not_before
+            if due is not None and at < due:
+                violate("early_claim", job, f"claimed {due - at:.1f} s before next_attempt_at")
+            claim_token, claim_attempts = row.get("token"), row.get("attempts")
+        # Stale only within one claim's generation (same attempts): a re-claim missed between polls is not one.
         if status in ("succeeded", "failed") and before is not None and before["status"] == "running" \
-                and claim_token is not None and row.get("token") not in (None, claim_token):
+                and claim_token is not None and row.get("attempts") == claim_attempts \
+                and row.get("token") not in (None, claim_token):
             violate("stale_finish", job, f"finished under token {row.get('token')}, the latest claim's is "
                                          f"{claim_token}")
         if (row.get("attempts") or 0) > limit:
