@@ -243,6 +243,14 @@ def test_a_producer_that_prints_a_run_it_never_made_does_not_pass_08_3(tmp_path)
     assert "the result backend holds nothing" in result["08.3"].message, result["08.3"].message
 
 
+def test_a_ping_script_that_only_prints_pong_does_not_pass_08_1(tmp_path):
+    folder = learner_folder(tmp_path / "lab", "08")
+    (folder / "ping_broker.py").write_text('print("PONG")\n', encoding="utf-8")
+    result = _judge(tmp_path, "08", folder, {"08.1"})
+    assert result["08.1"].status != PASS, result["08.1"].message
+    assert "the broker counted 0 authentication(s) and 0 PING(s)" in result["08.1"].message, result["08.1"].message
+
+
 def test_an_app_object_that_answers_for_the_worker_does_not_pass_09_3(tmp_path):
     folder = learner_folder(tmp_path / "lab", "09")
     app = folder / "celery_app.py"

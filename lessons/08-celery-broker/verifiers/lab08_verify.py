@@ -113,6 +113,13 @@ def _waiting(job_id: str) -> tuple[bytes, dict] | None:
 
 # ---------------------------------------------------------------- 08.1
 
+def _broker_counts(client) -> dict:
+    """How many AUTH (or HELLO with AUTH) and PING commands the broker has run: INFO commandstats."""
+    stats = client.info("commandstats")
+    calls = {name: stats.get(f"cmdstat_{name}", {}).get("calls", 0) for name in ("auth", "hello", "ping")}
+    return {"auth": calls["auth"] + calls["hello"], "ping": calls["ping"]}
+
+
 def check_ping(c) -> None:
     import redis
 
@@ -134,7 +141,15 @@ def check_ping(c) -> None:
     assert parts.password, t("CELERY_BROKER_URL carries no password: the broker must require one")
 
     if (WORK / "ping_broker.py").is_file():
-        done = run_python(["ping_broker.py"], cwd=WORK, timeout=20)
+        # The broker's own counters, read by the checker on one connection before and after the script: a
+        # printed PONG is believed only beside an authenticated PING the broker itself counted.
+        watch = redis_client(url)
+        try:
+            before = _broker_counts(watch)
+            done = run_python(["ping_broker.py"], cwd=WORK, timeout=20)
+            after = _broker_counts(watch)
+        finally:
+            watch.close()
         c.note(t("python ping_broker.py → exit code {returncode}", returncode=done.returncode))
         _no_secret(done.stdout, "ping_broker.py")
         for line in _out(done):
@@ -142,6 +157,11 @@ def check_ping(c) -> None:
         assert done.returncode == 0 and "PONG" in done.stdout.split(), t(
             "ping_broker.py did not print PONG: connect with Redis.from_url(CELERY_BROKER_URL) (NOAUTH means no "
             "password was sent)")
+        seen = {k: after[k] - before[k] for k in after}
+        c.note(t("the broker counted while it ran: {auth} authentication(s), {ping} PING(s)", **seen))
+        assert seen["auth"] > 0 and seen["ping"] > 0, t(
+            "ping_broker.py printed PONG, but the broker counted {auth} authentication(s) and {ping} PING(s) while "
+            "it ran: print what the broker answered, from Redis.from_url(CELERY_BROKER_URL).ping()", **seen)
     else:
         client = redis_client(url)
         try:
