@@ -46,7 +46,9 @@ def test_the_cgroup_v2_meter_counts_a_childs_cpu(monkeypatch):
 def test_the_machine_meter_counts_a_childs_cpu_from_proc_stat():
     with cpu_meter("machine") as meter:
         assert meter.method == "machine" and meter.prefix == []
-        assert 0.25 <= _burn(meter) <= 2  # machine-wide: what else runs beside it is counted too
+        # Machine-wide: whatever else runs meanwhile (other test workers, CPU burners) is counted too, so only
+        # the child's own share is certain -- an upper bound failed once beside two burners in a fresh clone.
+        assert _burn(meter) >= 0.25
 
 
 def test_the_prefix_hands_the_command_its_arguments_untouched():
