@@ -393,17 +393,24 @@ class LearnerTask:
 
 # ---------------------------------------------------------------- the broker
 
-def kit_inspect(nodename: str, method: str, timeout: float = 5.0, **arguments):
+def kit_inspect(nodename: str, method: str, within: float, **arguments):
     """One running worker's answer to a remote-control query ("registered", "conf", "active", ...), asked
     through the kit's own Celery client on the lesson's broker: what the worker itself answers, never what
-    a process that imported the learner's app prints or says.  None when it did not reply within timeout."""
+    a process that imported the learner's app prints or says.  A broadcast sent before the worker's control
+    channel is subscribed is dropped, not queued (right after `ready.` that can happen), so it is asked again
+    until it answers, for `within` seconds at most; None when it never did."""
     from celery import Celery
     app = Celery("tasklab-judge", broker=setting("CELERY_BROKER_URL"))
+
+    def reply():
+        replies = getattr(app.control.inspect(destination=[nodename], timeout=3), method)(**arguments) or {}
+        return (replies[nodename],) if nodename in replies else None  # wrapped: the reply itself may be empty
     try:
-        replies = getattr(app.control.inspect(destination=[nodename], timeout=timeout), method)(**arguments)
+        return wait_until(reply, within, f"{nodename} to answer inspect {method}", interval=0.1)[0]
+    except WaitTimeout:
+        return None
     finally:
         app.close()
-    return (replies or {}).get(nodename)
 
 
 def redis_client(url: str | None = None):

@@ -180,85 +180,79 @@ FORGED_REPORT = """
 """
 
 
+def _write(path: Path, text: str) -> None:
+    path.write_text(textwrap.dedent(text), encoding="utf-8")
+
+
+def _append(path: Path, text: str) -> None:
+    path.write_text(path.read_text(encoding="utf-8") + textwrap.dedent(text), encoding="utf-8")
+
+
+def assert_forge_fails(tmp_path: Path, check_id: str, forge, words: str) -> None:
+    """The reference with `forge(folder)` applied, judged on `check_id` alone: not a pass, and the learner reads
+    `words` (the fact the checker gathered itself that the forge could not make)."""
+    lesson_id = check_id.split(".")[0]
+    folder = learner_folder(tmp_path / "lab", lesson_id)
+    forge(folder)
+    result = _judge(tmp_path, lesson_id, folder, {check_id})[check_id]
+    assert result.status != PASS, result.message
+    assert words in result.message, result.message
+
+
 def test_a_helper_that_reports_one_winner_does_not_pass_a_claim_that_locks_nothing(tmp_path):
-    folder = learner_folder(tmp_path / "lab", "11")
-    _replace_function(folder / "state_store.py", "claim", FORGED_CLAIM)
-    result = _judge(tmp_path, "11", folder, {"11.2"})
-    assert result["11.2"].status != PASS, result["11.2"].message
-    assert "do not match the one winner" in result["11.2"].message, result["11.2"].message  # the row, read by the judge
+    assert_forge_fails(tmp_path, "11.2", lambda f: _replace_function(f / "state_store.py", "claim", FORGED_CLAIM),
+                       "do not match the one winner")  # the row, read by the judge
 
 
 def test_a_claim_that_only_says_it_claimed_does_not_pass_11_5(tmp_path):
-    folder = learner_folder(tmp_path / "lab", "11")
-    _replace_function(folder / "state_store.py", "claim", FORGED_DUE_CLAIM)
-    result = _judge(tmp_path, "11", folder, {"11.5"})
-    assert result["11.5"].status != PASS, result["11.5"].message
-    assert "claim returned a token, but the row says queued" in result["11.5"].message, result["11.5"].message
+    assert_forge_fails(tmp_path, "11.5", lambda f: _replace_function(f / "state_store.py", "claim", FORGED_DUE_CLAIM),
+                       "claim returned a token, but the row says queued")
 
 
 def test_a_task_that_names_some_other_file_does_not_pass_09_1(tmp_path):
-    folder = learner_folder(tmp_path / "lab", "09")
-    tasks = folder / "export_tasks.py"
-    text = tasks.read_text(encoding="utf-8")
-    start = text.index("@app.task")
-    tasks.write_text(text[:start] + textwrap.dedent(FORGED_RESULT), encoding="utf-8")
-    (folder / "duplicate_export.py").write_text('print("same logical output")\n', encoding="utf-8")
-    result = _judge(tmp_path, "09", folder, {"09.1"})
-    assert result["09.1"].status != PASS, result["09.1"].message
-    assert "is missing: name the output by job_id only" in result["09.1"].message, result["09.1"].message
+    def forge(folder):
+        tasks = folder / "export_tasks.py"
+        text = tasks.read_text(encoding="utf-8")
+        _write(tasks, text[:text.index("@app.task")] + textwrap.dedent(FORGED_RESULT))
+        _write(folder / "duplicate_export.py", 'print("same logical output")\n')
+    assert_forge_fails(tmp_path, "09.1", forge, "is missing: name the output by job_id only")
 
 
 def test_a_scanner_that_only_says_it_recovered_does_not_pass_15_4(tmp_path):
-    folder = learner_folder(tmp_path / "lab", "15")
-    recovery = folder / "recovery.py"
-    recovery.write_text(recovery.read_text(encoding="utf-8") + textwrap.dedent(FORGED_SCANNER_B), encoding="utf-8")
-    result = _judge(tmp_path, "15", folder, {"15.4"})
-    assert result["15.4"].status != PASS, result["15.4"].message
-    assert "the checker found no overdue job with a new event" in result["15.4"].message, result["15.4"].message
+    assert_forge_fails(tmp_path, "15.4", lambda f: _append(f / "recovery.py", FORGED_SCANNER_B),
+                       "the checker found no overdue job with a new event")
 
 
 def test_publishers_that_report_events_they_never_claimed_do_not_pass_12_4(tmp_path):
-    folder = learner_folder(tmp_path / "lab", "12")
-    _replace_function(folder / "publisher.py", "claim_event", FORGED_CLAIM_EVENT)
-    result = _judge(tmp_path, "12", folder, {"12.4"})
-    assert result["12.4"].status != PASS, result["12.4"].message
-    assert "the table does not show what the publishers reported" in result["12.4"].message, result["12.4"].message
+    assert_forge_fails(tmp_path, "12.4",
+                       lambda f: _replace_function(f / "publisher.py", "claim_event", FORGED_CLAIM_EVENT),
+                       "the table does not show what the publishers reported")
 
 
 def test_an_app_that_prints_the_inspect_reply_at_import_does_not_pass_08_2(tmp_path):
-    folder = learner_folder(tmp_path / "lab", "08")
-    (folder / "export_tasks.py").write_text('"""No task is defined here."""\n', encoding="utf-8")
-    app = folder / "celery_app.py"
-    app.write_text(textwrap.dedent(FORGED_PRINT) + app.read_text(encoding="utf-8"), encoding="utf-8")
-    result = _judge(tmp_path, "08", folder, {"08.2"})
-    assert result["08.2"].status != PASS, result["08.2"].message
-    assert "empty task list" in result["08.2"].message, result["08.2"].message
+    def forge(folder):
+        _write(folder / "export_tasks.py", '"""No task is defined here."""\n')
+        app = folder / "celery_app.py"
+        _write(app, textwrap.dedent(FORGED_PRINT) + app.read_text(encoding="utf-8"))
+    assert_forge_fails(tmp_path, "08.2", forge, "empty task list")
 
 
 def test_a_producer_that_prints_a_run_it_never_made_does_not_pass_08_3(tmp_path):
-    folder = learner_folder(tmp_path / "lab", "08")
-    (folder / "produce_export.py").write_text(textwrap.dedent(FORGED_PRODUCER), encoding="utf-8")
-    result = _judge(tmp_path, "08", folder, {"08.3"})
-    assert result["08.3"].status != PASS, result["08.3"].message
-    assert "the result backend holds nothing" in result["08.3"].message, result["08.3"].message
+    assert_forge_fails(tmp_path, "08.3", lambda f: _write(f / "produce_export.py", FORGED_PRODUCER),
+                       "the result backend holds nothing")
 
 
 def test_a_ping_script_that_only_prints_pong_does_not_pass_08_1(tmp_path):
-    folder = learner_folder(tmp_path / "lab", "08")
-    (folder / "ping_broker.py").write_text('print("PONG")\n', encoding="utf-8")
-    result = _judge(tmp_path, "08", folder, {"08.1"})
-    assert result["08.1"].status != PASS, result["08.1"].message
-    assert "the broker counted 0 authentication(s) and 0 PING(s)" in result["08.1"].message, result["08.1"].message
+    assert_forge_fails(tmp_path, "08.1", lambda f: _write(f / "ping_broker.py", 'print("PONG")\n'),
+                       "the broker counted 0 authentication(s) and 0 PING(s)")
 
 
 def test_an_app_object_that_answers_for_the_worker_does_not_pass_09_3(tmp_path):
-    folder = learner_folder(tmp_path / "lab", "09")
-    app = folder / "celery_app.py"
-    text = app.read_text(encoding="utf-8").replace("task_acks_late=True", "task_acks_late=False")
-    app.write_text(text + textwrap.dedent(FORGED_CONTROL), encoding="utf-8")
-    result = _judge(tmp_path, "09", folder, {"09.3"})
-    assert result["09.3"].status != PASS, result["09.3"].message
-    assert "task_acks_late is not True" in result["09.3"].message, result["09.3"].message
+    def forge(folder):
+        app = folder / "celery_app.py"
+        _write(app, app.read_text(encoding="utf-8").replace("task_acks_late=True", "task_acks_late=False"))
+        _append(app, FORGED_CONTROL)
+    assert_forge_fails(tmp_path, "09.3", forge, "task_acks_late is not True")
 
 
 def test_a_forged_probe_report_passes_no_observed_check(tmp_path, lesson_id="11"):
@@ -266,7 +260,7 @@ def test_a_forged_probe_report_passes_no_observed_check(tmp_path, lesson_id="11"
     folder = learner_folder(tmp_path / "lab", lesson_id)  # its schema and other files stay the reference's
     for name in lesson["files"]:
         if name.endswith(".py"):
-            (folder / name).write_text(textwrap.dedent(FORGED_REPORT), encoding="utf-8")
+            _write(folder / name, FORGED_REPORT)
     observed = _observed(lesson)
     result = _judge(tmp_path, lesson_id, folder, observed | {"11.9"})
     assert not [cid for cid in observed if result[cid].status == PASS], {c: result[c].status for c in observed}

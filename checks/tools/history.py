@@ -41,7 +41,7 @@ RULES = {
     "early_claim": "No job is claimed before its backoff has elapsed (next_attempt_at).",
     "attempt_limit": "Attempts never pass the limit; a job that reaches it fails, with a dead letter.",
     "recovery_budget": "Every lease that expired was recovered within the recovery budget.",
-    "outbox_sent": "Every outbox event is sent at least once, and its job is dispatched.",
+    "outbox_sent": "Every outbox event is sent at least once, unless its job has already ended.",
     "cancel_honoured": "A job cancelled while queued never runs after the cancel; a cancelled job stays "
                        "cancelled.",
     "submit_answers": "A submit answers (accepts, refuses or errs) within its budget, even while a link hangs.",

@@ -194,13 +194,7 @@ def check_registered(c, worker: DeclaredWorker) -> None:
     worker.running(tail=800)
     # What `celery -A celery_app:app inspect registered` shows, asked through the kit's own Celery client:
     # the worker's own answer over the broker, not the output of a process that imported celery_app.
-    # A broadcast sent before the worker's control channel is subscribed is dropped, not queued, so one
-    # silence proves nothing: ask again until the worker answers (bounded).
-    asked_until = time.monotonic() + REPLY_SECONDS
-    while True:
-        answer = kit_inspect(worker.nodename, "registered")
-        if answer is not None or time.monotonic() >= asked_until:
-            break
+    answer = kit_inspect(worker.nodename, "registered", REPLY_SECONDS)
     replied = answer is not None
     names = [str(name).split(" ")[0] for name in answer or []]
     c.note(t("inspect registered, asked of {nodename} by the checker's own client → {names}",

@@ -69,18 +69,13 @@ def _import() -> None:
 
 
 def _ask(node: str, method: str, **arguments):
-    """One worker's reply to a control command (inspect conf, active …), asked through the checker's own
-    Celery client -- the worker's own answer, not what the learner's app says -- and asked again until it
-    answers (bounded).  A broadcast sent before the worker's control channel is subscribed is dropped, not
-    queued (right after `ready.` that can happen), so one unanswered broadcast proves nothing."""
-    def reply():
-        answer = kit_inspect(node, method, timeout=3, **arguments)
-        return None if answer is None else (answer,)  # wrapped: the reply itself may be empty
-    try:
-        return wait_until(reply, REPLY_SECONDS, f"{node} to answer inspect {method}", interval=0.1)[0]
-    except WaitTimeout:
+    """One worker's reply to a control command (inspect conf, active …), through the checker's own client
+    (shared.lesson_celery.kit_inspect); no reply within REPLY_SECONDS fails the check."""
+    answer = kit_inspect(node, method, REPLY_SECONDS, **arguments)
+    if answer is None:
         raise AssertionError(t("worker {node} did not answer inspect {method} within {reply_seconds} s", node=node,
-                               method=method, reply_seconds=REPLY_SECONDS)) from None
+                               method=method, reply_seconds=REPLY_SECONDS))
+    return answer
 
 
 def _rows(count: int, tag: str) -> list[dict]:
