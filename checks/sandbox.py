@@ -131,6 +131,8 @@ def start_inbox(lesson: dict, workdir: Path, log_dir: Path, spec: dict, boxed: b
                    "PYTHONNOUSERSITE": "1", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1",
                    "LAB_SERVICES": "native", "TASKLAB_PRIVATE_SERVICES": "/tmp/lab", "LAB_SLOT": "0",
                    "TASKLAB_BOXED": "1", RUN_MARK: token, **verdict_env}
+        if os.environ.get("TASKLAB_FORKSERVER"):  # a maintainer comparing warm and cold starts
+            box_env["TASKLAB_FORKSERVER"] = os.environ["TASKLAB_FORKSERVER"]
         # The lesson's verifiers, read-only where a judge (checks/judge.py) imports them from.
         files = {"/box/spec.json": spec_path, "/box/verifiers": verifiers_dir(lesson)}
         spec["verifiers_dir"] = "/box/verifiers"

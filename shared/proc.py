@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 from shared.i18n import t
+from shared.warm import WarmPopen
 
 
 class WaitTimeout(AssertionError):
@@ -102,11 +103,18 @@ def port_open(port: int, host: str = "127.0.0.1") -> bool:
 
 def run_python(args: list[str], cwd: Path | str, timeout: float,
                env: dict | None = None) -> subprocess.CompletedProcess:
-    """Run `python ARGS` in cwd with this interpreter; output captured as text (stderr folded in)."""
-    return subprocess.run(
-        [sys.executable, *args], cwd=cwd, env=env, timeout=timeout,
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, encoding="utf-8", errors="replace",
-    )
+    """Run `python ARGS` in cwd with this interpreter (forked warm when it can be: shared/warm.py);
+    output captured as text (stderr folded in).  Still running after `timeout`: killed, TimeoutExpired."""
+    argv = [sys.executable, *args]
+    with WarmPopen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                   encoding="utf-8", errors="replace") as process:
+        try:
+            output, _ = process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+            raise
+    return subprocess.CompletedProcess(argv, process.returncode, output, None)
 
 
 _live: set[Process] = set()
@@ -149,7 +157,7 @@ class Process:
         # A log may hold an earlier run's lines (a lesson started again after a timeout): this process's
         # readiness and evidence are read from where its own output begins.
         self._offset = self._log.tell()
-        self.popen = subprocess.Popen(
+        self.popen = WarmPopen(  # forked warm when it can be (shared/warm.py)
             argv, cwd=cwd, env=env, stdout=self._log, stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL, start_new_session=True,
         )

@@ -1,0 +1,427 @@
+"""A warm interpreter that the learner's Python processes are forked from, instead of each starting cold.
+
+A Celery worker, beat, a publisher or uvicorn spends 0.3–0.6 CPU-seconds importing celery, kombu,
+fastapi… before it does anything, and a lesson starts twenty or thirty of them.  The process that starts
+them (a judge, or the box's inbox) starts one fork server at its first `python …`: a fresh interpreter
+that imports those packages once, before any learner code exists, and then forks a child per command.
+The child becomes the program a cold `python ARGV` would have run — same argv, cwd, environment, sys.path,
+standard streams and exit status — so the lesson sees the same process it always did.
+
+Nothing about the verdict is taken on the fork server's word.  It forks twice and lets the middle process
+end, so the program is handed to the nearest "child subreaper" above it: the process that asked, which
+marked itself one for that moment.  That process then waits for, signals and reaps the program as its own child (a pid
+that is not its child is refused, and a command the server cannot run warm is run cold, as before).
+
+What cannot be carried over runs cold, never warm: interpreter options other than -I -E -s -B -u -P, an
+environment differing from the server's in a PYTHON*/locale variable or in one the warm packages read
+on import, a module or script that would shadow a warm package from the program's own sys.path (a learner's
+`celery.py`), a script that is not a readable file (the cold interpreter says why).  It works in boxes
+only (TASKLAB_FORKSERVER=0 turns it off there, =1 on anywhere).  shared/warm.py is the asking side.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import gc
+import io
+import json
+import os
+import re
+import signal
+import socket
+import struct
+import sys
+
+PR_SET_PDEATHSIG = 1
+# What the lessons' processes spend their start-up importing, by the package a program names.  The server
+# imports a group the first time a program it is asked to start needs it (a Celery worker: "celery"; a
+# script whose folder imports pymysql: "pymysql"), so a box that starts only claimers never pays for
+# Celery; a name that is not installed is skipped.
+GROUPS = {
+    "celery": ("click", "billiard", "vine", "kombu", "kombu.transport.redis", "redis", "celery",
+               "celery.bin.celery", "celery.apps.worker", "celery.apps.beat", "celery.worker.consumer",
+               "celery.concurrency.prefork", "celery.backends.redis", "celery.beat", "logging.handlers"),
+    "fastapi": ("pydantic", "starlette", "fastapi", "asyncio", "json", "email.parser"),
+    "uvicorn": ("uvicorn", "uvicorn.main", "uvicorn.config", "uvicorn.server", "uvicorn.lifespan.on",
+                "uvicorn.loops.asyncio", "uvicorn.protocols.http.h11_impl", "uvicorn.protocols.websockets.auto"),
+    "httpx": ("httpx",),
+    "pymysql": ("pymysql",),
+    "redis": ("redis",),
+    "dotenv": ("dotenv",),
+    "kombu": ("kombu", "kombu.transport.redis"),
+}
+_FROM = re.compile(r"^[ \t]*from[ \t]+([A-Za-z_]\w*)", re.M)
+_IMPORT = re.compile(r"^[ \t]*import[ \t]+([^\n#;()]+)", re.M)
+_SCAN_FILES, _SCAN_BYTES = 200, 1 << 20  # up to 200 modules looked at, each read up to 1 MB
+FLAGS = frozenset("IEsBuP")
+LOCALE = ("LANG", "LANGUAGE", "TMPDIR", "TMP", "TEMP", "HOME", "PYTHONUSERBASE")
+HEADER = struct.Struct("!I")
+CMDLINE_ROOM = 2048
+
+
+# ---------------------------------------------------------------------------------------------- the wire
+
+def read_message(sock, fds: list | None = None) -> bytes:
+    head = b""
+    while len(head) < HEADER.size:
+        if fds is not None and not head:
+            part, got, _, _ = socket.recv_fds(sock, HEADER.size, 3)
+            fds.extend(got)
+        else:
+            part = sock.recv(HEADER.size - len(head))
+        if not part:
+            raise EOFError("the fork server's channel closed")
+        head += part
+    size, = HEADER.unpack(head)
+    body = b""
+    while len(body) < size:
+        part = sock.recv(size - len(body))
+        if not part:
+            raise EOFError("the fork server's channel closed")
+        body += part
+    return body
+
+
+# ---------------------------------------------------------------------------------------------- the server
+
+class _Cold(Exception):
+    """This command must start cold; the reason is for whoever reads the server's code, not shown."""
+
+
+class _Warm:
+    """What this server has imported for its children: {top-level name: file} of each module a file on a
+    program's sys.path could shadow, and the environment variables read while importing."""
+
+    def __init__(self):
+        self.groups: set[str] = set()
+        self.shadowable: dict[str, str] = {}
+        self.read: set[str] = set()
+
+    def need(self, groups: set[str]) -> None:
+        """Import the groups not imported yet, noting each environment variable read meanwhile."""
+        groups = groups - self.groups
+        if not groups:
+            return
+        self.groups |= groups
+        read, before = self.read, set(sys.modules)
+
+        class Noting(os._Environ):
+            def __getitem__(self, key):
+                read.add(key)
+                return super().__getitem__(key)
+
+            def __contains__(self, key):
+                read.add(key)
+                return super().__contains__(key)
+
+        real = os.environ
+        os.environ = Noting(real._data, real.encodekey, real.decodekey, real.encodevalue,  # noqa: B003 - a
+                            real.decodevalue)  # view of the same variables, only noting which are read
+        try:
+            import importlib
+            for group in sorted(groups):
+                for name in GROUPS[group]:
+                    try:
+                        importlib.import_module(name)
+                    except Exception:  # noqa: BLE001 - not installed (or broken): it just starts cold
+                        pass
+        finally:
+            os.environ = real  # noqa: B003
+        for name in {n.split(".")[0] for n in set(sys.modules) - before}:
+            origin = getattr(getattr(sys.modules.get(name), "__spec__", None), "origin", None)
+            if origin and os.path.isabs(origin):  # built-in and frozen modules are found before any path
+                self.shadowable[name] = origin
+        # What was imported lives as long as any child: kept out of every collection, so a child's
+        # collections and its exit do not touch (and copy) the pages it shares with this server -- 0.2 s
+        # of CPU per exit otherwise.
+        gc.freeze()
+
+
+def _plan(request: dict, base_path: list[str]) -> dict:
+    """What the child does: {kind: module|code|script, target, argv, path, unbuffered, no_bytecode,
+    ignore_env}."""
+    argv, env, cwd = request["argv"], request["env"], request["cwd"]
+    flags, i = set(), 1
+    while i < len(argv) and argv[i].startswith("-") and argv[i] not in ("-m", "-c", "-"):
+        letters = argv[i][1:]
+        if not letters or not set(letters) <= FLAGS:
+            raise _Cold(f"option {argv[i]}")
+        flags |= set(letters)
+        i += 1
+    if i >= len(argv) or argv[i] == "-":
+        raise _Cold("no program")
+    if "I" in flags:
+        flags |= {"E", "s", "P"}
+    ignore_env = "E" in flags
+    if argv[i] in ("-m", "-c"):
+        if i + 1 >= len(argv):
+            raise _Cold("no argument")
+        kind, target, rest = ("module" if argv[i] == "-m" else "code"), argv[i + 1], argv[i + 2:]
+        first = cwd if kind == "module" else ""
+        child_argv = [argv[i], *rest]
+    else:
+        kind, target, rest = "script", argv[i], argv[i + 1:]
+        script = os.path.join(cwd, target)
+        if not os.path.isfile(script) or not os.access(script, os.R_OK):
+            raise _Cold("script")
+        first = os.path.dirname(os.path.realpath(script))
+        child_argv = [target, *rest]
+    path = [] if "P" in flags else [first]
+    if not ignore_env and env.get("PYTHONPATH"):
+        path += [os.path.join(cwd, entry) if entry else cwd for entry in env["PYTHONPATH"].split(os.pathsep)]
+    import site
+    user_site = site.getusersitepackages() if "s" not in flags and "PYTHONNOUSERSITE" not in env else None
+    if "s" in flags and site.ENABLE_USER_SITE and site.USER_SITE in base_path:
+        raise _Cold("user site")
+    path += base_path
+    if user_site and os.path.isdir(user_site) and user_site not in path:
+        raise _Cold("user site")
+    return {"kind": kind, "target": target, "argv": child_argv, "path": path, "ignore_env": ignore_env,
+            "unbuffered": "u" in flags or (not ignore_env and bool(env.get("PYTHONUNBUFFERED"))),
+            "no_bytecode": "B" in flags or (not ignore_env and bool(env.get("PYTHONDONTWRITEBYTECODE")))}
+
+
+def _check(plan: dict, request: dict, start_env: dict, warm: _Warm) -> None:
+    """Cold unless the warm imports are what this program's own start would have made: its environment
+    agrees with the server's wherever an import (or the interpreter's start) reads it, and each warm
+    module is the one its own sys.path finds first (a learner's `celery.py` in front of it starts cold)."""
+    env = request["env"]
+    for key in set(env) | set(start_env):
+        sensitive = key.startswith(("PYTHON", "LC_")) or key in LOCALE or key in warm.read
+        ignored = plan["ignore_env"] and key.startswith("PYTHON")
+        if sensitive and not ignored and env.get(key) != start_env.get(key) and key not in (
+                "PYTHONPATH", "PYTHONUNBUFFERED", "PYTHONDONTWRITEBYTECODE"):  # these three: applied per child
+            raise _Cold(f"environment {key}")
+    from importlib.machinery import PathFinder
+    cwd = request["cwd"]
+    entries = [entry if os.path.isabs(entry) else os.path.join(cwd, entry) for entry in plan["path"]]
+    for name, origin in warm.shadowable.items():
+        try:
+            spec = PathFinder.find_spec(name, entries)
+        except (ImportError, ValueError, OSError):
+            raise _Cold(f"{name} unresolvable") from None
+        if spec is None or spec.origin != origin:
+            raise _Cold(f"{name} shadowed")
+
+
+def _imported(source: str) -> set[str]:
+    """The top-level names a program's text imports (read as text, never run; an import inside a function
+    counts too, as it may run)."""
+    names = set(_FROM.findall(source))
+    for listed in _IMPORT.findall(source):
+        names |= {part.split(" as ")[0].strip().split(".")[0] for part in listed.split(",")}
+    return {name for name in names if name.isidentifier()}
+
+
+def _groups_for(plan: dict, cwd: str, scanned: dict) -> set[str]:
+    """The groups a program will import: named by `-m`, or by an import in its own text or in the text of
+    a module it imports from its own folders (sys.path before the standard library), followed to a depth of
+    _SCAN_FILES files.  `scanned` keeps what each file imports, by path."""
+    base = set(sys.path)  # the server's own path: stdlib and site-packages
+    folders = [entry or cwd for entry in plan["path"] if entry not in base]
+    if plan["kind"] == "module":
+        todo = {plan["target"].split(".")[0]}
+        sources: list[str] = []
+    elif plan["kind"] == "code":
+        todo, sources = _imported(plan["target"]), []
+    else:
+        todo, sources = set(), [os.path.join(cwd, plan["target"])]
+    found, seen = set(), set()
+    while (todo or sources) and len(seen) < _SCAN_FILES:
+        for name in todo - seen:
+            seen.add(name)
+            if name in GROUPS:
+                found.add(name)
+                continue
+            for folder in folders:
+                for candidate in (os.path.join(folder, name + ".py"), os.path.join(folder, name, "__init__.py")):
+                    if os.path.isfile(candidate):
+                        sources.append(candidate)
+                        break
+                else:
+                    continue
+                break
+        todo = set()
+        for path in sources:
+            if path not in scanned:
+                try:
+                    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+                    with os.fdopen(fd, "rb") as stream:
+                        scanned[path] = _imported(stream.read(_SCAN_BYTES).decode("utf-8", "replace"))
+                except OSError:
+                    scanned[path] = set()
+            todo |= scanned[path]
+        sources = []
+    if "uvicorn" in found:
+        found.add("fastapi")  # an app it serves
+    return found
+
+
+def _serve(fd: int):
+    """Answer requests until the asker goes; return (in a forked child only) the plan the child runs."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    sock = socket.socket(fileno=fd)
+    start_env = dict(os.environ)
+    pythonpath = start_env["PYTHONPATH"].split(os.pathsep) if start_env.get("PYTHONPATH") else []
+    base_path = sys.path[1 + len(pythonpath):]  # after this file's folder and PYTHONPATH: stdlib, site-packages
+    sys.path[:] = base_path  # the warm packages come from there only
+    warm, scanned = _Warm(), {}
+    while True:
+        fds: list[int] = []
+        try:
+            request = json.loads(read_message(sock, fds))
+        except (EOFError, OSError, ValueError):
+            return None
+        try:
+            plan = _plan(request, base_path)
+            warm.need(_groups_for(plan, request["cwd"], scanned))
+            _check(plan, request, start_env, warm)
+        except _Cold:
+            _answer(sock, {"cold": True})
+            _close(fds)
+            continue
+        if len(fds) != 3:
+            _answer(sock, {"cold": True})
+            _close(fds)
+            continue
+        sys.stdout.flush()
+        sys.stderr.flush()
+        read_end, write_end = os.pipe()
+        middle = os.fork()
+        if middle == 0:  # the middle process: fork the program, say its pid, end (the asker adopts it)
+            os.close(read_end)
+            program = os.fork()
+            if program == 0:
+                os.close(write_end)
+                sock.close()
+                _become(request, plan, fds)
+                return plan
+            os.write(write_end, str(program).encode())
+            os._exit(0)
+        os.close(write_end)
+        with os.fdopen(read_end, "rb") as stream:
+            said = stream.read()
+        os.waitpid(middle, 0)  # once it has ended, the program is the asker's child
+        _close(fds)
+        _answer(sock, {"pid": int(said)} if said.isdigit() else {"cold": True})
+
+
+def _answer(sock, message: dict) -> None:
+    data = json.dumps(message).encode()
+    sock.sendall(HEADER.pack(len(data)) + data)
+
+
+def _close(fds: list[int]) -> None:
+    for fd in fds:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+
+
+def _become(request: dict, plan: dict, fds: list[int]) -> None:
+    """In the forked child: the process a cold `python ARGV` would be, up to running its program."""
+    if request["session"]:
+        os.setsid()
+    for target, fd in enumerate(fds):
+        os.dup2(fd, target)
+    os.closerange(3, os.sysconf("SC_OPEN_MAX") if os.sysconf("SC_OPEN_MAX") > 0 else 4096)
+    signal.pthread_sigmask(signal.SIG_SETMASK, [])
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    import tempfile
+    tempfile.tempdir = None  # worked out again from this environment, when first needed
+    # What multiprocessing noted on import belongs to the process it starts in: the folder (its children
+    # find a relative __main__ there) and a secret of its own.
+    multiprocessing_process = sys.modules.get("multiprocessing.process")
+    if multiprocessing_process is not None:
+        multiprocessing_process.ORIGINAL_DIR = os.path.abspath(os.getcwd())
+        multiprocessing_process.current_process().authkey = os.urandom(32)
+    sys.path[:] = plan["path"]
+    sys.argv[:] = plan["argv"]
+    sys.orig_argv[:] = request["argv"]
+    _set_cmdline(request["argv"])
+    sys.dont_write_bytecode = plan["no_bytecode"]
+    import importlib
+    importlib.invalidate_caches()
+    _fresh_stdio(plan["unbuffered"])
+
+
+def _set_cmdline(argv: list[str]) -> None:
+    """Write this child's own argv over the server's in memory, where ps and /proc/PID/cmdline read it
+    (the server's last argument is blank room for this); too long for the room, it is cut."""
+    try:
+        with open("/proc/self/stat", "rb") as stream:
+            fields = stream.read().rsplit(b")", 1)[1].split()
+        start, end = int(fields[45]), int(fields[46])  # arg_start, arg_end: fields 48 and 49 of stat(5)
+    except (OSError, IndexError, ValueError):
+        return
+    data = b"\0".join(os.fsencode(arg) for arg in argv)[:end - start - 1]
+    ctypes.memmove(start, data + b"\0" * (end - start - len(data)), end - start)
+
+
+def _fresh_stdio(unbuffered: bool) -> None:
+    """sys.stdin/out/err on fds 0-2, buffered as a cold start would buffer them there."""
+    for fd, name in ((0, "stdin"), (1, "stdout"), (2, "stderr")):
+        old = getattr(sys, name)
+        raw = io.FileIO(fd, "r" if fd == 0 else "w", closefd=False)
+        tty = raw.isatty()
+        if fd == 0:
+            buffer = io.BufferedReader(raw)
+        elif unbuffered:
+            buffer = raw
+        else:
+            buffer = io.BufferedWriter(raw)
+        stream = io.TextIOWrapper(buffer, encoding=old.encoding, errors=old.errors, newline="\n",
+                                  line_buffering=not unbuffered and fd != 0 and (tty or fd == 2),
+                                  write_through=unbuffered and fd != 0)
+        stream.mode = "r" if fd == 0 else "w"
+        setattr(sys, name, stream)
+        setattr(sys, f"__{name}__", stream)
+
+
+def _run(plan: dict) -> None:
+    """Run the program as `python -m / -c / SCRIPT` would, in a fresh __main__.  What it raises goes up to
+    the interpreter unchanged, which reports and exits as a cold one does (tracebacks start at the program)."""
+    import builtins
+    import types
+    from importlib.machinery import BuiltinImporter, SourceFileLoader
+    main = types.ModuleType("__main__")
+    main.__builtins__ = builtins
+    main.__annotations__ = {}
+    if plan["kind"] == "script":
+        # Since 3.9 a script's __file__ (and the name in its tracebacks) is its absolute path.
+        plan["target"] = main.__file__ = os.path.abspath(plan["target"])
+        main.__cached__ = None
+        main.__loader__ = SourceFileLoader("__main__", main.__file__)
+    elif plan["kind"] == "code":
+        main.__loader__ = BuiltinImporter
+    sys.modules["__main__"] = main
+    here = os.path.abspath(__file__)
+
+    def hook(kind, value, tb):
+        while tb is not None and os.path.abspath(tb.tb_frame.f_code.co_filename) == here:
+            tb = tb.tb_next
+        if isinstance(value, BaseException):
+            value = value.with_traceback(tb)  # what is printed is the exception's own traceback
+        sys.__excepthook__(kind, value, tb)
+    sys.excepthook = hook
+    if plan["kind"] == "module":
+        import runpy
+        runpy._run_module_as_main(plan["target"])  # what `python -m` itself calls
+    elif plan["kind"] == "code":
+        exec(compile(plan["target"], "<string>", "exec", dont_inherit=True), main.__dict__)
+    else:
+        with io.open_code(plan["target"]) as stream:
+            source = stream.read()
+        exec(compile(source, plan["target"], "exec", dont_inherit=True), main.__dict__)
+
+
+if __name__ == "__main__":
+    _plan_to_run = _serve(int(sys.argv[1]))
+    if _plan_to_run is None:
+        sys.exit(0)
+    del _plan_to_run["path"]
+    _run(_plan_to_run)
