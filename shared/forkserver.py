@@ -22,6 +22,7 @@ only (TASKLAB_FORKSERVER=0 turns it off there, =1 on anywhere).  shared/warm.py 
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import gc
 import io
 import json
@@ -50,13 +51,14 @@ GROUPS = {
     "dotenv": ("dotenv",),
     "kombu": ("kombu", "kombu.transport.redis"),
 }
-_FROM = re.compile(r"^[ \t]*from[ \t]+([A-Za-z_]\w*)", re.M)
-_IMPORT = re.compile(r"^[ \t]*import[ \t]+([^\n#;()]+)", re.M)
+_FROM = re.compile(r"(?:^|;)[ \t]*from[ \t]+([A-Za-z_]\w*)", re.M)  # at a line's start or after a ;
+_IMPORT = re.compile(r"(?:^|;)[ \t]*import[ \t]+([^\n#;()]+)", re.M)
 _SCAN_FILES, _SCAN_BYTES = 200, 1 << 20  # up to 200 modules looked at, each read up to 1 MB
 FLAGS = frozenset("IEsBuP")
 LOCALE = ("LANG", "LANGUAGE", "TMPDIR", "TMP", "TEMP", "HOME", "PYTHONUSERBASE")
 HEADER = struct.Struct("!I")
 CMDLINE_ROOM = 2048
+MAX_FDS = 16  # stdin, stdout, stderr and what pass_fds names
 
 
 # ---------------------------------------------------------------------------------------------- the wire
@@ -65,7 +67,7 @@ def read_message(sock, fds: list | None = None) -> bytes:
     head = b""
     while len(head) < HEADER.size:
         if fds is not None and not head:
-            part, got, _, _ = socket.recv_fds(sock, HEADER.size, 3)
+            part, got, _, _ = socket.recv_fds(sock, HEADER.size, MAX_FDS)
             fds.extend(got)
         else:
             part = sock.recv(HEADER.size - len(head))
@@ -194,7 +196,9 @@ def _check(plan: dict, request: dict, start_env: dict, warm: _Warm) -> None:
             raise _Cold(f"environment {key}")
     from importlib.machinery import PathFinder
     cwd = request["cwd"]
-    entries = [entry if os.path.isabs(entry) else os.path.join(cwd, entry) for entry in plan["path"]]
+    # The folder it runs in counts as on its path even when the interpreter does not put it there: the
+    # kit's probe server (-I) adds it itself, after the standard library.
+    entries = [cwd] + [entry if os.path.isabs(entry) else os.path.join(cwd, entry) for entry in plan["path"]]
     for name, origin in warm.shadowable.items():
         try:
             spec = PathFinder.find_spec(name, entries)
@@ -281,7 +285,8 @@ def _serve(fd: int):
             _answer(sock, {"cold": True})
             _close(fds)
             continue
-        if len(fds) != 3:
+        passed = request.get("pass", [])
+        if len(fds) != 3 + len(passed) or not all(isinstance(fd, int) and fd > 2 for fd in passed):
             _answer(sock, {"cold": True})
             _close(fds)
             continue
@@ -324,9 +329,17 @@ def _become(request: dict, plan: dict, fds: list[int]) -> None:
     """In the forked child: the process a cold `python ARGV` would be, up to running its program."""
     if request["session"]:
         os.setsid()
-    for target, fd in enumerate(fds):
+    # stdin, stdout, stderr, then each pass_fds descriptor at its own number (as Popen's pass_fds): moved
+    # above every number involved first, so that no dup2 overwrites one still to be placed.
+    targets = [0, 1, 2, *request.get("pass", [])]
+    floor = max(targets + fds) + 1
+    for target, fd in zip(targets, [fcntl.fcntl(fd, fcntl.F_DUPFD, floor) for fd in fds], strict=True):
         os.dup2(fd, target)
-    os.closerange(3, os.sysconf("SC_OPEN_MAX") if os.sysconf("SC_OPEN_MAX") > 0 else 4096)
+    last = 3
+    for keep in sorted(set(targets) - {0, 1, 2}):
+        os.closerange(last, keep)
+        last = keep + 1
+    os.closerange(last, max(os.sysconf("SC_OPEN_MAX"), floor + len(fds) + 1))
     signal.pthread_sigmask(signal.SIG_SETMASK, [])
     os.chdir(request["cwd"])
     os.environ.clear()

@@ -32,6 +32,7 @@ import threading
 from pathlib import Path
 
 from shared.probe_wire import LearnerRaised, Opaque, decode, encode, rebuild
+from shared.warm import WarmPopen
 
 # The names a lesson's judge imports from here.
 __all__ = ["Answer", "AppClient", "LearnerRaised", "ModuleStandIn", "Opaque", "Probe", "ProbeError", "shaped"]
@@ -76,7 +77,7 @@ class Probe:
         logs = (self.env or os.environ).get("TASKLAB_LOG_DIR")
         output = open(os.path.join(logs, "probe.log"), "ab") if logs else subprocess.DEVNULL
         try:
-            self._proc = subprocess.Popen(
+            self._proc = WarmPopen(  # forked warm in a box when it can be (shared/warm.py)
                 [sys.executable, "-I", str(KIT / "shared" / "probe_server.py"), str(req_r), str(ans_w),
                  str(self.verifiers)],
                 cwd=self.cwd, env=self.env, pass_fds=(req_r, ans_w), stdin=subprocess.DEVNULL,

@@ -71,7 +71,7 @@ def enabled() -> bool:
 
 
 def warm_start(argv: list[str], cwd, env: dict | None, stdin: int, stdout: int, stderr: int,
-               new_session: bool) -> int | None:
+               new_session: bool, pass_fds: tuple = ()) -> int | None:
     """Start `argv` (this interpreter's `python …`) forked from the warm server: its pid, a child of this
     process — or None when it must start cold (the caller then starts it as before)."""
     global _server, _broken
@@ -81,8 +81,8 @@ def warm_start(argv: list[str], cwd, env: dict | None, stdin: int, stdout: int, 
         if _server is None or _server.owner != os.getpid():
             _server = _Server()
         answer = _server.ask({"argv": [str(a) for a in argv], "cwd": os.fspath(cwd or os.getcwd()),
-                              "env": dict(os.environ if env is None else env), "session": new_session},
-                             [stdin, stdout, stderr])
+                              "env": dict(os.environ if env is None else env), "session": new_session,
+                              "pass": list(pass_fds)}, [stdin, stdout, stderr, *pass_fds])
     except (OSError, EOFError, ValueError):
         _broken = True  # the server is gone (or was ended): everything from here on starts cold
         return None
@@ -102,14 +102,15 @@ class WarmPopen(subprocess.Popen):
     def _execute_child(self, args, executable, preexec_fn, close_fds, pass_fds, cwd, env, startupinfo,
                        creationflags, shell, p2cread, p2cwrite, c2pread, c2pwrite, errread, errwrite,
                        restore_signals, gid, gids, uid, umask, start_new_session, process_group):
-        plain = (executable is None and not shell and preexec_fn is None and not pass_fds and close_fds
+        plain = (executable is None and not shell and preexec_fn is None and close_fds
+                 and len(pass_fds) <= forkserver.MAX_FDS - 3
                  and gid is None and not gids and uid is None and umask < 0 and process_group in (None, -1)
                  and isinstance(args, (list, tuple)))
         pid = None
         if plain:
             pid = warm_start(list(args), cwd, env, p2cread if p2cread != -1 else 0,
                              c2pwrite if c2pwrite != -1 else 1, errwrite if errwrite != -1 else 2,
-                             start_new_session)
+                             start_new_session, tuple(pass_fds))
         if pid is None:
             return super()._execute_child(args, executable, preexec_fn, close_fds, pass_fds, cwd, env,
                                           startupinfo, creationflags, shell, p2cread, p2cwrite, c2pread,

@@ -127,3 +127,28 @@ def test_off_by_default_outside_a_box():
                           cwd=KIT, env=dict(env, PYTHONPATH=str(KIT)), capture_output=True, text=True
                           ).stdout.strip() == "False"
     assert forkserver.GROUPS["celery"]  # what is warmed is listed in one place
+
+
+def test_pass_fds_arrive_at_their_own_numbers_and_nothing_else_is_open(tmp_path):
+    # The probe hands its probe server two pipe ends this way (shared/probe.py).
+    script = textwrap.dedent("""
+        import json, os, sys
+        from shared.warm import WarmPopen
+        read_end, write_end = os.pipe()
+        spare = os.open(os.devnull, os.O_RDONLY)  # open here, not passed: the child must not have it
+        child = WarmPopen([sys.executable, "-c", "import json, os, sys; warm = 'celery' in sys.modules; "
+                           "import celery; open_fds = sorted(int(f) for f in os.listdir('/proc/self/fd')); "
+                           "os.write(int(sys.argv[1]), json.dumps([open_fds, warm]).encode())",
+                           str(write_end)], cwd=sys.argv[1], pass_fds=(write_end,))
+        os.close(write_end)
+        open_fds, warm = json.loads(os.read(read_end, 500))
+        print(json.dumps({"code": child.wait(), "open": open_fds, "warm": warm, "passed": write_end}))
+    """)
+    folder = folder_with(tmp_path, says__py=SAYS)
+    done = subprocess.run([sys.executable, "-c", script, str(folder)], cwd=KIT, capture_output=True, text=True,
+                          timeout=120, env=dict(os.environ, PYTHONPATH=str(KIT), TASKLAB_FORKSERVER="1"))
+    said = json.loads(done.stdout or "{}")
+    assert said.get("code") == 0 and said["warm"], done.stdout + done.stderr
+    # 0-2, the passed one at its own number, and the one that listed /proc/self/fd: nothing else
+    others = set(said["open"]) - {0, 1, 2, said["passed"]}
+    assert said["passed"] in said["open"] and len(others) == 1, said
