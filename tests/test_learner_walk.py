@@ -9,6 +9,7 @@ one mistake is the same shape of folder.)"""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -20,10 +21,12 @@ import pytest
 from shared import manifest
 from tests.daily import share
 from tests.folders import learner_folder
-from tests.mutants import all_mutants
+from tests.mutants import all_mutants, assert_fails_as_pinned
+from tests.mutants.pin import load as load_said
 
 KIT = manifest.KIT_ROOT
 MUTANTS = {m.name: m for m in all_mutants()}
+SAID = load_said()
 
 # mutant (the learner's mistake) -> (the check read first, a phrase of its cause)
 WALK = {
@@ -62,14 +65,28 @@ WALK_0408 = {
 FAILURE = re.compile(r"^  [✗!⏱] (?:(\d\d\.\d+)\s|(?!\d\d\.))")
 
 
+def walked_today() -> set[str]:
+    """The mutants walked under today's make test whose checks run (not those a problem above the checks
+    blocks, which a run of their checks alone shows otherwise): tests/test_mutants.py leaves them to these
+    tests, which assert the same of them on a whole run (assert_fails_as_pinned)."""
+    walked = [name for name, said in WALK.items() if said[0] != "problem"] + share(list(WALK_0408), 3)
+    return {name for name in walked if not MUTANTS[name].on}
+
+
 def _check_as_a_learner(tmp_path: Path, name: str) -> str:
+    """What the learner reads; and, on the same run, what tests/test_mutants.py asserts of this mutant."""
     mutant = MUTANTS[name]
     lab = learner_folder(tmp_path / "tasks_lab", mutant.lesson)
     mutant.apply(lab)
-    run = subprocess.run([sys.executable, "-m", "checks", "run", mutant.lesson, "--lab", str(lab)], cwd=KIT,
-                         capture_output=True, text=True, timeout=300,
+    report = tmp_path / "results.json"
+    run = subprocess.run([sys.executable, "-m", "checks", "run", mutant.lesson, "--lab", str(lab),
+                          "--report", str(report)], cwd=KIT, capture_output=True, text=True, timeout=300,
                          env=dict(os.environ, LAB_LANG="en", LAB_HOME=str(tmp_path / "home")))
     assert run.returncode == 1, run.stdout + run.stderr
+    tests = [test for test in json.loads(report.read_text())["tests"] if not test["regression"]]
+    if name in walked_today():
+        assert_fails_as_pinned(mutant, {test["id"]: (test["status"], "\n".join(filter(None, [
+            test["message"], test["output"]])), (test["hint"] or {}).get("en", "")) for test in tests}, SAID)
     return run.stdout
 
 

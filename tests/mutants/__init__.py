@@ -53,6 +53,21 @@ def all_mutants() -> list[Mutant]:
     return found
 
 
+def assert_fails_as_pinned(mutant: Mutant, shown: dict[str, tuple[str, str, str]], said: dict) -> None:
+    """What a run with this mutant must show, whoever ran it (tests/test_mutants.py runs only its checks,
+    tests/test_learner_walk.py the whole lesson as a learner does): each check it names failed, and says
+    its pinned phrases (tests/mutants/pin.py) and its hints.  `shown`: check id -> (status, the message with
+    its evidence, the English hint)."""
+    from checks.results import NOT_PASSED
+    not_failed = {c: shown[c][0] if c in shown else "not run" for c in mutant.fails
+                  if c not in shown or shown[c][0] not in NOT_PASSED}
+    assert not not_failed, f"{mutant.why}\nnot failed: {not_failed}\n{shown}"
+    for check_id, phrase in [*mutant.says, *said.get(mutant.name, {}).items()]:
+        assert phrase in shown[check_id][1], f"{check_id} no longer says {phrase!r}:\n{shown[check_id][1]}"
+    for check_id, phrase in mutant.hints:  # the hint for this cause, in place of the check's general one
+        assert phrase in shown[check_id][2], f"{check_id}'s hint is not this cause's:\n{shown[check_id][2]}"
+
+
 def failed_pairs(mutant: Mutant) -> set[tuple[str, str]]:
     """The (lesson run, check) pairs this mutant must fail."""
     return {(mutant.lesson, check) for check in mutant.fails}
