@@ -53,6 +53,7 @@ GROUPS = {
 }
 _FROM = re.compile(r"(?:^|;)[ \t]*from[ \t]+([A-Za-z_]\w*)", re.M)  # at a line's start or after a ;
 _IMPORT = re.compile(r"(?:^|;)[ \t]*import[ \t]+([^\n#;()]+)", re.M)
+_MODULE_ARG = re.compile(r"([A-Za-z_]\w*)(?:\.\w+)*(?::[\w.]+)?")  # an argument naming a module: x, x.y, x:app
 _SCAN_FILES, _SCAN_BYTES = 200, 1 << 20  # up to 200 modules looked at, each read up to 1 MB
 FLAGS = frozenset("IEsBuP")
 LOCALE = ("LANG", "LANGUAGE", "TMPDIR", "TMP", "TEMP", "HOME", "PYTHONUSERBASE")
@@ -196,9 +197,10 @@ def _check(plan: dict, request: dict, start_env: dict, warm: _Warm) -> None:
             raise _Cold(f"environment {key}")
     from importlib.machinery import PathFinder
     cwd = request["cwd"]
-    # The folder it runs in counts as on its path even when the interpreter does not put it there: the
-    # kit's probe server (-I) adds it itself, after the standard library.
-    entries = [cwd] + [entry if os.path.isabs(entry) else os.path.join(cwd, entry) for entry in plan["path"]]
+    # Its own folders (_folders) count as on its path even when the interpreter does not put them there:
+    # the kit's probe server (-I) adds them itself, after the standard library.
+    entries = _folders(plan, cwd) + [entry if os.path.isabs(entry) else os.path.join(cwd, entry)
+                                     for entry in plan["path"]]
     for name, origin in warm.shadowable.items():
         try:
             spec = PathFinder.find_spec(name, entries)
@@ -217,19 +219,30 @@ def _imported(source: str) -> set[str]:
     return {name for name in names if name.isidentifier()}
 
 
-def _groups_for(plan: dict, cwd: str, scanned: dict) -> set[str]:
-    """The groups a program will import: named by `-m`, or by an import in its own text or in the text of
-    a module it imports from its own folders (sys.path before the standard library), followed to a depth of
-    _SCAN_FILES files.  `scanned` keeps what each file imports, by path."""
+def _folders(plan: dict, cwd: str) -> list[str]:
+    """Where a program finds its own modules: its sys.path before the standard library, the folder it runs
+    in, and any folder it is given as an argument (the kit's probe server is given the verifiers' folder
+    and puts it, with the folder it runs in, on its own path)."""
     base = set(sys.path)  # the server's own path: stdlib and site-packages
-    folders = [entry or cwd for entry in plan["path"] if entry not in base]
+    folders = [entry or cwd for entry in plan["path"] if entry not in base] + [cwd]
+    folders += [arg for arg in plan["argv"][1:] if os.path.isabs(arg) and os.path.isdir(arg)]
+    return [os.path.join(cwd, folder) for folder in dict.fromkeys(folders)]
+
+
+def _groups_for(plan: dict, cwd: str, scanned: dict) -> set[str]:
+    """The groups a program will import: named by `-m`, or by an import in its own text, or by a module
+    its arguments name (`-A celery_app:app`, `api_db:app`, a probe server's first module), followed through
+    the text of the modules it imports from its own folders, up to _SCAN_FILES of them.  `scanned` keeps
+    what each file imports, by path."""
+    folders = _folders(plan, cwd)
+    named = {match.group(1) for arg in plan["argv"][1:] if (match := _MODULE_ARG.fullmatch(arg))}
     if plan["kind"] == "module":
-        todo = {plan["target"].split(".")[0]}
+        todo = {plan["target"].split(".")[0]} | named
         sources: list[str] = []
     elif plan["kind"] == "code":
-        todo, sources = _imported(plan["target"]), []
+        todo, sources = _imported(plan["target"]) | named, []
     else:
-        todo, sources = set(), [os.path.join(cwd, plan["target"])]
+        todo, sources = named, [os.path.join(cwd, plan["target"])]
     found, seen = set(), set()
     while (todo or sources) and len(seen) < _SCAN_FILES:
         for name in todo - seen:

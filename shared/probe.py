@@ -70,7 +70,7 @@ class Probe:
 
     # -- life
 
-    def _start(self) -> None:
+    def _start(self, first_module: str) -> None:
         req_r, req_w = os.pipe()
         ans_r, ans_w = os.pipe()
         # What learner code prints goes to the run's probe.log (never into the judge's own output).
@@ -79,7 +79,7 @@ class Probe:
         try:
             self._proc = WarmPopen(  # forked warm in a box when it can be (shared/warm.py)
                 [sys.executable, "-I", str(KIT / "shared" / "probe_server.py"), str(req_r), str(ans_w),
-                 str(self.verifiers)],
+                 str(self.verifiers), first_module],  # the module named first: a warm start imports what it does
                 cwd=self.cwd, env=self.env, pass_fds=(req_r, ans_w), stdin=subprocess.DEVNULL,
                 stdout=output, stderr=subprocess.STDOUT, start_new_session=True)
         finally:
@@ -162,7 +162,7 @@ class Probe:
         call = _Call()
         with self._lock:
             if self._proc is None:
-                self._start()
+                self._start(request["target"].partition(":")[0])
             number = next(self._ids)
             self._pending[number] = (self._proc, call)
             proc, out = self._proc, self._out

@@ -1,6 +1,9 @@
 """The probe process: learner code runs here, never in the judge (shared/probe.py is the judge's handle).
 
-    python -I shared/probe_server.py REQUEST_FD ANSWER_FD VERIFIERS_DIR   (cwd: the work folder)
+    python -I shared/probe_server.py REQUEST_FD ANSWER_FD VERIFIERS_DIR [FIRST_MODULE]   (cwd: the work folder)
+
+FIRST_MODULE, the module the first request names, is not used here: a warm start (shared/forkserver.py)
+reads what it imports, to import that before forking this process.
 
 Each request ("call" or "get" of "module:name") runs in a thread of its own; the answer is the value as
 plain data, or the exception as data (shared/probe_wire.py).  Observations, never verdicts.

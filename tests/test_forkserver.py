@@ -152,3 +152,15 @@ def test_pass_fds_arrive_at_their_own_numbers_and_nothing_else_is_open(tmp_path)
     # 0-2, the passed one at its own number, and the one that listed /proc/self/fd: nothing else
     others = set(said["open"]) - {0, 1, 2, said["passed"]}
     assert said["passed"] in said["open"] and len(others) == 1, said
+
+
+def test_a_module_an_argument_names_is_read_for_what_to_warm(tmp_path):
+    # As the probe server is started: -I, given the folder it will add to its path and the module its first
+    # request names; that module imports Celery, so the program starts with Celery imported.
+    extra = tmp_path / "kit_probes"
+    extra.mkdir()
+    (extra / "first_probe.py").write_text("import celery\n")
+    folder = folder_with(tmp_path, says__py=SAYS,
+                         starts__py="import sys\nprint('preloaded', 'celery' in sys.modules)\n")
+    assert ask(folder, [["-I", "starts.py", str(extra), "first_probe"]])["runs"] == [[0, "preloaded True\n"]]
+    assert ask(folder, [["-I", "starts.py", str(extra)]])["runs"] == [[0, "preloaded False\n"]]
