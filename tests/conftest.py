@@ -89,9 +89,13 @@ def _interleaved(items: list) -> list:
     mutant running out its bound, a learner walk of lesson 04) meet tests that compute, instead of four
     of a kind idling the machine together (a 20-second dip to 20 % busy, in the 2-second timeline)."""
     groups: dict[str, list] = {}
-    for item in items:
+    for item in sorted(items, key=_group):  # stable: each group keeps its order
         groups.setdefault(_group(item), []).append(item)
-    queues = list(groups.values())
+    # Neighbours in the round are far apart in the course: lesson 04's mutants run beside 12's, not 05's.
+    ordered = list(groups)
+    half = (len(ordered) + 1) // 2
+    second = ordered[half:] + [""] * (2 * half - len(ordered))
+    queues = [groups[key] for pair in zip(ordered[:half], second, strict=True) for key in pair if key]
     mixed = []
     while queues:
         for queue in queues:
