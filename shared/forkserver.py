@@ -9,14 +9,17 @@ standard streams and exit status — so the lesson sees the same process it alwa
 
 Nothing about the verdict is taken on the fork server's word.  It forks twice and lets the middle process
 end, so the program is handed to the nearest "child subreaper" above it: the process that asked, which
-marked itself one for that moment.  That process then waits for, signals and reaps the program as its own child (a pid
-that is not its child is refused, and a command the server cannot run warm is run cold, as before).
+marked itself one for that moment.  That process then waits for, signals and reaps the program as its own
+child (a pid that is not its child is refused, and a command the server cannot run warm is run cold).
 
-What cannot be carried over runs cold, never warm: interpreter options other than -I -E -s -B -u -P, an
-environment differing from the server's in a PYTHON*/locale variable or in one the warm packages read
-on import, a module or script that would shadow a warm package from the program's own sys.path (a learner's
-`celery.py`), a script that is not a readable file (the cold interpreter says why).  It works in boxes
-only (TASKLAB_FORKSERVER=0 turns it off there, =1 on anywhere).  shared/warm.py is the asking side.
+What the server imports for a program it reads from the program's text and its arguments, and from the
+modules they import from the program's own folders — as text, never run.  What cannot be carried over
+runs cold, never warm: interpreter options other than -I -E -s -B -u -P, an environment differing from
+the server's in a PYTHON*/locale variable or in one the warm packages read on import, a module in the
+program's folders (its sys.path, the folder it runs in, a folder it is given) that would shadow a warm
+package (a learner's `celery.py`), a script that is not a readable file (the cold interpreter says why).
+It works in boxes only (TASKLAB_FORKSERVER=0 turns it off there, =1 on anywhere).  shared/warm.py is the
+asking side.
 """
 
 from __future__ import annotations
