@@ -30,11 +30,11 @@ class _Server:
         self.owner = os.getpid()
         self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         self.libc = ctypes.CDLL(None, use_errno=True)
-        self.env = dict(os.environ)
         # The blank argument is room: each child writes its own command line over this one's (ps, /proc).
         argv = [sys.executable, forkserver.__file__, str(theirs.fileno()), " " * forkserver.CMDLINE_ROOM]
+        # Never stopped here: it ends with the asker (PR_SET_PDEATHSIG) or with its box.
         self.proc = subprocess.Popen(argv, pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=self.env)
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         theirs.close()
 
     def ask(self, request: dict, fds: list[int]) -> dict:
@@ -52,11 +52,6 @@ class _Server:
     def _subreaper(self, on: int) -> None:
         if self.libc.prctl(PR_SET_CHILD_SUBREAPER, on, 0, 0, 0) != 0:
             raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER) failed")
-
-    def close(self) -> None:
-        self.sock.close()
-        self.proc.kill()
-        self.proc.wait()
 
 
 _server: _Server | None = None
