@@ -16,10 +16,10 @@ if str(KIT_ROOT) not in sys.path:
 # Each parallel worker (gw0, gw1, …) gets its own isolation slot: its own Redis databases and MySQL
 # schema, so lessons on the shared servers can run side by side (see checks/runner.py lab_slot).
 _worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
-# Slots 4..7: slot 0 is the learner's own and slot 1 the default of hand-run checks, so `make test` can run
-# beside both.
+# Slots 2..7, one per worker (make test runs six): slot 0 is the learner's own and slot 1 the default of
+# hand-run checks, so `make test` can run beside both.
 # LAB_TEST_SLOT pins one slot instead (a developer running a few tests beside other runs).
-os.environ["LAB_SLOT"] = os.environ.get("LAB_TEST_SLOT") or str(4 + int(_worker[2:] or 0) % 4)
+os.environ["LAB_SLOT"] = os.environ.get("LAB_TEST_SLOT") or str(2 + int(_worker[2:] or 0) % 6)
 
 # Tests that press Ctrl-C (SIGINT) on a process they start need it heard as a terminal delivers it.  A suite
 # started with SIGINT ignored (put in the background by a shell without job control) would hand that on
