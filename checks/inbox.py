@@ -19,6 +19,7 @@ sys.path.insert(0, str(KIT))
 
 from checks import judge  # noqa: E402
 from checks.verdicts import Signer, key_pipe, read_key  # noqa: E402
+from shared import warm  # noqa: E402
 
 LIMITS = {  # set before any learner code runs; a process may lower its limits, never raise them
     resource.RLIMIT_NOFILE: 4096,
@@ -50,6 +51,8 @@ def main() -> int:
     signer = Signer(channel, key, run)
     signer.send({"type": "inbox"})  # before any verifier exists: the runner learns which process is this one
     set_limits(spec.get("nproc"))
+    # The box's fork server, now: judges are forked from it, so it must exist before any learner process.
+    warm.prepare()
 
     from checks.servers import SchemaError, prepare_services, start_processes, stop_processes
     from shared.proc import WaitTimeout

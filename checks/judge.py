@@ -1,7 +1,10 @@
 """The judge: the process that decides a lesson's checks, out of learner code's reach.
 
-inbox.py makes itself non-dumpable before any learner code exists, then forks the judge for each
-verifier — no exec, so the judge is non-dumpable from its first instruction.  A learner process in the
+inbox.py makes itself non-dumpable before any learner code exists, then has the judge of each verifier
+forked — no exec, so the judge is non-dumpable from its first instruction.  It is forked from the box's
+fork server (shared/forkserver.py: started before any learner process, non-dumpable too, holding no key),
+so it starts with the packages the lesson uses already imported, and its own fork server is a copy of that
+one; where there is none (TASKLAB_FORKSERVER=0, not in a box) inbox.py forks it itself.  A learner process in the
 box (same uid) therefore cannot ptrace it, read its memory or open its file descriptors through
 /proc: the verdict key and channel stay the judge's.  The judge never imports a learner module: its
 path holds the kit and its lesson's verifiers folder (read-only), never the work folder.  Learner code
@@ -24,6 +27,7 @@ import sys
 from pathlib import Path
 
 PR_SET_DUMPABLE = 4
+KIT = Path(__file__).resolve().parent.parent
 
 
 def make_undumpable() -> None:
@@ -43,17 +47,61 @@ def start(verifier: str, verifiers: Path, signer, env: dict, workdir: Path) -> t
     """Fork the judge for `verifier` (in the kit's read-only `verifiers` folder): (pid, fd of its output).
     Called by inbox.py only."""
     read_end, write_end = os.pipe()
-    pid = os.fork()
-    if pid:
-        os.close(write_end)
-        return pid, read_end
+    pid = _start_warm(verifier, verifiers, signer, env, workdir, write_end)
+    if pid is None:
+        pid = os.fork()
+        if pid == 0:
+            os.close(read_end)
+            os.dup2(write_end, 1)
+            os.dup2(write_end, 2)
+            os.close(write_end)
+            _end_with(lambda: _judge(verifier, verifiers, signer, env, workdir))
+    os.close(write_end)
+    return pid, read_end
+
+
+def _start_warm(verifier: str, verifiers: Path, signer, env: dict, workdir: Path, output: int) -> int | None:
+    """The judge forked from the box's fork server (None: there is none).  Its key and run id reach it
+    through a pipe only it reads, never through the server's memory."""
+    from checks.verdicts import key_pipe
+    from shared import warm
+    channel, key, run = signer.handoff()
+    secret = key_pipe(key + run.encode())
+    null = os.open(os.devnull, os.O_RDONLY)
+    try:
+        judge = {"kit": str(KIT), "verifier": verifier, "verifiers": str(verifiers), "channel": channel,
+                 "secret": secret}
+        return warm.start_judge(judge, [sys.executable, "-I", str(Path(__file__).resolve()), verifier], workdir,
+                                env, null, output, (channel, secret))
+    finally:
+        os.close(null)
+        os.close(secret)
+
+
+def run_forked(judge: dict, server_sock, server_pid: int) -> None:
+    """The judge, in a process forked from the box's fork server (shared/forkserver.py _judge): its output
+    on fds 1 and 2, the channel and the pipe with its key at the numbers `judge` names.  Never returns."""
+    from checks.verdicts import KEY_BYTES, Signer
+    from shared import warm
+    warm.use_server(server_sock, server_pid)
+
+    def judged() -> int:
+        secret = b""
+        while chunk := os.read(judge["secret"], 4096):
+            secret += chunk
+        os.close(judge["secret"])
+        if len(secret) <= KEY_BYTES:
+            raise SystemExit("verdict key missing")
+        signer = Signer(judge["channel"], secret[:KEY_BYTES], secret[KEY_BYTES:].decode())
+        return _judge(judge["verifier"], Path(judge["verifiers"]), signer, dict(os.environ), Path.cwd())
+    _end_with(judged)
+
+
+def _end_with(judged) -> None:
+    """Run the judge; end the process with its exit status, whatever happens."""
     code = 70
     try:
-        os.close(read_end)
-        os.dup2(write_end, 1)
-        os.dup2(write_end, 2)
-        os.close(write_end)
-        code = _judge(verifier, verifiers, signer, env, workdir)
+        code = judged()
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except BaseException:  # noqa: BLE001 - said on the output; the missing results are the runner's ERROR

@@ -57,6 +57,10 @@ class Signer:
     def __init__(self, fd: int, key: bytes, run: str):
         self._fd, self._key, self._run = fd, key, run
 
+    def handoff(self) -> tuple[int, bytes, str]:
+        """(channel fd, key, run id): what a judge started apart from this process needs to sign."""
+        return self._fd, self._key, self._run
+
     def close(self) -> None:
         """Give the channel up (a fork of the judge: it must never speak for it)."""
         if self._fd is not None:

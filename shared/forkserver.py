@@ -37,6 +37,7 @@ import struct
 import sys
 
 PR_SET_PDEATHSIG = 1
+PR_SET_DUMPABLE = 4
 # What the lessons' processes spend their start-up importing, by the package a program names.  The server
 # imports a group the first time a program it is asked to start needs it (a Celery worker: "celery"; a
 # script whose folder imports pymysql: "pymysql"), so a box that starts only claimers never pays for
@@ -187,6 +188,45 @@ def _plan(request: dict, base_path: list[str]) -> dict:
             "no_bytecode": "B" in flags or (not ignore_env and bool(env.get("PYTHONDONTWRITEBYTECODE")))}
 
 
+def _judge_plan(request: dict, base_path: list[str]) -> dict:
+    """A judge (checks/judge.py): forked like a program, then run by _judge() instead of a program."""
+    judge = request["judge"]
+    if not isinstance(judge, dict) or not all(isinstance(judge.get(k), str) for k in ("kit", "verifier")):
+        raise _Cold("judge request")
+    return {"kind": "judge", "judge": judge, "argv": request["argv"][1:], "path": list(base_path),
+            "unbuffered": True, "no_bytecode": True, "ignore_env": True}
+
+
+def _judge(plan: dict):
+    """In a judge forked from here.  Its own fork server is forked first, from this process as it stands --
+    warm, and holding neither the verdict key nor any of the kit's modules -- then the judge runs
+    (checks/judge.py), and ends there.  Returns only in that server: None when the judge is gone, else the
+    plan of a program it forked."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    mine, its = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    judge = os.getpid()
+    server = os.fork()
+    if server == 0:
+        mine.close()
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != judge:  # the judge is already gone
+            os._exit(0)
+        # None of the judge's descriptors (its output, channel and key): only this server's own socket.
+        null = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(null, fd)
+        keep = its.fileno()
+        os.closerange(3, keep)
+        os.closerange(keep + 1, max(os.sysconf("SC_OPEN_MAX"), keep + 2))
+        _set_cmdline([sys.executable, os.path.abspath(__file__), "(a judge's)"])
+        return _loop(its)
+    its.close()
+    sys.path[:] = [plan["judge"]["kit"], *_STATE["base_path"]]
+    from checks import judge as the_judge
+    the_judge.run_forked(plan["judge"], mine, server)  # never returns
+    os._exit(70)
+
+
 def _check(plan: dict, request: dict, start_env: dict, warm: _Warm) -> None:
     """Cold unless the warm imports are what this program's own start would have made: its environment
     agrees with the server's wherever an import (or the interpreter's start) reads it, and each warm
@@ -277,16 +317,28 @@ def _groups_for(plan: dict, cwd: str, scanned: dict) -> set[str]:
     return found
 
 
+_STATE: dict = {}  # the server's own: its start environment, base path, what it imported and read
+
+
 def _serve(fd: int):
     """Answer requests until the asker goes; return (in a forked child only) the plan the child runs."""
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    sock = socket.socket(fileno=fd)
+    # Judges are forked from here (checks/judge.py), so no process of the box's uid may trace this one or
+    # read its memory: set before it forks anything (its asker starts it before any learner process).
+    if libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE, 0) failed")
     start_env = dict(os.environ)
     pythonpath = start_env["PYTHONPATH"].split(os.pathsep) if start_env.get("PYTHONPATH") else []
     base_path = sys.path[1 + len(pythonpath):]  # after this file's folder and PYTHONPATH: stdlib, site-packages
     sys.path[:] = base_path  # the warm packages come from there only
-    warm, scanned = _Warm(), {}
+    _STATE.update(start_env=start_env, base_path=base_path, warm=_Warm(), scanned={})
+    return _loop(socket.socket(fileno=fd))
+
+
+def _loop(sock):
+    """Serve one asker on `sock` until it goes: the box's inbox, or (in a copy of this server) a judge."""
+    start_env, base_path, warm, scanned = (_STATE[k] for k in ("start_env", "base_path", "warm", "scanned"))
     while True:
         fds: list[int] = []
         try:
@@ -294,9 +346,12 @@ def _serve(fd: int):
         except (EOFError, OSError, ValueError):
             return None
         try:
-            plan = _plan(request, base_path)
-            warm.need(_groups_for(plan, request["cwd"], scanned))
-            _check(plan, request, start_env, warm)
+            if request.get("judge") is not None:
+                plan = _judge_plan(request, base_path)
+            else:
+                plan = _plan(request, base_path)
+                warm.need(_groups_for(plan, request["cwd"], scanned))
+                _check(plan, request, start_env, warm)
         except _Cold:
             _answer(sock, {"cold": True})
             _close(fds)
@@ -376,6 +431,8 @@ def _become(request: dict, plan: dict, fds: list[int]) -> None:
     import importlib
     importlib.invalidate_caches()
     _fresh_stdio(plan["unbuffered"])
+    if plan["kind"] != "judge":  # a program is as a cold start leaves it; a judge stays out of reach
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
 
 
 def _set_cmdline(argv: list[str]) -> None:
@@ -450,6 +507,8 @@ def _run(plan: dict) -> None:
 
 if __name__ == "__main__":
     _plan_to_run = _serve(int(sys.argv[1]))
+    while _plan_to_run is not None and _plan_to_run["kind"] == "judge":
+        _plan_to_run = _judge(_plan_to_run)
     if _plan_to_run is None:
         sys.exit(0)
     del _plan_to_run["path"]

@@ -23,18 +23,23 @@ PR_SET_CHILD_SUBREAPER = 36
 
 
 class _Server:
-    """The fork server of this process (started at its first warm command; one per pid, never inherited)."""
+    """The fork server of this process (started at its first warm command, or by prepare(); one per pid,
+    never inherited).  A judge forked from the box's server is given one ready-made (use_server)."""
 
-    def __init__(self):
+    def __init__(self, ready: tuple[socket.socket, int] | None = None):
         self.lock = threading.Lock()
         self.owner = os.getpid()
-        self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         self.libc = ctypes.CDLL(None, use_errno=True)
+        if ready is not None:
+            self.sock, self.pid = ready
+            return
+        self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         # The blank argument is room: each child writes its own command line over this one's (ps, /proc).
         argv = [sys.executable, forkserver.__file__, str(theirs.fileno()), " " * forkserver.CMDLINE_ROOM]
         # Never stopped here: it ends with the asker (PR_SET_PDEATHSIG) or with its box.
-        self.proc = subprocess.Popen(argv, pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen(argv, pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.pid = proc.pid
         theirs.close()
 
     def ask(self, request: dict, fds: list[int]) -> dict:
@@ -65,8 +70,36 @@ def enabled() -> bool:
     return os.environ.get("TASKLAB_FORKSERVER", default) == "1" and sys.platform == "linux"
 
 
+def prepare() -> None:
+    """Start this process's fork server now, before any learner process exists (the box's inbox does, as
+    judges are forked from it: start_judge)."""
+    global _server, _broken
+    if _broken or not enabled() or (_server is not None and _server.owner == os.getpid()):
+        return
+    try:
+        _server = _Server()
+    except OSError:
+        _broken = True
+
+
+def use_server(sock: socket.socket, pid: int) -> None:
+    """In a judge forked from the box's server: its own server, a fork of that one made before the judge
+    held anything (shared/forkserver.py _judge)."""
+    global _server
+    _server = _Server((sock, pid))
+
+
+def start_judge(judge: dict, argv: list[str], cwd, env: dict, stdin: int, output: int,
+                pass_fds: tuple) -> int | None:
+    """Fork a judge (checks/judge.py run_forked) from the server prepare() started: its pid, a child of this
+    process -- or None (no such server: the caller forks the judge itself)."""
+    if _server is None or _server.owner != os.getpid():
+        return None
+    return warm_start(argv, cwd, env, stdin, output, output, False, pass_fds, judge=judge)
+
+
 def warm_start(argv: list[str], cwd, env: dict | None, stdin: int, stdout: int, stderr: int,
-               new_session: bool, pass_fds: tuple = ()) -> int | None:
+               new_session: bool, pass_fds: tuple = (), judge: dict | None = None) -> int | None:
     """Start `argv` (this interpreter's `python …`) forked from the warm server: its pid, a child of this
     process — or None when it must start cold (the caller then starts it as before)."""
     global _server, _broken
@@ -75,9 +108,12 @@ def warm_start(argv: list[str], cwd, env: dict | None, stdin: int, stdout: int, 
     try:
         if _server is None or _server.owner != os.getpid():
             _server = _Server()
-        answer = _server.ask({"argv": [str(a) for a in argv], "cwd": os.fspath(cwd or os.getcwd()),
-                              "env": dict(os.environ if env is None else env), "session": new_session,
-                              "pass": list(pass_fds)}, [stdin, stdout, stderr, *pass_fds])
+        request = {"argv": [str(a) for a in argv], "cwd": os.fspath(cwd or os.getcwd()),
+                   "env": dict(os.environ if env is None else env), "session": new_session,
+                   "pass": list(pass_fds)}
+        if judge is not None:
+            request["judge"] = judge
+        answer = _server.ask(request, [stdin, stdout, stderr, *pass_fds])
     except (OSError, EOFError, ValueError):
         _broken = True  # the server is gone (or was ended): everything from here on starts cold
         return None

@@ -159,45 +159,63 @@ def test_every_lesson_is_judged_apart():
 
 REACH = """
     import json, os
-    seen = {}
-    parent = os.getppid()  # the judge: a probe is its child
-    for what in ("fd", "mem", "environ"):
+    def reach(pid):
+        seen = {}
+        for what in ("fd", "mem", "environ"):
+            try:
+                if what == "fd":  # the names may be listed; opening one is what would matter
+                    opened = []
+                    for name in os.listdir(f"/proc/{pid}/fd"):
+                        try:
+                            os.close(os.open(f"/proc/{pid}/fd/{name}", os.O_WRONLY | os.O_NONBLOCK))
+                            opened.append(name)
+                        except OSError as exc:
+                            last = type(exc).__name__
+                    seen[what] = opened or last
+                else:
+                    with open(f"/proc/{pid}/{what}", "rb") as f:
+                        seen[what] = len(f.read(16))
+            except OSError as exc:
+                seen[what] = type(exc).__name__
         try:
-            if what == "fd":  # the names may be listed; opening one is what would matter
-                opened = []
-                for name in os.listdir(f"/proc/{parent}/fd"):
-                    try:
-                        os.close(os.open(f"/proc/{parent}/fd/{name}", os.O_WRONLY | os.O_NONBLOCK))
-                        opened.append(name)
-                    except OSError as exc:
-                        last = type(exc).__name__
-                seen[what] = opened or last
-            else:
-                with open(f"/proc/{parent}/{what}", "rb") as f:
-                    seen[what] = len(f.read(16))
-        except OSError as exc:
-            seen[what] = type(exc).__name__
-    try:
-        import ctypes
-        libc = ctypes.CDLL(None, use_errno=True)
-        seen["ptrace"] = libc.ptrace(16, parent, 0, 0)  # PTRACE_ATTACH: -1 when refused
-    except Exception as exc:
-        seen["ptrace"] = type(exc).__name__
+            import ctypes
+            libc = ctypes.CDLL(None, use_errno=True)
+            seen["ptrace"] = libc.ptrace(16, pid, 0, 0)  # PTRACE_ATTACH: -1 when refused
+        except Exception as exc:
+            seen["ptrace"] = type(exc).__name__
+        return seen
+    found = {"judge": reach(os.getppid())}  # the judge: a probe is its child
+    for pid in sorted(p for p in os.listdir("/proc") if p.isdigit()):  # and every fork server in the box
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if b"forkserver.py" in f.read():
+                    found[f"fork server {pid}"] = reach(int(pid))
+        except OSError:
+            pass
+    with open(f"/proc/{os.getppid()}/cmdline", "rb") as f:
+        judge = f.read().decode(errors="replace")
     with open("reach.json", "w") as out:
-        json.dump(seen, out)
+        json.dump({"found": found, "judge": judge}, out)
 """
 
 
 def test_learner_code_cannot_reach_into_the_judge(tmp_path):
     """From the probe (the judge's own child, the closest learner code gets): no descriptor list, memory or
-    environment of the judge, and no ptrace."""
+    environment of the judge, nor of the fork servers judges and their programs are forked from, and no
+    ptrace."""
     import json
     lesson = manifest.lesson("01", DATA)
     folder = _nothing_but(tmp_path, lesson, REACH)
     work = materialise(DATA["lessons"], lesson, tmp_path / "work", lab=folder)
     run_lesson(lesson, work, tmp_path / "logs", source=str(folder), lessons=DATA["lessons"])
-    seen = json.loads((work / "reach.json").read_text())
-    assert seen == {"fd": "PermissionError", "mem": "PermissionError", "environ": "PermissionError", "ptrace": -1}, seen
+    reached = json.loads((work / "reach.json").read_text())
+    found = reached["found"]
+    refused = {"fd": "PermissionError", "mem": "PermissionError", "environ": "PermissionError", "ptrace": -1}
+    # and the box's fork server (judges are forked from it) and the judge's own, when warm starts are on
+    servers = 2 if os.environ.get("TASKLAB_FORKSERVER", "1") == "1" else 0
+    assert len(found) >= 1 + servers and all(seen == refused for seen in found.values()), found
+    if servers:  # the judge was forked warm, from the box's server (checks/judge.py run_forked)
+        assert "checks/judge.py" in reached["judge"], reached["judge"]
 
 
 def test_a_judge_that_imports_from_the_folder_after_all_is_not_believed(tmp_path):
