@@ -42,7 +42,7 @@ def set_limits(nproc: int | None) -> None:
 
 def main() -> int:
     # Before the key is read and before any learner process exists: no process of the box's uid may
-    # read this one's memory or descriptors, nor those of the judges it forks (checks/judge.py).
+    # read this one's memory or descriptors, nor those of the judges forked from it (checks/judge.py).
     judge.make_undumpable()
     spec = json.loads(Path(sys.argv[1]).read_text(encoding="utf-8"))
     key = read_key(int(os.environ.pop("TASKLAB_VERDICT_KEY_FD")))

@@ -27,7 +27,6 @@ import sys
 from pathlib import Path
 
 PR_SET_DUMPABLE = 4
-KIT = Path(__file__).resolve().parent.parent
 
 
 def make_undumpable() -> None:
@@ -69,17 +68,17 @@ def _start_warm(verifier: str, verifiers: Path, signer, env: dict, workdir: Path
     secret = key_pipe(key + run.encode())
     null = os.open(os.devnull, os.O_RDONLY)
     try:
-        judge = {"kit": str(KIT), "verifier": verifier, "verifiers": str(verifiers), "channel": channel,
-                 "secret": secret}
-        return warm.start_judge(judge, [sys.executable, "-I", str(Path(__file__).resolve()), verifier], workdir,
-                                env, null, output, (channel, secret))
+        judge = {"verifier": verifier, "verifiers": str(verifiers), "channel": channel, "secret": secret}
+        return warm.start_entry("checks.judge", "run_forked", judge,
+                                [sys.executable, "-I", str(Path(__file__).resolve()), verifier], workdir, env,
+                                null, output, (channel, secret))
     finally:
         os.close(null)
         os.close(secret)
 
 
 def run_forked(judge: dict, server_sock, server_pid: int) -> None:
-    """The judge, in a process forked from the box's fork server (shared/forkserver.py _judge): its output
+    """The judge, in a process forked from the box's fork server (shared/forkserver.py _entry): its output
     on fds 1 and 2, the channel and the pipe with its key at the numbers `judge` names.  Never returns."""
     from checks.verdicts import KEY_BYTES, Signer
     from shared import warm

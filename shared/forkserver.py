@@ -1,9 +1,10 @@
 """A warm interpreter that the learner's Python processes are forked from, instead of each starting cold.
 
 A Celery worker, beat, a publisher or uvicorn spends 0.3–0.6 CPU-seconds importing celery, kombu,
-fastapi… before it does anything, and a lesson starts twenty or thirty of them.  The process that starts
-them (a judge, or the box's inbox) starts one fork server at its first `python …`: a fresh interpreter
-that imports those packages once, before any learner code exists, and then forks a child per command.
+fastapi… before it does anything, and a lesson starts twenty or thirty of them.  The box's inbox starts
+this server before any learner process exists: it imports those packages once, as its programs need them,
+and forks a child per command.  Judges are forked from it too (it is non-dumpable, and holds no key:
+checks/judge.py), each with a fork of it as its own server -- so no box imports Celery twice.
 The child becomes the program a cold `python ARGV` would have run — same argv, cwd, environment, sys.path,
 standard streams and exit status — so the lesson sees the same process it always did.
 
@@ -24,13 +25,13 @@ asking side.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import fcntl
 import gc
 import io
 import json
 import os
-import re
 import signal
 import socket
 import struct
@@ -38,27 +39,6 @@ import sys
 
 PR_SET_PDEATHSIG = 1
 PR_SET_DUMPABLE = 4
-# What the lessons' processes spend their start-up importing, by the package a program names.  The server
-# imports a group the first time a program it is asked to start needs it (a Celery worker: "celery"; a
-# script whose folder imports pymysql: "pymysql"), so a box that starts only claimers never pays for
-# Celery; a name that is not installed is skipped.
-GROUPS = {
-    "celery": ("click", "billiard", "vine", "kombu", "kombu.transport.redis", "redis", "celery",
-               "celery.bin.celery", "celery.apps.worker", "celery.apps.beat", "celery.worker.consumer",
-               "celery.concurrency.prefork", "celery.backends.redis", "celery.beat", "logging.handlers"),
-    "fastapi": ("pydantic", "starlette", "fastapi", "asyncio", "json", "email.parser"),
-    "uvicorn": ("uvicorn", "uvicorn.main", "uvicorn.config", "uvicorn.server", "uvicorn.lifespan.on",
-                "uvicorn.loops.asyncio", "uvicorn.protocols.http.h11_impl", "uvicorn.protocols.websockets.auto"),
-    "httpx": ("httpx",),
-    "pymysql": ("pymysql",),
-    "redis": ("redis",),
-    "dotenv": ("dotenv",),
-    "kombu": ("kombu", "kombu.transport.redis"),
-}
-_FROM = re.compile(r"(?:^|;)[ \t]*from[ \t]+([A-Za-z_]\w*)", re.M)  # at a line's start or after a ;
-_IMPORT = re.compile(r"(?:^|;)[ \t]*import[ \t]+([^\n#;()]+)", re.M)
-_MODULE_ARG = re.compile(r"([A-Za-z_]\w*)(?:\.\w+)*(?::[\w.]+)?")  # an argument naming a module: x, x.y, x:app
-_SCAN_FILES, _SCAN_BYTES = 200, 1 << 20  # up to 200 modules looked at, each read up to 1 MB
 FLAGS = frozenset("IEsBuP")
 LOCALE = ("LANG", "LANGUAGE", "TMPDIR", "TMP", "TEMP", "HOME", "PYTHONUSERBASE")
 HEADER = struct.Struct("!I")
@@ -69,24 +49,23 @@ MAX_FDS = 16  # stdin, stdout, stderr and what pass_fds names
 # ---------------------------------------------------------------------------------------------- the wire
 
 def read_message(sock, fds: list | None = None) -> bytes:
+    """One message: its length (HEADER), then its bytes; descriptors sent with it are added to `fds`."""
     head = b""
-    while len(head) < HEADER.size:
-        if fds is not None and not head:
-            part, got, _, _ = socket.recv_fds(sock, HEADER.size, MAX_FDS)
-            fds.extend(got)
-        else:
-            part = sock.recv(HEADER.size - len(head))
+    if fds is not None:
+        head, got, _, _ = socket.recv_fds(sock, HEADER.size, MAX_FDS)
+        fds.extend(got)
+    head += _exactly(sock, HEADER.size - len(head))
+    return _exactly(sock, HEADER.unpack(head)[0])
+
+
+def _exactly(sock, size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        part = sock.recv(size - len(data))
         if not part:
             raise EOFError("the fork server's channel closed")
-        head += part
-    size, = HEADER.unpack(head)
-    body = b""
-    while len(body) < size:
-        part = sock.recv(size - len(body))
-        if not part:
-            raise EOFError("the fork server's channel closed")
-        body += part
-    return body
+        data += part
+    return data
 
 
 # ---------------------------------------------------------------------------------------------- the server
@@ -127,21 +106,26 @@ class _Warm:
         try:
             import importlib
             for group in sorted(groups):
-                for name in GROUPS[group]:
+                for name in _STATE["scan"].GROUPS[group]:
                     try:
                         importlib.import_module(name)
                     except Exception:  # noqa: BLE001 - not installed (or broken): it just starts cold
                         pass
         finally:
             os.environ = real  # noqa: B003
-        for name in {n.split(".")[0] for n in set(sys.modules) - before}:
-            origin = getattr(getattr(sys.modules.get(name), "__spec__", None), "origin", None)
-            if origin and os.path.isabs(origin):  # built-in and frozen modules are found before any path
-                self.shadowable[name] = origin
+        self.note_loaded(before)
         # What was imported lives as long as any child: kept out of every collection, so a child's
         # collections and its exit do not touch (and copy) the pages it shares with this server -- 0.2 s
         # of CPU per exit otherwise.
         gc.freeze()
+
+
+    def note_loaded(self, before: set[str]) -> None:
+        """Each module loaded since `before` that a file on a program's path could shadow."""
+        for name in {n.split(".")[0] for n in set(sys.modules) - before}:
+            origin = getattr(getattr(sys.modules.get(name), "__spec__", None), "origin", None)
+            if origin and os.path.isabs(origin):  # built-in and frozen modules are found before any path
+                self.shadowable[name] = origin
 
 
 def _plan(request: dict, base_path: list[str]) -> dict:
@@ -188,43 +172,41 @@ def _plan(request: dict, base_path: list[str]) -> dict:
             "no_bytecode": "B" in flags or (not ignore_env and bool(env.get("PYTHONDONTWRITEBYTECODE")))}
 
 
-def _judge_plan(request: dict, base_path: list[str]) -> dict:
-    """A judge (checks/judge.py): forked like a program, then run by _judge() instead of a program."""
-    judge = request["judge"]
-    if not isinstance(judge, dict) or not all(isinstance(judge.get(k), str) for k in ("kit", "verifier")):
-        raise _Cold("judge request")
-    return {"kind": "judge", "judge": judge, "argv": request["argv"][1:], "path": list(base_path),
+def _entry_plan(request: dict, base_path: list[str]) -> dict:
+    """A function of the kit's (a judge: checks/judge.py), forked like a program, then called by _entry()."""
+    entry = request["entry"]
+    if not isinstance(entry, dict) or not all(isinstance(entry.get(k), str) for k in ("kit", "module", "call")):
+        raise _Cold("entry request")
+    return {"kind": "entry", "entry": entry, "argv": request["argv"][1:], "path": list(base_path),
             "unbuffered": True, "no_bytecode": True, "ignore_env": True}
 
 
-def _judge(plan: dict):
-    """In a judge forked from here.  Its own fork server is forked first, from this process as it stands --
-    warm, and holding neither the verdict key nor any of the kit's modules -- then the judge runs
-    (checks/judge.py), and ends there.  Returns only in that server: None when the judge is gone, else the
-    plan of a program it forked."""
-    libc = ctypes.CDLL(None, use_errno=True)
+def _entry(plan: dict):
+    """In a process forked to call a function of the kit's (a judge).  Its own fork server is forked
+    first, from this process as it stands -- warm, holding no secret and none of the kit's modules -- then
+    the function runs, and ends the process.  Returns only in that server: None when the caller is gone,
+    else the plan of a program it forked."""
     mine, its = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-    judge = os.getpid()
+    caller = os.getpid()
     server = os.fork()
     if server == 0:
         mine.close()
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        if os.getppid() != judge:  # the judge is already gone
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != caller:  # already gone
             os._exit(0)
-        # None of the judge's descriptors (its output, channel and key): only this server's own socket.
+        # None of the caller's descriptors (a judge's output, channel and key): only this server's socket.
         null = os.open(os.devnull, os.O_RDWR)
         for fd in (0, 1, 2):
             os.dup2(null, fd)
-        keep = its.fileno()
-        os.closerange(3, keep)
-        os.closerange(keep + 1, max(os.sysconf("SC_OPEN_MAX"), keep + 2))
+        _close_all_but({its.fileno()}, its.fileno() + 2)
         _set_cmdline([sys.executable, os.path.abspath(__file__), "(a judge's)"])
         return _loop(its)
     its.close()
-    sys.path[:] = [plan["judge"]["kit"], *_STATE["base_path"]]
-    from checks import judge as the_judge
-    the_judge.run_forked(plan["judge"], mine, server)  # never returns
-    os._exit(70)
+    entry = plan["entry"]
+    sys.path[:] = [entry["kit"], *_STATE["base_path"]]
+    import importlib
+    getattr(importlib.import_module(entry["module"]), entry["call"])(entry["args"], mine, server)
+    os._exit(70)  # the function ends the process itself
 
 
 def _check(plan: dict, request: dict, start_env: dict, warm: _Warm) -> None:
@@ -240,9 +222,9 @@ def _check(plan: dict, request: dict, start_env: dict, warm: _Warm) -> None:
             raise _Cold(f"environment {key}")
     from importlib.machinery import PathFinder
     cwd = request["cwd"]
-    # Its own folders (_folders) count as on its path even when the interpreter does not put them there:
+    # Its own folders (warm_imports.folders) count as on its path even when the interpreter does not put them there:
     # the kit's probe server (-I) adds them itself, after the standard library.
-    entries = _folders(plan, cwd) + [entry if os.path.isabs(entry) else os.path.join(cwd, entry)
+    entries = _STATE["scan"].folders(plan, cwd) + [entry if os.path.isabs(entry) else os.path.join(cwd, entry)
                                      for entry in plan["path"]]
     for name, origin in warm.shadowable.items():
         try:
@@ -251,70 +233,6 @@ def _check(plan: dict, request: dict, start_env: dict, warm: _Warm) -> None:
             raise _Cold(f"{name} unresolvable") from None
         if spec is None or spec.origin != origin:
             raise _Cold(f"{name} shadowed")
-
-
-def _imported(source: str) -> set[str]:
-    """The top-level names a program's text imports (read as text, never run; an import inside a function
-    counts too, as it may run)."""
-    names = set(_FROM.findall(source))
-    for listed in _IMPORT.findall(source):
-        names |= {part.split(" as ")[0].strip().split(".")[0] for part in listed.split(",")}
-    return {name for name in names if name.isidentifier()}
-
-
-def _folders(plan: dict, cwd: str) -> list[str]:
-    """Where a program finds its own modules: its sys.path before the standard library, the folder it runs
-    in, and any folder it is given as an argument (the kit's probe server is given the verifiers' folder
-    and puts it, with the folder it runs in, on its own path)."""
-    base = set(sys.path)  # the server's own path: stdlib and site-packages
-    folders = [entry or cwd for entry in plan["path"] if entry not in base] + [cwd]
-    folders += [arg for arg in plan["argv"][1:] if os.path.isabs(arg) and os.path.isdir(arg)]
-    return [os.path.join(cwd, folder) for folder in dict.fromkeys(folders)]
-
-
-def _groups_for(plan: dict, cwd: str, scanned: dict) -> set[str]:
-    """The groups a program will import: named by `-m`, or by an import in its own text, or by a module
-    its arguments name (`-A celery_app:app`, `api_db:app`, a probe server's first module), followed through
-    the text of the modules it imports from its own folders, up to _SCAN_FILES of them.  `scanned` keeps
-    what each file imports, by path."""
-    folders = _folders(plan, cwd)
-    named = {match.group(1) for arg in plan["argv"][1:] if (match := _MODULE_ARG.fullmatch(arg))}
-    if plan["kind"] == "module":
-        todo = {plan["target"].split(".")[0]} | named
-        sources: list[str] = []
-    elif plan["kind"] == "code":
-        todo, sources = _imported(plan["target"]) | named, []
-    else:
-        todo, sources = named, [os.path.join(cwd, plan["target"])]
-    found, seen = set(), set()
-    while (todo or sources) and len(seen) < _SCAN_FILES:
-        for name in todo - seen:
-            seen.add(name)
-            if name in GROUPS:
-                found.add(name)
-                continue
-            for folder in folders:
-                for candidate in (os.path.join(folder, name + ".py"), os.path.join(folder, name, "__init__.py")):
-                    if os.path.isfile(candidate):
-                        sources.append(candidate)
-                        break
-                else:
-                    continue
-                break
-        todo = set()
-        for path in sources:
-            if path not in scanned:
-                try:
-                    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-                    with os.fdopen(fd, "rb") as stream:
-                        scanned[path] = _imported(stream.read(_SCAN_BYTES).decode("utf-8", "replace"))
-                except OSError:
-                    scanned[path] = set()
-            todo |= scanned[path]
-        sources = []
-    if "uvicorn" in found:
-        found.add("fastapi")  # an app it serves
-    return found
 
 
 _STATE: dict = {}  # the server's own: its start environment, base path, what it imported and read
@@ -328,11 +246,15 @@ def _serve(fd: int):
     # read its memory: set before it forks anything (its asker starts it before any learner process).
     if libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE, 0) failed")
+    import warm_imports  # beside this file, which is sys.path[0] until the next line but two
     start_env = dict(os.environ)
     pythonpath = start_env["PYTHONPATH"].split(os.pathsep) if start_env.get("PYTHONPATH") else []
     base_path = sys.path[1 + len(pythonpath):]  # after this file's folder and PYTHONPATH: stdlib, site-packages
     sys.path[:] = base_path  # the warm packages come from there only
-    _STATE.update(start_env=start_env, base_path=base_path, warm=_Warm(), scanned={})
+    warm = _Warm()
+    # What this server loaded for itself (json, socket…) counts too, but for its own two modules.
+    warm.note_loaded(before={"__main__", "warm_imports"})
+    _STATE.update(start_env=start_env, base_path=base_path, warm=warm, scanned={}, scan=warm_imports)
     return _loop(socket.socket(fileno=fd))
 
 
@@ -346,18 +268,16 @@ def _loop(sock):
         except (EOFError, OSError, ValueError):
             return None
         try:
-            if request.get("judge") is not None:
-                plan = _judge_plan(request, base_path)
+            passed = request.get("pass", [])
+            if len(fds) != 3 + len(passed) or not all(isinstance(fd, int) and fd > 2 for fd in passed):
+                raise _Cold("descriptors")
+            if request.get("entry") is not None:
+                plan = _entry_plan(request, base_path)
             else:
                 plan = _plan(request, base_path)
-                warm.need(_groups_for(plan, request["cwd"], scanned))
+                warm.need(_STATE["scan"].groups_for(plan, request["cwd"], scanned))
                 _check(plan, request, start_env, warm)
         except _Cold:
-            _answer(sock, {"cold": True})
-            _close(fds)
-            continue
-        passed = request.get("pass", [])
-        if len(fds) != 3 + len(passed) or not all(isinstance(fd, int) and fd > 2 for fd in passed):
             _answer(sock, {"cold": True})
             _close(fds)
             continue
@@ -390,10 +310,17 @@ def _answer(sock, message: dict) -> None:
 
 def _close(fds: list[int]) -> None:
     for fd in fds:
-        try:
+        with contextlib.suppress(OSError):
             os.close(fd)
-        except OSError:
-            pass
+
+
+def _close_all_but(keep: set[int], top: int) -> None:
+    """Close every descriptor from 3 up (at least to `top`) but those in `keep`."""
+    last = 3
+    for fd in sorted(keep - {0, 1, 2}):
+        os.closerange(last, fd)
+        last = fd + 1
+    os.closerange(last, max(os.sysconf("SC_OPEN_MAX"), top))
 
 
 def _become(request: dict, plan: dict, fds: list[int]) -> None:
@@ -406,11 +333,7 @@ def _become(request: dict, plan: dict, fds: list[int]) -> None:
     floor = max(targets + fds) + 1
     for target, fd in zip(targets, [fcntl.fcntl(fd, fcntl.F_DUPFD, floor) for fd in fds], strict=True):
         os.dup2(fd, target)
-    last = 3
-    for keep in sorted(set(targets) - {0, 1, 2}):
-        os.closerange(last, keep)
-        last = keep + 1
-    os.closerange(last, max(os.sysconf("SC_OPEN_MAX"), floor + len(fds) + 1))
+    _close_all_but(set(targets), floor + len(fds) + 1)
     signal.pthread_sigmask(signal.SIG_SETMASK, [])
     os.chdir(request["cwd"])
     os.environ.clear()
@@ -423,6 +346,7 @@ def _become(request: dict, plan: dict, fds: list[int]) -> None:
     if multiprocessing_process is not None:
         multiprocessing_process.ORIGINAL_DIR = os.path.abspath(os.getcwd())
         multiprocessing_process.current_process().authkey = os.urandom(32)
+    sys.modules.pop("warm_imports", None)  # the server's own, not on the program's path
     sys.path[:] = plan["path"]
     sys.argv[:] = plan["argv"]
     sys.orig_argv[:] = request["argv"]
@@ -431,7 +355,7 @@ def _become(request: dict, plan: dict, fds: list[int]) -> None:
     import importlib
     importlib.invalidate_caches()
     _fresh_stdio(plan["unbuffered"])
-    if plan["kind"] != "judge":  # a program is as a cold start leaves it; a judge stays out of reach
+    if plan["kind"] != "entry":  # a program is as a cold start leaves it; a judge stays out of reach
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
 
 
@@ -507,8 +431,8 @@ def _run(plan: dict) -> None:
 
 if __name__ == "__main__":
     _plan_to_run = _serve(int(sys.argv[1]))
-    while _plan_to_run is not None and _plan_to_run["kind"] == "judge":
-        _plan_to_run = _judge(_plan_to_run)
+    while _plan_to_run is not None and _plan_to_run["kind"] == "entry":
+        _plan_to_run = _entry(_plan_to_run)
     if _plan_to_run is None:
         sys.exit(0)
     del _plan_to_run["path"]

@@ -72,7 +72,7 @@ def enabled() -> bool:
 
 def prepare() -> None:
     """Start this process's fork server now, before any learner process exists (the box's inbox does, as
-    judges are forked from it: start_judge)."""
+    judges are forked from it: start_entry)."""
     global _server, _broken
     if _broken or not enabled() or (_server is not None and _server.owner == os.getpid()):
         return
@@ -84,22 +84,25 @@ def prepare() -> None:
 
 def use_server(sock: socket.socket, pid: int) -> None:
     """In a judge forked from the box's server: its own server, a fork of that one made before the judge
-    held anything (shared/forkserver.py _judge)."""
+    held anything (shared/forkserver.py _entry)."""
     global _server
     _server = _Server((sock, pid))
 
 
-def start_judge(judge: dict, argv: list[str], cwd, env: dict, stdin: int, output: int,
+def start_entry(module: str, call: str, args: dict, argv: list[str], cwd, env: dict, stdin: int, output: int,
                 pass_fds: tuple) -> int | None:
-    """Fork a judge (checks/judge.py run_forked) from the server prepare() started: its pid, a child of this
-    process -- or None (no such server: the caller forks the judge itself)."""
+    """Fork a process that calls `module.call(args, server_socket, server_pid)` (a judge: checks/judge.py
+    run_forked) from the server prepare() started: its pid, a child of this process -- or None (no such
+    server: the caller starts it its own way)."""
     if _server is None or _server.owner != os.getpid():
         return None
-    return warm_start(argv, cwd, env, stdin, output, output, False, pass_fds, judge=judge)
+    entry = {"kit": os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "module": module, "call": call,
+             "args": args}
+    return warm_start(argv, cwd, env, stdin, output, output, False, pass_fds, entry=entry)
 
 
 def warm_start(argv: list[str], cwd, env: dict | None, stdin: int, stdout: int, stderr: int,
-               new_session: bool, pass_fds: tuple = (), judge: dict | None = None) -> int | None:
+               new_session: bool, pass_fds: tuple = (), entry: dict | None = None) -> int | None:
     """Start `argv` (this interpreter's `python …`) forked from the warm server: its pid, a child of this
     process — or None when it must start cold (the caller then starts it as before)."""
     global _server, _broken
@@ -111,8 +114,8 @@ def warm_start(argv: list[str], cwd, env: dict | None, stdin: int, stdout: int, 
         request = {"argv": [str(a) for a in argv], "cwd": os.fspath(cwd or os.getcwd()),
                    "env": dict(os.environ if env is None else env), "session": new_session,
                    "pass": list(pass_fds)}
-        if judge is not None:
-            request["judge"] = judge
+        if entry is not None:
+            request["entry"] = entry
         answer = _server.ask(request, [stdin, stdout, stderr, *pass_fds])
     except (OSError, EOFError, ValueError):
         _broken = True  # the server is gone (or was ended): everything from here on starts cold

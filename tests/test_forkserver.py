@@ -78,6 +78,21 @@ def test_a_learner_module_named_like_a_warm_package_is_what_the_program_imports(
     assert code == 0 and "the learner" in out and "preloaded False" in out
 
 
+def test_a_learner_module_named_like_one_the_server_itself_loaded_is_what_the_program_imports(tmp_path):
+    # The server imports json and socket for its own work: a learner's `json.py` must still be the one found.
+    folder = folder_with(tmp_path, json__py="WHO = 'the learner'\n",
+                         uses__py="import json\nprint(getattr(json, 'WHO', 'the standard one'))\n")
+    [[_, out]] = ask(folder, [["uses.py"]])["runs"]
+    assert "the learner" in out, out
+    # And the server's own helper module is not there for a warm program to import.
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "helper.py").write_text("import sys, celery\nprint('preloaded', 'kombu' in sys.modules)\n"
+                                     "import warm_imports\n")
+    [[code, out]] = ask(other, [["helper.py"]])["runs"]
+    assert code != 0 and "preloaded True" in out and "No module named 'warm_imports'" in out, out
+
+
 def test_an_environment_read_while_warming_that_differs_starts_cold(tmp_path):
     # kombu reads KOMBU_LOG_CONNECTION when imported: a program given another value must import it itself.
     folder = folder_with(tmp_path, says__py=SAYS)
@@ -121,12 +136,12 @@ def test_a_stopped_warm_process_reports_the_signal_and_its_group_goes_with_it(tm
 
 
 def test_off_by_default_outside_a_box():
-    from shared import forkserver
+    from shared import warm_imports
     env = {k: v for k, v in os.environ.items() if k not in ("TASKLAB_BOXED", "TASKLAB_FORKSERVER")}
     assert subprocess.run([sys.executable, "-c", "from shared import warm; print(warm.enabled())"],
                           cwd=KIT, env=dict(env, PYTHONPATH=str(KIT)), capture_output=True, text=True
                           ).stdout.strip() == "False"
-    assert forkserver.GROUPS["celery"]  # what is warmed is listed in one place
+    assert warm_imports.GROUPS["celery"]  # what is warmed is listed in one place
 
 
 def test_pass_fds_arrive_at_their_own_numbers_and_nothing_else_is_open(tmp_path):
