@@ -150,7 +150,8 @@ class HelperGroup:
         import sys
         from uuid import uuid4
 
-        from shared.lesson_celery import LOG_DIR, WORK, redact
+        from shared.logs import LOG_DIR
+        from shared.settings import WORK, redact
         from shared.i18n import t
         from shared.proc import Process
         if isinstance(folder, str):
@@ -195,7 +196,7 @@ class HelperGroup:
 
     def result(self, name: str, seconds: float):
         """The helper's result; None if it has not finished within `seconds`."""
-        from shared.lesson_celery import redact
+        from shared.settings import redact
         from shared.i18n import t
         from shared.proc import WaitTimeout
         try:

@@ -25,7 +25,7 @@ import os
 import time
 from pathlib import Path
 
-from shared.lesson_celery import append_event, read_events
+from shared.events import append_event, read_events
 from shared.proc import WaitTimeout, wait_until
 
 

@@ -1,20 +1,17 @@
-"""Kit helpers for the verifiers of the Celery lessons (08–16).  Not a verifier itself.
+"""Kit helpers for the verifiers of the Celery lessons (08–16), about Celery only.  Not a verifier itself.
 
-- the broker settings, read the way the learner's celery_app reads them (environment first,
-  then .env.tasks), and never printed;
 - the worker the runner declared in tasks.json (TASKLAB_PROC_WORKER_PID, _ARGV, _LOG): stop it by its PID;
 - extra workers the verifier owns (shared.proc.Process), stopped by their PID;
 - a look into the broker's queue list without consuming anything, and taking the kit's own messages back;
-- a learner's or the kit's script run as the lesson runs it, its output with secrets masked;
-- the learner's Celery task sent with, waited on and asked about in a probe (LearnerTask), never in the judge;
-- for the probes that run inside workers: append_event, one JSON line per event to a shared file;
+- the learner's Celery task sent with, waited on and asked about in a probe (LearnerTask), never in the judge.
 
-Shared by the verifiers and probes of lessons 08–16.
+What the Celery lessons share that is not Celery lives beside it: event files (shared/events.py), the
+work folder's settings and the masking of secrets (shared/settings.py), scripts run as the lesson runs
+them (shared/scripts.py), processes by pid (shared/proc.py).
 """
 
 from __future__ import annotations
 
-import ast
 import base64
 import contextlib
 import importlib
@@ -22,152 +19,19 @@ import json
 import os
 import signal
 import socket
-import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import NamedTuple
-from urllib.parse import urlsplit
 
 from shared.i18n import t
 from shared.logs import LOG_DIR
-from shared.proc import Process, WaitTimeout, living_with, proc_stat, run_python, stop_grace, wait_until
+from shared.proc import Process, WaitTimeout, group_members, pid_running, stop_grace, wait_until
+from shared.settings import WORK, redact, setting
 
-WORK = Path.cwd()
 READY_MARK = " ready."  # celery's "<nodename> ready." log line
 
 
-# ---------------------------------------------------------------- probes and learner modules
-
-def append_event(path: str | Path, kind: str, /, **fields) -> None:
-    """One JSON line (kind, pid, time, fields) appended with a single write: the worker's pool children
-    append to the same file at once, and O_APPEND keeps every line whole."""
-    line = json.dumps({"kind": kind, "pid": os.getpid(), "at": time.time(), **fields}, default=repr)
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-    try:
-        os.write(fd, (line + "\n").encode())
-    finally:
-        os.close(fd)
-
-
-def read_events(path: str | Path, /, **match) -> list[dict]:
-    """Every whole JSON line of an event file written by append_event (only those whose fields equal `match`).
-    A line still being written by another process (or cut short by a SIGKILL) is skipped, never a crash."""
-    try:
-        lines = Path(path).read_text(encoding="utf-8", errors="replace").splitlines()
-    except FileNotFoundError:
-        return []
-    found = []
-    for line in lines:
-        try:
-            event = json.loads(line)
-        except ValueError:
-            continue
-        if matches(event, match):
-            found.append(event)
-    return found
-
-
-def matches(event, fields: dict) -> bool:
-    """An event (a dict) whose fields equal these."""
-    return isinstance(event, dict) and all(event.get(k) == v for k, v in fields.items())
-
-
-def job_events(source, job_id: str, /, kind: str = "start", **match) -> list[dict]:
-    """One job's events of `kind` (a task's starts, by default) in file order: those whose first task argument is
-    job_id and whose fields equal `match`.  `source`: an event file (read_events) or events already read."""
-    events = read_events(source) if isinstance(source, (str, Path)) else source
-    return [e for e in events if matches(e, {"kind": kind, **match}) and (e.get("args") or [None])[0] == job_id]
-
-
-def task_runs(events: list[dict], starts: list[dict] | None = None) -> list[tuple[dict, dict | None]]:
-    """Task runs in file order, each (its start, its end or None: still running, or killed); `starts`: some
-    of the events' starts (all of them when None).  One process writes a run's start before its end, so the
-    k-th start of a (message id, pid) pair ends with the k-th end of that pair: a message delivered again, to
-    the same process or another, is a run of its own."""
-    ends: dict[tuple, list[dict]] = {}
-    for event in events:
-        if event.get("kind") == "end":
-            ends.setdefault((event.get("task_id"), event.get("pid")), []).append(event)
-    chosen = None if starts is None else {id(start) for start in starts}
-    runs, begun = [], {}
-    for event in events:
-        if event.get("kind") != "start":
-            continue
-        key = (event.get("task_id"), event.get("pid"))
-        k = begun[key] = begun.get(key, -1) + 1
-        if chosen is None or id(event) in chosen:
-            mine = ends.get(key, [])
-            runs.append((event, mine[k] if k < len(mine) else None))
-    return runs
-
-
-def job_runs(source, job_id: str, /, **match) -> list[tuple[dict, dict | None]]:
-    """One job's task runs (task_runs), its starts chosen as job_events chooses them."""
-    events = read_events(source) if isinstance(source, (str, Path)) else source
-    return task_runs(events, job_events(events, job_id, **match))
-
-
-def short(value) -> str:
-    """The first 8 characters of an id, for messages."""
-    return f"{str(value)[:8]}…"
-
-
-# ---------------------------------------------------------------- settings (never printed)
-
-def env_file_values(path: Path = WORK / ".env.tasks") -> dict[str, str]:
-    from shared.credentials import read_env_file
-    return read_env_file(path)
-
-
-def setting(name: str) -> str | None:
-    """As load_dotenv(".env.tasks") sees it: a variable already in the environment wins."""
-    return os.environ.get(name) or env_file_values().get(name)
-
-
-def secrets_in(values: dict[str, str]) -> list[str]:
-    """Every form of a secret that must never appear in output: passwords, encoded ones, whole URLs."""
-    found = []
-    for key, value in values.items():
-        if not value or not any(part in key for part in ("PASSWORD", "URL", "BACKEND", "SECRET")):
-            continue
-        if "PASSWORD" in key:
-            found.append(value)
-        if "://" in value:
-            found.append(value)
-            password = urlsplit(value).password
-            if password:
-                found.append(password)
-    return [s for s in dict.fromkeys(found) if len(s) >= 6]
-
-
-def redact(text: str) -> str:
-    """Learner output as evidence, with every known secret replaced by ***."""
-    for secret in sorted(secrets_in(env_file_values()) + secrets_in(dict(os.environ)), key=len, reverse=True):
-        text = text.replace(secret, "***")
-    return text
-
-
-def describe_url(url: str) -> str:
-    """host:port/db of a redis URL, without its credentials."""
-    parts = urlsplit(url)
-    return f"{parts.hostname}:{parts.port}{parts.path or ''}"
-
-
-# ---------------------------------------------------------------- processes by PID
-
-def pid_running(pid: int) -> bool:
-    """Alive and not a zombie (a finished child its parent has not reaped yet)."""
-    stat = proc_stat(pid)
-    return stat is not None and stat[2] != "Z"
-
-
-def children_of(pid: int) -> list[int]:
-    return living_with(3, pid)
-
-
-def group_members(pgid: int) -> list[int]:
-    return living_with(4, pgid)
+# ---------------------------------------------------------------- workers by PID
 
 
 def nodename_from_argv(argv: list[str]) -> str:
@@ -273,55 +137,6 @@ def start_worker(argv: list[str], log_name: str, timeout: float = 30.0, env: dic
         proc.stop()
         raise
     return proc
-
-
-def log_lines(text: str, *needles: str, limit: int = 6) -> list[str]:
-    """Worker log lines that mention every needle, shortened, with secrets masked."""
-    lines = [redact(line) for line in text.splitlines() if all(n in line for n in needles)]
-    return [line if len(line) <= 220 else line[:219] + "…" for line in lines[-limit:]]
-
-
-# ---------------------------------------------------------------- scripts, as the lesson runs them
-
-class Script(NamedTuple):
-    """A finished `python ARGS`: its exit code, its output with secrets masked, that output's non-empty lines."""
-
-    code: int
-    output: str
-    lines: list[str]
-
-    def tail(self, c, shown: int, width: int | None = 200) -> None:
-        """Its last `shown` lines noted on check `c`, indented and cut to `width` characters (None: whole)."""
-        for line in self.lines[-shown:]:
-            c.note("  " + line[:width])
-
-
-def printed_dicts(lines: list[str]) -> list[dict]:
-    """The dicts a script printed, in order: each line whose text from its first "{" is a dict literal."""
-    found = []
-    for line in lines:
-        start = line.find("{")
-        try:
-            value = ast.literal_eval(line[start:].strip()) if start >= 0 else None
-        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):  # not a literal, or too deep
-            continue
-        if isinstance(value, dict):
-            found.append(value)
-    return found
-
-
-def run_script(args: list[str], timeout: float, late: str | None = None, env: dict | None = None) -> Script:
-    """`python ARGS` in the work folder (`env`: variables added to ours).  Still running after `timeout` s: the
-    check fails with `late` (without one, subprocess.TimeoutExpired goes up).  The raw output is never kept:
-    it may hold a secret."""
-    try:
-        done = run_python(args, cwd=WORK, timeout=timeout, env={**os.environ, **env} if env else None)
-    except subprocess.TimeoutExpired:
-        if late is None:
-            raise
-        raise AssertionError(late) from None
-    output = redact(done.stdout)
-    return Script(done.returncode, output, [line for line in output.splitlines() if line.strip()])
 
 
 # ---------------------------------------------------------------- the learner's task, through a probe

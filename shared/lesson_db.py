@@ -1,10 +1,9 @@
 """The kit's own view of a lesson's database, for verifiers: the URL from the work dir's .env.tasks
 (the slot's schema), a UTC session, dict rows.  Never printed.
 
-`sql()` keeps one connection per thread (and per process: a forked child opens its own), pinged before
-each use, so a server restarted by a drill is reconnected to; a link that breaks mid-statement is dropped
-and the error raised.  Every statement autocommits: each one sees the latest commits of the code under
-test.  `kit_db()` opens a connection of its own for work that holds session state.
+`sql()` keeps one connection per thread (a forked child opens its own), pinged before each use, so a server
+restarted by a drill is reconnected to; a link that breaks mid-statement is dropped, the error raised.  Every
+statement autocommits: it sees the latest commits of the code under test.  `kit_db()`: a connection of its own.
 """
 
 from __future__ import annotations
@@ -18,7 +17,9 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 from uuid import uuid4
 
-from shared.lesson_celery import WORK, run_script, setting, short
+from shared.events import short
+from shared.scripts import run_script
+from shared.settings import WORK, setting
 from shared.i18n import t
 from shared.proc import WaitTimeout, wait_until
 

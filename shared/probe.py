@@ -211,7 +211,7 @@ class Probe:
                timeout: float = CALL_TIMEOUT) -> ModuleStandIn:
         """A stand-in for the learner's module `name`: imported in the probe now (an import error fails the
         check, said in the learner's terms), checked to define `functions` (callables) and `values` (any)."""
-        from shared.lesson_celery import redact
+        from shared.settings import redact
         from shared.i18n import t
         for function in functions or ("__name__",):
             try:

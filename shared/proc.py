@@ -287,3 +287,17 @@ def start_uvicorn(app: str, cwd: Path | str, log_path: Path | str, port: int | N
         proc.stop()
         raise
     return proc, port
+
+
+def pid_running(pid: int) -> bool:
+    """Alive and not a zombie (a finished child its parent has not reaped yet)."""
+    stat = proc_stat(pid)
+    return stat is not None and stat[2] != "Z"
+
+
+def children_of(pid: int) -> list[int]:
+    return living_with(3, pid)
+
+
+def group_members(pgid: int) -> list[int]:
+    return living_with(4, pgid)

@@ -9,7 +9,7 @@ import pytest
 
 from shared import handshake
 from shared.hold_gate import HoldList
-from shared.lesson_celery import read_events
+from shared.events import read_events
 from shared.manifest import KIT_ROOT
 from shared.proc import WaitTimeout, start_uvicorn, wait_until
 

@@ -10,10 +10,12 @@ import textwrap
 
 import pytest
 
-from shared import lesson_celery, lesson_db, servicectl
-from shared.lesson_celery import (DeclaredWorker, LearnerTask, Script, declared_worker, learner_task,
-                                  private_worker_argv, queued_messages, queued_task_ids,
-                                  result_in_probe, run_script, send_in_probe, spawn, state_in_probe, take_back)
+from shared import lesson_celery, lesson_db, scripts, servicectl
+from shared.events import append_event, job_events, read_events
+from shared.lesson_celery import (DeclaredWorker, LearnerTask, declared_worker, learner_task, private_worker_argv,
+                                  queued_messages, queued_task_ids, result_in_probe, send_in_probe, spawn,
+                                  state_in_probe, take_back)
+from shared.scripts import Script, run_script
 
 DECLARED = ["{python}", "-m", "celery", "-A", "celery_app:app", "worker", "-l", "INFO", "-Q", "exports",
             "--concurrency=2", "-n", "lab09@%h", "--without-mingle", "--without-gossip"]
@@ -68,7 +70,7 @@ def test_running_fails_with_the_log_tail_once_the_worker_has_exited(monkeypatch,
 
 
 def test_run_script_masks_secrets_and_notes_its_tail(monkeypatch, tmp_path):
-    monkeypatch.setattr(lesson_celery, "WORK", tmp_path)
+    monkeypatch.setattr(scripts, "WORK", tmp_path)
     monkeypatch.setenv("LABTEST_PASSWORD", "s3cret-value")
     (tmp_path / "talk.py").write_text("import sys\nprint('one')\nprint()\nprint('  two', sys.argv[1])\n"
                                       "print('pw=s3cret-value')\nraise SystemExit(3)\n")
@@ -85,7 +87,7 @@ def test_run_script_masks_secrets_and_notes_its_tail(monkeypatch, tmp_path):
 
 
 def test_run_script_fails_with_its_message_when_late(monkeypatch, tmp_path):
-    monkeypatch.setattr(lesson_celery, "WORK", tmp_path)
+    monkeypatch.setattr(scripts, "WORK", tmp_path)
     (tmp_path / "slow.py").write_text("import time\ntime.sleep(30)\n")
     with pytest.raises(AssertionError, match="^slow.py did not finish$"):
         run_script(["slow.py"], 0.5, late="slow.py did not finish")
@@ -139,13 +141,13 @@ def test_spawn_starts_our_process_with_a_fresh_log_and_does_not_wait(monkeypatch
 
 def test_read_events_keeps_only_the_events_that_match(tmp_path):
     path = tmp_path / "events.jsonl"
-    lesson_celery.append_event(path, "start", task_id="a", path="x")
-    lesson_celery.append_event(path, "end", task_id="a")
-    lesson_celery.append_event(path, "start", task_id="b")
-    assert [e["task_id"] for e in lesson_celery.read_events(path, kind="start")] == ["a", "b"]
-    assert [e["kind"] for e in lesson_celery.read_events(path, task_id="a")] == ["start", "end"]
-    assert lesson_celery.read_events(path, kind="start", path="x")[0]["task_id"] == "a"  # a field named path
-    assert lesson_celery.read_events(path, kind="retry") == []
+    append_event(path, "start", task_id="a", path="x")
+    append_event(path, "end", task_id="a")
+    append_event(path, "start", task_id="b")
+    assert [e["task_id"] for e in read_events(path, kind="start")] == ["a", "b"]
+    assert [e["kind"] for e in read_events(path, task_id="a")] == ["start", "end"]
+    assert read_events(path, kind="start", path="x")[0]["task_id"] == "a"  # a field named path
+    assert read_events(path, kind="retry") == []
 
 
 TASKS_MODULE = textwrap.dedent('''
@@ -288,7 +290,7 @@ def test_stop_for_drill_stops_and_restarts_or_says_the_item_cannot_be_proved(mon
 @pytest.fixture
 def work(monkeypatch, tmp_path):
     """A work folder whose publisher.py counts its runs (runs.txt) and prints its run number last."""
-    monkeypatch.setattr(lesson_celery, "WORK", tmp_path)
+    monkeypatch.setattr(scripts, "WORK", tmp_path)
     (tmp_path / "publisher.py").write_text(
         "from pathlib import Path\n"
         "runs = Path('runs.txt')\n"
@@ -343,13 +345,13 @@ def test_job_events_are_one_jobs_starts_in_file_order(tmp_path):
                                       ("end", "products.export", "a", ["job-1"]), ("start", "other", "c", ["job-1"]),
                                       ("start", "products.export", "d", ["job-2"]),
                                       ("start", "products.export", "e", ["job-1"])):
-        lesson_celery.append_event(path, kind, task=task, task_id=task_id, args=args)
-    assert [e["task_id"] for e in lesson_celery.job_events(path, "job-1")] == ["a", "c", "e"]
-    assert [e["task_id"] for e in lesson_celery.job_events(str(path), "job-1", task="products.export")] == ["a", "e"]
-    assert [e["task_id"] for e in lesson_celery.job_events(path, "job-1", kind="end")] == ["a"]
-    events = lesson_celery.read_events(path) + [{"kind": "start", "args": None}, {"kind": "start"}]
-    assert [e["task_id"] for e in lesson_celery.job_events(events, "job-1", task_id="e")] == ["e"]
-    assert lesson_celery.job_events(tmp_path / "missing.jsonl", "job-1") == []
+        append_event(path, kind, task=task, task_id=task_id, args=args)
+    assert [e["task_id"] for e in job_events(path, "job-1")] == ["a", "c", "e"]
+    assert [e["task_id"] for e in job_events(str(path), "job-1", task="products.export")] == ["a", "e"]
+    assert [e["task_id"] for e in job_events(path, "job-1", kind="end")] == ["a"]
+    events = read_events(path) + [{"kind": "start", "args": None}, {"kind": "start"}]
+    assert [e["task_id"] for e in job_events(events, "job-1", task_id="e")] == ["e"]
+    assert job_events(tmp_path / "missing.jsonl", "job-1") == []
 
 
 def test_delivered_to_is_the_workers_node_and_the_messages_queue():
@@ -363,7 +365,7 @@ def test_delivered_to_is_the_workers_node_and_the_messages_queue():
 
 
 def test_printed_dicts_reads_each_dict_a_script_printed_and_nothing_else():
-    from shared.lesson_celery import printed_dicts
+    from shared.scripts import printed_dicts
     lines = ["submitted 42", "{'job_id': '42', 'rows': 1}", "result: {'first': 'a', 'same_slot': None}",
              "{'broken': ", "{1, 2}", "{'deep': " + "[" * 100_000 + "]" * 100_000 + "}",
              "{'x': __import__('os')}", "{}"]
@@ -371,7 +373,7 @@ def test_printed_dicts_reads_each_dict_a_script_printed_and_nothing_else():
 
 
 def test_task_runs_pair_the_kth_start_of_a_message_in_a_process_with_its_kth_end():
-    from shared.lesson_celery import job_runs, task_runs
+    from shared.events import job_runs, task_runs
 
     def event(kind, task_id, pid, job="j1"):
         return {"kind": kind, "task_id": task_id, "pid": pid, "args": [job]}

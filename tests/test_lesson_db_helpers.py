@@ -11,9 +11,9 @@ import types
 import pymysql
 import pytest
 
-from shared import handshake, i18n, lesson_celery, lesson_db
+from shared import handshake, i18n, lesson_db, logs
 from shared.hold_gate import HoldList
-from shared.lesson_celery import append_event
+from shared.events import append_event
 from shared.proc import WaitTimeout
 
 
@@ -356,7 +356,7 @@ def test_listed_joins_in_the_learners_language(monkeypatch, language, plain, sem
 
 
 def test_helper_group_folder_named_by_a_str_is_new_under_the_log_dir(tmp_path, monkeypatch):
-    monkeypatch.setattr(lesson_celery, "LOG_DIR", tmp_path)
+    monkeypatch.setattr(logs, "LOG_DIR", tmp_path)  # read when the group starts
     script = tmp_path / "dies.py"
     script.write_text("raise SystemExit(3)\n")
     with pytest.raises(AssertionError):

@@ -9,7 +9,7 @@ import textwrap
 import pytest
 
 from shared import handshake
-from shared.lesson_celery import read_events, short
+from shared.events import read_events, short
 from shared.credentials import read_env_file
 from shared.manifest import KIT_ROOT
 from shared.proc import Process, WaitTimeout, is_zombie, kill_pid, proc_stat, wait_all_ready, wait_until

@@ -35,7 +35,8 @@ from pathlib import Path
 import pymysql
 
 from shared import servicectl
-from shared.lesson_celery import children_of, read_events
+from shared.events import read_events
+from shared.proc import children_of
 from shared.logs import LOG_DIR
 from shared.lesson_db import kit_db
 from shared.lesson_db import sql as rows

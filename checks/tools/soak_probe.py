@@ -10,7 +10,7 @@ long before finish() — as a slow file write would — so a chaos kill lands on
 import os
 import time
 
-from shared.lesson_celery import append_event
+from shared.events import append_event
 from shared.worker_events import record_task_runs
 
 DELIVERIES = os.path.join(os.environ.get("TASKLAB_LOG_DIR") or ".", "soak-deliveries.jsonl")

@@ -38,7 +38,7 @@ from lab07_loopback import HOLD_CAP, Loopback
 from lab07_taskcenter_fixture import (BOUND, CALL_TIMEOUT, PROBE, SLACK, WORK, all_final, ask, cancel_in_flight,
                                       captured, events_of, fresh_db, learner, opened, query, row_count, serve,
                                       stored_tasks, until, working)
-from shared.lesson_celery import short
+from shared.events import short
 from shared.i18n import t
 from shared.proc import Process, free_port, wait_until
 from shared.tap import Check, run

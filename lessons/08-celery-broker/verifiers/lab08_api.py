@@ -12,7 +12,7 @@ from pathlib import Path
 
 from celery.result import AsyncResult, ResultSet
 
-from shared.lesson_celery import append_event
+from shared.events import append_event
 
 EVENTS = Path(os.environ.get("TASKLAB_LOG_DIR") or ".") / "api-waits.jsonl"
 

@@ -38,27 +38,12 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 from uuid import uuid4
 
-from shared.lesson_celery import (
-    LOG_DIR,
-    WORK,
-    DeclaredWorker,
-    LearnerTask,
-    declared_worker,
-    describe_url,
-    env_file_values,
-    kit_inspect,
-    log_lines,
-    printed_dicts,
-    queued_messages,
-    read_events,
-    redact,
-    redis_client,
-    run_script,
-    secrets_in,
-    setting,
-    start_worker,
-    take_back,
-)
+from shared.lesson_celery import (DeclaredWorker, LearnerTask, declared_worker, kit_inspect, queued_messages,
+                                  redis_client, start_worker, take_back)
+from shared.logs import LOG_DIR
+from shared.events import read_events
+from shared.scripts import log_lines, printed_dicts, run_script
+from shared.settings import WORK, describe_url, env_file_values, redact, secrets_in, setting
 from shared.i18n import t
 from shared.probe import Probe
 from shared.proc import WaitTimeout, run_python, start_uvicorn, wait_until

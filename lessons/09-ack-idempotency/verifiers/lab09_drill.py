@@ -13,7 +13,7 @@ from functools import partial
 from pathlib import Path
 
 from shared import handshake
-from shared.lesson_celery import append_event
+from shared.events import append_event
 from shared.worker_events import record_task_runs
 
 DRILL_DIR = Path(os.environ["TASKLAB_DRILL_DIR"])

@@ -37,8 +37,13 @@ from pathlib import Path
 from uuid import uuid4
 
 from shared import handshake
-from shared.lesson_celery import (ENDED_STATES, LOG_DIR, WORK, LearnerTask, children_of, declared_worker, kit_inspect,
-                                  log_lines, private_worker_argv, read_events, redact, run_script, short, start_worker)
+from shared.lesson_celery import (ENDED_STATES, LearnerTask, declared_worker, kit_inspect, private_worker_argv,
+                                  start_worker)
+from shared.logs import LOG_DIR
+from shared.events import read_events, short
+from shared.proc import children_of
+from shared.scripts import log_lines, run_script
+from shared.settings import WORK, redact
 from shared.figures import attach, bar, lane, lanes, mark
 from shared.i18n import t
 from shared.probe import Probe

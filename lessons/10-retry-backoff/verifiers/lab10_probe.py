@@ -26,7 +26,7 @@ from pathlib import Path
 
 from shared.hold_gate import read_list
 from shared.learner_spies import replace_time
-from shared.lesson_celery import append_event, read_events
+from shared.events import append_event, read_events
 from shared.proc import WaitTimeout, wait_until
 from shared.worker_events import record_task_runs
 

@@ -27,8 +27,11 @@ import time
 from pathlib import Path
 from uuid import uuid4
 
-from shared.lesson_celery import (LOG_DIR, LearnerTask, declared_worker, log_lines, printed_dicts, read_events, redact,
-                                  run_script)
+from shared.lesson_celery import LearnerTask, declared_worker
+from shared.logs import LOG_DIR
+from shared.events import read_events
+from shared.scripts import log_lines, printed_dicts, run_script
+from shared.settings import redact
 from shared.figures import attach, bar, lane, lanes, mark
 from shared.i18n import listed, t
 from shared.probe import Probe

@@ -9,7 +9,9 @@ import contextlib
 
 import pymysql
 
-from shared.lesson_celery import LOG_DIR, LearnerTask, declared_worker, read_events, short, start_worker
+from shared.lesson_celery import LearnerTask, declared_worker, start_worker
+from shared.logs import LOG_DIR
+from shared.events import read_events, short
 from shared.hold_gate import HoldList
 from shared.i18n import t
 from shared.lesson_db import db_settings, kit_db, sql

@@ -14,7 +14,10 @@ from uuid import uuid4
 from lab11_fixture import export_task, job_count, learner, store
 
 from shared import probe_report
-from shared.lesson_celery import LOG_DIR, WORK, redact, run_script, setting, short
+from shared.logs import LOG_DIR
+from shared.events import short
+from shared.scripts import run_script
+from shared.settings import WORK, redact, setting
 from shared.i18n import t
 from shared.lesson_db import expire_lease, job_row, lease_token_of, seconds_until, server_now, sql
 from shared.proc import free_port, start_uvicorn

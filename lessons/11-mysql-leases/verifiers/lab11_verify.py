@@ -52,7 +52,11 @@ from lab11_interfaces import check_bad_input, check_http, check_renew, check_url
 
 from shared import handshake
 from shared.figures import attach, bar, lane, lanes, mark
-from shared.lesson_celery import LOG_DIR, declared_worker, redact, run_script, short
+from shared.lesson_celery import declared_worker
+from shared.logs import LOG_DIR
+from shared.events import short
+from shared.scripts import run_script
+from shared.settings import redact
 from shared.i18n import t
 from shared.lesson_db import (TERMINAL, UUID_RE, changed_rows, expire_lease, explained, job_row, lease_token_of,
                               payload_of, result_file, row_lock_error, sql, wait_status)

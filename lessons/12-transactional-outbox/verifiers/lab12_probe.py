@@ -9,7 +9,7 @@ $TASKLAB_LOG_DIR/lab12-events.jsonl.  That is how the checks count deliveries of
 import functools
 import os
 
-from shared.lesson_celery import append_event
+from shared.events import append_event
 from shared.worker_events import record_task_runs
 
 EVENTS = os.path.join(os.environ.get("TASKLAB_LOG_DIR") or ".", "lab12-events.jsonl")

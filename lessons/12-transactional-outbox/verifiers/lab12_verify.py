@@ -38,11 +38,13 @@ from pathlib import Path
 from uuid import uuid4
 
 from shared import handshake, lesson_db
-from shared.lesson_celery import LOG_DIR, job_events, read_events, run_script, short
+from shared.logs import LOG_DIR
+from shared.events import job_events, read_events, short
+from shared.scripts import run_script
 from shared.i18n import t
-from shared.lesson_db import (TERMINAL, UUID_RE, changed_rows, fault_trigger, held_by_others,
-                              index_columns, job_event_counts, job_row, kit_db, lock_waits, one_line,
-                              outbox_of, parked, plan_of, remove_jobs, sql, wait_status)
+from shared.lesson_db import (TERMINAL, UUID_RE, changed_rows, fault_trigger, held_by_others, index_columns,
+                              job_event_counts, job_row, kit_db, lock_waits, one_line, outbox_of, parked, plan_of,
+                              remove_jobs, sql, wait_status)
 from shared.probe import Probe
 from shared.proc import WaitTimeout, free_port, wait_until
 from shared.tap import Check, run

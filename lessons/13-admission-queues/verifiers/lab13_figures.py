@@ -12,7 +12,7 @@ from lab13_fixture import recorded
 
 from shared.figures import bar, lane, lanes, mark, steps
 from shared.i18n import t
-from shared.lesson_celery import job_runs
+from shared.events import job_runs
 from shared.lesson_db import server_now, sql
 
 

@@ -11,7 +11,10 @@ import json
 import sys
 from uuid import uuid4
 
-from shared.lesson_celery import LOG_DIR, READY_MARK, WORK, job_events, read_events, redact, redis_client, spawn
+from shared.lesson_celery import READY_MARK, redis_client, spawn
+from shared.logs import LOG_DIR
+from shared.events import job_events, read_events
+from shared.settings import WORK, redact
 from shared.hold_gate import HoldList
 from shared.i18n import listed, t
 from shared.probe import Probe

@@ -11,7 +11,8 @@ import contextlib
 from lab13_fixture import TOOLS, TRIGGER, add_filler, add_finished, reset
 
 from shared import handshake
-from shared.lesson_celery import redact, short
+from shared.events import short
+from shared.settings import redact
 from shared.i18n import listed, t
 from shared.lesson_db import (active_jobs, db_settings, gate_lock_name, kit_db, lock_waits, make_marks_table,
                               marked_trigger, remove_jobs, sql)

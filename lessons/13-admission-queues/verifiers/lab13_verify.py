@@ -63,7 +63,7 @@ from lab13_gate import (Helpers, assert_no_errors, claim_once_more, claim_while_
                         describe_claim, near_edge, outcome_text, race_now, took_turns)
 from lab13_tools import WAIT_TIMEOUTS  # errors that end a wait by time, not by what the statement found
 
-from shared.lesson_celery import WORK
+from shared.settings import WORK
 from shared.figures import attach
 from shared.i18n import listed, t
 from shared.lesson_db import active_jobs, job_event_counts, job_row, server_now, sql

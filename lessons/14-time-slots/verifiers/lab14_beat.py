@@ -10,8 +10,11 @@ import os
 import sys
 
 from shared import lesson_db
-from shared.lesson_celery import (LOG_DIR, READY_MARK, job_events, log_lines, queued_messages, read_events, redact,
-                                  short, spawn, take_back)
+from shared.lesson_celery import READY_MARK, queued_messages, spawn, take_back
+from shared.logs import LOG_DIR
+from shared.events import job_events, read_events, short
+from shared.scripts import log_lines
+from shared.settings import redact
 from shared.i18n import t
 from shared.lesson_db import TERMINAL, sql, wait_status
 from shared.proc import Process, WaitTimeout, wait_all_ready, wait_until

@@ -15,7 +15,11 @@ from pathlib import Path
 from uuid import uuid4
 
 from shared import probe_report
-from shared.lesson_celery import LOG_DIR, WORK, redact, run_script, short, spawn
+from shared.lesson_celery import spawn
+from shared.logs import LOG_DIR
+from shared.events import short
+from shared.scripts import run_script
+from shared.settings import WORK, redact
 from shared.i18n import t
 from shared import lesson_db
 from shared.lesson_db import UUID_RE, db_settings, kit_db, sql

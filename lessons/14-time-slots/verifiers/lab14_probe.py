@@ -10,7 +10,7 @@ of their own (the lesson's file keeps its 60 s).
 import os
 from functools import partial
 
-from shared.lesson_celery import append_event
+from shared.events import append_event
 from shared.worker_events import delivered_to, record_task_runs
 
 EVENTS = os.path.join(os.environ.get("TASKLAB_LOG_DIR") or ".", "lab14-events.jsonl")

@@ -42,7 +42,10 @@ from lab14_fixture import (UTC, admission_limit, at_capacity, celery_app, counts
                            waiting_at_gate, zone_run)
 
 from shared import handshake, probe_report
-from shared.lesson_celery import LOG_DIR, WORK, log_lines, printed_dicts, redact, short
+from shared.logs import LOG_DIR
+from shared.events import short
+from shared.scripts import log_lines, printed_dicts
+from shared.settings import WORK, redact
 from shared.i18n import t
 from shared.lesson_db import fill_admission, first_product, job_row, outbox_of, payload_of, result_file, sql
 from shared.proc import Process, WaitTimeout, wait_until

@@ -18,11 +18,14 @@ from lab15_fixture import (GATE, celery_app, learner, make_due, outbox_row,
                            scan, send, shown, store, submitted, unsent, wait_end, wait_hold, worker_event)
 
 from shared import probe_report
-from shared.lesson_celery import LOG_DIR, children_of, declared_worker, private_worker_argv, short, start_worker
+from shared.lesson_celery import declared_worker, private_worker_argv, start_worker
+from shared.logs import LOG_DIR
+from shared.events import short
+from shared.proc import children_of
 from shared.i18n import t
 from shared.lesson_db import (TERMINAL, UUID_RE, fault_trigger, held_by_others, job_row, lease_token_of, lock_waits,
-                              make_marks_table, one_line, parked, payload_of, plan_of, row_lock_error, server_now,
-                              sql, wait_status)
+                              make_marks_table, one_line, parked, payload_of, plan_of, row_lock_error, server_now, sql,
+                              wait_status)
 from shared.proc import WaitTimeout, wait_until
 
 MARKS = "lab15_kit_marks"

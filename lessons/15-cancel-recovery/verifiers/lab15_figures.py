@@ -11,7 +11,7 @@ import time
 
 from lab15_fixture import events
 
-from shared.lesson_celery import job_runs, short
+from shared.events import job_runs, short
 from shared.figures import bar, lane, lanes, mark
 from shared.i18n import t
 

@@ -10,10 +10,12 @@ import json
 from pathlib import Path
 from uuid import uuid4
 
-from shared.lesson_celery import LOG_DIR, WORK, read_events, short
+from shared.logs import LOG_DIR
+from shared.events import read_events, short
+from shared.settings import WORK
 from shared.hold_gate import HoldList
 from shared.i18n import t
-from shared import lesson_celery, lesson_db
+from shared import lesson_db, scripts
 from shared.lesson_db import (TERMINAL, close_open_jobs, dead_letters, event_sent, job_row, outbox_of, parked,
                               result_file, set_ago, sql, wait_status)
 from shared.probe import Probe
@@ -112,7 +114,7 @@ def scan(rec) -> int:
 
 def run_script(args: list[str], env: dict | None = None):
     """`python ARGS` in the work folder: exit code, output (secrets masked), its lines cut to 200 characters."""
-    script = lesson_celery.run_script(args, 40, env=env)
+    script = scripts.run_script(args, 40, env=env)
     return script.code, script.output, [line[:200] for line in script.lines]
 
 

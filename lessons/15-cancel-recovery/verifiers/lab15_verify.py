@@ -53,7 +53,10 @@ from lab15_fixture import (GATE, celery_app, dead_letter, expire_lease, explaine
                            published_as, publisher, recovery, remove_jobs, retire, run_published, run_script,
                            scan, send, shown, store, submitted, unsent, wait_end, wait_hold, worker_event)
 
-from shared.lesson_celery import LOG_DIR, children_of, declared_worker, job_events, short
+from shared.lesson_celery import declared_worker
+from shared.logs import LOG_DIR
+from shared.events import job_events, short
+from shared.proc import children_of
 from shared.figures import attach
 from shared.i18n import t
 from shared.lesson_db import (UUID_RE, dead_letters, fill_admission, job_row, lease_token_of, move_back, payload_of,

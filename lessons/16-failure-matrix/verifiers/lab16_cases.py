@@ -24,7 +24,7 @@ from lab16_fixture import (FAIL_LIST, GATE, artifact_evidence, deliveries, drop_
 from lab16_record import empty_row, now_iso
 from lab16_row import Row
 
-from shared.lesson_celery import redact
+from shared.settings import redact
 from shared.i18n import t
 from shared.lesson_db import active_jobs, job_row, sql
 

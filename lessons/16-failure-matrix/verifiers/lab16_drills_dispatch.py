@@ -16,7 +16,8 @@ from lab16_fixture import (CALL_LIMIT, PROBE, QUEUES, ask, delivery_log, ended, 
                            pending_of, seconds_until)
 from lab16_row import QUEUED_BUDGET, Row, age_until_requeued, settle
 
-from shared.lesson_celery import WORK, redact, short
+from shared.events import short
+from shared.settings import WORK, redact
 from shared.i18n import t
 from shared.lesson_db import active_jobs, dispatched_unclaimed, job_event_counts, job_row, kept_db, remove_jobs, sql
 

@@ -15,7 +15,9 @@ from lab16_publishing import CACHE_PUBLISHER
 from lab16_row import LEASE_BUDGET, Row, await_hold, scan_until, settle
 
 from shared import handshake
-from shared.lesson_celery import WORK, redact, run_script, setting, short
+from shared.events import short
+from shared.scripts import run_script
+from shared.settings import WORK, redact, setting
 from shared.i18n import t
 from shared.lesson_db import dead_letters, job_event_counts, job_row, request_cancel, wait_status
 from shared.proc import free_port, kill_pid, stopped, wait_until

@@ -16,7 +16,8 @@ from lab16_cases import CASE_IDS
 from lab16_fixture import artifact_evidence, deliveries, transitions_of
 from lab16_record import STATUSES, collapse, is_uuid, rows_of
 
-from shared.lesson_celery import WORK, short
+from shared.events import short
+from shared.settings import WORK
 from shared.i18n import t
 from shared.lesson_db import job_row
 

@@ -17,7 +17,7 @@ from lab16_fixture import Stack
 from lab16_record import RECORD, build_record, write_record
 from lab16_row import LEASE_BUDGET, MAX_REDISPATCHES, QUEUED_BUDGET, SCAN_PERIOD
 
-from shared.lesson_celery import short
+from shared.events import short
 
 
 class Matrix:

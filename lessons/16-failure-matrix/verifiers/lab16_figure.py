@@ -6,7 +6,7 @@ from __future__ import annotations
 from lab16_cases import CASE_IDS
 from lab16_record import RECORD
 
-from shared.lesson_celery import redact
+from shared.settings import redact
 from shared.figures import table
 from shared.i18n import t
 

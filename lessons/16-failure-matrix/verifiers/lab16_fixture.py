@@ -20,8 +20,11 @@ from pathlib import Path
 from lab16_publishing import CACHE_PUBLISHER, publishing
 
 from shared import handshake
-from shared.lesson_celery import (LOG_DIR, READY_MARK, WORK, job_runs, pid_running, read_events, redact, redis_client,
-                                  setting, short, task_runs)
+from shared.lesson_celery import READY_MARK, redis_client
+from shared.logs import LOG_DIR
+from shared.events import job_runs, read_events, short, task_runs
+from shared.proc import pid_running
+from shared.settings import WORK, redact, setting
 from shared.hold_gate import HoldList
 from shared.i18n import t
 from shared import lesson_db
@@ -199,7 +202,7 @@ def drop_kit_triggers() -> None:
 
 def delivery_log(job_id: str) -> list[dict]:
     """Each delivery of the job the worker started: {task_id, pid, start, end (None while running or
-    killed)} (shared.lesson_celery.job_runs pairs them)."""
+    killed)} (shared.events.job_runs pairs them)."""
     return [{"task_id": start.get("task_id"), "pid": start.get("pid"), "start": start, "end": end}
             for start, end in job_runs(GATE.events, job_id, task="products.export")]
 

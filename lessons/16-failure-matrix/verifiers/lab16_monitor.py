@@ -13,7 +13,7 @@ from uuid import uuid4
 
 import pymysql
 
-from shared.lesson_celery import WORK
+from shared.settings import WORK
 from shared.i18n import t
 from shared.lesson_db import connect, db_settings
 

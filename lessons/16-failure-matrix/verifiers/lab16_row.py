@@ -16,7 +16,8 @@ from lab16_fixture import (GATE, advance, delivery_log, describe_end, events_of,
                            pending_of, transitions_of)
 from lab16_record import collapse, now_iso
 
-from shared.lesson_celery import pid_running, short
+from shared.events import short
+from shared.proc import pid_running
 from shared.i18n import t
 from shared.lesson_db import job_row, sql
 from shared.proc import WaitTimeout, wait_until

@@ -12,7 +12,8 @@ from lab16_evidence import claimed_cases
 from lab16_figure import matrix_table
 from lab16_fixture import Stack
 
-from shared.lesson_celery import redact, short
+from shared.events import short
+from shared.settings import redact
 from shared.figures import attach
 from shared.i18n import t
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from uuid import uuid4
 
-from shared.lesson_celery import WORK
+from shared.settings import WORK
 from shared.i18n import t
 from shared.lesson_db import sql
 

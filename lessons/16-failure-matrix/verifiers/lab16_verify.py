@@ -55,7 +55,9 @@ from lab16_shared_stack import Shared, describe, run_rows
 from lab16_terminal import terminal_cases
 from lab16_worker_log import job_phase_lines, log_leaks, worker_logs
 
-from shared.lesson_celery import WORK, run_script, short
+from shared.events import short
+from shared.scripts import run_script
+from shared.settings import WORK
 from shared.i18n import t
 from shared.lesson_db import dead_letters, dispatched_unclaimed, first_product, job_row, payload_of, sql
 from shared.proc import wait_until

@@ -10,7 +10,7 @@ import json
 import os
 import re
 
-from shared.lesson_celery import env_file_values, redact, secrets_in
+from shared.settings import env_file_values, redact, secrets_in
 from shared.i18n import t
 
 DESCRIPTION = re.compile(r"sample product \d+ for export drills")  # the kit's sample products' descriptions
