@@ -1,5 +1,5 @@
 """Event files: one JSON line per event, appended by many processes at once (a learner's Celery worker and
-its pool children, a lesson's claimers, kit probes inside workers) and read back as facts -- who ran what,
+its pool children, a lesson's claimers, worker wrappers inside workers) and read back as facts -- who ran what,
 in which order, how it ended.  shared/worker_events.py writes a worker's task runs this way.
 """
 

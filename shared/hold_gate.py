@@ -1,6 +1,6 @@
 """A pause the checker releases, inside a learner's worker: the one hold/release gate of the kit.
 
-A lesson's kit probe (labNN_probe.py, imported by the worker before the learner's modules) makes one:
+A lesson's worker wrapper (labNN_worker.py, imported by the worker before the learner's modules) makes one:
 
     gate = Gate(FOLDER, "lab11", HOLD_LIST, backstop=25.0, record=record)
     gate.hold_first_writes()          # the first write-mode open() of a held job's file waits

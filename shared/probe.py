@@ -10,8 +10,8 @@ sees itself wherever it can.
     learner = Probe()                              # one per judge; started on first use
     store = learner.module("state_store")          # a stand-in: attribute calls go to the probe
     job_id = store.submit_snapshot([5])            # runs in the probe; a plain value comes back
-    learner.call("lab11_probe:race", 8)            # a kit probe function, run next to learner code
-    learner.ask("lab04_probe:load", keys=("capacity",))   # the same, its answer a dict holding these keys
+    learner.call("lab05_learner:to_thread_exit", 3)   # a function of the kit's, run next to learner code
+    learner.ask("lab04_learner:load", keys=("capacity",))   # the same, its answer a dict holding these keys
 
 Calls may come from several judge threads at once; the probe runs each in a thread of its own, so
 "many threads claim at once" still happens at once.  Every call is bounded (a learner function that

@@ -5,7 +5,7 @@ line shares the stream with whatever the learner's code and its pool workers pri
 written at the same moment could land in front of it and the report was "missing" — a verdict decided by
 the scheduler.  Now the judge names a fresh file (REPORT_ENV) and reads it after the probe has ended:
 
-    judge:  ran = run(["lab02_probe.py", "normal"], LOGS, "probe-normal", 30.0, WORK)
+    judge:  ran = run(["lab02_learner.py", "normal"], LOGS, "probe-normal", 30.0, WORK)
             ran.report, ran.code, ran.output          # its report (None: it left none), exit code, what it printed
     probe:  write(report)                             # last thing it does
 

@@ -1,4 +1,4 @@
-"""Runs in a learner's Celery worker (imported by a lesson's kit probe): every run of a task, recorded.
+"""Runs in a learner's Celery worker (imported by a lesson's worker wrapper): every run of a task, recorded.
 
     record_task_runs(record)                                   # a "start" and an "end" event per run
     record_task_runs(record, started=where, ended=where)       # plus what the lesson adds

@@ -34,9 +34,9 @@ def _ends(python: str, within: float) -> bool:
     script = textwrap.dedent(f"""
         import sys
         sys.path.insert(0, {str(LESSON06_VERIFIERS)!r})
-        import lab06_probe
-        lab06_probe._REC.update(lab06_probe._new_record())
-        pool = lab06_probe._recording_pool(None)(1)
+        import lab06_learner
+        lab06_learner._REC.update(lab06_learner._new_record())
+        pool = lab06_learner._recording_pool(None)(1)
         pool.submit(int).result()
         pool.submit(int).cancel()
         pool.shutdown(wait=True)

@@ -230,6 +230,25 @@ def test_every_name_a_lesson_takes_from_the_kit_is_there():
     assert missing == [], "names lessons use that the kit no longer has:\n  " + "\n  ".join(sorted(missing))
 
 
+def test_the_kit_files_beside_learner_code_are_named_by_where_they_run():
+    """README "Names": "probe" is the process that runs learner code (shared/probe.py), never a file of the kit's;
+    every module a lesson's verifiers have a probe call is a labNN_learner*.py (or one of shared/), and every
+    app a Celery worker or beat of a lesson is started with is the learner's own or a labNN_worker.py -- the two
+    kinds of file are never mixed."""
+    import re
+    named_probe = [_rel(p) for p in KIT_ROOT.glob("lessons/*/verifiers/*.py") if "probe" in p.stem]
+    named_probe += [_rel(p) for p in (KIT_ROOT / "checks").rglob("*.py") if "probe" in p.stem and "asgi" not in p.stem]
+    assert named_probe == [], named_probe
+    called, apps = set(), set()
+    for path in [*KIT_ROOT.glob("lessons/*/verifiers/*.py"), KIT_ROOT / "tasks.json"]:
+        text = path.read_text(encoding="utf-8")
+        called |= set(re.findall(r"\.(?:call|ask|module)\(\s*[\"'](lab\d\d_\w+):", text))
+        apps |= set(re.findall(r"[\"'](?:-A[\"', ]+)?(lab\d\d_\w+):app[\"']", text))
+    workers = {module for module in apps if re.fullmatch(r"lab\d\d_worker", module)}
+    assert called and all(re.fullmatch(r"lab\d\d_learner(_\w+)?", module) for module in called), sorted(called)
+    assert workers and not workers & called, (sorted(workers), sorted(called))
+
+
 def test_no_module_of_the_tooling_is_over_the_line_limit():
     sizes = {_rel(p): len(p.read_text(encoding="utf-8").splitlines()) for p in _sources()
              if _rel(p).split("/")[0] in PACKAGES}

@@ -36,10 +36,10 @@ def test_private_worker_argv_keeps_the_command_on_a_queue_and_node_of_its_own():
         "{python}", "-m", "celery", "-A", "lab09_drill:app", "worker", "-l", "INFO", "--without-mingle",
         "--without-gossip", "-Q", "lab09-drill", "--concurrency=1", "-n", "drill@host"]
     # Every spelling of queue, node and concurrency goes, with its value; without `app` the app stays.
-    other = ["-A", "lab15_probe:app", "worker", "--queues", "a,b", "-c", "4", "--hostname=x@%h", "--queues=c",
+    other = ["-A", "lab15_worker:app", "worker", "--queues", "a,b", "-c", "4", "--hostname=x@%h", "--queues=c",
              "--concurrency", "3", "--hostname", "y@%h", "-l", "INFO"]
     assert private_worker_argv(other, "lab15.warm", "lab15warm@%h") == [
-        "-A", "lab15_probe:app", "worker", "-l", "INFO", "-Q", "lab15.warm", "--concurrency=1", "-n", "lab15warm@%h"]
+        "-A", "lab15_worker:app", "worker", "-l", "INFO", "-Q", "lab15.warm", "--concurrency=1", "-n", "lab15warm@%h"]
 
 
 def test_declared_worker_says_why_it_is_missing_and_is_read_once(monkeypatch):

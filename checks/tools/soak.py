@@ -4,7 +4,7 @@ then a ledger that accounts for every acknowledged submit.
     python -m checks soak [--long] [--seed N]        (make soak; make test runs the short form)
 
 What runs, all real processes started and stopped by PID:
-  - two Celery workers (fast@ and bulk@, concurrency 2) on the learner's app, via checks/tools/soak_probe.py
+  - two Celery workers (fast@ and bulk@, concurrency 2) on the learner's app, via checks/tools/soak_worker.py
     (it records each delivery and holds each lease a moment, so kills land on work in flight);
   - two publishers (`publisher.py --loop`) and a recovery loop (recovery.recover_batch);
   - a producer submitting --jobs exports through submit_snapshot (a submit counts as acknowledged
@@ -59,10 +59,10 @@ class Fleet:
     def __init__(self, delay: float):
         self.env = dict(os.environ, TASKLAB_LOG_DIR=str(LOG_DIR), SOAK_TASK_DELAY=str(delay))
         self.specs = {
-            "fast": [sys.executable, "-m", "celery", "-A", "checks.tools.soak_probe:app", "worker", "-l", "INFO",
+            "fast": [sys.executable, "-m", "celery", "-A", "checks.tools.soak_worker:app", "worker", "-l", "INFO",
                      "-Q", "exports.fast", "--concurrency=2", "-n", "soakfast@%h",
                      "--without-mingle", "--without-gossip"],
-            "bulk": [sys.executable, "-m", "celery", "-A", "checks.tools.soak_probe:app", "worker", "-l", "INFO",
+            "bulk": [sys.executable, "-m", "celery", "-A", "checks.tools.soak_worker:app", "worker", "-l", "INFO",
                      "-Q", "exports.bulk", "--concurrency=2", "-n", "soakbulk@%h",
                      "--without-mingle", "--without-gossip"],
             "publisher-1": [sys.executable, "publisher.py", "--loop"],

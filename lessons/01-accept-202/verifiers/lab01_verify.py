@@ -146,7 +146,7 @@ def transitions_refuse_illegal_moves(c) -> None:
                  "job_id": job_id, "new_status": client.get(f"/exports/{job_id}").json().get("status")}
         # Start from a known state, so this check is about transition() alone
         # (01.2 is the one that checks what a new job starts as).
-        learner.call("lab01_probe:set_status", job_id, "queued")
+        learner.call("lab01_learner:set_status", job_id, "queued")
 
         # A refused move must leave the record exactly as it was.
         before = api.jobs[job_id]
@@ -258,7 +258,7 @@ def terminal_follows_status(c) -> None:
         # a flag stored at submit time would not.
         observed = []
         for status in ("queued", "running", "succeeded", "failed", "cancelled"):
-            learner.call("lab01_probe:set_status", job_id, status)
+            learner.call("lab01_learner:set_status", job_id, status)
             value = client.get(f"/exports/{job_id}").json().get("terminal")
             assert isinstance(value, bool), t("terminal should be a boolean, got {value!r}", value=value)
             observed.append((status, value))

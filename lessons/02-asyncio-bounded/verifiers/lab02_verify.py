@@ -20,7 +20,7 @@
 02.10 experiment_shield.py: the shielded task still runs when the outer budget expires, and the script
       cancel()s it afterwards and waits for it
 
-02.1–02.5 run the learner's bounded_async.main() in a child process (lab02_probe.py, a "probe"; see there),
+02.1–02.5 run the learner's bounded_async.main() in a child process (lab02_learner.py, a "probe"; see there),
 one per scenario: normal, a 0.15 s budget, and a ValueError on item 3.  It reports facts: reads running at
 once, the queue's sizes, what collect_products and main() did, a stall, a consumer that swallowed its
 cancellation, reads that never gave the loop back, and how the module's own numbers moved with the reads (the
@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lab02_probe import SHORT_BUDGET  # a constant only: the probe's code runs in its child
+from lab02_learner import SHORT_BUDGET  # a constant only: the probe's code runs in its child
 from shared import probe_report
 from shared.figures import attach, bar, lane, lanes, mark, steps
 from shared.i18n import t
@@ -64,7 +64,7 @@ def checks() -> list[Check]:
 @once
 def probe_run(kind: str) -> dict:
     """One scenario in a child process: its report, {"hung": True}, or {"error": why there is none}."""
-    ran = probe_report.run(["lab02_probe.py", kind], LOG_DIR, f"probe-{kind}", PROBE_TIMEOUT, HERE)
+    ran = probe_report.run(["lab02_learner.py", kind], LOG_DIR, f"probe-{kind}", PROBE_TIMEOUT, HERE)
     if ran.code is None:
         return {"hung": True}
     return ran.report if ran.report is not None else {"error": f"probe exited {ran.code}:\n{ran.output[-1500:]}"}

@@ -10,7 +10,7 @@
       then the producer's put() finds that queue full and waits, and all 20 ids still settle.  Neither
       change made = not attempted
 
-This process is the judge and never imports the learner's code: for each check lab04_probe.py loads a
+This process is the judge and never imports the learner's code: for each check lab04_learner.py loads a
 fresh copy of threaded_queue.py in a probe (shared/probe.py; the demo sits under `if __name__ ==
 "__main__"`), instruments it and drives consume() with its own producer, step by step.  The learner's own
 main block runs once, as a subprocess, in 04.2.  Nothing is judged by the clock: a hang is proved from
@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from lab04_probe import BOUND, IDS, SCRIPT, SWITCH, WORKERS, total  # the probe's own numbers; how it adds counts
+from lab04_learner import BOUND, IDS, SCRIPT, SWITCH, WORKERS, total  # the probe's own numbers; how it adds counts
 from lab04_stuck import STUCK_EXIT, describe
 from shared import probe_report
 from shared.i18n import t
@@ -38,10 +38,10 @@ learner = Probe()
 
 def checks() -> list[Check]:
     return [
-        Check("04.1", check_counts, "probe: threaded_queue (lab04_probe), then under contention (counts and mutex "
+        Check("04.1", check_counts, "probe: threaded_queue (lab04_learner), then under contention (counts and mutex "
                                     "instrumented)"),
         Check("04.2", check_join_and_exit,
-              "probe: threaded_queue (lab04_probe); python lab04_stuck.py threaded_queue.py"),
+              "probe: threaded_queue (lab04_learner); python lab04_stuck.py threaded_queue.py"),
         Check("04.3", check_work_outside_lock, "probe: threaded_queue with mutex and time instrumented"),
         Check("04.4", check_put_waits, "probe: threaded_queue with pending and time instrumented"),
     ]
@@ -49,7 +49,7 @@ def checks() -> list[Check]:
 
 def ask(function: str, *args, timeout: float = QUICK, **kwargs) -> dict:
     """One step in the probe: its answer, a dict holding `keys` (any other shape fails the check)."""
-    return learner.ask(f"lab04_probe:{function}", *args, timeout=timeout, **kwargs)
+    return learner.ask(f"lab04_learner:{function}", *args, timeout=timeout, **kwargs)
 
 
 def crash_text(got: dict) -> str:
@@ -96,7 +96,7 @@ def produce(ids) -> dict:
 
 def run_consumers(counted: bool = True, **instruments) -> tuple[dict, dict, dict]:
     """WORKERS threads run the loaded copy's consume() in the probe (with the stand-ins `instruments` asks
-    lab04_probe.start for); the probe's producer puts the IDS ids; when `counted`, wait until done + failed
+    lab04_learner.start for); the probe's producer puts the IDS ids; when `counted`, wait until done + failed
     reaches IDS; then one None per consumer, and wait until they exit or are proved stuck.  The answers of
     the ids' puts, of the count (or None) and of the exit."""
     ask("start", **instruments)
@@ -112,7 +112,7 @@ def run_consumers(counted: bool = True, **instruments) -> tuple[dict, dict, dict
 
 
 def sleeps() -> tuple[dict, dict]:
-    """The counts now, and what the module's sleeps did (lab04_probe.TimeSpy)."""
+    """The counts now, and what the module's sleeps did (lab04_learner.TimeSpy)."""
     seen = ask("observe", keys=("counts", "spy"))
     spy = seen["spy"]
     shaped("observe", seen, ok=isinstance(spy, dict) and all(key in spy for key in ("calls", "in_lock", "met", "total",
@@ -139,7 +139,7 @@ def check_counts(c) -> None:
 
 
 def check_no_lost_update(c) -> None:
-    """Rule 1 made visible: a fresh copy under contention (lab04_probe.contend), where each read and each write
+    """Rule 1 made visible: a fresh copy under contention (lab04_learner.contend), where each read and each write
     of counts lets the other threads in first.  An update outside mutex then loses increments
     every run; the counts the threads leave say so."""
     load()

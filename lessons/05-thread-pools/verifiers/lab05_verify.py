@@ -15,7 +15,7 @@
 
 This process is the judge and never imports the learner's code.  05.1/05.2/05.5 run the learner's script
 once in a subprocess under lab05_driver.py, which records its pool, futures, stop event and slices in order.
-05.2 (read_sync on its own), 05.3 and 05.4 run in a probe (shared/probe.py), where lab05_probe.py loads a
+05.2 (read_sync on its own), 05.3 and 05.4 run in a probe (shared/probe.py), where lab05_learner.py loads a
 fresh copy of the learner's module, replaces the globals it looks up and answers with what it saw; an
 exception the learner's code raised is raised here again once the judge's earlier findings are said.
 Every wait in the probe is bounded, and every call into it has a timeout beyond that bound.  Figures
@@ -46,9 +46,9 @@ HERE = Path.cwd()
 def checks() -> list[Check]:
     return [
         Check("05.1", check_timeout_and_cancel, "python lab05_driver.py pool_io.py"),
-        Check("05.2", check_stop_and_close, "probe: pool_io (lab05_probe); pool_io.py's driver run"),
-        Check("05.3", check_batches, "probe: batch_io, its pool and read_sync replaced (lab05_probe)"),
-        Check("05.4", check_to_thread_stop, "probe: async_thread, Event and read_sync replaced (lab05_probe)"),
+        Check("05.2", check_stop_and_close, "probe: pool_io (lab05_learner); pool_io.py's driver run"),
+        Check("05.3", check_batches, "probe: batch_io, its pool and read_sync replaced (lab05_learner)"),
+        Check("05.4", check_to_thread_stop, "probe: async_thread, Event and read_sync replaced (lab05_learner)"),
         Check("05.5", check_queued_cancel, "pool_io.py's driver run, or the learner's other pool script's"),
     ]
 
@@ -165,7 +165,7 @@ learner = Probe()
 def raise_learner_error(number) -> None:
     """What the learner's code raised in the probe's run `number`, raised here (rebuilt by the probe)."""
     if number is not None:
-        learner.call("lab05_probe:reraise", number, timeout=QUICK)
+        learner.call("lab05_learner:reraise", number, timeout=QUICK)
 
 
 # ---------------------------------------------------------------- 05.1
@@ -213,7 +213,7 @@ def check_timeout_and_cancel(c) -> None:
 def check_stop_and_close(c) -> None:
     # The function on its own: stop is set once it is inside its loop (its first slice has begun).
     module_file("pool_io")
-    seen = learner.ask("lab05_probe:stop_read", timeout=2 * CALL_BOUND + QUICK,
+    seen = learner.ask("lab05_learner:stop_read", timeout=2 * CALL_BOUND + QUICK,
                        keys=("returned", "began", "after", "value", "raised"))
     assert seen["returned"] is True, t("read_sync had not returned {call_bound:g} s after stop was set",
                                        call_bound=CALL_BOUND)
@@ -290,7 +290,7 @@ def size(value) -> int:
 
 def check_batches(c) -> None:
     module_file("batch_io")
-    seen = learner.ask("lab05_probe:batches", timeout=CALL_BOUND + QUICK, keys=("has",))
+    seen = learner.ask("lab05_learner:batches", timeout=CALL_BOUND + QUICK, keys=("has",))
     assert seen["has"], t("batch_io.py lacks export_batches")
     shaped("batches", seen, ("returned", "results", "seconds", "submitted", "max_outstanding", "max_running", "workers",
                              "reads", "outstanding", "raised"))
@@ -322,7 +322,7 @@ def check_to_thread_stop(c) -> None:
     # The probe runs demo() on a loop of its own, then gives read_sync CALL_BOUND to return by itself
     # before the executor shuts down (SHUTDOWN_BOUND): the thread must finish because the function
     # returned, not because the pool was shut down.
-    seen = learner.ask("lab05_probe:to_thread", timeout=CALL_BOUND + SHUTDOWN_BOUND + QUICK, keys=("has",))
+    seen = learner.ask("lab05_learner:to_thread", timeout=CALL_BOUND + SHUTDOWN_BOUND + QUICK, keys=("has",))
     assert seen["has"], t("async_thread.py lacks demo()")
     shaped("to_thread", seen, ("escaped", "raised", "returned", "seconds", "lines", "calls", "on_loop_thread", "ended",
                                "at_stop", "after", "run"))
@@ -351,7 +351,7 @@ def check_to_thread_stop(c) -> None:
              at_stop=at_stop, after=after))
     assert after <= 1, t("read_sync in the thread began {after} more slices after stop.set(): it should leave before "
                          "the next one", after=after)
-    gone = learner.ask("lab05_probe:to_thread_exit", seen["run"], timeout=CALL_BOUND + QUICK,
+    gone = learner.ask("lab05_learner:to_thread_exit", seen["run"], timeout=CALL_BOUND + QUICK,
                        keys=("exited", "threads", "baseline"))
     threads, baseline = gone["threads"], gone["baseline"]
     if gone["exited"] is not True:

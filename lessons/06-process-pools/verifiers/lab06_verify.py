@@ -19,9 +19,9 @@
       timings printed; rounds 10 seen nowhere = not attempted (no name is called: main() is not asked
       to take a parameter)
 
-How: each scenario runs in a fresh interpreter (a "probe", lab06_probe.py) with real spawned workers and
+How: each scenario runs in a fresh interpreter (a "probe", lab06_learner.py) with real spawned workers and
 writes one JSON report (shared/probe_report.py); for the fault drills the pool's target is swapped for a
-top-level function of lab06_probe.py.  Timings are compared only with the learner's own timers -- never
+top-level function of lab06_learner.py.  Timings are compared only with the learner's own timers -- never
 against a speed.  The serial-versus-pool timelines of 06.3 and 06.6 are pictures, never part of a verdict.
 Probe logs go to the log folder (shared/logs.py).  This file is the judge: it runs none of the learner's code
 and imports nothing from the probe, so neither the probe nor its workers load the judge.
@@ -41,7 +41,7 @@ from shared.logs import LOG_DIR
 from shared.tap import Because, Check, once, run as run_checks  # `run` names a probe run here
 
 WORK = Path.cwd()
-PROBE = "import lab06_probe as p; p.probe()"  # a probe interpreter's program (python -c)
+PROBE = "import lab06_learner as p; p.probe()"  # a probe interpreter's program (python -c)
 ROUNDS_EXERCISE = (10, 2000)
 # The learner prints perf_counter() differences; allow for a value printed with 2 decimals.
 PRINT_ROUNDING = 0.06

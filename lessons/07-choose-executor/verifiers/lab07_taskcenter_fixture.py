@@ -1,5 +1,5 @@
 """Lesson 07's task-center judge, its side of the bridge (judge-side kit module, not a lesson file): the probe
-where the taskcenter/ package runs (the steps of lab07_taskcenter_probe.py, asked one at a time), a worker or a
+where the taskcenter/ package runs (the steps of lab07_learner_taskcenter.py, asked one at a time), a worker or a
 log capture around a block, the SQLite files read through the judge's own connection (never the learner's
 store), 07.7's cancel in flight and 07.8's servers.  It never imports taskcenter, nor the probe module.
 """
@@ -24,7 +24,7 @@ CALL_TIMEOUT = 30.0  # the worker's call timeout where no check means a call to 
 BOUND = 30.0  # backstop for waits that facts end in well under a second
 SLACK = 15.0  # a probe call's timeout beyond the bound the probe itself keeps
 TERMINAL = ("success", "failed", "canceled")
-PROBE = "lab07_taskcenter_probe"
+PROBE = "lab07_learner_taskcenter"
 learner = Probe()  # taskcenter loads there, never in this process (the judge)
 until = partial(wait_until, interval=0.01)  # the task center's steps take milliseconds: poll often
 
@@ -32,7 +32,7 @@ until = partial(wait_until, interval=0.01)  # the task center's steps take milli
 # ---------------------------------------------------------------- the probe's steps
 
 def ask(step: str, *args, timeout: float = BOUND + SLACK, **kwargs):
-    """One step in the probe (lab07_taskcenter_probe.STEP; "load" imports the package, so a broken module
+    """One step in the probe (lab07_learner_taskcenter.STEP; "load" imports the package, so a broken module
     fails that check only).  What the learner's code raised there is raised here (shared/probe.LearnerRaised);
     an `ask` in a finally that raises again (or times out) keeps the first error as its context, and
     shared/tap prints both."""

@@ -20,7 +20,7 @@
       and 422 with a readable message and no new row for bad bodies
 
 The judge never imports taskcenter: the package runs in a probe, driven step by step through
-lab07_taskcenter_probe.py (each step answers with plain data).  What the judge can see, it reads itself: the
+lab07_learner_taskcenter.py (each step answers with plain data).  What the judge can see, it reads itself: the
 SQLite file (sqlite3), what the downstream saw (lab07_loopback.py, a server thread of this process on a free
 127.0.0.1 port) and 07.8's `python -m taskcenter.main serve` processes, which it starts and kills.  Retries
 are fast by configuration (nothing waits out a real delay); a call times out only where a check means it to,

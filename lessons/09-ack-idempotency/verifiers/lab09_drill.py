@@ -1,4 +1,4 @@
-"""Kit probe for check 09.4 (not a lesson file): the learner's Celery app with a pause after os.replace.
+"""The worker wrapper for check 09.4 (not a lesson file): the learner's Celery app with a pause after os.replace.
 
 `celery -A lab09_drill:app worker ...` runs the learner's own tasks and settings, plus, in this process and
 its pool children: os.replace wrapped, so that right after the real rename onto a file whose name holds

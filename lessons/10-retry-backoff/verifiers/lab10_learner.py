@@ -1,5 +1,5 @@
 """Runs in a probe next to the learner's modules (shared/probe.py): reading the state and result of the
-learner's retry_export (sent through shared.lesson_celery.LearnerTask).  Plain data out.  (lab10_probe.py is
+learner's retry_export (sent through shared.lesson_celery.LearnerTask).  Plain data out.  (lab10_worker.py is
 another thing: it runs in the worker.)"""
 
 from shared.lesson_celery import learner_task

@@ -1,6 +1,6 @@
 """Verifier for lesson 10: retries with a count, backoff, jitter and a deadline — counted, not guessed.
 
-The lesson's worker runs the learner's app through lab10_probe.py (see there, and tasks.json): every
+The lesson's worker runs the learner's app through lab10_worker.py (see there, and tasks.json): every
 execution, read and planned retry is recorded with its attempt (self.request.retries), attempts end in
 order, and the backoff is shrunk, so no check waits out the real delays.  Every check submits its own jobs.
 

@@ -18,7 +18,7 @@ from shared.lesson_db import db_settings, kit_db, sql
 from shared.probe import Probe
 from shared.proc import Process, WaitTimeout, wait_until
 
-GATE = HoldList(LOG_DIR, "lab11")  # lab11_probe's gate on the first file write, and its events
+GATE = HoldList(LOG_DIR, "lab11")  # lab11_worker's gate on the first file write, and its events
 
 
 # ---------------------------------------------------------------- the kit's own view of the database

@@ -1,5 +1,5 @@
 """Lesson 11's checks of the lesson's edges (not a lesson file): the HTTP read path (11.7), submit's input
-checks (11.8), connect()'s DATABASE_URL checks (11.9, run in lab11_connect_probe.py) and the renewal
+checks (11.8), connect()'s DATABASE_URL checks (11.9, run in lab11_learner_connect.py) and the renewal
 exercise (11.10).  lab11_verify.py runs them; the lab they use is lab11_fixture.py.
 """
 
@@ -149,7 +149,7 @@ def check_url(c) -> None:
         ("password %E9 (not UTF-8)", f"mysql+pymysql://app_user:{marker}%E9@{host}/{database}"),
     ]
     report = probe_report.fresh_path(LOG_DIR, "connect-probe")
-    done = run_script(["lab11_connect_probe.py", json.dumps(cases)], 60, env={probe_report.REPORT_ENV: str(report)})
+    done = run_script(["lab11_learner_connect.py", json.dumps(cases)], 60, env={probe_report.REPORT_ENV: str(report)})
     found = (probe_report.read(report) or {}).get("cases")
     results = {}
     for item in found if isinstance(found, list) else []:

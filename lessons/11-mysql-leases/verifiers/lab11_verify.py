@@ -11,7 +11,7 @@
 11.3  a foreign token, a token past deadline_at, a token whose lease expired (before recovery) and the
       old token after recovery and a new claim: finish() is False each time and nothing is published;
       the current token publishes, and the old one still cannot overwrite it
-11.4  a deliberately slow job (the worker's write is held by lab11_probe): during the write the row is
+11.4  a deliberately slow job (the worker's write is held by lab11_worker): during the write the row is
       already 'running' (the claim committed), information_schema.innodb_trx shows no transaction of
       the lesson's connections, and the row can be locked with NOWAIT
 11.5  next_attempt_at one hour ahead: four concurrent claim() calls and three duplicate messages
@@ -80,7 +80,7 @@ def checks() -> list[Check]:
         Check("11.6", lambda c: check_recovery(c, WORKERS), "probe; workers"),
         Check("11.7", check_http, "probe; uvicorn api_db:app"),
         Check("11.8", check_bad_input, "probe"),
-        Check("11.9", check_url, "lab11_connect_probe.py processes"),
+        Check("11.9", check_url, "lab11_learner_connect.py processes"),
         Check("11.10", check_renew, "probe"),
     ]
 

@@ -60,7 +60,7 @@ def checks() -> list[Check]:
     return [
         Check("12.1", check_submit, "probe: state_store, publisher; python submit_db_export.py, publisher.py"),
         Check("12.2", check_broker_down, "probe: state_store; Redis stopped and started; python publisher.py"),
-        Check("12.3", check_skip_confirm, "probe: state_store; lab12_probe in the worker; python publisher.py"),
+        Check("12.3", check_skip_confirm, "probe: state_store; lab12_worker in the worker; python publisher.py"),
         Check("12.4", check_skip_locked, "probe: publisher; two lab12_claimer.py processes"),
         Check("12.5", check_rollback, "probe: state_store; a kit trigger on export_outbox"),
         Check("12.6", check_stale_confirm, "probe: state_store, publisher with its claim taken over"),

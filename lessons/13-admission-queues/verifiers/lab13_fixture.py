@@ -21,7 +21,7 @@ from shared.probe import Probe
 from shared.lesson_db import TERMINAL, active_jobs, close_open_jobs, job_row, kit_db, outbox_of, set_ago, sql
 from shared.proc import Process, WaitTimeout, free_port, run_python, start_uvicorn, wait_all_ready, wait_until
 
-GATE = HoldList(LOG_DIR, "lab13")  # lab13_probe.py's gate on the first file write
+GATE = HoldList(LOG_DIR, "lab13")  # lab13_worker.py's gate on the first file write
 TOOLS = str(WORK / "lab13_tools.py")
 QUEUES = ("exports.fast", "exports.bulk")
 TRIGGER = "lab13_kit_slow_insert"  # lab13_gate.insert_hold's trigger, dropped by reset()
@@ -163,7 +163,7 @@ _WORKERS: dict[str, Process] = {}
 def workers() -> dict[str, Process]:
     """The lesson's two workers, started once (when a check first needs them) and shared."""
     if not _WORKERS:
-        procs = {kind: spawn([sys.executable, "-m", "celery", "-A", "lab13_probe:app", "worker", "-l", "INFO", "-Q",
+        procs = {kind: spawn([sys.executable, "-m", "celery", "-A", "lab13_worker:app", "worker", "-l", "INFO", "-Q",
                               f"exports.{kind}", "--concurrency=1", "--prefetch-multiplier=1", "-n", f"{kind}@%h",
                               "--without-mingle", "--without-gossip"], f"worker-{kind}.log")
                  for kind in ("fast", "bulk")}
@@ -200,7 +200,7 @@ def publisher_loop():
         proc.stop(grace=5)
 
 
-# ---------------------------------------------------------------- the probe's events (lab13_probe.py)
+# ---------------------------------------------------------------- the probe's events (lab13_worker.py)
 
 # The probe's events (with these fields): an "end" with its task_id (a worker ran that message to its end; an
 # event's id is its task id), a gate's "hold" or "release" of a job.

@@ -1,5 +1,5 @@
 """Check 14.2's chain as the kit runs it (not a lesson file): a real `celery beat` and the fast and bulk
-workers (lab14_probe.py in place of celery_app), the first slot a tick creates, `python publisher.py`, the
+workers (lab14_worker.py in place of celery_app), the first slot a tick creates, `python publisher.py`, the
 job's end, the probe's events, the ticks left in exports.fast.  lab14_verify.py judges by what these return;
 an assert here is a chain that cannot go on (no slot, a process gone, a job that never ends).
 """
@@ -19,10 +19,10 @@ from shared.i18n import t
 from shared.lesson_db import TERMINAL, sql, wait_status
 from shared.proc import Process, WaitTimeout, wait_all_ready, wait_until
 
-EVENTS = LOG_DIR / "lab14-events.jsonl"  # each marked with its processes' TASKLAB_EVENTS_RUN (lab14_probe.py)
+EVENTS = LOG_DIR / "lab14-events.jsonl"  # each marked with its processes' TASKLAB_EVENTS_RUN (lab14_worker.py)
 TICK = "products.schedule_tick"
 
-WORKER_ARGV = ["-m", "celery", "-A", "lab14_probe:app", "worker", "-l", "INFO", "--concurrency=1",
+WORKER_ARGV = ["-m", "celery", "-A", "lab14_worker:app", "worker", "-l", "INFO", "--concurrency=1",
                "--without-mingle", "--without-gossip", "--without-heartbeat"]
 
 
@@ -58,7 +58,7 @@ def start_chain(procs: dict[str, Process], run: str) -> None:
     for role, extra in (("fast", ["-Q", "exports.fast", "-n", "fast@%h"]),
                         ("bulk", ["-Q", "exports.bulk", "-n", "bulk@%h"])):
         procs[role] = spawn([sys.executable, *WORKER_ARGV, *extra], f"lab14-{role}.log", env)
-    procs["beat"] = spawn([sys.executable, "-m", "celery", "-A", "lab14_probe:app", "beat", "-l", "INFO",
+    procs["beat"] = spawn([sys.executable, "-m", "celery", "-A", "lab14_worker:app", "beat", "-l", "INFO",
                            f"--schedule={schedule_file}"], "lab14-beat.log", dict(env, TASKLAB_TICK_SECONDS="1"))
     wait_all_ready((procs["fast"], procs["bulk"]), 40, grace=8, log_contains=READY_MARK)
     procs["beat"].wait_ready(20, log_contains="beat: Starting")

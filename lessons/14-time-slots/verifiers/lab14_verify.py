@@ -126,7 +126,7 @@ def check_beat_chain(c) -> None:
     schedule_store()
     schedule_tasks()
     before = slot_keys()
-    run = uuid4().hex  # every event of the processes below carries it (lab14_probe.py)
+    run = uuid4().hex  # every event of the processes below carries it (lab14_worker.py)
     procs: dict[str, Process] = {}
     with own_rows():
         try:

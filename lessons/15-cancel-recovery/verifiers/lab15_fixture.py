@@ -1,5 +1,5 @@
 """Lesson 15's lab as its checks use it (not a lesson file): the kit's view of the database, the learner's
-modules (in the probe, never in this process), and the worker's deliveries and pauses (lab15_probe.py's events).
+modules (in the probe, never in this process), and the worker's deliveries and pauses (lab15_worker.py's events).
 The checks judge by what these return; an assert here only stops a helper that cannot go on.
 """
 
@@ -21,7 +21,7 @@ from shared.lesson_db import (TERMINAL, close_open_jobs, dead_letters, event_sen
 from shared.probe import Probe
 from shared.proc import WaitTimeout, wait_until
 
-GATE = HoldList(LOG_DIR, "lab15")  # lab15_probe's gates (phases claim and write), and its events
+GATE = HoldList(LOG_DIR, "lab15")  # lab15_worker's gates (phases claim and write), and its events
 
 
 # ---------------------------------------------------------------- the kit's own view of the database

@@ -21,7 +21,7 @@ def main(folder: str) -> int:
 
     def publish(plan: dict) -> dict:
         try:
-            with publishing():  # the matrix worker's claims wait meanwhile (lab16_probe)
+            with publishing():  # the matrix worker's claims wait meanwhile (lab16_worker)
                 return {"published": bool(publish_one())}
         except Exception as exc:  # noqa: BLE001 - reported to the checker, which decides
             return handshake.error_of(exc)

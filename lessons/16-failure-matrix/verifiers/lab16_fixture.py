@@ -1,7 +1,7 @@
 """Lesson 16's failure-matrix stack (kit module, not a lesson file): the processes and servers a drill runs
 against (Stack: a private broker, the matrix's worker(s), the result-cache row's publisher), and the kit's view
 of what happened — the database (a job's committed state changes come from a kit trigger, in commit order) and
-lab16_probe's start/end events per delivery.  The learner's code runs in the judge's probe (lab16_learner.py),
+lab16_worker's start/end events per delivery.  The learner's code runs in the judge's probe (lab16_learner.py),
 never in this process.  Durable times that can be set are moved into the past (advance), never waited out.
 """
 
@@ -33,7 +33,7 @@ from shared.lesson_db import outbox_of as events_of  # the job's outbox events, 
 from shared.probe import LearnerRaised, Probe
 from shared.proc import Process, WaitTimeout, free_port, port_open, wait_all_ready, wait_until
 
-GATE = HoldList(LOG_DIR, "lab16")  # lab16_probe's gate on the first file write, and its events
+GATE = HoldList(LOG_DIR, "lab16")  # lab16_worker's gate on the first file write, and its events
 FAIL_LIST = LOG_DIR / "lab16-fail-claim.txt"
 MARKS = "lab16_kit_marks"
 TRANSITIONS = "lab16_kit_transitions"
@@ -198,7 +198,7 @@ def drop_kit_triggers() -> None:
     make_marks_table(MARKS)
 
 
-# ================================================================ the worker, as lab16_probe saw it
+# ================================================================ the worker, as lab16_worker saw it
 
 def delivery_log(job_id: str) -> list[dict]:
     """Each delivery of the job the worker started: {task_id, pid, start, end (None while running or
@@ -299,7 +299,7 @@ class Stack:
         os.environ["CELERY_BROKER_URL"] = self.broker_url
         env = dict(os.environ)
         node = f"lab16-{os.getpid()}"
-        argv = [sys.executable, "-m", "celery", "-A", "lab16_probe:app", "worker", "-l", "INFO",
+        argv = [sys.executable, "-m", "celery", "-A", "lab16_worker:app", "worker", "-l", "INFO",
                 "-Q", ",".join(QUEUES), "--without-mingle", "--without-gossip", "--without-heartbeat"]
         if not self.private:  # no second broker database: this worker keeps results briefly itself
             env["TASKLAB_RESULT_EXPIRES"] = str(RESULT_TTL)

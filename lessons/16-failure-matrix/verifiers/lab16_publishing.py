@@ -15,7 +15,7 @@ CACHE_PUBLISHER = "cache-publisher"  # the result-cache row's publisher, in shar
 
 @contextlib.contextmanager
 def publishing():
-    """While the kit runs the learner's publish_one, the matrix worker's claims wait (lab16_probe): the
+    """While the kit runs the learner's publish_one, the matrix worker's claims wait (lab16_worker): the
     confirm's lock on the job row is never met by chance.  A marker file per process (the judge's pid
     stands for its probe's publish, which it waits for), removed at the end."""
     marker = LOG_DIR / f"lab16-publishing-{os.getpid()}"

@@ -1,7 +1,7 @@
 """One failure-matrix row as it runs (kit module, not a lesson file): what it did and saw (Row), and the
 drivers that move a job along the way the deployed system would — publish what is due (settle, await_hold),
 run the recovery scan (scan_until), let a dispatch grow old (age_until_requeued).  Facts, never durations:
-a job's states are its committed changes, a delivery's outcome is what lab16_probe recorded when it ended.
+a job's states are its committed changes, a delivery's outcome is what lab16_worker recorded when it ended.
 A job its messages left behind is dispatched again only when the last delivery's claim was refused by the
 database (redispatch, recorded with its reason); a delivery that claimed nothing from a claimable job fails
 the row instead.
@@ -286,7 +286,7 @@ def settle(row: Row, job_id: str, wanted=("succeeded",), seconds: float = WAIT_L
 
 
 def await_hold(row: Row, job_id: str, seconds: float = WAIT_LIMIT) -> dict:
-    """Hold the job's write, and publish until the worker is holding it (lab16_probe's hold event)."""
+    """Hold the job's write, and publish until the worker is holding it (lab16_worker's hold event)."""
     GATE.hold(job_id)
 
     def reached():

@@ -35,7 +35,7 @@ Times that can be set are moved, never waited out; waits poll facts within gener
 are never printed.  The checks' helpers: lab16_shared_stack (what the checks share), lab16_evidence (16.1),
 lab16_terminal (16.2), lab16_worker_log (16.6, 16.10), lab16_monitor (16.7) and the matrix's parts
 (lab16_failure_matrix).  None imports learner code: that runs in the probe (lab16_learner.py), in the
-worker (lab16_probe.py) and in the learner's own scripts.
+worker (lab16_worker.py) and in the learner's own scripts.
 """
 
 from __future__ import annotations

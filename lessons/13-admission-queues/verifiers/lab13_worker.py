@@ -1,4 +1,4 @@
-"""Kit probe for lesson 13's checks (not a lesson file): the learner's Celery app, observed.
+"""The worker wrapper for lesson 13's checks (not a lesson file): the learner's Celery app, observed.
 
 The checker starts the lesson's two workers itself (lab13_fixture.workers: the lesson's commands, -Q
 exports.fast / exports.bulk), with this module in place of celery_app.  It is the learner's own app,

@@ -1,6 +1,6 @@
-"""Kit probe for lesson 15's checks (not a lesson file): the learner's Celery app, observed and paused.
+"""The worker wrapper for lesson 15's checks (not a lesson file): the learner's Celery app, observed and paused.
 
-tasks.json starts the lesson's worker as `celery -A lab15_probe:app worker ...`: the learner's own app,
+tasks.json starts the lesson's worker as `celery -A lab15_worker:app worker ...`: the learner's own app,
 settings and tasks, plus, in this process and its pool children only:
 
 - every task start and end is appended as a JSON line to $TASKLAB_LOG_DIR/lab15-events.jsonl;

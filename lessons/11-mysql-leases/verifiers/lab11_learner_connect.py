@@ -1,5 +1,5 @@
 """A probe for check 11.9 (learner code runs here, not in the judge):
-`python lab11_connect_probe.py CASES_JSON`, a list of [name, url] (url null: the real DATABASE_URL).  For
+`python lab11_learner_connect.py CASES_JSON`, a list of [name, url] (url null: the real DATABASE_URL).  For
 each case: set DATABASE_URL, call state_store.connect(), run SELECT 1, and report (shared/probe_report.py) the outcome,
 error, traceback, whether it is a ValueError and everything the learner's code printed.  The checker looks
 for the password in all of it, so nothing is redacted here.

@@ -1,6 +1,6 @@
-"""Kit probe for the soak (not a lesson file): the learner's Celery app, observed and slowed a little.
+"""The worker wrapper for the soak (not a lesson file): the learner's Celery app, observed and slowed a little.
 
-The soak starts its workers as `celery -A checks.tools.soak_probe:app worker ...`.  Every task start and end is
+The soak starts its workers as `celery -A checks.tools.soak_worker:app worker ...`.  Every task start and end is
 appended to $TASKLAB_LOG_DIR/soak-deliveries.jsonl (pid, message id, job id): the starts are how the
 ledger counts deliveries per job.  SOAK_TASK_DELAY (seconds, e.g. 0.2) makes each execution hold its lease that
 long before finish() — as a slow file write would — so a chaos kill lands on a job that is really

@@ -1,5 +1,5 @@
 """Runs in a child process (a "probe") next to the learner's bounded_async.py: lesson 02's scenarios for
-checks 02.1–02.5, one per run:  python lab02_probe.py KIND   (normal, timeout or error; cwd: the work folder)
+checks 02.1–02.5, one per run:  python lab02_learner.py KIND   (normal, timeout or error; cwd: the work folder)
 
 It runs bounded_async.main() once -- normal, with a SHORT_BUDGET budget, or with a ValueError on item 3 (only
 the budget run has a deadline; the learner's own budget is recorded, not used, so no machine is too slow for

@@ -1,6 +1,6 @@
-"""Kit probe for lesson 12's checks (not a lesson file): the learner's Celery app, observed.
+"""The worker wrapper for lesson 12's checks (not a lesson file): the learner's Celery app, observed.
 
-tasks.json starts the lesson's worker as `celery -A lab12_probe:app worker ...`: the learner's own
+tasks.json starts the lesson's worker as `celery -A lab12_worker:app worker ...`: the learner's own
 app, settings and tasks, plus one addition in this process and its pool children — every task
 start and end is appended (pid, message id, arguments, return value) as a JSON line to
 $TASKLAB_LOG_DIR/lab12-events.jsonl.  That is how the checks count deliveries of one outbox event.

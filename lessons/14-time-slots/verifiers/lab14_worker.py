@@ -1,6 +1,6 @@
-"""Kit probe for lesson 14's checks (not a lesson file): the learner's Celery app, observed.
+"""The worker wrapper for lesson 14's checks (not a lesson file): the learner's Celery app, observed.
 
-Check 14.2 starts the workers and the one beat as `celery -A lab14_probe:app ...`, with, in those processes
+Check 14.2 starts the workers and the one beat as `celery -A lab14_worker:app ...`, with, in those processes
 only: every task start and end appended to $TASKLAB_LOG_DIR/lab14-events.jsonl (worker name, queue, message
 id, arguments, return value) marked with $TASKLAB_EVENTS_RUN, so the check reads only its own run's events;
 and, when TASKLAB_TICK_SECONDS is set (the beat), the tick entries of beat_schedule at that interval instead

@@ -1,5 +1,5 @@
-"""Kit probe for lesson 11's checks (not a lesson file): tasks.json starts the lesson's worker as
-`celery -A lab11_probe:app worker ...`, the learner's own app, settings and tasks, plus, in this process and
+"""The worker wrapper for lesson 11's checks (not a lesson file): tasks.json starts the lesson's worker as
+`celery -A lab11_worker:app worker ...`, the learner's own app, settings and tasks, plus, in this process and
 its pool children only: every task start and end recorded (shared/worker_events.py) in
 $TASKLAB_LOG_DIR/lab11-events.jsonl, and a deliberately slow job: the first write of a file whose path holds a
 job id listed in lab11-hold.txt waits (at most 25 s) for the checker's release (shared/hold_gate.py), which

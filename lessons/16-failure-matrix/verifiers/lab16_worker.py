@@ -1,6 +1,6 @@
-"""Kit probe for lesson 16's failure matrix (not a lesson file): the learner's Celery app, observed.
+"""The worker wrapper for lesson 16's failure matrix (not a lesson file): the learner's Celery app, observed.
 
-The matrix's workers run `celery -A lab16_probe:app worker ...`: the learner's own app, settings and tasks,
+The matrix's workers run `celery -A lab16_worker:app worker ...`: the learner's own app, settings and tasks,
 plus, in the worker process and its pool children only:
 
 - every task start and end, appended as a JSON line to $TASKLAB_LOG_DIR/lab16-events.jsonl (how the matrix

@@ -1,6 +1,6 @@
-"""Kit probe for lesson 10's checks (not a lesson file): the learner's Celery app, observed.
+"""The worker wrapper for lesson 10's checks (not a lesson file): the learner's Celery app, observed.
 
-tasks.json starts the lesson's worker as `celery -A lab10_probe:app worker ...`: the learner's own app,
+tasks.json starts the lesson's worker as `celery -A lab10_worker:app worker ...`: the learner's own app,
 settings and tasks, plus, in this process and its pool children only:
 
 - every execution, read and planned retry of products.retry_demo is recorded in

@@ -1,7 +1,7 @@
 """Runs in a probe interpreter next to the learner's cpu_work.py, process_export.py and verify_process.py:
 lesson 06's scenarios.  The judge (lab06_verify.py) starts one fresh interpreter per scenario:
 
-    python -c 'import lab06_probe as p; p.probe()' MODE ARGS...     (cwd: the work folder)
+    python -c 'import lab06_learner as p; p.probe()' MODE ARGS...     (cwd: the work folder)
 
 It swaps in a recording ProcessPoolExecutor subclass and a recording score_text, runs the learner's
 script or main() with real spawned workers, and writes one JSON report (shared/probe_report.py): what
@@ -117,7 +117,7 @@ def _describe_error(exc: BaseException) -> dict:
     # The learner's own line that raised (an assert of theirs, say): the innermost frame in the work folder.
     here = os.getcwd() + os.sep
     own = [frame.line for frame in traceback.extract_tb(exc.__traceback__)
-           if os.path.abspath(frame.filename).startswith(here) and not frame.filename.endswith("lab06_probe.py")]
+           if os.path.abspath(frame.filename).startswith(here) and not frame.filename.endswith("lab06_learner.py")]
     return {
         "type": type(exc).__name__,
         "line": (own[-1] or "")[:200] if own else "",
@@ -299,7 +299,7 @@ def _worker_calls(path: str | None) -> list:
 
 
 def probe() -> None:
-    """Entry point of a probe interpreter: python -c 'import lab06_probe as p; p.probe()' MODE ..."""
+    """Entry point of a probe interpreter: python -c 'import lab06_learner as p; p.probe()' MODE ..."""
     import runpy
 
     from shared.learner_spies import Lines
