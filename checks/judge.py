@@ -77,12 +77,12 @@ def _start_warm(verifier: str, verifiers: Path, signer, env: dict, workdir: Path
         os.close(secret)
 
 
-def run_forked(judge: dict, server_sock, server_pid: int) -> None:
+def run_forked(judge: dict, server_sock) -> None:
     """The judge, in a process forked from the box's fork server (shared/forkserver.py _entry): its output
     on fds 1 and 2, the channel and the pipe with its key at the numbers `judge` names.  Never returns."""
     from checks.verdicts import KEY_BYTES, Signer
     from shared import warm
-    warm.use_server(server_sock, server_pid)
+    warm.use_server(server_sock)
 
     def judged() -> int:
         secret = b""

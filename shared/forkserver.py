@@ -188,8 +188,7 @@ def _entry(plan: dict):
     else the plan of a program it forked."""
     mine, its = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     caller = os.getpid()
-    server = os.fork()
-    if server == 0:
+    if os.fork() == 0:
         mine.close()
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         if os.getppid() != caller:  # already gone
@@ -205,7 +204,7 @@ def _entry(plan: dict):
     entry = plan["entry"]
     sys.path[:] = [entry["kit"], *_STATE["base_path"]]
     import importlib
-    getattr(importlib.import_module(entry["module"]), entry["call"])(entry["args"], mine, server)
+    getattr(importlib.import_module(entry["module"]), entry["call"])(entry["args"], mine)
     os._exit(70)  # the function ends the process itself
 
 

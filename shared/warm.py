@@ -26,20 +26,19 @@ class _Server:
     """The fork server of this process (started at its first warm command, or by prepare(); one per pid,
     never inherited).  A judge forked from the box's server is given one ready-made (use_server)."""
 
-    def __init__(self, ready: tuple[socket.socket, int] | None = None):
+    def __init__(self, ready: socket.socket | None = None):
         self.lock = threading.Lock()
         self.owner = os.getpid()
         self.libc = ctypes.CDLL(None, use_errno=True)
         if ready is not None:
-            self.sock, self.pid = ready
+            self.sock = ready
             return
         self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         # The blank argument is room: each child writes its own command line over this one's (ps, /proc).
         argv = [sys.executable, forkserver.__file__, str(theirs.fileno()), " " * forkserver.CMDLINE_ROOM]
         # Never stopped here: it ends with the asker (PR_SET_PDEATHSIG) or with its box.
-        proc = subprocess.Popen(argv, pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        self.pid = proc.pid
+        self.proc = subprocess.Popen(argv, pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         theirs.close()
 
     def ask(self, request: dict, fds: list[int]) -> dict:
@@ -82,16 +81,16 @@ def prepare() -> None:
         _broken = True
 
 
-def use_server(sock: socket.socket, pid: int) -> None:
-    """In a judge forked from the box's server: its own server, a fork of that one made before the judge
-    held anything (shared/forkserver.py _entry)."""
+def use_server(sock: socket.socket) -> None:
+    """In a judge forked from the box's server: its own server (on `sock`), a fork of that one made before the
+    judge held anything (shared/forkserver.py _entry)."""
     global _server
-    _server = _Server((sock, pid))
+    _server = _Server(sock)
 
 
 def start_entry(module: str, call: str, args: dict, argv: list[str], cwd, env: dict, stdin: int, output: int,
                 pass_fds: tuple) -> int | None:
-    """Fork a process that calls `module.call(args, server_socket, server_pid)` (a judge: checks/judge.py
+    """Fork a process that calls `module.call(args, server_socket)` (a judge: checks/judge.py
     run_forked) from the server prepare() started: its pid, a child of this process -- or None (no such
     server: the caller starts it its own way)."""
     if _server is None or _server.owner != os.getpid():
