@@ -119,7 +119,6 @@ class _Warm:
         # of CPU per exit otherwise.
         gc.freeze()
 
-
     def note_loaded(self, before: set[str]) -> None:
         """Each module loaded since `before` that a file on a program's path could shadow."""
         for name in {n.split(".")[0] for n in set(sys.modules) - before}:
@@ -178,7 +177,7 @@ def _entry_plan(request: dict, base_path: list[str]) -> dict:
     if not isinstance(entry, dict) or not all(isinstance(entry.get(k), str) for k in ("kit", "module", "call")):
         raise _Cold("entry request")
     return {"kind": "entry", "entry": entry, "argv": request["argv"][1:], "path": list(base_path),
-            "unbuffered": True, "no_bytecode": True, "ignore_env": True}
+            "unbuffered": True, "no_bytecode": True}
 
 
 def _entry(plan: dict):
@@ -221,10 +220,10 @@ def _check(plan: dict, request: dict, start_env: dict, warm: _Warm) -> None:
             raise _Cold(f"environment {key}")
     from importlib.machinery import PathFinder
     cwd = request["cwd"]
-    # Its own folders (warm_imports.folders) count as on its path even when the interpreter does not put them there:
-    # the kit's probe server (-I) adds them itself, after the standard library.
-    entries = _STATE["scan"].folders(plan, cwd) + [entry if os.path.isabs(entry) else os.path.join(cwd, entry)
-                                     for entry in plan["path"]]
+    # Its own folders (warm_imports.folders) count as on its path even when the interpreter does not put
+    # them there: the kit's probe server (-I) adds them itself, after the standard library.
+    entries = _STATE["scan"].folders(plan, cwd)
+    entries += [entry if os.path.isabs(entry) else os.path.join(cwd, entry) for entry in plan["path"]]
     for name, origin in warm.shadowable.items():
         try:
             spec = PathFinder.find_spec(name, entries)

@@ -8,7 +8,6 @@ import os
 from pathlib import Path
 from urllib.parse import urlsplit
 
-
 WORK = Path.cwd()  # the work folder: a verifier, a probe and a lesson script all run in it
 
 

@@ -31,6 +31,8 @@ FROM_RE = re.compile(r"(?:^|;)[ \t]*from[ \t]+([A-Za-z_]\w*)", re.M)  # at a lin
 IMPORT_RE = re.compile(r"(?:^|;)[ \t]*import[ \t]+([^\n#;()]+)", re.M)
 MODULE_ARG = re.compile(r"([A-Za-z_]\w*)(?:\.\w+)*(?::[\w.]+)?")  # an argument naming a module: x, x.y, x:app
 SCAN_FILES, SCAN_BYTES = 200, 1 << 20  # up to 200 modules looked at, each read up to 1 MB
+
+
 def imported(source: str) -> set[str]:
     """The top-level names a program's text imports (read as text, never run; an import inside a function
     counts too, as it may run)."""

@@ -135,15 +135,6 @@ def test_a_stopped_warm_process_reports_the_signal_and_its_group_goes_with_it(tm
     assert done.stdout.split() == ["True", "True", "True", str(-signal.SIGTERM)], done.stdout + done.stderr
 
 
-def test_off_by_default_outside_a_box():
-    from shared import warm_imports
-    env = {k: v for k, v in os.environ.items() if k not in ("TASKLAB_BOXED", "TASKLAB_FORKSERVER")}
-    assert subprocess.run([sys.executable, "-c", "from shared import warm; print(warm.enabled())"],
-                          cwd=KIT, env=dict(env, PYTHONPATH=str(KIT)), capture_output=True, text=True
-                          ).stdout.strip() == "False"
-    assert warm_imports.GROUPS["celery"]  # what is warmed is listed in one place
-
-
 def test_pass_fds_arrive_at_their_own_numbers_and_nothing_else_is_open(tmp_path):
     # The probe hands its probe server two pipe ends this way (shared/probe.py).
     script = textwrap.dedent("""

@@ -11,11 +11,9 @@ import textwrap
 import pytest
 
 from shared import lesson_celery, lesson_db, scripts, servicectl
-from shared.events import append_event, job_events, read_events
 from shared.lesson_celery import (DeclaredWorker, LearnerTask, declared_worker, learner_task, private_worker_argv,
                                   queued_messages, queued_task_ids, result_in_probe, send_in_probe, spawn,
                                   state_in_probe, take_back)
-from shared.scripts import Script, run_script
 
 DECLARED = ["{python}", "-m", "celery", "-A", "celery_app:app", "worker", "-l", "INFO", "-Q", "exports",
             "--concurrency=2", "-n", "lab09@%h", "--without-mingle", "--without-gossip"]
@@ -69,32 +67,6 @@ def test_running_fails_with_the_log_tail_once_the_worker_has_exited(monkeypatch,
     assert str(raised.value) == f"the worker (pid {gone.pid}) has exited; log tail:\nxxxxxxthe last words"
 
 
-def test_run_script_masks_secrets_and_notes_its_tail(monkeypatch, tmp_path):
-    monkeypatch.setattr(scripts, "WORK", tmp_path)
-    monkeypatch.setenv("LABTEST_PASSWORD", "s3cret-value")
-    (tmp_path / "talk.py").write_text("import sys\nprint('one')\nprint()\nprint('  two', sys.argv[1])\n"
-                                      "print('pw=s3cret-value')\nraise SystemExit(3)\n")
-    done = run_script(["talk.py", "arg"], 20)
-    assert isinstance(done, Script)
-    code, output, lines = done  # unpacks as lesson 15's runner did
-    assert code == 3 and "s3cret-value" not in output and "pw=***" in output
-    assert lines == ["one", "  two arg", "pw=***"]  # empty lines left out
-    c = Noted()
-    done.tail(c, 2, width=5)
-    assert c.notes == ["    two", "  pw=**"]
-    done.tail(c, 1, width=None)
-    assert c.notes[-1] == "  pw=***"
-
-
-def test_run_script_fails_with_its_message_when_late(monkeypatch, tmp_path):
-    monkeypatch.setattr(scripts, "WORK", tmp_path)
-    (tmp_path / "slow.py").write_text("import time\ntime.sleep(30)\n")
-    with pytest.raises(AssertionError, match="^slow.py did not finish$"):
-        run_script(["slow.py"], 0.5, late="slow.py did not finish")
-    with pytest.raises(subprocess.TimeoutExpired):
-        run_script(["slow.py"], 0.5)
-
-
 class FakeRedis:
     """A queue list as Redis keeps it: LRANGE reads, LREM removes."""
 
@@ -137,17 +109,6 @@ def test_spawn_starts_our_process_with_a_fresh_log_and_does_not_wait(monkeypatch
     proc.stop()
     text = (tmp_path / "logs" / "mine.log").read_text()
     assert "an old run" not in text and f"hello there {sys.executable}" in text
-
-
-def test_read_events_keeps_only_the_events_that_match(tmp_path):
-    path = tmp_path / "events.jsonl"
-    append_event(path, "start", task_id="a", path="x")
-    append_event(path, "end", task_id="a")
-    append_event(path, "start", task_id="b")
-    assert [e["task_id"] for e in read_events(path, kind="start")] == ["a", "b"]
-    assert [e["kind"] for e in read_events(path, task_id="a")] == ["start", "end"]
-    assert read_events(path, kind="start", path="x")[0]["task_id"] == "a"  # a field named path
-    assert read_events(path, kind="retry") == []
 
 
 TASKS_MODULE = textwrap.dedent('''
@@ -339,21 +300,6 @@ def test_publish_until_sent_notes_a_failed_run_and_says_the_callers_words(work, 
     assert c.notes == ["  b", "  c", "    d"]
 
 
-def test_job_events_are_one_jobs_starts_in_file_order(tmp_path):
-    path = tmp_path / "events.jsonl"
-    for kind, task, task_id, args in (("start", "products.export", "a", ["job-1", 2]), ("start", "tick", "b", []),
-                                      ("end", "products.export", "a", ["job-1"]), ("start", "other", "c", ["job-1"]),
-                                      ("start", "products.export", "d", ["job-2"]),
-                                      ("start", "products.export", "e", ["job-1"])):
-        append_event(path, kind, task=task, task_id=task_id, args=args)
-    assert [e["task_id"] for e in job_events(path, "job-1")] == ["a", "c", "e"]
-    assert [e["task_id"] for e in job_events(str(path), "job-1", task="products.export")] == ["a", "e"]
-    assert [e["task_id"] for e in job_events(path, "job-1", kind="end")] == ["a"]
-    events = read_events(path) + [{"kind": "start", "args": None}, {"kind": "start"}]
-    assert [e["task_id"] for e in job_events(events, "job-1", task_id="e")] == ["e"]
-    assert job_events(tmp_path / "missing.jsonl", "job-1") == []
-
-
 def test_delivered_to_is_the_workers_node_and_the_messages_queue():
     from types import SimpleNamespace
 
@@ -364,22 +310,3 @@ def test_delivered_to_is_the_workers_node_and_the_messages_queue():
     assert delivered_to(object()) == {"node": None, "queue": None}
 
 
-def test_printed_dicts_reads_each_dict_a_script_printed_and_nothing_else():
-    from shared.scripts import printed_dicts
-    lines = ["submitted 42", "{'job_id': '42', 'rows': 1}", "result: {'first': 'a', 'same_slot': None}",
-             "{'broken': ", "{1, 2}", "{'deep': " + "[" * 100_000 + "]" * 100_000 + "}",
-             "{'x': __import__('os')}", "{}"]
-    assert printed_dicts(lines) == [{"job_id": "42", "rows": 1}, {"first": "a", "same_slot": None}, {}]
-
-
-def test_task_runs_pair_the_kth_start_of_a_message_in_a_process_with_its_kth_end():
-    from shared.events import job_runs, task_runs
-
-    def event(kind, task_id, pid, job="j1"):
-        return {"kind": kind, "task_id": task_id, "pid": pid, "args": [job]}
-    events = [event("start", "m1", 10), event("start", "m1", 11), event("end", "m1", 10),  # 11 was killed
-              event("start", "m1", 10), event("start", "m2", 10, job="j2"), event("end", "m2", 10, job="j2")]
-    runs = task_runs(events)
-    assert [(s["pid"], e is not None) for s, e in runs] == [(10, True), (11, False), (10, False), (10, True)]
-    assert runs[0][1] is events[2] and runs[3][1] is events[5]
-    assert [(s["pid"], e) for s, e in job_runs(events, "j1")] == [(10, events[2]), (11, None), (10, None)]
